@@ -1,0 +1,37 @@
+/**
+ * Every error code redfence raises. Codes are stable: they never change meaning once released.
+ * docs/errors.md documents each one; a test keeps the two in step.
+ */
+export const ERROR_CODES = {
+  RF_INVALID_ARGUMENT: {
+    retriable: false,
+    summary: 'A function was called with an argument it cannot accept.',
+  },
+  RF_INVALID_OPTIONS: {
+    retriable: false,
+    summary: 'Options failed validation; the message names the option path.',
+  },
+  RF_SCRIPT_NOT_FOUND: {
+    retriable: false,
+    summary: 'A Lua script or include named by the loader does not exist.',
+  },
+  RF_SCRIPT_INCLUDE_CYCLE: { retriable: false, summary: 'Lua includes form a cycle.' },
+  RF_SCRIPT_ERROR: {
+    retriable: false,
+    summary: 'A fence script returned an error reply (bad input or a bug).',
+  },
+  RF_REDIS_UNAVAILABLE: {
+    retriable: true,
+    summary: 'Redis could not be reached or answered with a transient error.',
+  },
+  RF_BAD_REPLY: {
+    retriable: false,
+    summary: 'A fence script replied in a shape this library version does not understand.',
+  },
+  RF_STATE_CORRUPT: {
+    retriable: false,
+    summary: 'A state hash in Redis does not have the fields redfence writes.',
+  },
+} as const satisfies Record<string, { retriable: boolean; summary: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;

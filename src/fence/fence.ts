@@ -1,0 +1,232 @@
+import type { Cluster, Redis } from 'ioredis';
+import { RedfenceError } from '../errors/index.js';
+import { checkPartition, checkTopic, type KeyEncoding, KeySpace } from '../keys/index.js';
+import { decodeApply, decodeState, encodeApply } from './codec.js';
+import { asFenceRedis, type FenceRedis, type RedisArg } from './redis-port.js';
+import { type LoadedScript, loadScripts } from './script-loader.js';
+import { runScript, wrapRedisError } from './script-runner.js';
+import type { ApplyRequest, FencingMode, RecordResult, StoredState } from './types.js';
+
+export interface FenceOptions {
+  /** An ioredis `Redis` or `Cluster` (or anything implementing {@link FenceRedis}). */
+  redis: FenceRedis | Redis | Cluster;
+  /** Logical store name; part of every key. */
+  store: string;
+  /** `strict` on a single Redis (also checks the partition epoch key); `cluster` on Redis Cluster. */
+  mode: FencingMode;
+  tenant?: string;
+  keyEncoding?: KeyEncoding;
+  maxRawKeyLength?: number;
+  /**
+   * TTL of state keys in ms, refreshed on every write; 0 (default) keeps state forever. It must exceed
+   * the topic's retention plus the largest consumer lag, or a replay of old records is applied again.
+   */
+  ttlMs?: number;
+  /** Keep a per-partition index of keys with pending entries so {@link Fence.sweep} can prune them. Default true. */
+  pendingIndex?: boolean;
+}
+
+const OPTION_KEYS = new Set([
+  'redis',
+  'store',
+  'mode',
+  'tenant',
+  'keyEncoding',
+  'maxRawKeyLength',
+  'ttlMs',
+  'pendingIndex',
+]);
+
+let cachedScripts: Map<string, LoadedScript> | undefined;
+function script(name: string): LoadedScript {
+  cachedScripts ??= loadScripts();
+  const s = cachedScripts.get(name);
+  if (!s) throw new RedfenceError('RF_SCRIPT_NOT_FOUND', `fence script ${name} is missing from the package`);
+  return s;
+}
+
+/**
+ * The fence: applies records to per-key state in Redis atomically with their (partition, offset, epoch)
+ * fence and pending outputs. Knows nothing about Kafka; the runtime feeds it.
+ *
+ * @example
+ * const fence = new Fence({ redis, store: 'totals', mode: 'strict' });
+ * const epoch = await fence.acquireEpoch('orders', 3);
+ * const [r] = await fence.apply({ topic: 'orders', partition: 3, epoch, committedOffset: 41, key: 'c-7',
+ *   records: [{ offset: 41, operation: { op: 'add', by: 250 }, output: 'state' }] });
+ * // r.verdict === 'APPLY' and r.output.value is the new total
+ */
+export class Fence {
+  readonly keys: KeySpace;
+  readonly mode: FencingMode;
+  readonly ttlMs: number;
+  readonly #redis: FenceRedis;
+  readonly #index: boolean;
+
+  constructor(options: FenceOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new RedfenceError('RF_INVALID_OPTIONS', 'Fence options must be an object');
+    }
+    for (const k of Object.keys(options)) {
+      if (!OPTION_KEYS.has(k)) {
+        throw new RedfenceError(
+          'RF_INVALID_OPTIONS',
+          `unknown Fence option "${k}"; known: ${[...OPTION_KEYS].join(', ')}`,
+        );
+      }
+    }
+    const redis = asFenceRedis(options.redis);
+    if (typeof redis === 'string') {
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `Fence option "redis" must be an ioredis Redis or Cluster (method ${redis} missing)`,
+      );
+    }
+    if (options.mode !== 'strict' && options.mode !== 'cluster') {
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `Fence option "mode" must be 'strict' or 'cluster', got ${JSON.stringify(options.mode)}`,
+      );
+    }
+    const ttl = options.ttlMs ?? 0;
+    if (!Number.isSafeInteger(ttl) || ttl < 0) {
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `Fence option "ttlMs" must be a non-negative integer, got ${String(ttl)}`,
+      );
+    }
+    try {
+      this.keys = new KeySpace({
+        store: options.store,
+        ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+        ...(options.keyEncoding === undefined ? {} : { keyEncoding: options.keyEncoding }),
+        ...(options.maxRawKeyLength === undefined ? {} : { maxRawKeyLength: options.maxRawKeyLength }),
+      });
+    } catch (err) {
+      throw new RedfenceError('RF_INVALID_OPTIONS', `Fence options: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    this.#redis = redis;
+    this.mode = options.mode;
+    this.ttlMs = ttl;
+    this.#index = options.pendingIndex ?? true;
+  }
+
+  /** Raises the partition's epoch; call on assignment, before processing any of its records. */
+  async acquireEpoch(topic: string, partition: number): Promise<number> {
+    const reply = await runScript(
+      this.#redis,
+      script('acquireEpoch'),
+      [this.keys.epoch(topic, partition)],
+      [],
+    );
+    return Number(reply);
+  }
+
+  /** Applies the records of one key (one partition batch) and returns one result per record. */
+  async apply(request: ApplyRequest): Promise<RecordResult[]> {
+    const [results] = await this.applyBatch([request]);
+    return results as RecordResult[];
+  }
+
+  /**
+   * Applies many keys' requests concurrently (one script call per key; with ioredis'
+   * `enableAutoPipelining` they share round trips). Keys with outputs are first added to their
+   * partition's pending index, one ZADD per partition, so {@link sweep} can prune them later.
+   */
+  async applyBatch(requests: readonly ApplyRequest[]): Promise<RecordResult[][]> {
+    const strict = this.mode === 'strict';
+    const prepared = requests.map((req) => {
+      checkTopic(req.topic);
+      checkPartition(req.partition);
+      const stateKey = this.keys.state(req.key);
+      const keys = strict ? [stateKey, this.keys.epoch(req.topic, req.partition)] : [stateKey];
+      return { req, stateKey, keys, args: encodeApply(req, this.ttlMs) };
+    });
+
+    const indexCalls: Promise<unknown>[] = [];
+    if (this.#index) {
+      const byPartition = new Map<string, RedisArg[]>();
+      for (const { req, stateKey } of prepared) {
+        let top = -1;
+        for (const r of req.records) if (r.output !== undefined && r.offset > top) top = r.offset;
+        if (top < 0) continue;
+        const idx = this.keys.pendingIndex(req.topic, req.partition);
+        const list = byPartition.get(idx) ?? [];
+        if (list.length === 0) byPartition.set(idx, list);
+        list.push(top, stateKey);
+      }
+      for (const [idx, members] of byPartition) {
+        indexCalls.push(
+          this.#redis.zadd(idx, 'GT', ...members).catch((err: unknown) => {
+            throw wrapRedisError('ZADD pending index', err);
+          }),
+        );
+      }
+    }
+    const name = strict ? 'applyRecordsStrict' : 'applyRecords';
+    const applyCalls = prepared.map(({ keys, args }) => runScript(this.#redis, script(name), keys, args));
+    const [replies] = await Promise.all([Promise.all(applyCalls), Promise.all(indexCalls)]);
+    return prepared.map(({ req }, i) => decodeApply(req, replies[i]));
+  }
+
+  /** The stored value and fence of a key, or null when it has none. */
+  async read(key: string | Uint8Array): Promise<StoredState | null> {
+    let flat: Record<string, Buffer>;
+    try {
+      flat = await this.#redis.hgetallBuffer(this.keys.state(key));
+    } catch (err) {
+      throw wrapRedisError('HGETALL', err);
+    }
+    return decodeState(flat);
+  }
+
+  /**
+   * Prunes pending entries of a partition's keys that were not written again after the partition's
+   * committed offset passed them. Call after a commit, off the hot path. Returns the keys visited and
+   * the entries removed; call again while `more` is true.
+   */
+  async sweep(
+    topic: string,
+    partition: number,
+    committedOffset: number,
+    limit = 500,
+  ): Promise<{ keys: number; pruned: number; more: boolean }> {
+    if (!Number.isSafeInteger(committedOffset) || committedOffset < 0) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `committedOffset must be a non-negative integer, got ${String(committedOffset)}`,
+      );
+    }
+    const idx = this.keys.pendingIndex(topic, partition);
+    let members: Buffer[];
+    try {
+      members = await this.#redis.zrangeBuffer(
+        idx,
+        '-inf',
+        `(${committedOffset}`,
+        'BYSCORE',
+        'LIMIT',
+        0,
+        limit,
+      );
+    } catch (err) {
+      throw wrapRedisError('ZRANGE pending index', err);
+    }
+    if (members.length === 0) return { keys: 0, pruned: 0, more: false };
+    const counts = await Promise.all(
+      members.map((m) =>
+        runScript(
+          this.#redis,
+          script('prunePending'),
+          [m.toString('utf8')],
+          [String(partition), String(committedOffset)],
+        ),
+      ),
+    );
+    await runScript(this.#redis, script('sweepIndex'), [idx], [String(committedOffset), ...members]);
+    const pruned = counts.reduce<number>((a, c) => a + Number(c), 0);
+    return { keys: members.length, pruned, more: members.length === limit };
+  }
+}

@@ -1,0 +1,5 @@
+export { decodeApply, decodeEntry, decodeState, encodeApply } from './codec.js';
+export { Fence, type FenceOptions } from './fence.js';
+export { asFenceRedis, type FenceRedis, type RedisArg } from './redis-port.js';
+export { type LoadedScript, LUA_DIR, loadScripts } from './script-loader.js';
+export * from './types.js';

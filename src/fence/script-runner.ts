@@ -1,0 +1,44 @@
+import { RedfenceError } from '../errors/index.js';
+import type { FenceRedis, RedisArg } from './redis-port.js';
+import type { LoadedScript } from './script-loader.js';
+
+function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
+}
+
+const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY)\b/;
+
+/** Wraps a Redis error: script errors (bad input, bugs) are final; connection trouble is retriable. */
+export function wrapRedisError(script: string, err: unknown): RedfenceError {
+  if (RedfenceError.is(err)) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  if (/RF_(ARGS|PROTOCOL)|ERR .*script|user_script/.test(message) && !TRANSIENT.test(message)) {
+    return new RedfenceError('RF_SCRIPT_ERROR', `fence script ${script} failed: ${message}`, { cause: err });
+  }
+  return new RedfenceError('RF_REDIS_UNAVAILABLE', `Redis call ${script} failed: ${message}`, { cause: err });
+}
+
+/** Runs a loaded script with EVALSHA, falling back to EVAL when the server answers NOSCRIPT. */
+export async function runScript(
+  redis: FenceRedis,
+  script: LoadedScript,
+  keys: readonly string[],
+  args: readonly RedisArg[],
+): Promise<unknown> {
+  if (keys.length !== script.numberOfKeys) {
+    throw new RedfenceError(
+      'RF_INVALID_ARGUMENT',
+      `script ${script.id} takes ${script.numberOfKeys} keys, got ${keys.length}`,
+    );
+  }
+  try {
+    return await redis.evalshaBuffer(script.sha, script.numberOfKeys, ...keys, ...args);
+  } catch (err) {
+    if (!isNoScript(err)) throw wrapRedisError(script.id, err);
+  }
+  try {
+    return await redis.evalBuffer(script.source, script.numberOfKeys, ...keys, ...args);
+  } catch (err) {
+    throw wrapRedisError(script.id, err);
+  }
+}

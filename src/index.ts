@@ -1,0 +1,25 @@
+/**
+ * redfence: effectively-once Kafka stream processing with state in Redis.
+ * The public API. Everything exported here is documented in README.md and docs/.
+ */
+export { ERROR_CODES, type ErrorCode, RedfenceError, type RedfenceErrorOptions } from './errors/index.js';
+export {
+  type ApplyRequest,
+  Fence,
+  type FenceOptions,
+  type FenceRecord,
+  type FenceRedis,
+  type FenceToken,
+  type FencingMode,
+  type Operation,
+  type Output,
+  type OutputSpec,
+  type PendingEntry,
+  type RecordResult,
+  type StoredState,
+  Verdict,
+} from './fence/index.js';
+export { decideApply, type ModelApplyInput, type ModelOptions, type ModelState } from './fence/model.js';
+export { type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys/index.js';
+export { keyBytes, murmur2, type PartitionKey, partitionFor, toPositive } from './partitioner/index.js';
+export { VERSION } from './version.js';

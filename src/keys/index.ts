@@ -1,0 +1,1 @@
+export { checkPartition, checkTopic, type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys.js';

@@ -1,0 +1,167 @@
+/**
+ * The one place that builds Redis key names. Every name starts with `rf:` and carries a
+ * hash tag (`{...}`) so that each fence script touches keys of a single hash slot.
+ *
+ * - state of one key:       rf:[t=<tenant>:]{<store>:<key>}
+ * - partition epoch:        rf:[t=<tenant>:]{<store>:<topic>:<partition>}:epoch
+ * - partition pending index rf:[t=<tenant>:]{<store>:<topic>:<partition>}:pending
+ *
+ * User keys that are long, contain braces, start with `#`, are binary, or are declared
+ * sensitive are stored by a hash of their bytes (`#` + base64url SHA-256) so that the
+ * hash tag stays intact and the raw key never appears in Redis key names or logs.
+ */
+import { createHash } from 'node:crypto';
+import { RedfenceError } from '../errors/index.js';
+
+/** How user keys become part of Redis key names. */
+export type KeyEncoding =
+  /** Raw when safe (printable UTF-8 up to `maxRawKeyLength`, no braces, not starting with `#`), else hashed. */
+  | 'auto'
+  /** Always a SHA-256 of the key bytes: for keys that carry personal data. */
+  | 'hash';
+
+export interface KeySpaceOptions {
+  /** Logical store name: `[A-Za-z0-9_.-]{1,64}`. */
+  store: string;
+  /** Optional tenant: `[A-Za-z0-9_.-]{1,64}`; scopes every key so ACLs can grant `rf:t=<tenant>:*`. */
+  tenant?: string;
+  /** Default `auto`. */
+  keyEncoding?: KeyEncoding;
+  /** Longest key (in bytes) stored raw under `auto`. Default 128. */
+  maxRawKeyLength?: number;
+}
+
+const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
+// Printable ASCII and any non-control Unicode, no braces; checked on the decoded string.
+const SAFE_RAW = /^[^\p{Cc}{}#][^\p{Cc}{}]*$/u;
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+function checkName(what: string, value: unknown): string {
+  if (typeof value !== 'string' || !NAME.test(value)) {
+    throw new RedfenceError(
+      'RF_INVALID_ARGUMENT',
+      `${what} must match ${NAME.source} (letters, digits, '_', '.', '-'), got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+/** Checks a Kafka topic name (Kafka's own rule: `[A-Za-z0-9._-]{1,249}`). */
+export function checkTopic(topic: unknown): string {
+  if (typeof topic !== 'string' || !TOPIC.test(topic)) {
+    throw new RedfenceError(
+      'RF_INVALID_ARGUMENT',
+      `topic must be a valid Kafka topic name, got ${JSON.stringify(topic)}`,
+    );
+  }
+  return topic;
+}
+
+/** Checks a partition number. */
+export function checkPartition(partition: unknown): number {
+  if (
+    typeof partition !== 'number' ||
+    !Number.isInteger(partition) ||
+    partition < 0 ||
+    partition > 0x7fffffff
+  ) {
+    throw new RedfenceError(
+      'RF_INVALID_ARGUMENT',
+      `partition must be a non-negative integer, got ${String(partition)}`,
+    );
+  }
+  return partition;
+}
+
+/** Builds every Redis key name of one store (optionally of one tenant). */
+export class KeySpace {
+  readonly store: string;
+  readonly tenant: string | undefined;
+  readonly keyEncoding: KeyEncoding;
+  readonly maxRawKeyLength: number;
+  readonly #prefix: string;
+
+  constructor(options: KeySpaceOptions) {
+    this.store = checkName('store', options.store);
+    this.tenant = options.tenant === undefined ? undefined : checkName('tenant', options.tenant);
+    const enc = options.keyEncoding ?? 'auto';
+    if (enc !== 'auto' && enc !== 'hash') {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `keyEncoding must be 'auto' or 'hash', got ${JSON.stringify(enc)}`,
+      );
+    }
+    this.keyEncoding = enc;
+    const max = options.maxRawKeyLength ?? 128;
+    if (!Number.isInteger(max) || max < 1 || max > 1024) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `maxRawKeyLength must be an integer in 1..1024, got ${String(max)}`,
+      );
+    }
+    this.maxRawKeyLength = max;
+    this.#prefix = this.tenant === undefined ? 'rf:' : `rf:t=${this.tenant}:`;
+  }
+
+  /** The Redis key of the state hash of user key `key`. */
+  state(key: string | Uint8Array): string {
+    return `${this.#prefix}{${this.store}:${this.keyId(key)}}`;
+  }
+
+  /** The Redis key of a partition's epoch counter. */
+  epoch(topic: string, partition: number): string {
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:epoch`;
+  }
+
+  /** The Redis key of a partition's index of state keys that hold pending outputs. */
+  pendingIndex(topic: string, partition: number): string {
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:pending`;
+  }
+
+  /** A pattern matching every state key of this store (for SCAN-based tools). */
+  statePattern(): string {
+    return `${this.#prefix}{${this.store}:*}`;
+  }
+
+  /**
+   * The form of `key` used inside Redis key names: the key itself when it is safe to store raw,
+   * else `#` + base64url(SHA-256(key bytes)). Stable across versions: changing it orphans state.
+   */
+  keyId(key: string | Uint8Array): string {
+    let text: string | undefined;
+    let bytes: Uint8Array | undefined;
+    if (typeof key === 'string') {
+      text = key;
+    } else if (key instanceof Uint8Array) {
+      bytes = key;
+      try {
+        text = decoder.decode(key);
+      } catch {
+        text = undefined; // binary key: always hashed
+      }
+    } else {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `a state key must be a string or a Uint8Array/Buffer, got ${key === null ? 'null' : typeof key}`,
+      );
+    }
+    if (
+      this.keyEncoding === 'auto' &&
+      text !== undefined &&
+      text.length > 0 &&
+      Buffer.byteLength(text) <= this.maxRawKeyLength &&
+      SAFE_RAW.test(text)
+    ) {
+      return text;
+    }
+    return `#${createHash('sha256')
+      .update(bytes ?? Buffer.from(text ?? '', 'utf8'))
+      .digest('base64url')}`;
+  }
+
+  /** A log-safe description of a user key: never the key text, only a short digest. */
+  static describeKey(key: string | Uint8Array): string {
+    return `key#${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
+  }
+}
