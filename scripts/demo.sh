@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job, from a fresh clone: installs, builds, starts local Kafka and Redis (unless
+# KAFKA_BROKERS / REDIS_URL point at yours), then runs the smoke job (examples/smoke.ts) and prints
+# its verification table. Exits non-zero if anything does not add up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+npm run --silent build
+bash dev/redis.sh up standalone
+bash dev/kafka.sh up 1
+node --import tsx examples/smoke.ts

@@ -1,0 +1,31 @@
+/** The built CLI answers --help and --version (run from dist/, as users run it). */
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+
+const BIN = new URL('../../dist/cli/bin.js', import.meta.url).pathname;
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
+describe('redfence CLI', () => {
+  it('--help prints usage and exits 0', () => {
+    const out = execFileSync(process.execPath, [BIN, '--help'], { encoding: 'utf8' });
+    assert.match(out, /^redfence \d+\.\d+\.\d+/);
+    assert.match(out, /Usage:/);
+  });
+
+  it('--version prints the package version', () => {
+    assert.equal(
+      execFileSync(process.execPath, [BIN, '--version'], { encoding: 'utf8' }).trim(),
+      pkg.version,
+    );
+  });
+
+  it('an unknown command exits 2 and names it', () => {
+    const r = spawnSync(process.execPath, [BIN, 'frobnicate'], { encoding: 'utf8' });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /unknown command "frobnicate"/);
+  });
+});
