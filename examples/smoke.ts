@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
-import { Fence, partitionFor, type ApplyRequest } from '../src/index.js';
+import { type ApplyRequest, Fence, partitionFor } from '../src/index.js';
 
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(',');
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
@@ -41,7 +41,12 @@ async function main(): Promise<number> {
   });
 
   // 1. N orders keyed by customer, placed by the Java-compatible partitioner.
-  const producer = kafka.producer({ partitioner: 'murmur2_random', 'enable.idempotence': true, 'linger.ms': 5, kafkaJS: quiet });
+  const producer = kafka.producer({
+    partitioner: 'murmur2_random',
+    'enable.idempotence': true,
+    'linger.ms': 5,
+    kafkaJS: quiet,
+  });
   await producer.connect();
   let inputSum = 0n;
   const orders = Array.from({ length: N }, (_, i) => {
@@ -50,7 +55,8 @@ async function main(): Promise<number> {
     const customer = `customer-${(i * 31) % K}`;
     return { key: customer, value: JSON.stringify({ id: i, customer, amount }) };
   });
-  for (let i = 0; i < orders.length; i += 1000) await producer.send({ topic: ORDERS, messages: orders.slice(i, i + 1000) });
+  for (let i = 0; i < orders.length; i += 1000)
+    await producer.send({ topic: ORDERS, messages: orders.slice(i, i + 1000) });
 
   // 2. Consume in batches: Redis write (fence), then produce, then commit.
   const verdicts = new Map<string, number>();
@@ -106,7 +112,11 @@ async function main(): Promise<number> {
           verdicts.set(r.verdict, (verdicts.get(r.verdict) ?? 0) + 1);
           if (r.verdict === 'FENCE') throw new Error(`fenced on partition ${partition}`);
           const out = 'output' in r ? r.output : undefined;
-          if (out?.value) messages.push({ key: String(req.key), value: JSON.stringify({ customer: req.key, total: Number(out.value) }) });
+          if (out?.value)
+            messages.push({
+              key: String(req.key),
+              value: JSON.stringify({ customer: req.key, total: Number(out.value) }),
+            });
         }
       });
       if (messages.length > 0) await producer.send({ topic: TOTALS, messages });
@@ -123,7 +133,10 @@ async function main(): Promise<number> {
   await Promise.race([
     done,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`consumed only ${consumed}/${N} records in ${DEADLINE_MS / 1000} s`)), DEADLINE_MS);
+      timer = setTimeout(
+        () => reject(new Error(`consumed only ${consumed}/${N} records in ${DEADLINE_MS / 1000} s`)),
+        DEADLINE_MS,
+      );
     }),
   ]).finally(() => clearTimeout(timer));
   const seconds = (performance.now() - started) / 1000;
@@ -154,7 +167,8 @@ async function main(): Promise<number> {
   const ok = rows.every(([, , pass]) => pass);
   process.stdout.write(`\nredfence smoke job: ${N} orders over ${K} customers, ${PARTITIONS} partitions\n\n`);
   process.stdout.write('| check | value | ok |\n| --- | --- | --- |\n');
-  for (const [name, value, pass] of rows) process.stdout.write(`| ${name} | ${value} | ${pass ? 'yes' : 'NO'} |\n`);
+  for (const [name, value, pass] of rows)
+    process.stdout.write(`| ${name} | ${value} | ${pass ? 'yes' : 'NO'} |\n`);
   process.stdout.write(`\n${ok ? 'PASS' : 'FAIL'}\n`);
   return ok ? 0 : 1;
 }
@@ -164,7 +178,9 @@ main()
     process.exitCode = code;
   })
   .catch((err: unknown) => {
-    process.stderr.write(`smoke job failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `smoke job failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exitCode = 1;
   })
   .finally(async () => {
