@@ -20,6 +20,31 @@ export {
   Verdict,
 } from './fence/index.js';
 export { decideApply, type ModelApplyInput, type ModelOptions, type ModelState } from './fence/model.js';
+export type { InRecord, KafkaPort, OutRecord, TopicPartition } from './kafka/types.js';
 export { type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys/index.js';
+export { HealthState, RedfenceMetrics, startMetricsServer } from './metrics/index.js';
 export { keyBytes, murmur2, type PartitionKey, partitionFor, toPositive } from './partitioner/index.js';
+export {
+  buildDeadLetter,
+  DEAD_LETTER_HEADERS,
+  type DeadLetterInput,
+  type DeadLetterReason,
+  type DeadLetterRecord,
+  readDeadLetterHeaders,
+} from './runtime/dead-letter.js';
+export type { Logger } from './runtime/logger.js';
+export {
+  type ProcessingMode,
+  Processor,
+  type ProcessorOptions,
+  type ProcessorState,
+} from './runtime/processor.js';
+export {
+  defineProcessor,
+  type OperationProcessor,
+  type ProcessorDefinition,
+  type RecordMeta,
+  type ReducerProcessor,
+  type Reduction,
+} from './state/definition.js';
 export { VERSION } from './version.js';

@@ -9,6 +9,8 @@ const HELP = `redfence ${VERSION}: effectively-once Kafka stream processing with
 Usage:
   redfence --help              show this help
   redfence --version           print the version
+  redfence run <module> [options]
+                               run the processor a module exports (redfence run --help for options)
   redfence inspect <store> <key> [--redis <url>] [--cluster <host:port,...>]
                                print a key's value, fence (partition, offset, epoch) and pending entries
 
@@ -29,6 +31,10 @@ export async function main(
   if (cmd === '--version' || cmd === '-v') {
     out(`${VERSION}\n`);
     return 0;
+  }
+  if (cmd === 'run') {
+    const { run } = await import('./run.js');
+    return run(rest, out);
   }
   if (cmd === 'inspect') {
     const { inspect } = await import('./inspect.js');

@@ -28,6 +28,10 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'A fence script replied in a shape this library version does not understand.',
   },
+  RF_UNSAFE_REDIS: {
+    retriable: false,
+    summary: 'Redis is configured in a way that breaks the guarantees (e.g. an evicting maxmemory-policy).',
+  },
   RF_STATE_CORRUPT: {
     retriable: false,
     summary: 'A state hash in Redis does not have the fields redfence writes.',

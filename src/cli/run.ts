@@ -1,0 +1,140 @@
+/**
+ * `redfence run <module>`: loads a module whose default export (or `processor` export) is a processor
+ * definition, and runs it until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a
+ * second signal exits at once).
+ */
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Cluster, Redis } from 'ioredis';
+import { HealthState, RedfenceMetrics, startMetricsServer } from '../metrics/index.js';
+import type { Logger } from '../runtime/logger.js';
+import { type ProcessingMode, Processor } from '../runtime/processor.js';
+import type { ProcessorDefinition } from '../state/definition.js';
+
+export const RUN_HELP = `redfence run <module> [options]
+
+Runs the processor exported by <module> (default export or "processor").
+
+Options (environment variable in brackets):
+  --brokers <list>          Kafka bootstrap servers [KAFKA_BROKERS] (127.0.0.1:9092)
+  --redis <url>             standalone Redis [REDIS_URL] (redis://127.0.0.1:6379)
+  --cluster <list>          Redis Cluster seeds host:port,... [REDIS_CLUSTER_NODES]
+  --mode <m>                exactly-once | at-least-once [REDFENCE_MODE] (exactly-once)
+  --group <id>              consumer group [REDFENCE_GROUP] (redfence-<store>)
+  --instance <id>           instance id, used in the transactional id [REDFENCE_INSTANCE] (random)
+  --metrics-port <n>        serve /metrics, /livez, /readyz on 127.0.0.1:<n> [REDFENCE_METRICS_PORT]
+  --session-timeout <ms>    consumer session timeout [REDFENCE_SESSION_TIMEOUT_MS] (10000)
+  --allow-eviction          start even if Redis' maxmemory-policy is not noeviction
+  --shutdown-timeout <ms>   graceful shutdown deadline (15000)
+  --log <level>             json logs to stderr at this level: debug|info|warn|error|silent (info)
+`;
+
+function flags(args: readonly string[]): { positional: string[]; opts: Map<string, string> } {
+  const positional: string[] = [];
+  const opts = new Map<string, string>();
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (!a.startsWith('--')) positional.push(a);
+    else if (a === '--allow-eviction') opts.set('allow-eviction', 'true');
+    else {
+      const v = args[i + 1];
+      if (v === undefined) throw new Error(`option ${a} needs a value`);
+      opts.set(a.slice(2), v);
+      i++;
+    }
+  }
+  return { positional, opts };
+}
+
+const LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+function jsonLogger(level: string, instance: string): Logger {
+  const min = level === 'silent' ? 99 : Math.max(0, LEVELS.indexOf(level as (typeof LEVELS)[number]));
+  const at = (i: number) => (obj: object, msg?: string) => {
+    if (i >= min)
+      process.stderr.write(
+        `${JSON.stringify({ time: new Date().toISOString(), level: LEVELS[i], instance, msg, ...obj })}\n`,
+      );
+  };
+  return { debug: at(0), info: at(1), warn: at(2), error: at(3) };
+}
+
+export async function run(args: readonly string[], out: (s: string) => void): Promise<number> {
+  const { positional, opts } = flags(args);
+  const file = positional[0];
+  if (file === undefined || opts.has('help')) {
+    out(RUN_HELP);
+    return file === undefined ? 2 : 0;
+  }
+  const env = process.env;
+  const mod = (await import(pathToFileURL(resolve(file)).href)) as { default?: unknown; processor?: unknown };
+  const definition = (mod.default ?? mod.processor) as ProcessorDefinition | undefined;
+  if (definition === undefined)
+    throw new Error(`${file} exports no processor (default export or "processor")`);
+
+  const clusterNodes = opts.get('cluster') ?? env.REDIS_CLUSTER_NODES;
+  const redis = clusterNodes
+    ? new Cluster(
+        clusterNodes.split(',').map((hp) => {
+          const [host, port] = hp.split(':');
+          return { host: host || '127.0.0.1', port: Number(port) };
+        }),
+        { enableAutoPipelining: true },
+      )
+    : new Redis(opts.get('redis') ?? env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
+        enableAutoPipelining: true,
+      });
+  const instance = opts.get('instance') ?? env.REDFENCE_INSTANCE;
+  const metrics = new RedfenceMetrics();
+  const health = new HealthState();
+  const logger = jsonLogger(opts.get('log') ?? 'info', instance ?? '-');
+  const group = opts.get('group') ?? env.REDFENCE_GROUP;
+  const sessionTimeout = opts.get('session-timeout') ?? env.REDFENCE_SESSION_TIMEOUT_MS;
+  const processor = new Processor({
+    definition,
+    redis,
+    kafka: {
+      brokers: (opts.get('brokers') ?? env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
+      ...(sessionTimeout ? { sessionTimeoutMs: Number(sessionTimeout) } : {}),
+    },
+    mode: (opts.get('mode') ?? env.REDFENCE_MODE ?? 'exactly-once') as ProcessingMode,
+    ...(group ? { groupId: group } : {}),
+    ...(instance ? { instanceId: instance } : {}),
+    requireNoEviction: !opts.has('allow-eviction'),
+    logger,
+    metrics,
+    health,
+  });
+  const metricsPort = opts.get('metrics-port') ?? env.REDFENCE_METRICS_PORT;
+  const server = metricsPort
+    ? await startMetricsServer({ metrics, health, port: Number(metricsPort) })
+    : undefined;
+
+  const deadline = Number(opts.get('shutdown-timeout') ?? 15_000);
+  let signals = 0;
+  const stopped = new Promise<number>((resolveStop) => {
+    const onSignal = (sig: string) => {
+      signals++;
+      if (signals > 1) process.exit(130); // second signal: exit at once
+      logger.info({ signal: sig }, 'shutting down');
+      const timer = setTimeout(() => {
+        logger.error({ deadline }, 'graceful shutdown timed out');
+        process.exit(1);
+      }, deadline);
+      timer.unref();
+      processor
+        .close()
+        .then(() => server?.close())
+        .then(
+          () => {
+            redis.disconnect();
+            resolveStop(0);
+          },
+          () => resolveStop(1),
+        );
+    };
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', () => onSignal('SIGINT'));
+  });
+  await processor.start();
+  return stopped;
+}

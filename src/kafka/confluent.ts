@@ -1,0 +1,229 @@
+/**
+ * The default Kafka adapter, over @confluentinc/kafka-javascript's promise API (librdkafka inside).
+ * Consumer: auto-commit off, rebalance callback awaited, cooperative-sticky (or the KIP-848 `consumer`
+ * protocol), optional static membership. Producer: idempotent, acks=all, partitioner murmur2_random
+ * (librdkafka's default is CRC32). Exactly-once: a transactional producer whose sendOffsets carries the
+ * consumer's group metadata (KIP-447).
+ */
+import { KafkaJS } from '@confluentinc/kafka-javascript';
+import { RedfenceError } from '../errors/index.js';
+import type {
+  CommitOffset,
+  ConsumerHandlers,
+  InRecord,
+  KafkaPort,
+  OutRecord,
+  TopicPartition,
+} from './types.js';
+import { tpKey } from './types.js';
+
+export interface ConfluentOptions {
+  brokers: string[];
+  groupId: string;
+  clientId?: string;
+  /** Exactly-once: the transactional id (unique per instance). Omit for at-least-once. */
+  transactionalId?: string;
+  /** 'classic' (cooperative-sticky) by default; 'consumer' is KIP-848. */
+  groupProtocol?: 'classic' | 'consumer';
+  /** Static membership (`group.instance.id`). */
+  groupInstanceId?: string;
+  sessionTimeoutMs?: number;
+  maxBatchSize?: number;
+  /** Extra librdkafka properties for the consumer / producer. */
+  consumerConfig?: Record<string, string | number | boolean>;
+  producerConfig?: Record<string, string | number | boolean>;
+}
+
+type Consumer = KafkaJS.Consumer;
+type Producer = KafkaJS.Producer;
+const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
+
+function group(offsets: readonly CommitOffset[]) {
+  const byTopic = new Map<string, { partition: number; offset: string }[]>();
+  for (const o of offsets) {
+    const list = byTopic.get(o.topic) ?? [];
+    if (list.length === 0) byTopic.set(o.topic, list);
+    list.push({ partition: o.partition, offset: String(o.offset) });
+  }
+  return [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
+}
+
+function messages(records: readonly OutRecord[]) {
+  const byTopic = new Map<string, KafkaJS.Message[]>();
+  for (const r of records) {
+    const list = byTopic.get(r.topic) ?? [];
+    if (list.length === 0) byTopic.set(r.topic, list);
+    list.push({
+      key: r.key,
+      value: r.value,
+      ...(r.headers ? { headers: r.headers } : {}),
+      ...(r.partition === undefined ? {} : { partition: r.partition }),
+    });
+  }
+  return [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs }));
+}
+
+export class ConfluentKafka implements KafkaPort {
+  readonly #options: ConfluentOptions;
+  readonly #kafka: KafkaJS.Kafka;
+  #consumer: Consumer | undefined;
+  #producer: Producer | undefined;
+  #admin: KafkaJS.Admin | undefined;
+  #stopped = false;
+
+  constructor(options: ConfluentOptions) {
+    if (!Array.isArray(options.brokers) || options.brokers.length === 0) {
+      throw new RedfenceError('RF_INVALID_OPTIONS', 'kafka.brokers must list at least one host:port');
+    }
+    this.#options = options;
+    this.#kafka = new KafkaJS.Kafka({
+      'client.id': options.clientId ?? 'redfence',
+      kafkaJS: { brokers: options.brokers, ...quiet },
+    });
+  }
+
+  async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
+    const o = this.#options;
+    const protocol = o.groupProtocol ?? 'classic';
+    const producer = this.#kafka.producer({
+      partitioner: 'murmur2_random',
+      'enable.idempotence': true,
+      acks: -1,
+      'linger.ms': 5,
+      ...(o.transactionalId ? { 'transactional.id': o.transactionalId } : {}),
+      ...o.producerConfig,
+      kafkaJS: quiet,
+    } as KafkaJS.ProducerConstructorConfig);
+    await producer.connect();
+    this.#producer = producer;
+    this.#admin = this.#kafka.admin({ kafkaJS: quiet } as KafkaJS.AdminConstructorConfig);
+    await this.#admin.connect();
+
+    const consumer = this.#kafka.consumer({
+      'group.id': o.groupId,
+      'enable.auto.commit': false,
+      'auto.offset.reset': 'earliest',
+      'isolation.level': 'read_committed',
+      'js.consumer.max.batch.size': o.maxBatchSize ?? 500,
+      ...(protocol === 'consumer'
+        ? { 'group.protocol': 'consumer' }
+        : {
+            'partition.assignment.strategy': 'cooperative-sticky',
+            'session.timeout.ms': o.sessionTimeoutMs ?? 10_000,
+            'heartbeat.interval.ms': Math.max(500, Math.floor((o.sessionTimeoutMs ?? 10_000) / 5)),
+          }),
+      ...(o.groupInstanceId ? { 'group.instance.id': o.groupInstanceId } : {}),
+      rebalance_cb: async (
+        err: { code: number },
+        assignment: TopicPartition[],
+        fns: { assignmentLost(): boolean },
+      ) => {
+        const tps = assignment.map((a) => ({ topic: a.topic, partition: a.partition }));
+        if (err.code === KafkaJS.ErrorCodes.ERR__ASSIGN_PARTITIONS) await handlers.onAssign(tps);
+        else await handlers.onRevoke(tps, fns.assignmentLost());
+      },
+      ...o.consumerConfig,
+      kafkaJS: { ...quiet },
+    } as unknown as KafkaJS.ConsumerConstructorConfig);
+    await consumer.connect();
+    this.#consumer = consumer;
+    await consumer.subscribe({ topics });
+    await consumer.run({
+      partitionsConsumedConcurrently: 1,
+      eachBatch: async ({ batch }) => {
+        const records: InRecord[] = batch.messages.map((m) => ({
+          topic: batch.topic,
+          partition: batch.partition,
+          offset: m.offset,
+          key: m.key ?? null,
+          value: m.value ?? null,
+          headers: (m.headers ?? {}) as InRecord['headers'],
+          timestamp: m.timestamp,
+        }));
+        await handlers.onBatch(batch.topic, batch.partition, records, batch.highWatermark);
+      },
+    });
+  }
+
+  #ready(): { consumer: Consumer; producer: Producer } {
+    if (!this.#consumer || !this.#producer)
+      throw new RedfenceError('RF_INVALID_ARGUMENT', 'the Kafka adapter is not started');
+    return { consumer: this.#consumer, producer: this.#producer };
+  }
+
+  async produce(records: readonly OutRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await this.#ready().producer.sendBatch({ topicMessages: messages(records) });
+  }
+
+  async commit(offsets: readonly CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    await this.#ready().consumer.commitOffsets(
+      offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset) })),
+    );
+  }
+
+  async produceTransactionally(
+    records: readonly OutRecord[],
+    offsets: readonly CommitOffset[],
+  ): Promise<void> {
+    const { consumer, producer } = this.#ready();
+    const txn = await producer.transaction();
+    try {
+      if (records.length > 0) await txn.sendBatch({ topicMessages: messages(records) });
+      await txn.sendOffsets({ consumer, topics: group(offsets) });
+      await txn.commit();
+    } catch (err) {
+      await txn.abort().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    if (partitions.length === 0) return out;
+    const rows = await this.#ready().consumer.committed(
+      partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
+    );
+    for (const r of rows) {
+      const n = Number(r.offset);
+      out.set(tpKey(r.topic, r.partition), Number.isFinite(n) && n >= 0 ? n : -1);
+    }
+    return out;
+  }
+
+  async partitionCount(topic: string): Promise<number> {
+    if (!this.#admin) throw new RedfenceError('RF_INVALID_ARGUMENT', 'the Kafka adapter is not started');
+    const meta = await this.#admin.fetchTopicMetadata({ topics: [topic] });
+    const n = meta[0]?.partitions.length ?? 0;
+    if (n < 1)
+      throw new RedfenceError('RF_INVALID_OPTIONS', `topic ${topic} does not exist or has no partitions`);
+    return n;
+  }
+
+  pause(partitions: readonly TopicPartition[]): void {
+    this.#consumer?.pause(
+      group(partitions.map((p) => ({ ...p, offset: 0 }))).map((g) => ({
+        topic: g.topic,
+        partitions: g.partitions.map((x) => x.partition),
+      })),
+    );
+  }
+
+  resume(partitions: readonly TopicPartition[]): void {
+    this.#consumer?.resume(
+      group(partitions.map((p) => ({ ...p, offset: 0 }))).map((g) => ({
+        topic: g.topic,
+        partitions: g.partitions.map((x) => x.partition),
+      })),
+    );
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    await this.#consumer?.disconnect().catch(() => undefined);
+    await this.#producer?.disconnect().catch(() => undefined);
+    await this.#admin?.disconnect().catch(() => undefined);
+  }
+}

@@ -1,0 +1,64 @@
+/** The narrow Kafka port the runtime uses. The default adapter wraps @confluentinc/kafka-javascript. */
+
+export type Headers = Record<string, Buffer | string | (Buffer | string)[] | undefined>;
+
+export interface TopicPartition {
+  readonly topic: string;
+  readonly partition: number;
+}
+
+/** A consumed record. */
+export interface InRecord {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: string;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers: Headers;
+  readonly timestamp: string;
+}
+
+/** A record to produce. Without `partition` the murmur2 partitioner places it by key. */
+export interface OutRecord {
+  readonly topic: string;
+  readonly key: Buffer | string | null;
+  readonly value: Buffer | string | null;
+  readonly headers?: Record<string, Buffer | Buffer[] | string>;
+  readonly partition?: number;
+}
+
+/** An offset to commit: the next offset to consume. */
+export interface CommitOffset extends TopicPartition {
+  readonly offset: number;
+}
+
+export interface ConsumerHandlers {
+  /** Awaited before any record of these partitions is delivered. */
+  onAssign(partitions: TopicPartition[]): Promise<void>;
+  /** Awaited before the partitions go; `lost`: the assignment was lost (never commit them). */
+  onRevoke(partitions: TopicPartition[], lost: boolean): Promise<void>;
+  /** One partition's batch, in offset order. Throwing redelivers the batch from its first record. */
+  onBatch(topic: string, partition: number, records: InRecord[], highWatermark: string): Promise<void>;
+}
+
+export interface KafkaPort {
+  /** Connects, subscribes and starts delivering batches. */
+  start(topics: string[], handlers: ConsumerHandlers): Promise<void>;
+  /** At-least-once: produces and awaits every delivery report. */
+  produce(records: readonly OutRecord[]): Promise<void>;
+  /** At-least-once: commits consumer offsets. */
+  commit(offsets: readonly CommitOffset[]): Promise<void>;
+  /** Exactly-once: one transaction holding the records and the consumer offsets (KIP-447). */
+  produceTransactionally(records: readonly OutRecord[], offsets: readonly CommitOffset[]): Promise<void>;
+  /** The group's committed offsets (-1 when none). */
+  committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>>;
+  partitionCount(topic: string): Promise<number>;
+  pause(partitions: readonly TopicPartition[]): void;
+  resume(partitions: readonly TopicPartition[]): void;
+  /** Stops consuming (after the batch in flight), disconnects consumer and producer. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export function tpKey(topic: string, partition: number): string {
+  return `${topic}/${partition}`;
+}

@@ -1,0 +1,16 @@
+export {
+  DEFAULT_MAX_STALL_MS,
+  HEALTH_PARTS,
+  type HealthPart,
+  type HealthSnapshot,
+  HealthState,
+  type HealthStateOptions,
+} from './health.js';
+export {
+  type CommitMode,
+  type MetricsRegistry,
+  type RebalanceKind,
+  RedfenceMetrics,
+  type RedfenceMetricsOptions,
+} from './metrics.js';
+export { type MetricsServer, type MetricsServerOptions, startMetricsServer } from './server.js';

@@ -1,0 +1,591 @@
+/**
+ * Dead-letter records in the format of Spring Kafka's `DeadLetterPublishingRecoverer`, so a
+ * dead-letter topic written by redfence reads the same as one written by a Spring application.
+ * Pure: no Kafka client, no I/O; the runtime sends what {@link buildDeadLetter} returns.
+ *
+ * Checked against the Spring Kafka sources (spring-projects/spring-kafka, main branch, 4.0 line):
+ * - `spring-kafka/src/main/java/org/springframework/kafka/support/KafkaHeaders.java`
+ *   (commit 351d176878dc): `PREFIX = "kafka_"`; `DLT_ORIGINAL_TOPIC`, `DLT_ORIGINAL_PARTITION`,
+ *   `DLT_ORIGINAL_OFFSET`, `DLT_ORIGINAL_TIMESTAMP`, `DLT_ORIGINAL_TIMESTAMP_TYPE` (since 2.2),
+ *   `DLT_ORIGINAL_CONSUMER_GROUP = "kafka_dlt-original-consumer-group"` (since 2.8),
+ *   `DLT_EXCEPTION_FQCN`, `DLT_EXCEPTION_MESSAGE`, `DLT_EXCEPTION_STACKTRACE` (since 2.2),
+ *   `DLT_EXCEPTION_CAUSE_FQCN = "kafka_dlt-exception-cause-fqcn"` (since 2.8).
+ * - `spring-kafka/src/main/java/org/springframework/kafka/listener/DeadLetterPublishingRecoverer.java`
+ *   (commit e991de8f1678, copyright 2018-2025): topic, timestamp type, group, class names, message
+ *   and stack trace are `getBytes(StandardCharsets.UTF_8)`; partition is
+ *   `ByteBuffer.allocate(Integer.BYTES).putInt(...)` (4 bytes big-endian); offset and timestamp are
+ *   `ByteBuffer.allocate(Long.BYTES).putLong(...)` (8 bytes big-endian). The timestamp type is
+ *   `record.timestampType().toString()`, and Kafka's `TimestampType.toString()` (apache/kafka
+ *   `clients/.../common/record/TimestampType.java`) returns its display name, so the bytes are
+ *   `CreateTime` / `LogAppendTime`, not the Java constant names; we write the same.
+ * - Spring keeps every original header (`new RecordHeaders(record.headers().toArray())`), appends
+ *   the `kafka_dlt-original-*` headers (so a record dead-lettered twice carries both hops; the last
+ *   value is the newest) and, by default (`stripPreviousExceptionHeaders`), replaces the exception
+ *   headers. We do the same, and treat our `redfence-reason` like an exception header.
+ * - Spring writes the consumer group only when it knows it (a `ListenerExecutionFailedException`
+ *   with a group id); we always know it, so we always write it. Spring writes the cause class as
+ *   the exception under its own listener wrappers (`ErrorHandlingUtils.findRootCause`) and builds
+ *   the message as `message + "; " + causeMessage`; we write the class of the error's `cause`,
+ *   when it has one, and build the message the same way.
+ */
+import { types } from 'node:util';
+import { RedfenceError } from '../errors/index.js';
+
+/** Why a record was dead-lettered. Written, as UTF-8, to the `redfence-reason` header. */
+export type DeadLetterReason =
+  | 'wrong-partition'
+  | 'undecodable'
+  | 'rejected'
+  | 'processing-error'
+  | 'oversized'
+  | 'null-key';
+
+/** A header value as Kafka clients hand them over: bytes, text, or several of either. */
+export type HeaderValue = Buffer | string | readonly (Buffer | string)[] | undefined;
+
+/** The failed input record, as consumed. */
+export interface SourceRecord {
+  topic: string;
+  partition: number;
+  /** Non-negative; a decimal string, a safe integer or a bigint. */
+  offset: string | number | bigint;
+  /** Milliseconds since the epoch, or -1 for "no timestamp"; a decimal string or an integer. */
+  timestamp: string | number;
+  /** Defaults to `CREATE_TIME`. */
+  timestampType?: 'CREATE_TIME' | 'LOG_APPEND_TIME';
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, HeaderValue>;
+}
+
+/** What {@link buildDeadLetter} needs to know about a failure. */
+export interface DeadLetterInput {
+  source: SourceRecord;
+  consumerGroup: string;
+  reason: DeadLetterReason;
+  /** What was thrown, if anything: usually an `Error`, sometimes a string or another value. */
+  error?: unknown;
+}
+
+/** The record to produce to the dead-letter topic. */
+export interface DeadLetterRecord {
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, Buffer | Buffer[]>;
+  /**
+   * Never set by {@link buildDeadLetter}: the producer's partitioner places the record by its key. Spring's default
+   * destination resolver reuses the source partition number, which only works when the dead-letter
+   * topic has at least as many partitions as the source topic; we do not assume that.
+   */
+  partition?: number;
+}
+
+/** Options for {@link buildDeadLetter}. */
+export interface DeadLetterOptions {
+  /** The most UTF-8 bytes of stack trace to keep; default 8192. Cut on a character boundary. */
+  maxStackTraceBytes?: number;
+}
+
+/** The timestamp types a dead-letter header can name (Spring may also write `NoTimestampType`). */
+export type OriginalTimestampType = 'CREATE_TIME' | 'LOG_APPEND_TIME' | 'NO_TIMESTAMP_TYPE';
+
+/** The dead-letter headers, decoded. See {@link readDeadLetterHeaders}. */
+export interface DeadLetterHeaders {
+  originalTopic: string;
+  originalPartition: number;
+  originalOffset: bigint;
+  originalTimestamp: bigint;
+  originalTimestampType: OriginalTimestampType;
+  /** Undefined when absent (Spring omits it when it does not know the group). */
+  consumerGroup: string | undefined;
+  exceptionFqcn: string | undefined;
+  exceptionCauseFqcn: string | undefined;
+  exceptionMessage: string | undefined;
+  exceptionStacktrace: string | undefined;
+  /** Undefined for records dead-lettered by something other than redfence. */
+  reason: DeadLetterReason | undefined;
+}
+
+/** The header names, as Spring Kafka's `KafkaHeaders` constants spell them, plus our own. */
+export const DEAD_LETTER_HEADERS = {
+  originalTopic: 'kafka_dlt-original-topic',
+  originalPartition: 'kafka_dlt-original-partition',
+  originalOffset: 'kafka_dlt-original-offset',
+  originalTimestamp: 'kafka_dlt-original-timestamp',
+  originalTimestampType: 'kafka_dlt-original-timestamp-type',
+  consumerGroup: 'kafka_dlt-original-consumer-group',
+  exceptionFqcn: 'kafka_dlt-exception-fqcn',
+  exceptionCauseFqcn: 'kafka_dlt-exception-cause-fqcn',
+  exceptionMessage: 'kafka_dlt-exception-message',
+  exceptionStacktrace: 'kafka_dlt-exception-stacktrace',
+  reason: 'redfence-reason',
+} as const;
+
+const H = DEAD_LETTER_HEADERS;
+
+/** Headers describing the failure rather than the record: replaced, not appended, on each hop. */
+const REPLACED_HEADERS: ReadonlySet<string> = new Set([
+  H.exceptionFqcn,
+  H.exceptionCauseFqcn,
+  H.exceptionMessage,
+  H.exceptionStacktrace,
+  H.reason,
+]);
+
+const DEFAULT_MAX_STACK_TRACE_BYTES = 8192;
+const MAX_MESSAGE_BYTES = 4096;
+const MAX_CAUSE_DEPTH = 8;
+const INT32_MAX = 0x7fffffff;
+const INT64_MAX = 2n ** 63n - 1n;
+const TOPIC_PATTERN = /^[a-zA-Z0-9._-]{1,249}$/;
+
+const REASON_TEXT: Readonly<Record<DeadLetterReason, string>> = {
+  'wrong-partition': 'The record is on a partition its key does not hash to.',
+  undecodable: 'The record key or value could not be decoded.',
+  rejected: 'The record was rejected by the application.',
+  'processing-error': 'Processing the record failed.',
+  oversized: 'The record exceeds the size limit.',
+  'null-key': 'The record has no key.',
+};
+
+const REASONS: ReadonlySet<string> = new Set(Object.keys(REASON_TEXT));
+
+/** Spring's bytes for each timestamp type: Kafka's `TimestampType.toString()`. */
+const TIMESTAMP_TYPE_TEXT = {
+  CREATE_TIME: 'CreateTime',
+  LOG_APPEND_TIME: 'LogAppendTime',
+} as const;
+
+const TIMESTAMP_TYPE_FROM_TEXT: Readonly<Record<string, OriginalTimestampType>> = {
+  CreateTime: 'CREATE_TIME',
+  LogAppendTime: 'LOG_APPEND_TIME',
+  NoTimestampType: 'NO_TIMESTAMP_TYPE',
+  CREATE_TIME: 'CREATE_TIME',
+  LOG_APPEND_TIME: 'LOG_APPEND_TIME',
+  NO_TIMESTAMP_TYPE: 'NO_TIMESTAMP_TYPE',
+};
+
+function bad(field: string, problem: string): RedfenceError {
+  return new RedfenceError('RF_INVALID_ARGUMENT', `${field} ${problem}`, { details: { field } });
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+  return typeof value;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation of the input record
+// ---------------------------------------------------------------------------------------------
+
+function checkTopic(topic: unknown, field: string): string {
+  if (typeof topic !== 'string' || !TOPIC_PATTERN.test(topic)) {
+    throw bad(field, `must be a Kafka topic name (1-249 of [a-zA-Z0-9._-]), got ${describe(topic)}`);
+  }
+  return topic;
+}
+
+function checkPartition(partition: unknown, field: string): number {
+  if (
+    typeof partition !== 'number' ||
+    !Number.isInteger(partition) ||
+    partition < 0 ||
+    partition > INT32_MAX
+  ) {
+    throw bad(field, `must be an integer from 0 to ${INT32_MAX}, got ${describe(partition)}`);
+  }
+  return partition;
+}
+
+/** An integer given as a bigint, a safe-integer number or a decimal string, within [min, INT64_MAX]. */
+function checkLong(value: unknown, field: string, min: bigint): bigint {
+  let n: bigint | undefined;
+  if (typeof value === 'bigint') n = value;
+  else if (typeof value === 'number' && Number.isSafeInteger(value)) n = BigInt(value);
+  else if (typeof value === 'string' && /^-?\d{1,20}$/.test(value)) n = BigInt(value);
+  if (n === undefined || n < min || n > INT64_MAX) {
+    const shown = typeof value === 'string' ? 'a string outside that' : describe(value);
+    throw bad(
+      field,
+      `must be an integer from ${min} to ${INT64_MAX} (bigint, safe integer or decimal string), got ${shown}`,
+    );
+  }
+  return n;
+}
+
+function checkBytes(value: unknown, field: string): Buffer | null {
+  if (value !== null && !Buffer.isBuffer(value)) {
+    throw bad(field, `must be a Buffer or null, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function toHeaderBuffer(value: unknown, field: string): Buffer {
+  if (Buffer.isBuffer(value)) return value;
+  if (typeof value === 'string') return Buffer.from(value, 'utf8');
+  throw bad(field, `must be a Buffer or a string, got ${describe(value)}`);
+}
+
+/** A copy of the source headers as Buffers; undefined values are dropped. Never touches `headers`. */
+function copyHeaders(headers: unknown, field: string): Map<string, Buffer | Buffer[]> {
+  if (!isRecord(headers)) throw bad(field, `must be an object, got ${describe(headers)}`);
+  const out = new Map<string, Buffer | Buffer[]>();
+  for (const [name, value] of Object.entries(headers)) {
+    const where = `${field}[${JSON.stringify(name)}]`;
+    if (value === undefined) continue;
+    if (Array.isArray(value))
+      out.set(
+        name,
+        value.map((v, i) => toHeaderBuffer(v, `${where}[${i}]`)),
+      );
+    else out.set(name, toHeaderBuffer(value, where));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte encodings (Java's ByteBuffer is big-endian)
+// ---------------------------------------------------------------------------------------------
+
+function int32(n: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeInt32BE(n);
+  return b;
+}
+
+function int64(n: bigint): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeBigInt64BE(n);
+  return b;
+}
+
+function utf8(text: string): Buffer {
+  return Buffer.from(text, 'utf8');
+}
+
+/**
+ * The UTF-8 encoding of `text`, cut to at most `maxBytes` bytes without splitting a character:
+ * the cut backs up over continuation bytes (10xxxxxx) to the start of the character it would split.
+ */
+function truncatedUtf8(text: string, maxBytes: number): Buffer {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= maxBytes) return bytes;
+  let end = maxBytes;
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
+  return bytes.subarray(0, end);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Describing what was thrown. Never throws: this is the path of last resort for a bad record.
+// ---------------------------------------------------------------------------------------------
+
+function safeGet(target: object, property: string): unknown {
+  try {
+    return (target as Record<string, unknown>)[property];
+  } catch {
+    return undefined;
+  }
+}
+
+function isError(value: unknown): value is Error {
+  return value instanceof Error || types.isNativeError(value);
+}
+
+function javaIdentifier(name: string): string | undefined {
+  const cleaned = name.replace(/[^A-Za-z0-9_$]/g, '_');
+  if (cleaned === '' || /^_+$/.test(cleaned)) return undefined;
+  return /^[0-9]/.test(cleaned) ? `_${cleaned}` : cleaned;
+}
+
+/**
+ * `name`, unless it is the inherited `'Error'` of a subclass that did not set one; then the
+ * constructor's name (`class ValidationError extends Error {}` → `ValidationError`).
+ */
+function errorName(error: Error): string {
+  const name = safeGet(error, 'name');
+  const fromName = typeof name === 'string' ? javaIdentifier(name) : undefined;
+  if (fromName !== undefined && fromName !== 'Error') return fromName;
+  const ctor = safeGet(error, 'constructor');
+  const ctorName = typeof ctor === 'function' ? javaIdentifier(ctor.name) : undefined;
+  return ctorName ?? fromName ?? 'Error';
+}
+
+function pascalCase(reason: string): string {
+  return reason
+    .split('-')
+    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
+    .join('');
+}
+
+/** `redfence.<ErrorName>` for an Error, `redfence.NonErrorThrown` for anything else thrown. */
+function fqcnOf(thrown: unknown): string {
+  return isError(thrown) ? `redfence.${errorName(thrown)}` : 'redfence.NonErrorThrown';
+}
+
+function textOf(thrown: unknown): string {
+  if (isError(thrown)) {
+    const message = safeGet(thrown, 'message');
+    return typeof message === 'string' ? message : '';
+  }
+  if (typeof thrown === 'string') return thrown;
+  try {
+    const json = JSON.stringify(thrown);
+    if (typeof json === 'string') return json;
+  } catch {
+    // Circular, or holds a bigint: fall through to String().
+  }
+  try {
+    return String(thrown);
+  } catch {
+    return `<unprintable ${typeof thrown}>`;
+  }
+}
+
+function causeOf(thrown: unknown): unknown {
+  if (!isError(thrown)) return undefined;
+  const cause = safeGet(thrown, 'cause');
+  return cause === null ? undefined : cause;
+}
+
+function stackOf(thrown: unknown): string {
+  if (isError(thrown)) {
+    const stack = safeGet(thrown, 'stack');
+    if (typeof stack === 'string' && stack !== '') return stack;
+    return `${errorName(thrown)}: ${textOf(thrown)}`;
+  }
+  return `${fqcnOf(thrown)}: ${textOf(thrown)}`;
+}
+
+/** The stack, then each cause's as Java prints them (`Caused by: ...`); stops on cycles. */
+function stackWithCauses(thrown: unknown): string {
+  const parts = [stackOf(thrown)];
+  const seen = new Set<unknown>([thrown]);
+  for (let c = causeOf(thrown); c !== undefined && !seen.has(c) && parts.length <= MAX_CAUSE_DEPTH; ) {
+    seen.add(c);
+    parts.push(`Caused by: ${stackOf(c)}`);
+    c = causeOf(c);
+  }
+  return parts.join('\n');
+}
+
+interface ExceptionInfo {
+  fqcn: string;
+  causeFqcn: string | undefined;
+  message: string;
+  stacktrace: string;
+}
+
+function exceptionInfo(reason: DeadLetterReason, error: unknown): ExceptionInfo {
+  if (error === undefined) {
+    const fqcn = `redfence.${pascalCase(reason)}`;
+    const message = REASON_TEXT[reason];
+    return { fqcn, causeFqcn: undefined, message, stacktrace: `${fqcn}: ${message}` };
+  }
+  const cause = causeOf(error);
+  const message = [textOf(error), cause === undefined ? '' : textOf(cause)]
+    .filter((m) => m !== '')
+    .join('; ');
+  return {
+    fqcn: fqcnOf(error),
+    causeFqcn: cause === undefined ? undefined : fqcnOf(cause),
+    message,
+    stacktrace: stackWithCauses(error),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public API
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Builds the dead-letter record for a failed input record: the same key, value and headers, plus
+ * the headers Spring Kafka's `DeadLetterPublishingRecoverer` writes (with its byte encodings) and
+ * `redfence-reason`. The `kafka_dlt-original-*` headers are appended to any already present (a
+ * record dead-lettered before keeps the earlier hop); the exception headers and `redfence-reason`
+ * replace earlier ones. `partition` is left undefined so the key decides it. Nothing passed in is
+ * modified; key, value and header Buffers are shared, not copied.
+ *
+ * @throws RedfenceError `RF_INVALID_ARGUMENT`, naming the field, for a malformed input.
+ * @example
+ * const dlq = buildDeadLetter({
+ *   source: { topic: 'orders', partition: 3, offset: '1042', timestamp: 1700000000000,
+ *             key: Buffer.from('customer-42'), value: Buffer.from('{}'), headers: { trace: 'abc' } },
+ *   consumerGroup: 'billing',
+ *   reason: 'processing-error',
+ *   error: new TypeError('amount is not a number'),
+ * });
+ * await producer.send({ topic: 'orders.DLT', messages: [dlq] });
+ * // dlq.headers['kafka_dlt-original-partition'] => <Buffer 00 00 00 03>
+ * // dlq.headers['kafka_dlt-exception-fqcn'].toString() => 'redfence.TypeError'
+ */
+export function buildDeadLetter(input: DeadLetterInput, options: DeadLetterOptions = {}): DeadLetterRecord {
+  if (!isRecord(input)) throw bad('input', `must be an object, got ${describe(input)}`);
+  const opts: unknown = options;
+  if (!isRecord(opts)) throw bad('options', `must be an object, got ${describe(opts)}`);
+  const maxStackTraceBytes = opts.maxStackTraceBytes ?? DEFAULT_MAX_STACK_TRACE_BYTES;
+  if (
+    typeof maxStackTraceBytes !== 'number' ||
+    !Number.isSafeInteger(maxStackTraceBytes) ||
+    maxStackTraceBytes < 0
+  ) {
+    throw bad(
+      'options.maxStackTraceBytes',
+      `must be a non-negative integer, got ${describe(maxStackTraceBytes)}`,
+    );
+  }
+  const source: unknown = input.source;
+  if (!isRecord(source)) throw bad('source', `must be an object, got ${describe(source)}`);
+  const topic = checkTopic(source.topic, 'source.topic');
+  const partition = checkPartition(source.partition, 'source.partition');
+  const offset = checkLong(source.offset, 'source.offset', 0n);
+  const timestamp = checkLong(source.timestamp, 'source.timestamp', -1n);
+  const timestampType = source.timestampType ?? 'CREATE_TIME';
+  if (timestampType !== 'CREATE_TIME' && timestampType !== 'LOG_APPEND_TIME') {
+    throw bad(
+      'source.timestampType',
+      `must be 'CREATE_TIME' or 'LOG_APPEND_TIME', got ${describe(timestampType)}`,
+    );
+  }
+  const key = checkBytes(source.key, 'source.key');
+  const value = checkBytes(source.value, 'source.value');
+  const headers = copyHeaders(source.headers, 'source.headers');
+  const consumerGroup: unknown = input.consumerGroup;
+  if (typeof consumerGroup !== 'string' || consumerGroup === '') {
+    throw bad('consumerGroup', `must be a non-empty string, got ${describe(consumerGroup)}`);
+  }
+  const reason: unknown = input.reason;
+  if (typeof reason !== 'string' || !REASONS.has(reason)) {
+    throw bad('reason', `must be one of ${[...REASONS].join(', ')}, got ${describe(reason)}`);
+  }
+  const info = exceptionInfo(reason as DeadLetterReason, input.error);
+
+  // Spring's order: exception headers (replacing earlier ones), then the original-* headers (appended).
+  for (const name of REPLACED_HEADERS) headers.delete(name);
+  headers.set(H.exceptionFqcn, utf8(info.fqcn));
+  if (info.causeFqcn !== undefined) headers.set(H.exceptionCauseFqcn, utf8(info.causeFqcn));
+  headers.set(H.exceptionMessage, truncatedUtf8(info.message, MAX_MESSAGE_BYTES));
+  headers.set(H.exceptionStacktrace, truncatedUtf8(info.stacktrace, maxStackTraceBytes));
+  const append = (name: string, bytes: Buffer): void => {
+    const existing = headers.get(name);
+    if (existing === undefined) headers.set(name, bytes);
+    else headers.set(name, Array.isArray(existing) ? [...existing, bytes] : [existing, bytes]);
+  };
+  append(H.originalTopic, utf8(topic));
+  append(H.originalPartition, int32(partition));
+  append(H.originalOffset, int64(offset));
+  append(H.originalTimestamp, int64(timestamp));
+  append(H.originalTimestampType, utf8(TIMESTAMP_TYPE_TEXT[timestampType]));
+  append(H.consumerGroup, utf8(consumerGroup));
+  headers.set(H.reason, utf8(reason));
+
+  // Object.fromEntries defines own properties, so a header named "__proto__" stays a header.
+  return { key, value, headers: Object.fromEntries(headers) };
+}
+
+/** The last value of a header (Kafka's `lastHeader`), or undefined when absent. */
+function lastValue(headers: Record<string, HeaderValue>, name: string): Buffer | string | undefined {
+  if (!Object.hasOwn(headers, name)) return undefined;
+  const value = headers[name];
+  const last = Array.isArray(value) ? value[value.length - 1] : value;
+  if (last === undefined || Buffer.isBuffer(last) || typeof last === 'string') return last;
+  throw bad(`headers[${JSON.stringify(name)}]`, `must be a Buffer or a string, got ${describe(last)}`);
+}
+
+function readText(headers: Record<string, HeaderValue>, name: string): string | undefined {
+  const value = lastValue(headers, name);
+  return Buffer.isBuffer(value) ? value.toString('utf8') : value;
+}
+
+function requireText(headers: Record<string, HeaderValue>, name: string): string {
+  const text = readText(headers, name);
+  if (text === undefined) throw bad(`headers[${JSON.stringify(name)}]`, 'is missing');
+  return text;
+}
+
+/**
+ * A big-endian integer header of `width` bytes, as Spring writes it. A string, or a Buffer of
+ * another length, is read as decimal text (headers set by hand or by other tools often are).
+ */
+function readInteger(headers: Record<string, HeaderValue>, name: string, width: 4 | 8): bigint {
+  const field = `headers[${JSON.stringify(name)}]`;
+  const value = lastValue(headers, name);
+  if (value === undefined) throw bad(field, 'is missing');
+  if (Buffer.isBuffer(value) && value.length === width) {
+    return width === 4 ? BigInt(value.readInt32BE(0)) : value.readBigInt64BE(0);
+  }
+  const text = Buffer.isBuffer(value) ? value.toString('latin1') : value;
+  if (!/^-?\d{1,20}$/.test(text)) {
+    throw bad(field, `must be ${width} big-endian bytes or a decimal integer`);
+  }
+  return BigInt(text);
+}
+
+/**
+ * Decodes the dead-letter headers of a record written by {@link buildDeadLetter} or by Spring
+ * Kafka's `DeadLetterPublishingRecoverer`: the inverse of the former, for tests, verifiers and
+ * `dlq replay`. Multi-valued headers are read by their last value, like Kafka's `lastHeader`
+ * (the newest hop of a record dead-lettered more than once).
+ *
+ * @throws RedfenceError `RF_INVALID_ARGUMENT`, naming the header, when an original-* header is
+ * missing or malformed, or `redfence-reason` is not a known reason.
+ * @example
+ * const info = readDeadLetterHeaders(message.headers);
+ * // => { originalTopic: 'orders', originalPartition: 3, originalOffset: 1042n, ...,
+ * //      exceptionFqcn: 'redfence.TypeError', reason: 'processing-error' }
+ * await producer.send({ topic: info.originalTopic, messages: [{ key: message.key, value: message.value }] });
+ */
+export function readDeadLetterHeaders(headers: Record<string, HeaderValue>): DeadLetterHeaders {
+  if (!isRecord(headers)) throw bad('headers', `must be an object, got ${describe(headers)}`);
+  const originalTopic = requireText(headers, H.originalTopic);
+  const partition = readInteger(headers, H.originalPartition, 4);
+  if (partition < 0n || partition > BigInt(INT32_MAX)) {
+    throw bad(
+      `headers[${JSON.stringify(H.originalPartition)}]`,
+      `must be from 0 to ${INT32_MAX}, got ${partition}`,
+    );
+  }
+  const originalOffset = readInteger(headers, H.originalOffset, 8);
+  if (originalOffset < 0n || originalOffset > INT64_MAX) {
+    throw bad(
+      `headers[${JSON.stringify(H.originalOffset)}]`,
+      `must be from 0 to ${INT64_MAX}, got ${originalOffset}`,
+    );
+  }
+  const originalTimestamp = readInteger(headers, H.originalTimestamp, 8);
+  if (originalTimestamp < -(2n ** 63n) || originalTimestamp > INT64_MAX) {
+    throw bad(`headers[${JSON.stringify(H.originalTimestamp)}]`, 'is outside the 64-bit integer range');
+  }
+  const typeText = requireText(headers, H.originalTimestampType);
+  const originalTimestampType = Object.hasOwn(TIMESTAMP_TYPE_FROM_TEXT, typeText)
+    ? TIMESTAMP_TYPE_FROM_TEXT[typeText]
+    : undefined;
+  if (originalTimestampType === undefined) {
+    throw bad(
+      `headers[${JSON.stringify(H.originalTimestampType)}]`,
+      'must be CreateTime, LogAppendTime or NoTimestampType',
+    );
+  }
+  const reason = readText(headers, H.reason);
+  if (reason !== undefined && !REASONS.has(reason)) {
+    throw bad(`headers[${JSON.stringify(H.reason)}]`, `must be one of ${[...REASONS].join(', ')}`);
+  }
+  return {
+    originalTopic,
+    originalPartition: Number(partition),
+    originalOffset,
+    originalTimestamp,
+    originalTimestampType,
+    consumerGroup: readText(headers, H.consumerGroup),
+    exceptionFqcn: readText(headers, H.exceptionFqcn),
+    exceptionCauseFqcn: readText(headers, H.exceptionCauseFqcn),
+    exceptionMessage: readText(headers, H.exceptionMessage),
+    exceptionStacktrace: readText(headers, H.exceptionStacktrace),
+    reason: reason as DeadLetterReason | undefined,
+  };
+}

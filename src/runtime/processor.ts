@@ -1,0 +1,608 @@
+/**
+ * The processor: consume a batch, check each key's partition (murmur2), fence + apply per key in Redis
+ * (pending outputs kept atomically), produce outputs and dead letters, then commit — at-least-once
+ * (produce, await delivery, commit offset + 1) or exactly-once (one Kafka transaction holding outputs,
+ * dead letters and offsets). Order is the invariant: Redis write, then produce, then commit.
+ */
+import { randomBytes } from 'node:crypto';
+import { Cluster, type Redis } from 'ioredis';
+import { RedfenceError } from '../errors/index.js';
+import {
+  type ApplyRequest,
+  Fence,
+  type FenceRecord,
+  type FencingMode,
+  type RecordResult,
+} from '../fence/index.js';
+import { ConfluentKafka } from '../kafka/confluent.js';
+import { type InRecord, type KafkaPort, type OutRecord, type TopicPartition, tpKey } from '../kafka/types.js';
+import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import { partitionFor } from '../partitioner/index.js';
+import type { ProcessorDefinition, RecordMeta } from '../state/definition.js';
+import { defineProcessor } from '../state/definition.js';
+import { backoffMs, delay } from './backoff.js';
+import { buildDeadLetter, type DeadLetterReason } from './dead-letter.js';
+import { type Logger, silentLogger } from './logger.js';
+
+export type ProcessingMode = 'exactly-once' | 'at-least-once';
+
+export interface ProcessorOptions<T = unknown, S = unknown> {
+  definition: ProcessorDefinition<T, S>;
+  /** An ioredis Redis or Cluster; the processor does not close it. */
+  redis: Redis | Cluster;
+  /** Kafka: connection settings for the default adapter, or any KafkaPort. */
+  kafka:
+    | {
+        brokers: string[];
+        groupProtocol?: 'classic' | 'consumer';
+        groupInstanceId?: string;
+        sessionTimeoutMs?: number;
+        maxBatchSize?: number;
+      }
+    | KafkaPort;
+  /** Default 'exactly-once'. */
+  mode?: ProcessingMode;
+  /** Default: 'cluster' for a Redis Cluster client, else 'strict'. */
+  fencing?: FencingMode;
+  /** Consumer group. Default `redfence-<store>`. */
+  groupId?: string;
+  /** This instance's id (transactional id suffix). Default: random. */
+  instanceId?: string;
+  logger?: Logger;
+  metrics?: RedfenceMetrics;
+  /** Liveness/readiness state for /livez and /readyz. */
+  health?: HealthState;
+  /** Retries of a user function that throws a retriable error (err.retriable === true) before dead-lettering. Default 3. */
+  userRetries?: number;
+  /** Refuse to start unless Redis' maxmemory-policy is noeviction. Default true. */
+  requireNoEviction?: boolean;
+  /** After each cycle's Redis writes and each epoch INCR, WAIT for this many replicas before committing. */
+  waitReplicas?: { replicas: number; timeoutMs: number };
+  /** Sweep pending outputs of keys not written again every N committed batches per partition. Default 20. */
+  sweepEvery?: number;
+}
+
+const KNOWN = new Set([
+  'definition',
+  'redis',
+  'kafka',
+  'mode',
+  'fencing',
+  'groupId',
+  'instanceId',
+  'logger',
+  'metrics',
+  'health',
+  'userRetries',
+  'requireNoEviction',
+  'waitReplicas',
+  'sweepEvery',
+]);
+
+interface Owned {
+  epoch: number;
+  committed: number;
+  batches: number;
+}
+
+interface Planned {
+  record: InRecord;
+  meta: RecordMeta;
+  dead?: { reason: DeadLetterReason; error: unknown };
+  value?: unknown;
+}
+
+export type ProcessorState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+
+/**
+ * @example
+ * const processor = new Processor({ definition, redis, kafka: { brokers: ['127.0.0.1:9092'] } });
+ * await processor.start();
+ * process.on('SIGTERM', () => processor.close());
+ */
+export class Processor<T = unknown, S = unknown> {
+  readonly mode: ProcessingMode;
+  readonly groupId: string;
+  readonly instanceId: string;
+  readonly fence: Fence;
+  readonly #def: ProcessorDefinition<unknown, unknown>;
+  readonly #redis: Redis | Cluster;
+  readonly #kafka: KafkaPort;
+  readonly #log: Logger;
+  readonly #metrics: RedfenceMetrics | undefined;
+  readonly #health: HealthState | undefined;
+  #batchStartedAt: number | undefined;
+  #ticker: NodeJS.Timeout | undefined;
+  readonly #userRetries: number;
+  readonly #requireNoEviction: boolean;
+  readonly #wait: { replicas: number; timeoutMs: number } | undefined;
+  readonly #sweepEvery: number;
+  readonly #deadLetterTopic: string;
+  readonly #owned = new Map<string, Owned>();
+  readonly #fenced = new Set<string>();
+  readonly #abort = new AbortController();
+  #partitions = 0;
+  #state: ProcessorState = 'idle';
+  #outage = false;
+  /** Counters for the run: verdicts, dead letters by reason, records consumed. */
+  readonly stats = {
+    records: 0,
+    outputs: 0,
+    deadLetters: 0,
+    verdicts: new Map<string, number>(),
+    fencedPartitions: 0,
+  };
+
+  constructor(options: ProcessorOptions<T, S>) {
+    for (const k of Object.keys(options)) {
+      if (!KNOWN.has(k))
+        throw new RedfenceError(
+          'RF_INVALID_OPTIONS',
+          `unknown processor option "${k}"; known: ${[...KNOWN].join(', ')}`,
+        );
+    }
+    this.#def = defineProcessor(options.definition) as unknown as ProcessorDefinition<unknown, unknown>;
+    const mode = options.mode ?? 'exactly-once';
+    if (mode !== 'exactly-once' && mode !== 'at-least-once') {
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `option "mode" must be 'exactly-once' or 'at-least-once', got ${JSON.stringify(mode)}`,
+      );
+    }
+    this.mode = mode;
+    this.groupId = options.groupId ?? `redfence-${this.#def.store}`;
+    this.instanceId = options.instanceId ?? randomBytes(4).toString('hex');
+    this.#redis = options.redis;
+    this.#log = options.logger ?? silentLogger;
+    this.#metrics = options.metrics;
+    this.#health = options.health;
+    this.#userRetries = options.userRetries ?? 3;
+    this.#requireNoEviction = options.requireNoEviction ?? true;
+    this.#wait = options.waitReplicas;
+    this.#sweepEvery = options.sweepEvery ?? 20;
+    this.#deadLetterTopic = this.#def.deadLetter ?? `${this.#def.input}.DLT`;
+    const fencing = options.fencing ?? (options.redis instanceof Cluster ? 'cluster' : 'strict');
+    this.fence = new Fence({ redis: options.redis, store: this.#def.store, mode: fencing });
+    const k = options.kafka;
+    this.#kafka =
+      'start' in k
+        ? k
+        : new ConfluentKafka({
+            brokers: k.brokers,
+            groupId: this.groupId,
+            clientId: `redfence-${this.instanceId}`,
+            ...(mode === 'exactly-once' ? { transactionalId: `${this.groupId}-${this.instanceId}` } : {}),
+            ...(k.groupProtocol ? { groupProtocol: k.groupProtocol } : {}),
+            ...(k.groupInstanceId ? { groupInstanceId: k.groupInstanceId } : {}),
+            ...(k.sessionTimeoutMs ? { sessionTimeoutMs: k.sessionTimeoutMs } : {}),
+            ...(k.maxBatchSize ? { maxBatchSize: k.maxBatchSize } : {}),
+          });
+  }
+
+  get state(): ProcessorState {
+    return this.#state;
+  }
+
+  /** The partitions this instance owns now (assigned, epoch acquired, not fenced). */
+  get assignment(): TopicPartition[] {
+    return this.#ownedPartitions().filter((tp) => !this.#fenced.has(tpKey(tp.topic, tp.partition)));
+  }
+
+  /** Checks Redis, connects to Kafka, joins the group and starts processing. */
+  async start(): Promise<void> {
+    if (this.#state !== 'idle')
+      throw new RedfenceError('RF_INVALID_ARGUMENT', `start() called in state ${this.#state}`);
+    this.#state = 'starting';
+    await this.#checkRedis();
+    this.#health?.setReady('redis', true);
+    this.#health?.setReady('scripts', true);
+    // Liveness: progress is marked while no batch is in flight; a batch stuck in flight stops it.
+    this.#ticker = setInterval(() => {
+      if (this.#batchStartedAt === undefined) this.#health?.markProgress();
+    }, 1000);
+    this.#ticker.unref();
+    this.#health?.markProgress();
+    await this.#kafka.start([this.#def.input], {
+      onAssign: (tps) => this.#onAssign(tps),
+      onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
+      onBatch: (topic, partition, records, hw) => this.#onBatch(topic, partition, records, hw),
+    });
+    this.#partitions = await this.#kafka.partitionCount(this.#def.input);
+    this.#health?.setReady('kafka', true);
+    this.#state = 'running';
+    this.#log.info({ group: this.groupId, instance: this.instanceId, mode: this.mode }, 'processor started');
+  }
+
+  /** Finishes the batch in flight (which commits), leaves the group and disconnects. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#state === 'closed' || this.#state === 'closing') return;
+    this.#state = 'closing';
+    this.#abort.abort();
+    if (this.#ticker) clearInterval(this.#ticker);
+    this.#health?.setReady('kafka', false);
+    await this.#kafka.stop();
+    this.#state = 'closed';
+    this.#log.info({ instance: this.instanceId }, 'processor closed');
+  }
+
+  async #checkRedis(): Promise<void> {
+    const nodes = this.#redis instanceof Cluster ? this.#redis.nodes('master') : [this.#redis];
+    for (const node of nodes) {
+      const policy = ((await node.config('GET', 'maxmemory-policy')) as string[])[1];
+      if (policy !== 'noeviction') {
+        if (this.#requireNoEviction) {
+          throw new RedfenceError(
+            'RF_UNSAFE_REDIS',
+            `Redis maxmemory-policy is ${policy}: eviction silently deletes fences and replays are applied twice. Set it to noeviction (or pass requireNoEviction: false).`,
+          );
+        }
+        this.#log.warn({ policy }, 'Redis maxmemory-policy is not noeviction');
+      }
+      const aof = ((await node.config('GET', 'appendonly')) as string[])[1];
+      if (aof !== 'yes')
+        this.#log.warn(
+          { appendonly: aof },
+          'Redis AOF is off: a Redis restart loses fences (see docs/operations.md)',
+        );
+    }
+  }
+
+  async #waitReplicas(): Promise<void> {
+    if (!this.#wait || this.#redis instanceof Cluster) return;
+    const acked = Number(await this.#redis.wait(this.#wait.replicas, this.#wait.timeoutMs));
+    if (acked < this.#wait.replicas) {
+      throw new RedfenceError(
+        'RF_REDIS_UNAVAILABLE',
+        `WAIT: ${acked} of ${this.#wait.replicas} replicas acknowledged within ${this.#wait.timeoutMs} ms`,
+      );
+    }
+  }
+
+  /** Runs a Redis step until it succeeds; while Redis is unavailable every owned partition is paused. */
+  async #redisStep<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const started = performance.now();
+        const out = await fn();
+        this.#metrics?.redisCommand(what, (performance.now() - started) / 1000);
+        if (this.#outage) {
+          this.#outage = false;
+          this.#kafka.resume(this.#ownedPartitions());
+          this.#metrics?.redisOutage(false);
+          this.#health?.setReady('redis', true);
+          this.#log.info({ what }, 'Redis is back: resumed');
+        }
+        return out;
+      } catch (err) {
+        if (!RedfenceError.isRetriable(err) || this.#abort.signal.aborted) throw err;
+        if (!this.#outage) {
+          this.#outage = true;
+          this.#kafka.pause(this.#ownedPartitions());
+          this.#metrics?.redisOutage(true);
+          this.#health?.setReady('redis', false);
+          this.#log.warn(
+            { what, err: (err as Error).message },
+            'Redis unavailable: paused consumption, offsets stay put',
+          );
+        }
+        await delay(backoffMs(attempt, 200, 5000), this.#abort.signal);
+      }
+    }
+  }
+
+  #ownedPartitions(): TopicPartition[] {
+    return [...this.#owned.keys()].map((k) => {
+      const i = k.lastIndexOf('/');
+      return { topic: k.slice(0, i), partition: Number(k.slice(i + 1)) };
+    });
+  }
+
+  async #onAssign(tps: TopicPartition[]): Promise<void> {
+    this.#metrics?.rebalance('assign');
+    const committed = await this.#kafka.committed(tps);
+    for (const tp of tps) {
+      const epoch = await this.#redisStep('acquireEpoch', () =>
+        this.fence.acquireEpoch(tp.topic, tp.partition),
+      );
+      const key = tpKey(tp.topic, tp.partition);
+      this.#owned.set(key, { epoch, committed: committed.get(key) ?? -1, batches: 0 });
+      this.#fenced.delete(key);
+    }
+    if (tps.length > 0) await this.#redisStep('WAIT', () => this.#waitReplicas());
+    this.#health?.setReady('group', true);
+    this.#log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
+  }
+
+  async #onRevoke(tps: TopicPartition[], lost: boolean): Promise<void> {
+    this.#metrics?.rebalance(lost ? 'lost' : 'revoke');
+    for (const tp of tps) {
+      this.#owned.delete(tpKey(tp.topic, tp.partition));
+      this.#fenced.delete(tpKey(tp.topic, tp.partition));
+      this.#metrics?.clearPartition(tp.topic, tp.partition);
+    }
+    this.#log.info({ partitions: tps.map((t) => t.partition), lost }, 'partitions revoked');
+  }
+
+  async #callUser<R>(fn: () => R): Promise<{ ok: true; value: R } | { ok: false; error: unknown }> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return { ok: true, value: fn() };
+      } catch (error) {
+        const retriable = (error as { retriable?: unknown })?.retriable === true;
+        if (!retriable || attempt >= this.#userRetries) return { ok: false, error };
+        await delay(backoffMs(attempt, 50, 2000), this.#abort.signal);
+      }
+    }
+  }
+
+  async #plan(topic: string, partition: number, records: InRecord[]): Promise<Planned[]> {
+    const decode =
+      this.#def.decode ?? ((v: Buffer | null) => JSON.parse(v?.toString('utf8') ?? 'null') as unknown);
+    const out: Planned[] = [];
+    for (const record of records) {
+      const key = record.key?.toString('utf8') ?? '';
+      const meta: RecordMeta = {
+        topic,
+        partition,
+        offset: Number(record.offset),
+        key,
+        timestamp: record.timestamp,
+      };
+      if (record.key === null) {
+        out.push({ record, meta, dead: { reason: 'null-key', error: new Error('record has a null key') } });
+      } else if (partitionFor(record.key, this.#partitions) !== partition) {
+        const expected = partitionFor(record.key, this.#partitions);
+        out.push({
+          record,
+          meta,
+          dead: {
+            reason: 'wrong-partition',
+            error: new Error(
+              `key hashes to partition ${expected} of ${this.#partitions}, record is on ${partition}`,
+            ),
+          },
+        });
+      } else {
+        const d = await this.#callUser(() => decode(record.value, meta));
+        out.push(
+          d.ok
+            ? { record, meta, value: d.value }
+            : { record, meta, dead: { reason: 'undecodable', error: d.error } },
+        );
+      }
+    }
+    return out;
+  }
+
+  async #onBatch(
+    topic: string,
+    partition: number,
+    records: InRecord[],
+    highWatermark: string,
+  ): Promise<void> {
+    this.#batchStartedAt = Date.now();
+    try {
+      await this.#processBatch(topic, partition, records, highWatermark);
+      this.#health?.markProgress();
+    } finally {
+      this.#batchStartedAt = undefined;
+    }
+  }
+
+  async #processBatch(
+    topic: string,
+    partition: number,
+    records: InRecord[],
+    highWatermark: string,
+  ): Promise<void> {
+    const key = tpKey(topic, partition);
+    const owned = this.#owned.get(key);
+    if (!owned || this.#fenced.has(key) || records.length === 0) return; // not ours (anymore): never commit it
+    this.#metrics?.batch(records.length);
+    const planned = await this.#plan(topic, partition, records);
+
+    // 1. Redis write: one fence call per key (state + pending outputs, atomically).
+    const { results, outputs, deadFromUser } = await this.#applyAll(topic, partition, owned, planned);
+    if (results === 'FENCED') {
+      this.#fenced.add(key);
+      this.#kafka.pause([{ topic, partition }]);
+      this.stats.fencedPartitions++;
+      this.#metrics?.fenced(topic, partition);
+      this.#log.warn(
+        { topic, partition, epoch: owned.epoch },
+        'FENCE: a newer owner holds this partition; dropped the batch, never committing it',
+      );
+      return;
+    }
+    await this.#redisStep('WAIT', () => this.#waitReplicas());
+
+    // 2. Outputs and dead letters, in offset order.
+    const out: OutRecord[] = [];
+    for (const p of planned) {
+      const dead = p.dead ?? deadFromUser.get(p.meta.offset);
+      const r = results.get(p.meta.offset);
+      if (dead) {
+        out.push(this.#deadLetter(p.record, dead.reason, dead.error));
+        continue;
+      }
+      if (r === undefined) continue;
+      this.stats.verdicts.set(r.verdict, (this.stats.verdicts.get(r.verdict) ?? 0) + 1);
+      this.#metrics?.verdict(topic, partition, r.verdict);
+      if (r.verdict === 'APPLY' && r.gap > 0) this.#metrics?.offsetGap(topic, partition, r.gap);
+      if (r.verdict === 'REBASE')
+        this.#log.warn(
+          { topic, partition, previousPartition: r.previousPartition },
+          'REBASE: a key moved partitions',
+        );
+      if (r.verdict === 'REJECT') out.push(this.#deadLetter(p.record, 'rejected', new Error(r.reason)));
+      else if (r.verdict === 'REEMIT' && 'deadLetter' in r)
+        out.push(this.#deadLetter(p.record, 'rejected', new Error(r.deadLetter)));
+      else if (r.verdict === 'APPLY' || r.verdict === 'REBASE' || r.verdict === 'REEMIT') {
+        const value =
+          r.verdict === 'REEMIT' ? r.output.value : (r.output?.value ?? outputs.get(p.meta.offset));
+        if (value !== undefined) out.push({ topic: this.#def.output, key: p.record.key, value });
+      }
+    }
+
+    // 3. Produce, then commit (or both in one transaction).
+    const next = Number(records.at(-1)?.offset) + 1;
+    const offsets = [{ topic, partition, offset: next }];
+    const started = performance.now();
+    if (this.mode === 'exactly-once') {
+      await this.#kafka.produceTransactionally(out, offsets);
+    } else {
+      await this.#kafka.produce(out);
+      await this.#kafka.commit(offsets);
+    }
+    this.#metrics?.commit(this.mode, (performance.now() - started) / 1000);
+    this.#metrics?.lag(topic, partition, Math.max(0, Number(highWatermark) - next));
+    owned.committed = next;
+    this.stats.records += records.length;
+    for (const o of out) {
+      if (o.topic === this.#deadLetterTopic) this.stats.deadLetters++;
+      else this.stats.outputs++;
+    }
+    if (++owned.batches % this.#sweepEvery === 0) await this.#sweep(topic, partition, next);
+  }
+
+  async #sweep(topic: string, partition: number, committed: number): Promise<void> {
+    try {
+      for (let more = true; more; ) more = (await this.fence.sweep(topic, partition, committed)).more;
+    } catch (err) {
+      this.#log.warn(
+        { topic, partition, err: (err as Error).message },
+        'sweep failed; retried after a later commit',
+      );
+    }
+  }
+
+  #deadLetter(record: InRecord, reason: DeadLetterReason, error: unknown): OutRecord {
+    this.#metrics?.deadLetter(reason);
+    const dl = buildDeadLetter({
+      source: {
+        topic: record.topic,
+        partition: record.partition,
+        offset: record.offset,
+        timestamp: record.timestamp,
+        key: record.key,
+        value: record.value,
+        headers: record.headers,
+      },
+      consumerGroup: this.groupId,
+      reason,
+      error,
+    });
+    return { topic: this.#deadLetterTopic, key: dl.key, value: dl.value, headers: dl.headers };
+  }
+
+  /**
+   * Applies every planned record through the fence, grouped by key. Operation processors need no read;
+   * reducers read each key's state and write with compare-and-set, retrying a key on CONFLICT.
+   */
+  async #applyAll(
+    topic: string,
+    partition: number,
+    owned: Owned,
+    planned: Planned[],
+  ): Promise<{
+    results: Map<number, RecordResult> | 'FENCED';
+    outputs: Map<number, Buffer | string | null>;
+    deadFromUser: Map<number, { reason: DeadLetterReason; error: unknown }>;
+  }> {
+    const byKey = new Map<string, Planned[]>();
+    for (const p of planned) {
+      if (p.dead) continue;
+      const list = byKey.get(p.meta.key) ?? [];
+      if (list.length === 0) byKey.set(p.meta.key, list);
+      list.push(p);
+    }
+    const results = new Map<number, RecordResult>();
+    const outputs = new Map<number, Buffer | string | null>();
+    const deadFromUser = new Map<number, { reason: DeadLetterReason; error: unknown }>();
+    const def = this.#def;
+    const base = { topic, partition, epoch: owned.epoch, committedOffset: owned.committed };
+
+    if (def.operation) {
+      const operation = def.operation;
+      const requests: ApplyRequest[] = [];
+      for (const [key, list] of byKey) {
+        const recs: FenceRecord[] = [];
+        for (const p of list) {
+          const op = await this.#callUser(() => operation(p.value, p.meta));
+          if (!op.ok) {
+            deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: op.error });
+            continue;
+          }
+          recs.push({
+            offset: p.meta.offset,
+            operation: op.value,
+            ...(def.emit === 'none' ? {} : { output: 'state' as const }),
+          });
+        }
+        if (recs.length > 0) requests.push({ ...base, key, records: recs });
+      }
+      const replies = await this.#redisStep('apply', () => this.fence.applyBatch(requests));
+      for (const reply of replies) for (const r of reply) results.set(r.offset, r);
+    } else {
+      const reduce = def.reduce as NonNullable<typeof def.reduce>;
+      let pending = [...byKey];
+      for (let round = 0; pending.length > 0; round++) {
+        if (round > 5)
+          throw new RedfenceError(
+            'RF_REDIS_UNAVAILABLE',
+            `compare-and-set kept conflicting for ${pending.length} keys`,
+          );
+        const states = await this.#redisStep('read', () =>
+          Promise.all(pending.map(([key]) => this.fence.read(key))),
+        );
+        const requests: ApplyRequest[] = [];
+        for (const [i, [key, list]] of pending.entries()) {
+          const stored = states[i] ?? null;
+          let current: unknown = stored?.value == null ? null : JSON.parse(stored.value.toString('utf8'));
+          let token = stored === null ? null : { partition: stored.partition, offset: stored.offset };
+          const recs: FenceRecord[] = [];
+          for (const p of list) {
+            if (stored !== null && stored.partition === partition && p.meta.offset <= stored.offset) {
+              // already applied: the script answers SKIP or REEMIT before looking at the value
+              recs.push({
+                offset: p.meta.offset,
+                operation: { op: 'cas', expected: token, value: '' },
+                output: { value: '' },
+              });
+              continue;
+            }
+            const red = await this.#callUser(() => reduce(current, p.value, p.meta));
+            if (!red.ok) {
+              deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: red.error });
+              continue;
+            }
+            const json = JSON.stringify(red.value.state);
+            const emit = red.value.emit !== false;
+            const output = red.value.output === undefined ? json : red.value.output;
+            if (emit) outputs.set(p.meta.offset, output);
+            recs.push({
+              offset: p.meta.offset,
+              operation: { op: 'cas', expected: token, value: json },
+              ...(emit ? { output: { value: output } } : {}),
+            });
+            current = red.value.state;
+            token = { partition, offset: p.meta.offset };
+          }
+          if (recs.length > 0) requests.push({ ...base, key, records: recs });
+        }
+        const replies = await this.#redisStep('apply', () => this.fence.applyBatch(requests));
+        const retry = new Set<string>();
+        replies.forEach((reply, i) => {
+          for (const r of reply) {
+            if (r.verdict === 'CONFLICT') retry.add(String(requests[i]?.key));
+            else results.set(r.offset, r);
+          }
+        });
+        pending = pending.filter(([key]) => retry.has(key));
+      }
+    }
+    for (const r of results.values())
+      if (r.verdict === 'FENCE') return { results: 'FENCED', outputs, deadFromUser };
+    return { results, outputs, deadFromUser };
+  }
+}
