@@ -14,7 +14,7 @@ import type {
   StoredState,
 } from './types.js';
 
-export const PROTOCOL = '1';
+export const PROTOCOL = '3';
 
 function bad(message: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', message);
@@ -119,7 +119,9 @@ export function encodeApply(req: ApplyRequest, ttlMs: number): RedisArg[] {
         out = bytes(r.output.value, `${where}.output.value`);
       }
     }
-    args.push(String(offset), op, a1, a2, mode, out);
+    args.push(String(offset), op + mode, a1);
+    if (op === 'cas') args.push(a2);
+    if (mode === '1') args.push(out);
   });
   return args;
 }
@@ -152,37 +154,56 @@ function parseToken(t: string): FenceToken | null {
   return { partition: Number(p), offset: Number(o) };
 }
 
-/** Translates an apply reply into one typed result per record, in request order. */
+/**
+ * Translates an apply reply into one typed result per record, in request order. The reply carries one
+ * verdict letter per record, the key's offset and partition before the call, and payloads only for the
+ * records that have one (see lua/includes/applyCore.lua); offset gaps are computed here.
+ */
 export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
-  if (!Array.isArray(reply) || reply.length !== req.records.length * 3) {
+  if (!Array.isArray(reply) || reply.length < 3) {
     throw new RedfenceError(
       'RF_BAD_REPLY',
-      `apply replied with ${Array.isArray(reply) ? reply.length : typeof reply} entries, expected ${req.records.length * 3}`,
+      `apply replied with ${Array.isArray(reply) ? reply.length : typeof reply} entries`,
     );
   }
+  const letters = text(reply[0]);
+  if (letters.length !== req.records.length) {
+    throw new RedfenceError(
+      'RF_BAD_REPLY',
+      `apply replied with ${letters.length} verdicts for ${req.records.length} records`,
+    );
+  }
+  const number = num(reply[1]);
+  const previousPartition = num(reply[2]);
+  let next = 3;
+  const payload = (): unknown => {
+    if (next >= reply.length) throw new RedfenceError('RF_BAD_REPLY', 'apply reply is missing a payload');
+    return reply[next++];
+  };
+  let last = number; // the fence offset before each record (-1: none)
   const results: RecordResult[] = [];
-  for (let i = 0; i < req.records.length; i++) {
-    const offset = (req.records[i] as { offset: number }).offset;
-    const letter = text(reply[i * 3]);
-    const n = reply[i * 3 + 1];
-    const payload = reply[i * 3 + 2];
+  for (let i = 0; i < letters.length; i++) {
+    const rec = req.records[i] as { offset: number; output?: unknown };
+    const offset = rec.offset;
     const stateOutput = (): { output?: Output } => {
-      if (payload === null || payload === undefined) return {};
-      const e = decodeEntry(payload as Buffer);
+      if (rec.output !== 'state') return {};
+      const e = decodeEntry(payload() as Buffer);
       return 'output' in e ? { output: e.output } : {};
     };
-    switch (letter) {
+    switch (letters[i]) {
       case 'A':
-        results.push({ verdict: 'APPLY', offset, gap: num(n), ...stateOutput() });
+        results.push({ verdict: 'APPLY', offset, gap: last < 0 ? -1 : offset - last - 1, ...stateOutput() });
+        last = offset;
         break;
       case 'B':
-        results.push({ verdict: 'REBASE', offset, previousPartition: num(n), ...stateOutput() });
+        results.push({ verdict: 'REBASE', offset, previousPartition, ...stateOutput() });
+        last = offset;
         break;
       case 'S':
         results.push({ verdict: 'SKIP', offset });
         break;
       case 'R': {
-        const e = decodeEntry(payload as Buffer);
+        const e = decodeEntry(payload() as Buffer);
         results.push(
           'output' in e
             ? { verdict: 'REEMIT', offset, output: e.output }
@@ -191,18 +212,21 @@ export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
         break;
       }
       case 'F':
-        results.push({ verdict: 'FENCE', offset, epoch: num(n) });
+        results.push({ verdict: 'FENCE', offset, epoch: number });
         break;
       case 'C':
-        results.push({ verdict: 'CONFLICT', offset, current: parseToken(text(payload)) });
+        results.push({ verdict: 'CONFLICT', offset, current: parseToken(text(payload())) });
         break;
       case 'X':
-        results.push({ verdict: 'REJECT', offset, reason: text(payload) });
+        results.push({ verdict: 'REJECT', offset, reason: text(payload()) });
+        last = offset;
         break;
       default:
-        throw new RedfenceError('RF_BAD_REPLY', `unknown verdict letter ${JSON.stringify(letter)}`);
+        throw new RedfenceError('RF_BAD_REPLY', `unknown verdict letter ${JSON.stringify(letters[i])}`);
     }
   }
+  if (next !== reply.length)
+    throw new RedfenceError('RF_BAD_REPLY', `apply reply has ${reply.length - next} unread payloads`);
   return results;
 }
 

@@ -251,7 +251,7 @@ for (const target of TARGETS) {
       assert.deepEqual(s?.value, Buffer.from([0, 255, 1]));
     });
 
-    it('integer add is exact beyond 2^53', async () => {
+    it('integer add is exact beyond 2^53 and rejects 64-bit overflow', async () => {
       const e = partitionEpoch.get(3) ?? 0;
       await apply({
         partition: 3,
@@ -264,6 +264,24 @@ for (const target of TARGETS) {
         ],
       });
       assert.equal((await fence.read('big'))?.value?.toString(), (2n ** 62n + 3n).toString());
+      const r = await apply({
+        partition: 3,
+        epoch: e,
+        committedOffset: 0,
+        key: 'edge',
+        records: [
+          { offset: 1, operation: { op: 'add', by: 2 ** 53 - 1 }, output: 'state' },
+          { offset: 2, operation: { op: 'add', by: 1 }, output: 'state' }, // crosses 2^53
+          { offset: 3, operation: { op: 'add', by: 1 }, output: 'state' },
+          { offset: 4, operation: { op: 'add', by: -(2n ** 53n) }, output: 'state' },
+          { offset: 5, operation: { op: 'add', by: 2n ** 63n - 1n } }, // overflows int64
+        ],
+      });
+      assert.deepEqual(
+        r.map((x) => ('output' in x ? x.output?.value?.toString() : x.verdict)),
+        ['9007199254740991', '9007199254740992', '9007199254740993', '1', 'REJECT'],
+      );
+      assert.match((r[4] as { reason: string }).reason, /overflow/);
     });
 
     it('REJECT: an operation that cannot apply moves the fence, keeps state, and re-emits its dead letter on replay', async () => {

@@ -14,62 +14,91 @@
                    'd' .. reason  a dead letter to (re-)emit (the record was rejected)
 
   ARGV (see the scripts' headers):
-    [1] protocol version, must be '1'
+    [1] protocol version, must be '3'
     [2] partition of every record in this call
     [3] caller epoch (the partition epoch the caller acquired)
     [4] watermark: the partition's committed offset (next offset to consume); -1 when unknown.
         Pending entries with offset < watermark are pruned.
     [5] TTL in milliseconds, refreshed on every write; 0 for none
     [6] n, the number of records
-    then 6 entries per record, in increasing offset order:
-      offset, op, arg1, arg2, output mode, output bytes
+    then per record, in increasing offset order, 3 to 5 entries:
+      offset, op .. mode, arg1, [expected token, only for cas], [output bytes, only for mode 1]
       op:   set (arg1 = value) | add (arg1 = integer) | addf (arg1 = float) | max (arg1) | min (arg1)
-            | del | cas (arg1 = new value, arg2 = expected fence token '<partition>:<offset>' or '-')
-      mode: '0' no output | '1' the given bytes | '2' the value after this record | '3' a null output
+            | del (arg1 = '') | cas (arg1 = new value, then the expected fence token '<partition>:<offset>'
+            or '-')
+      mode (one digit appended to op): '0' no output | '1' the given bytes | '2' the value after this
+            record | '3' a null output
 
-  Returns a flat array, 3 entries per record: verdict, number, payload
-    'A' APPLY   number = offset gap (offset - last - 1; -1 for a new key), payload = output when mode '2'
-    'B' REBASE  number = previous partition, payload = output when mode '2'
-    'S' SKIP    number = 0
-    'R' REEMIT  number = 0, payload = the stored pending entry (kind byte + bytes)
-    'F' FENCE   number = the newer epoch that fenced the caller (every record of the call)
-    'C' CONFLICT number = 0, payload = the current fence token ('-' when none)
-    'X' REJECT  number = 0, payload = the reason; the fence moves and a 'd' pending entry is kept
+  Returns {verdicts, number, previousPartition, payload...}
+    verdicts: one letter per record, in order:
+      'A' APPLY    'B' REBASE   'S' SKIP   'R' REEMIT   'F' FENCE (then every letter is F)
+      'C' CONFLICT (compare-and-set: the fence moved; nothing written for that record)
+      'X' REJECT   (the operation cannot apply to the stored value; the fence moves, a 'd' entry is kept)
+    number: with F, the newer epoch that fenced the caller; else the key's offset before the call (-1: none)
+    previousPartition: the key's partition before the call (-1: none)
+    payload: one per record that has one, in order: R -> the stored entry; A/B with mode '2' -> the
+      new entry; C -> the current fence token ('-' when none); X -> the reason
+  Writes: all at the end, one HDEL (pruned entries, tombstone) and one HSET (value, fence, new entries),
+  except when an operation needs Redis itself to decide (float add, integers beyond 2^53).
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing written).
 ]]
+local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below it
+
+local function rf_int(s)
+  if s == '0' or (s and string.find(s, '^-?[1-9]%d*$')) then
+    local n = tonumber(s)
+    if n and n > -RF_EXACT and n < RF_EXACT then
+      return n
+    end
+  end
+  return nil
+end
+
 local function rf_apply(stateKey, epochKey, argv)
-  if argv[1] ~= '1' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 1, got ' .. tostring(argv[1]))
+  if argv[1] ~= '3' then
+    return redis.error_reply('RF_PROTOCOL expected protocol 3, got ' .. tostring(argv[1]))
   end
   local partition = argv[2]
   local epoch = tonumber(argv[3])
   local watermark = tonumber(argv[4])
   local ttl = tonumber(argv[5])
   local n = tonumber(argv[6])
-  if not (epoch and watermark and ttl and n) or #argv ~= 6 + n * 6 then
+  if not (epoch and watermark and ttl and n) or #argv < 6 + n * 3 then
     return redis.error_reply('RF_ARGS malformed apply arguments')
   end
 
-  local reply = {}
-  local function fenceAll(by)
-    for i = 1, n do
-      reply[#reply + 1] = 'F'
-      reply[#reply + 1] = by
-      reply[#reply + 1] = false
+  -- Validate the argument layout before anything is read or written.
+  local starts = {}
+  local c = 7 -- cursor into argv
+  for i = 1, n do
+    local opMode = argv[c + 1]
+    if not tonumber(argv[c]) or not opMode or argv[c + 2] == nil then
+      return redis.error_reply('RF_ARGS record ' .. i .. ' is malformed')
     end
-    return reply
+    starts[i] = c
+    c = c + 3
+    if string.sub(opMode, 1, 3) == 'cas' then
+      c = c + 1
+    end
+    if string.sub(opMode, -1) == '1' then
+      c = c + 1
+    end
+  end
+  if c ~= #argv + 1 then
+    return redis.error_reply('RF_ARGS malformed apply arguments')
   end
 
   -- Strict fencing: a single Redis can read the partition's epoch itself (another hash slot).
   if epochKey then
     local current = tonumber(redis.call('GET', epochKey) or '0')
     if epoch < current then
-      return fenceAll(current)
+      return { string.rep('F', n), current, -1 }
     end
   end
 
   local p, o, e, v
-  local pendingFields = {}
+  local pendingVal = {}
+  local pendingList = {}
   local flat = redis.call('HGETALL', stateKey)
   for i = 1, #flat, 2 do
     local f = flat[i]
@@ -82,83 +111,114 @@ local function rf_apply(stateKey, epochKey, argv)
     elseif f == 'e' then
       e = tonumber(flat[i + 1])
     elseif string.byte(f, 1) == 35 then -- '#'
-      pendingFields[#pendingFields + 1] = f
+      pendingVal[f] = flat[i + 1]
+      pendingList[#pendingList + 1] = f
     end
   end
 
   -- Cluster fencing: the epoch of the key's last writer, when it wrote from the same partition.
   if e and p == partition and epoch < e then
-    return fenceAll(e)
+    return { string.rep('F', n), e, -1 }
   end
+
+  local reply = { '', o or -1, tonumber(p) or -1 }
+  local letters = {}
+  local hdel = {}
+  local hset = {}
 
   -- Prune pending entries the committed offset has passed (same partition only).
-  local pending = {}
-  if #pendingFields > 0 and p == partition then
-    local prune = {}
-    for _, f in ipairs(pendingFields) do
-      if watermark >= 0 and tonumber(string.sub(f, 2)) < watermark then
-        prune[#prune + 1] = f
-      else
-        pending[f] = true
+  if p == partition and watermark >= 0 then
+    for _, f in ipairs(pendingList) do
+      if tonumber(string.sub(f, 2)) < watermark then
+        hdel[#hdel + 1] = f
+        pendingVal[f] = nil
       end
-    end
-    if #prune > 0 then
-      redis.call('HDEL', stateKey, unpack(prune))
     end
   end
 
-  local wrote = false
+  local vDirty = false
+  local function flushValue()
+    if vDirty then
+      if v == nil then
+        redis.call('HDEL', stateKey, 'v')
+      else
+        redis.call('HSET', stateKey, 'v', v)
+      end
+      vDirty = false
+    end
+  end
+
   local fenceDirty = false
   for i = 1, n do
-    local b = 6 + (i - 1) * 6
-    local offStr = argv[b + 1]
+    c = starts[i]
+    local offStr = argv[c]
     local off = tonumber(offStr)
-    local op = argv[b + 2]
-    local a1 = argv[b + 3]
-    local a2 = argv[b + 4]
-    local mode = argv[b + 5]
-    if not off then
-      return redis.error_reply('RF_ARGS offset of record ' .. i .. ' is not a number')
+    local opMode = argv[c + 1]
+    local op = string.sub(opMode, 1, -2)
+    local mode = string.sub(opMode, -1)
+    local a1 = argv[c + 2]
+    c = c + 3
+    local expected, given
+    if op == 'cas' then
+      expected = argv[c]
+      c = c + 1
+    end
+    if mode == '1' then
+      given = argv[c]
+      c = c + 1
     end
 
-    local verdict, number = nil, 0
+    local verdict
     if o == nil then
-      verdict, number = 'A', -1
+      verdict = 'A'
     elseif p ~= partition then
-      verdict, number = 'B', tonumber(p) or -1
+      verdict = 'B'
     elseif off > o then
-      verdict, number = 'A', off - o - 1
+      verdict = 'A'
     end
 
     if verdict == nil then
       -- offset <= fence on the same partition: already applied
-      local field = '#' .. offStr
-      local stored = pending[field] and redis.call('HGET', stateKey, field)
+      local stored = pendingVal['#' .. offStr]
       if stored then
-        reply[#reply + 1] = 'R'
-        reply[#reply + 1] = 0
+        letters[i] = 'R'
         reply[#reply + 1] = stored
       else
-        reply[#reply + 1] = 'S'
-        reply[#reply + 1] = 0
-        reply[#reply + 1] = false
+        letters[i] = 'S'
       end
       if e == nil or epoch > e then
         e = epoch
         fenceDirty = true
       end
     else
-      local reason = nil
-      local conflict = nil
+      local reason, conflict
       if op == 'set' then
         v = a1
-        redis.call('HSET', stateKey, 'v', v)
-      elseif op == 'add' or op == 'addf' then
-        local r = redis.pcall(op == 'add' and 'HINCRBY' or 'HINCRBYFLOAT', stateKey, 'v', a1)
-        if type(r) == 'table' and r.err then
-          reason = op .. ' failed: ' .. r.err
+        vDirty = true
+      elseif op == 'add' then
+        local cur = (v == nil) and 0 or rf_int(v)
+        local by = rf_int(a1)
+        local sum = cur and by and (cur + by)
+        if sum and sum > -RF_EXACT and sum < RF_EXACT then
+          v = string.format('%d', sum)
+          vDirty = true
         else
-          v = redis.call('HGET', stateKey, 'v') -- exact text; Lua numbers would round past 2^53
+          -- Let Redis decide: 64-bit range, or an error on a non-integer value.
+          flushValue()
+          local r = redis.pcall('HINCRBY', stateKey, 'v', a1)
+          if type(r) == 'table' and r.err then
+            reason = 'add failed: ' .. r.err
+          else
+            v = redis.call('HGET', stateKey, 'v')
+          end
+        end
+      elseif op == 'addf' then
+        flushValue()
+        local r = redis.pcall('HINCRBYFLOAT', stateKey, 'v', a1)
+        if type(r) == 'table' and r.err then
+          reason = 'addf failed: ' .. r.err
+        else
+          v = r
         end
       elseif op == 'max' or op == 'min' then
         local x = tonumber(a1)
@@ -169,79 +229,92 @@ local function rf_apply(stateKey, epochKey, argv)
           reason = op .. ' failed: stored value is not a number'
         elseif cur == nil or (op == 'max' and x > cur) or (op == 'min' and x < cur) then
           v = a1
-          redis.call('HSET', stateKey, 'v', v)
+          vDirty = true
         end
       elseif op == 'del' then
-        if v ~= nil then
-          redis.call('HDEL', stateKey, 'v')
-        end
         v = nil
+        vDirty = true
       elseif op == 'cas' then
         local token = '-'
         if o ~= nil then
           token = p .. ':' .. string.format('%d', o)
         end
-        if token ~= a2 then
+        if token ~= expected then
           conflict = token
         else
           v = a1
-          redis.call('HSET', stateKey, 'v', v)
+          vDirty = true
         end
       else
         return redis.error_reply('RF_ARGS unknown operation ' .. tostring(op) .. ' in record ' .. i)
       end
 
       if conflict then
-        reply[#reply + 1] = 'C'
-        reply[#reply + 1] = 0
+        letters[i] = 'C'
         reply[#reply + 1] = conflict
       else
         if verdict == 'B' then
           -- Offsets of the old partition are incomparable with ours: its pending entries go.
-          if #pendingFields > 0 then
-            redis.call('HDEL', stateKey, unpack(pendingFields))
+          for _, f in ipairs(pendingList) do
+            hdel[#hdel + 1] = f
           end
-          pending = {}
-          pendingFields = {}
+          pendingVal = {}
+          pendingList = {}
         end
         p, o, e = partition, off, epoch
         fenceDirty = true
-        wrote = true
-
-        local entry = false
+        local entry
         if reason then
           entry = 'd' .. reason
         elseif mode == '1' then
-          entry = 'o' .. argv[b + 6]
+          entry = 'o' .. given
         elseif mode == '2' then
           entry = v == nil and 'n' or ('o' .. v)
         elseif mode == '3' then
           entry = 'n'
         end
         if entry then
-          redis.call('HSET', stateKey, '#' .. offStr, entry)
-          pending['#' .. offStr] = true
+          hset[#hset + 1] = '#' .. offStr
+          hset[#hset + 1] = entry
         end
-
         if reason then
-          reply[#reply + 1] = 'X'
-          reply[#reply + 1] = 0
+          letters[i] = 'X'
           reply[#reply + 1] = reason
         else
-          reply[#reply + 1] = verdict
-          reply[#reply + 1] = number
-          reply[#reply + 1] = (mode == '2') and entry or false
+          letters[i] = verdict
+          if mode == '2' then
+            reply[#reply + 1] = entry
+          end
         end
       end
     end
   end
 
+  if vDirty then
+    if v == nil then
+      hdel[#hdel + 1] = 'v'
+    else
+      hset[#hset + 1] = 'v'
+      hset[#hset + 1] = v
+    end
+  end
   if fenceDirty then
-    redis.call('HSET', stateKey, 'p', p, 'o', string.format('%d', o or -1), 'e', string.format('%d', e))
-    wrote = true
+    hset[#hset + 1] = 'p'
+    hset[#hset + 1] = p
+    hset[#hset + 1] = 'o'
+    hset[#hset + 1] = string.format('%d', o or -1)
+    hset[#hset + 1] = 'e'
+    hset[#hset + 1] = string.format('%d', e)
   end
-  if wrote and ttl > 0 then
-    redis.call('PEXPIRE', stateKey, ttl)
+  if #hdel > 0 then
+    redis.call('HDEL', stateKey, unpack(hdel))
   end
+  if #hset > 0 then
+    redis.call('HSET', stateKey, unpack(hset))
+    if ttl > 0 then
+      redis.call('PEXPIRE', stateKey, ttl)
+    end
+  end
+  reply[1] = table.concat(letters)
   return reply
 end
