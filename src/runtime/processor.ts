@@ -399,6 +399,15 @@ export class Processor<T = unknown, S = unknown> {
     const owned = this.#owned.get(key);
     if (!owned || this.#fenced.has(key) || records.length === 0) return; // not ours (anymore): never commit it
     this.#metrics?.batch(records.length);
+    // Holes in the partition's offsets (transaction markers, compaction): counted, never an error.
+    let holes = 0;
+    let prev = owned.committed - 1;
+    for (const r of records) {
+      const off = Number(r.offset);
+      if (prev >= 0 && off > prev + 1) holes += off - prev - 1;
+      prev = off;
+    }
+    if (holes > 0) this.#metrics?.offsetGap(topic, partition, holes);
     const planned = await this.#plan(topic, partition, records);
 
     // 1. Redis write: one fence call per key (state + pending outputs, atomically).
@@ -428,7 +437,6 @@ export class Processor<T = unknown, S = unknown> {
       if (r === undefined) continue;
       this.stats.verdicts.set(r.verdict, (this.stats.verdicts.get(r.verdict) ?? 0) + 1);
       this.#metrics?.verdict(topic, partition, r.verdict);
-      if (r.verdict === 'APPLY' && r.gap > 0) this.#metrics?.offsetGap(topic, partition, r.gap);
       if (r.verdict === 'REBASE')
         this.#log.warn(
           { topic, partition, previousPartition: r.previousPartition },
