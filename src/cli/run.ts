@@ -135,6 +135,17 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
   });
+  // Fail fast with a clear message when Redis cannot be reached (ioredis would retry forever).
+  let pingTimer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    redis.ping(),
+    new Promise<never>((_, reject) => {
+      pingTimer = setTimeout(
+        () => reject(new Error('Redis did not answer PING within 10 s (check --redis / --cluster)')),
+        10_000,
+      );
+    }),
+  ]).finally(() => clearTimeout(pingTimer));
   await processor.start();
   return stopped;
 }

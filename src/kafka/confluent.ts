@@ -23,6 +23,11 @@ export interface ConfluentOptions {
   clientId?: string;
   /** Exactly-once: the transactional id (unique per instance). Omit for at-least-once. */
   transactionalId?: string;
+  /**
+   * Exactly-once: how long the broker keeps a dead instance's open transaction before aborting it.
+   * Until then read_committed consumers of the output stop at it. Default 10000 (as Kafka Streams).
+   */
+  transactionTimeoutMs?: number;
   /** 'classic' (cooperative-sticky) by default; 'consumer' is KIP-848. */
   groupProtocol?: 'classic' | 'consumer';
   /** Static membership (`group.instance.id`). */
@@ -90,7 +95,14 @@ export class ConfluentKafka implements KafkaPort {
       'enable.idempotence': true,
       acks: -1,
       'linger.ms': 5,
-      ...(o.transactionalId ? { 'transactional.id': o.transactionalId } : {}),
+      ...(o.transactionalId
+        ? {
+            'transactional.id': o.transactionalId,
+            'transaction.timeout.ms': o.transactionTimeoutMs ?? 10_000,
+            // librdkafka requires socket.timeout.ms <= transaction.timeout.ms + 100
+            'socket.timeout.ms': Math.min(60_000, o.transactionTimeoutMs ?? 10_000),
+          }
+        : {}),
       ...o.producerConfig,
       kafkaJS: quiet,
     } as KafkaJS.ProducerConstructorConfig);

@@ -38,6 +38,8 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
         groupInstanceId?: string;
         sessionTimeoutMs?: number;
         maxBatchSize?: number;
+        /** Exactly-once: the broker aborts a dead instance's open transaction after this long. Default 10000. */
+        transactionTimeoutMs?: number;
       }
     | KafkaPort;
   /** Default 'exactly-once'. */
@@ -176,6 +178,7 @@ export class Processor<T = unknown, S = unknown> {
             ...(k.groupInstanceId ? { groupInstanceId: k.groupInstanceId } : {}),
             ...(k.sessionTimeoutMs ? { sessionTimeoutMs: k.sessionTimeoutMs } : {}),
             ...(k.maxBatchSize ? { maxBatchSize: k.maxBatchSize } : {}),
+            ...(k.transactionTimeoutMs ? { transactionTimeoutMs: k.transactionTimeoutMs } : {}),
           });
   }
 
