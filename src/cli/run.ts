@@ -135,17 +135,25 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
   });
-  // Fail fast with a clear message when Redis cannot be reached (ioredis would retry forever).
-  let pingTimer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    redis.ping(),
-    new Promise<never>((_, reject) => {
-      pingTimer = setTimeout(
-        () => reject(new Error('Redis did not answer PING within 10 s (check --redis / --cluster)')),
-        10_000,
-      );
-    }),
-  ]).finally(() => clearTimeout(pingTimer));
-  await processor.start();
+  try {
+    // Fail fast with a clear message when Redis cannot be reached (ioredis would retry forever).
+    let pingTimer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      redis.ping(),
+      new Promise<never>((_, reject) => {
+        pingTimer = setTimeout(
+          () => reject(new Error('Redis did not answer PING within 10 s (check --redis / --cluster)')),
+          10_000,
+        );
+      }),
+    ]).finally(() => clearTimeout(pingTimer));
+    await processor.start();
+  } catch (err) {
+    // A failed start must not leave the process hanging on open clients or the metrics server.
+    await processor.close().catch(() => undefined);
+    await server?.close().catch(() => undefined);
+    redis.disconnect();
+    throw err;
+  }
   return stopped;
 }

@@ -312,6 +312,9 @@ export class Processor<T = unknown, S = unknown> {
       this.#fenced.delete(key);
     }
     if (tps.length > 0) await this.#redisStep('WAIT', () => this.#waitReplicas());
+    // A partition this instance paused earlier (FENCE, outage) keeps its pause in the client across a
+    // revoke and a new assignment: resume what we now own.
+    if (tps.length > 0 && !this.#outage) this.#kafka.resume(tps);
     this.#health?.setReady('group', true);
     this.#log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
   }
