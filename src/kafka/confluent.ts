@@ -213,6 +213,16 @@ export class ConfluentKafka implements KafkaPort {
     return n;
   }
 
+  async highWatermarks(topic: string): Promise<Map<number, number>> {
+    if (!this.#admin) throw new RedfenceError('RF_INVALID_ARGUMENT', 'the Kafka adapter is not started');
+    const rows = await this.#admin.fetchTopicOffsets(topic);
+    return new Map(rows.map((r) => [r.partition, Number(r.high)]));
+  }
+
+  seek(partition: TopicPartition, offset: number): void {
+    this.#consumer?.seek({ topic: partition.topic, partition: partition.partition, offset: String(offset) });
+  }
+
   pause(partitions: readonly TopicPartition[]): void {
     this.#consumer?.pause(
       group(partitions.map((p) => ({ ...p, offset: 0 }))).map((g) => ({

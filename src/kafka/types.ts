@@ -53,6 +53,10 @@ export interface KafkaPort {
   /** The group's committed offsets (-1 when none). */
   committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>>;
   partitionCount(topic: string): Promise<number>;
+  /** High watermarks (next offset to be written) of a topic's partitions. */
+  highWatermarks(topic: string): Promise<Map<number, number>>;
+  /** Moves the fetch position of a partition (used to restart a stalled fetch). */
+  seek(partition: TopicPartition, offset: number): void;
   pause(partitions: readonly TopicPartition[]): void;
   resume(partitions: readonly TopicPartition[]): void;
   /** Stops consuming (after the batch in flight), disconnects consumer and producer. Idempotent. */

@@ -23,6 +23,7 @@ import { defineProcessor } from '../state/definition.js';
 import { backoffMs, delay } from './backoff.js';
 import { buildDeadLetter, type DeadLetterReason } from './dead-letter.js';
 import { type Logger, silentLogger } from './logger.js';
+import { watchdogVerdict } from './watchdog.js';
 
 export type ProcessingMode = 'exactly-once' | 'at-least-once';
 
@@ -62,6 +63,12 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
   waitReplicas?: { replicas: number; timeoutMs: number };
   /** Sweep pending outputs of keys not written again every N committed batches per partition. Default 20. */
   sweepEvery?: number;
+  /**
+   * Stalled-consumer watchdog: with lag and no batch delivered for `stallMs` (default 60000), seek the
+   * owned partitions back to their committed offsets; after `maxRecoveries` (default 3) stop reporting
+   * liveness. `false` turns it off.
+   */
+  watchdog?: { stallMs?: number; intervalMs?: number; maxRecoveries?: number } | false;
 }
 
 const KNOWN = new Set([
@@ -115,6 +122,11 @@ export class Processor<T = unknown, S = unknown> {
   readonly #health: HealthState | undefined;
   #batchStartedAt: number | undefined;
   #ticker: NodeJS.Timeout | undefined;
+  readonly #watchdog: { stallMs: number; intervalMs: number; maxRecoveries: number } | undefined;
+  #watchdogTimer: NodeJS.Timeout | undefined;
+  #lastDeliveryAt = Date.now();
+  #recoveries = 0;
+  #gaveUp = false;
   readonly #userRetries: number;
   readonly #requireNoEviction: boolean;
   readonly #wait: { replicas: number; timeoutMs: number } | undefined;
@@ -162,6 +174,14 @@ export class Processor<T = unknown, S = unknown> {
     this.#requireNoEviction = options.requireNoEviction ?? true;
     this.#wait = options.waitReplicas;
     this.#sweepEvery = options.sweepEvery ?? 20;
+    this.#watchdog =
+      options.watchdog === false
+        ? undefined
+        : {
+            stallMs: options.watchdog?.stallMs ?? 60_000,
+            intervalMs: options.watchdog?.intervalMs ?? 10_000,
+            maxRecoveries: options.watchdog?.maxRecoveries ?? 3,
+          };
     this.#deadLetterTopic = this.#def.deadLetter ?? `${this.#def.input}.DLT`;
     const fencing = options.fencing ?? (options.redis instanceof Cluster ? 'cluster' : 'strict');
     this.fence = new Fence({ redis: options.redis, store: this.#def.store, mode: fencing });
@@ -201,9 +221,13 @@ export class Processor<T = unknown, S = unknown> {
     this.#health?.setReady('scripts', true);
     // Liveness: progress is marked while no batch is in flight; a batch stuck in flight stops it.
     this.#ticker = setInterval(() => {
-      if (this.#batchStartedAt === undefined) this.#health?.markProgress();
+      if (this.#batchStartedAt === undefined && !this.#gaveUp) this.#health?.markProgress();
     }, 1000);
     this.#ticker.unref();
+    if (this.#watchdog) {
+      this.#watchdogTimer = setInterval(() => void this.#checkStall(), this.#watchdog.intervalMs);
+      this.#watchdogTimer.unref();
+    }
     this.#health?.markProgress();
     await this.#kafka.start([this.#def.input], {
       onAssign: (tps) => this.#onAssign(tps),
@@ -222,6 +246,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#state = 'closing';
     this.#abort.abort();
     if (this.#ticker) clearInterval(this.#ticker);
+    if (this.#watchdogTimer) clearInterval(this.#watchdogTimer);
     this.#health?.setReady('kafka', false);
     await this.#kafka.stop();
     this.#state = 'closed';
@@ -247,6 +272,48 @@ export class Processor<T = unknown, S = unknown> {
           { appendonly: aof },
           'Redis AOF is off: a Redis restart loses fences (see docs/operations.md)',
         );
+    }
+  }
+
+  async #checkStall(): Promise<void> {
+    const w = this.#watchdog;
+    if (!w || this.#state !== 'running' || this.#owned.size === 0) return;
+    try {
+      const ends = await this.#kafka.highWatermarks(this.#def.input);
+      let lag = 0;
+      for (const [key, o] of this.#owned) {
+        if (this.#fenced.has(key)) continue;
+        const partition = Number(key.slice(key.lastIndexOf('/') + 1));
+        lag += Math.max(0, (ends.get(partition) ?? 0) - Math.max(0, o.committed));
+      }
+      const verdict = watchdogVerdict({
+        now: Date.now(),
+        lastDeliveryAt: this.#lastDeliveryAt,
+        stallMs: w.stallMs,
+        batchInFlight: this.#batchStartedAt !== undefined,
+        redisOutage: this.#outage,
+        lag,
+        recoveries: this.#recoveries,
+        maxRecoveries: w.maxRecoveries,
+      });
+      if (verdict === 'recover') {
+        this.#recoveries++;
+        this.#log.warn(
+          { lag, recoveries: this.#recoveries },
+          'consumer stalled with lag: seeking owned partitions to their committed offsets',
+        );
+        for (const [key, o] of this.#owned) {
+          if (this.#fenced.has(key) || o.committed < 0) continue;
+          const i = key.lastIndexOf('/');
+          this.#kafka.seek({ topic: key.slice(0, i), partition: Number(key.slice(i + 1)) }, o.committed);
+        }
+        this.#lastDeliveryAt = Date.now();
+      } else if (verdict === 'give-up' && !this.#gaveUp) {
+        this.#gaveUp = true;
+        this.#log.error({ lag }, 'consumer stays stalled after recoveries: reporting not live');
+      }
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message }, 'watchdog check failed');
     }
   }
 
@@ -316,6 +383,7 @@ export class Processor<T = unknown, S = unknown> {
     // revoke and a new assignment: resume what we now own.
     if (tps.length > 0 && !this.#outage) this.#kafka.resume(tps);
     this.#health?.setReady('group', true);
+    this.#lastDeliveryAt = Date.now();
     this.#log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
   }
 
