@@ -163,9 +163,11 @@ export class ConfluentKafka implements KafkaPort {
     return { consumer: this.#consumer, producer: this.#producer };
   }
 
-  async produce(records: readonly OutRecord[]): Promise<void> {
+  async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
     if (records.length === 0) return;
-    await this.#ready().producer.sendBatch({ topicMessages: messages(records) });
+    const sent = this.#ready().producer.sendBatch({ topicMessages: messages(records) });
+    handedOver?.();
+    await sent;
   }
 
   async commit(offsets: readonly CommitOffset[]): Promise<void> {
@@ -178,12 +180,14 @@ export class ConfluentKafka implements KafkaPort {
   async produceTransactionally(
     records: readonly OutRecord[],
     offsets: readonly CommitOffset[],
+    beforeCommit?: () => void,
   ): Promise<void> {
     const { consumer, producer } = this.#ready();
     const txn = await producer.transaction();
     try {
       if (records.length > 0) await txn.sendBatch({ topicMessages: messages(records) });
       await txn.sendOffsets({ consumer, topics: group(offsets) });
+      beforeCommit?.();
       await txn.commit();
     } catch (err) {
       await txn.abort().catch(() => undefined);

@@ -44,12 +44,19 @@ export interface ConsumerHandlers {
 export interface KafkaPort {
   /** Connects, subscribes and starts delivering batches. */
   start(topics: string[], handlers: ConsumerHandlers): Promise<void>;
-  /** At-least-once: produces and awaits every delivery report. */
-  produce(records: readonly OutRecord[]): Promise<void>;
+  /** At-least-once: produces and awaits every delivery report; `handedOver` runs once the records are queued. */
+  produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void>;
   /** At-least-once: commits consumer offsets. */
   commit(offsets: readonly CommitOffset[]): Promise<void>;
-  /** Exactly-once: one transaction holding the records and the consumer offsets (KIP-447). */
-  produceTransactionally(records: readonly OutRecord[], offsets: readonly CommitOffset[]): Promise<void>;
+  /**
+   * Exactly-once: one transaction holding the records and the consumer offsets (KIP-447);
+   * `beforeCommit` runs when both are in the open transaction.
+   */
+  produceTransactionally(
+    records: readonly OutRecord[],
+    offsets: readonly CommitOffset[],
+    beforeCommit?: () => void,
+  ): Promise<void>;
   /** The group's committed offsets (-1 when none). */
   committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>>;
   partitionCount(topic: string): Promise<number>;

@@ -21,6 +21,7 @@ import { partitionFor } from '../partitioner/index.js';
 import type { ProcessorDefinition, RecordMeta } from '../state/definition.js';
 import { defineProcessor } from '../state/definition.js';
 import { backoffMs, delay } from './backoff.js';
+import { crashPoint } from './crash-points.js';
 import { buildDeadLetter, type DeadLetterReason } from './dead-letter.js';
 import { type Logger, silentLogger } from './logger.js';
 import { watchdogVerdict } from './watchdog.js';
@@ -498,6 +499,7 @@ export class Processor<T = unknown, S = unknown> {
       return;
     }
     await this.#redisStep('WAIT', () => this.#waitReplicas());
+    crashPoint('after-redis-write');
 
     // 2. Outputs and dead letters, in offset order.
     const out: OutRecord[] = [];
@@ -531,11 +533,13 @@ export class Processor<T = unknown, S = unknown> {
     const offsets = [{ topic, partition, offset: next }];
     const started = performance.now();
     if (this.mode === 'exactly-once') {
-      await this.#kafka.produceTransactionally(out, offsets);
+      await this.#kafka.produceTransactionally(out, offsets, () => crashPoint('in-transaction'));
     } else {
-      await this.#kafka.produce(out);
+      await this.#kafka.produce(out, () => crashPoint('after-produce'));
+      crashPoint('after-delivery');
       await this.#kafka.commit(offsets);
     }
+    crashPoint('after-commit');
     this.#metrics?.commit(this.mode, (performance.now() - started) / 1000);
     this.#metrics?.lag(topic, partition, Math.max(0, Number(highWatermark) - next));
     owned.committed = next;
