@@ -100,6 +100,12 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     ...(group ? { groupId: group } : {}),
     ...(instance ? { instanceId: instance } : {}),
     requireNoEviction: !opts.has('allow-eviction'),
+    onFatal: (err) => {
+      logger.error({ err: err.message }, 'processor stopped after a fatal error');
+      void server?.close();
+      redis.disconnect();
+      process.exit(1);
+    },
     logger,
     metrics,
     health,

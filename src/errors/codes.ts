@@ -32,6 +32,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'Redis is configured in a way that breaks the guarantees (e.g. an evicting maxmemory-policy).',
   },
+  RF_KAFKA_FATAL: {
+    retriable: false,
+    summary:
+      'The Kafka client cannot go on (e.g. the transactional producer was fenced); the processor closes itself.',
+  },
   RF_STATE_CORRUPT: {
     retriable: false,
     summary: 'A state hash in Redis does not have the fields redfence writes.',

@@ -40,6 +40,11 @@ export interface ConfluentOptions {
 }
 
 type Consumer = KafkaJS.Consumer;
+
+function fatal(what: string, cause: unknown): RedfenceError {
+  const message = cause instanceof Error ? cause.message : String(cause);
+  return new RedfenceError('RF_KAFKA_FATAL', `Kafka: ${what}: ${message}`, { cause });
+}
 type Producer = KafkaJS.Producer;
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 
@@ -183,14 +188,27 @@ export class ConfluentKafka implements KafkaPort {
     beforeCommit?: () => void,
   ): Promise<void> {
     const { consumer, producer } = this.#ready();
-    const txn = await producer.transaction();
+    let txn: KafkaJS.Transaction;
+    try {
+      txn = await producer.transaction();
+    } catch (err) {
+      throw fatal('cannot begin a transaction', err);
+    }
     try {
       if (records.length > 0) await txn.sendBatch({ topicMessages: messages(records) });
       await txn.sendOffsets({ consumer, topics: group(offsets) });
       beforeCommit?.();
       await txn.commit();
     } catch (err) {
-      await txn.abort().catch(() => undefined);
+      if ((err as { fatal?: unknown })?.fatal === true)
+        throw fatal('the transactional producer failed fatally', err);
+      try {
+        await txn.abort();
+      } catch {
+        // A transaction that can be neither committed nor aborted leaves the producer unusable
+        // (every later transaction fails): typically it was fenced by a newer producer.
+        throw fatal('a failed transaction could not be aborted', err);
+      }
       throw err;
     }
   }

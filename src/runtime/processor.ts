@@ -70,24 +70,33 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
    * liveness. `false` turns it off.
    */
   watchdog?: { stallMs?: number; intervalMs?: number; maxRecoveries?: number } | false;
+  /**
+   * Called once when Kafka reports a fatal error (e.g. this instance's transactional producer was
+   * fenced by another with the same id). The processor has started closing itself; restart it.
+   */
+  onFatal?: (error: Error) => void;
 }
 
-const KNOWN = new Set([
-  'definition',
-  'redis',
-  'kafka',
-  'mode',
-  'fencing',
-  'groupId',
-  'instanceId',
-  'logger',
-  'metrics',
-  'health',
-  'userRetries',
-  'requireNoEviction',
-  'waitReplicas',
-  'sweepEvery',
-]);
+// Every option, checked by the compiler against ProcessorOptions so the list cannot drift.
+const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
+  definition: true,
+  redis: true,
+  kafka: true,
+  mode: true,
+  fencing: true,
+  groupId: true,
+  instanceId: true,
+  logger: true,
+  metrics: true,
+  health: true,
+  userRetries: true,
+  requireNoEviction: true,
+  waitReplicas: true,
+  sweepEvery: true,
+  watchdog: true,
+  onFatal: true,
+};
+const KNOWN = new Set(Object.keys(OPTION_NAMES));
 
 interface Owned {
   epoch: number;
@@ -128,6 +137,7 @@ export class Processor<T = unknown, S = unknown> {
   #lastDeliveryAt = Date.now();
   #recoveries = 0;
   #gaveUp = false;
+  readonly #onFatal: ((error: Error) => void) | undefined;
   readonly #userRetries: number;
   readonly #requireNoEviction: boolean;
   readonly #wait: { replicas: number; timeoutMs: number } | undefined;
@@ -175,6 +185,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#requireNoEviction = options.requireNoEviction ?? true;
     this.#wait = options.waitReplicas;
     this.#sweepEvery = options.sweepEvery ?? 20;
+    this.#onFatal = options.onFatal;
     this.#watchdog =
       options.watchdog === false
         ? undefined
@@ -274,6 +285,16 @@ export class Processor<T = unknown, S = unknown> {
           'Redis AOF is off: a Redis restart loses fences (see docs/operations.md)',
         );
     }
+  }
+
+  #fatal(err: Error): void {
+    if (this.#state === 'closing' || this.#state === 'closed') return;
+    this.#log.error({ err: err.message }, 'fatal Kafka error: closing the processor (restart it)');
+    this.#gaveUp = true; // stop reporting liveness
+    // Not awaited here: close() waits for the batch in flight, which is this one.
+    setImmediate(() => {
+      void this.close().finally(() => this.#onFatal?.(err));
+    });
   }
 
   async #checkStall(): Promise<void> {
@@ -532,12 +553,22 @@ export class Processor<T = unknown, S = unknown> {
     const next = Number(records.at(-1)?.offset) + 1;
     const offsets = [{ topic, partition, offset: next }];
     const started = performance.now();
-    if (this.mode === 'exactly-once') {
-      await this.#kafka.produceTransactionally(out, offsets, () => crashPoint('in-transaction'));
-    } else {
-      await this.#kafka.produce(out, () => crashPoint('after-produce'));
-      crashPoint('after-delivery');
-      await this.#kafka.commit(offsets);
+    try {
+      if (this.mode === 'exactly-once') {
+        await this.#kafka.produceTransactionally(out, offsets, () => crashPoint('in-transaction'));
+      } else {
+        await this.#kafka.produce(out, () => crashPoint('after-produce'));
+        crashPoint('after-delivery');
+        await this.#kafka.commit(offsets);
+      }
+    } catch (err) {
+      const e = err as { fatal?: unknown; code?: unknown; message?: unknown };
+      this.#log.warn(
+        { topic, partition, err: String(e?.message), code: e?.code },
+        'produce/commit failed; the batch is redelivered',
+      );
+      if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err as Error);
+      throw err; // the batch is redelivered (or dropped with the assignment); the fence makes that safe
     }
     crashPoint('after-commit');
     this.#metrics?.commit(this.mode, (performance.now() - started) / 1000);
