@@ -1,0 +1,363 @@
+/**
+ * Crash at every boundary of the pipeline, on the real broker and Redis. For each (mode, crash point)
+ * pair: instance A (`redfence run examples/customer-totals.ts` with REDFENCE_CRASH_AT=<point>,
+ * REDFENCE_CRASH_AFTER=3) SIGKILLs itself the 3rd time it reaches the point, i.e. after two (after-commit:
+ * three) committed batches, with most of the 600 orders (produced up front) still to process. The client
+ * hands out the first batches small (typically 1, 1, then ~120 records: several per customer), so the
+ * crashed batch is a large one. Instance B (no crash variables) takes over once A's session expires and
+ * finishes; then:
+ * - every customer's state in Redis is the fold of all its orders, each applied exactly once;
+ * - outputs (read_committed): exactly-once, one per order (counts 1..n once each); at-least-once, every
+ *   order has an output, every output is the exact running state, duplicates are identical bytes, and
+ *   the number of duplicates is what the crash point allows (none unless A produced the crashed batch);
+ * - committed offsets equal the end offsets;
+ * - B's verdicts (scraped from its /metrics before it stops): REEMIT for exactly the records A applied in
+ *   Redis without committing (read from Redis right after A's death: the pending entries at or past the
+ *   committed offsets), APPLY for the rest of what B consumed, no SKIP. For after-commit that is zero
+ *   REEMITs (nothing applied-but-uncommitted); for every other point it is the whole crashed batch (> 0).
+ *   in-transaction takes ~10-20 s longer: B cannot fetch its starting offsets until the broker aborts A's
+ *   open transaction (transaction timeout 10 s, plus the broker's abort check interval).
+ * The pairs run two at a time; each kills only its own children (never killLeftovers(), which would
+ * kill the other test's).
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Fence, type StoredState } from '../../src/index.js';
+import type { CrashPoint } from '../../src/runtime/crash-points.js';
+import { freePort, ProcessorChild } from '../helpers/child.js';
+import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
+import {
+  committedOffsets,
+  createTopics,
+  endOffsets,
+  type Msg,
+  pollUntil,
+  produce,
+  type ReadRecord,
+  readAll,
+} from '../helpers/kafka.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const PARTITIONS = 3;
+const CUSTOMERS = 30;
+const ORDERS = 600;
+const CRASH_AFTER = 3;
+/** Progress notes (timings, verdicts) in the test output. */
+const log = (s: string) => console.log(s);
+
+type Mode = 'exactly-once' | 'at-least-once';
+const CASES: Array<{ mode: Mode; point: CrashPoint }> = [
+  { mode: 'exactly-once', point: 'after-redis-write' },
+  { mode: 'exactly-once', point: 'in-transaction' },
+  { mode: 'exactly-once', point: 'after-commit' },
+  { mode: 'at-least-once', point: 'after-redis-write' },
+  { mode: 'at-least-once', point: 'after-produce' },
+  { mode: 'at-least-once', point: 'after-delivery' },
+  { mode: 'at-least-once', point: 'after-commit' },
+];
+
+interface Totals {
+  total: number;
+  count: number;
+}
+
+/** The input: order i goes to customer c-(7i mod 30) (20 orders each), amounts deterministic. */
+function makeOrders(): { messages: Msg[]; amounts: Map<string, number[]> } {
+  const messages: Msg[] = [];
+  const amounts = new Map<string, number[]>();
+  for (let i = 0; i < ORDERS; i++) {
+    const customer = `c-${(i * 7) % CUSTOMERS}`;
+    const amount = 1 + ((i * 131) % 997);
+    const list = amounts.get(customer) ?? [];
+    if (list.length === 0) amounts.set(customer, list);
+    list.push(amount);
+    messages.push({ key: customer, value: JSON.stringify({ customer, amount }) });
+  }
+  return { messages, amounts };
+}
+
+/** A customer's totals after its first `count` orders (its orders share one partition: offset order). */
+function prefix(amounts: Map<string, number[]>, customer: string, count: number): Totals {
+  const list = amounts.get(customer) ?? [];
+  let total = 0;
+  for (let i = 0; i < count; i++) total += list[i] ?? Number.NaN;
+  return { total, count };
+}
+
+function sum(m: Map<number, number>): number {
+  let s = 0;
+  for (const v of m.values()) s += Math.max(0, v);
+  return s;
+}
+
+/**
+ * `redfence run examples/customer-totals.ts` as a child, like test/helpers/child.ts does, plus extra
+ * environment (the crash variables), which that helper does not take.
+ */
+async function startChild(
+  n: { orders: string; totals: string; store: string; group: string },
+  mode: Mode,
+  instance: string,
+  extraEnv: Record<string, string>,
+): Promise<ProcessorChild> {
+  const metricsPort = await freePort();
+  const args = [
+    '--import',
+    'tsx',
+    'src/cli/bin.ts',
+    'run',
+    'examples/customer-totals.ts',
+    '--brokers',
+    KAFKA_BROKERS,
+    '--redis',
+    REDIS_URL,
+    '--mode',
+    mode,
+    '--group',
+    n.group,
+    '--instance',
+    instance,
+    '--metrics-port',
+    String(metricsPort),
+    '--session-timeout',
+    '6000',
+    '--log',
+    'info',
+  ];
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    ORDERS_TOPIC: n.orders,
+    TOTALS_TOPIC: n.totals,
+    TOTALS_STORE: n.store,
+    ...extraEnv,
+  };
+  if (!('REDFENCE_CRASH_AT' in extraEnv)) {
+    delete env.REDFENCE_CRASH_AT;
+    delete env.REDFENCE_CRASH_AFTER;
+  }
+  const proc = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new ProcessorChild(instance, proc, metricsPort);
+}
+
+/** Sums of `redfence_verdicts_total` by verdict, scraped from a child's /metrics. */
+async function verdicts(port: number): Promise<Map<string, number>> {
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  assert.equal(res.status, 200, '/metrics answers');
+  const out = new Map<string, number>();
+  for (const line of (await res.text()).split('\n')) {
+    const m = /^redfence_verdicts_total\{([^}]*)\}\s+(\S+)/.exec(line);
+    const verdict = m ? /verdict="([^"]*)"/.exec(m[1] as string)?.[1] : undefined;
+    if (m && verdict) out.set(verdict, (out.get(verdict) ?? 0) + Number(m[2]));
+  }
+  return out;
+}
+
+/**
+ * Every record of a topic (read_committed), read until each non-empty partition has been read to its
+ * end: the record at end - 1 (at-least-once: no markers) or end - 2 (exactly-once: the last entry of a
+ * partition written by transactions is a commit marker). Should that predicate miss (e.g. two markers
+ * last), the read just goes on until the timeout: the records are complete either way.
+ */
+async function readToEnd(topic: string, transactional: boolean): Promise<ReadRecord[]> {
+  const ends = await endOffsets(topic);
+  const last = new Map<number, number>();
+  return readAll(
+    topic,
+    (records) => {
+      const r = records.at(-1);
+      if (r) last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
+      for (const [p, end] of ends) {
+        if (end > 0 && (last.get(p) ?? -1) < end - (transactional ? 2 : 1)) return false;
+      }
+      return true;
+    },
+    30_000,
+  );
+}
+
+describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
+  for (const { mode, point } of CASES) {
+    it(`${mode}: SIGKILL ${point} (${CRASH_AFTER}rd time); a second instance finishes exactly`, async () => {
+      const ns = uniqueName(`crash-${mode === 'exactly-once' ? 'eos' : 'alo'}-${point}`);
+      const n = {
+        orders: `${ns}-orders`,
+        totals: `${ns}-totals`,
+        store: ns.replace(/-/g, '_'),
+        group: `${ns}-group`,
+      };
+      const cleanup = await createTopics([
+        { topic: n.orders, partitions: PARTITIONS },
+        { topic: n.totals, partitions: PARTITIONS },
+        { topic: `${n.orders}.DLT`, partitions: 1 },
+      ]);
+      const redis = standalone();
+      const fence = new Fence({ redis, store: n.store, mode: 'strict' });
+      const t0 = Date.now();
+      const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+      const tag = `${mode}/${point}`;
+      // this test's children only (killLeftovers() would also kill the concurrently running test's)
+      const children: ProcessorChild[] = [];
+      const exactlyOnce = mode === 'exactly-once';
+      try {
+        const { messages, amounts } = makeOrders();
+        await produce(n.orders, messages);
+        const input = await readAll(n.orders, (r) => r.length >= ORDERS, 30_000);
+        assert.equal(input.length, ORDERS, 'every order read back from the input topic');
+
+        // A: dies by its own SIGKILL the 3rd time it reaches the crash point
+        const a = await startChild(n, mode, 'A', {
+          REDFENCE_CRASH_AT: point,
+          REDFENCE_CRASH_AFTER: String(CRASH_AFTER),
+        });
+        children.push(a);
+        const aExit = await a.waitExit(60_000);
+        assert.deepEqual(aExit, { code: null, signal: 'SIGKILL' }, `A died by SIGKILL ${a.tail()}`);
+        assert.ok(
+          a.log.find((l) => l.msg === 'partitions assigned').length > 0,
+          `A was assigned ${a.tail()}`,
+        );
+
+        // What A left: committed offsets, and per customer the state and pending entries in Redis
+        const committed = await committedOffsets(n.group, n.orders);
+        const ends = await endOffsets(n.orders);
+        const states = new Map<string, StoredState | null>();
+        for (const c of amounts.keys()) states.set(c, await fence.read(c));
+        assert.ok(sum(committed) > 0, `A committed some batches before dying (${sum(committed)})`);
+        assert.ok(sum(committed) < sum(ends), `A died mid-stream (${sum(committed)} of ${sum(ends)})`);
+        // every stored state is the exact fold of a prefix of the customer's orders
+        let appliedByA = 0;
+        for (const [c, s] of states) {
+          if (s === null) continue;
+          const v = JSON.parse(s.value?.toString('utf8') ?? 'null') as Totals;
+          assert.deepEqual(v, prefix(amounts, c, v.count), `state of ${c} after A's death`);
+          appliedByA += v.count;
+        }
+        // applied in Redis but not committed: the input records at or past their partition's committed
+        // offset that the key's fence has passed -- each must have a pending entry (B re-emits it)
+        let uncommittedApplied = 0;
+        for (const r of input) {
+          const s = states.get(r.key ?? '');
+          const off = Number(r.offset);
+          if (off < (committed.get(r.partition) ?? 0)) continue;
+          if (s && s.partition === r.partition && s.offset >= off) {
+            uncommittedApplied++;
+            assert.ok(
+              s.pending.some((e) => e.offset === off && e.kind === 'output'),
+              `pending output of ${r.key} at ${r.partition}/${off}`,
+            );
+          }
+        }
+        let pendingPastCommit = 0;
+        for (const s of states.values())
+          for (const e of s?.pending ?? [])
+            if (e.offset >= (committed.get(s?.partition ?? -1) ?? 0)) pendingPastCommit++;
+        assert.equal(pendingPastCommit, uncommittedApplied, 'pending entries past the committed offsets');
+        if (point === 'after-commit') assert.equal(uncommittedApplied, 0, 'A committed all it applied');
+        else assert.ok(uncommittedApplied > 0, 'A died with an applied, uncommitted batch');
+        log(
+          `[${tag} ${at()}] A died by SIGKILL: committed ${sum(committed)} of ${ORDERS}, applied ${appliedByA}, ` +
+            `${uncommittedApplied} applied but not committed`,
+        );
+
+        // B: takes over once A's session expires and finishes
+        const b = await startChild(n, mode, 'B', {});
+        children.push(b);
+        await b.log.waitAssigned(60_000);
+        await pollUntil(
+          'B processed all input (committed offsets == end offsets)',
+          async () => {
+            if (!b.alive) throw new Error(`B exited ${JSON.stringify(b.exit)}`);
+            const now = await committedOffsets(n.group, n.orders);
+            for (const [p, end] of ends) if ((now.get(p) ?? -1) !== end) return false;
+            return true;
+          },
+          60_000,
+        ).catch((err: Error) => {
+          throw new Error(`${err.message} ${b.tail()}`);
+        });
+        const v = await verdicts(b.metricsPort);
+        log(`[${tag} ${at()}] B caught up; verdicts ${JSON.stringify(Object.fromEntries(v))}`);
+        b.term();
+        assert.deepEqual(await b.waitExit(20_000), { code: 0, signal: null }, `B exits 0 ${b.tail()}`);
+
+        // B's verdicts: REEMIT exactly for what A applied without committing, APPLY for the rest it
+        // consumed, no SKIP (nothing below the committed offsets is consumed again)
+        const consumedByB = ORDERS - sum(committed);
+        assert.equal(
+          v.get('REEMIT') ?? 0,
+          uncommittedApplied,
+          'B re-emitted what A applied but did not commit',
+        );
+        assert.equal(v.get('APPLY') ?? 0, ORDERS - appliedByA, 'B applied what A had not');
+        assert.equal(v.get('SKIP') ?? 0, 0, 'B skipped nothing');
+        assert.equal(
+          (v.get('REEMIT') ?? 0) + (v.get('APPLY') ?? 0),
+          consumedByB,
+          'B consumed from the commits',
+        );
+
+        // State: every customer's totals are the fold of all its orders, each applied once
+        for (const c of amounts.keys()) {
+          const s = await fence.read(c);
+          const got = s?.value == null ? null : (JSON.parse(s.value.toString('utf8')) as Totals);
+          assert.deepEqual(got, prefix(amounts, c, amounts.get(c)?.length ?? 0), `final state of ${c}`);
+        }
+
+        // Outputs, read_committed
+        const outputs = await readToEnd(n.totals, exactlyOnce);
+        const bytes = new Map<string, Set<string>>(); // customer/count -> distinct output bytes
+        const counts = new Map<string, number[]>();
+        for (const o of outputs) {
+          const c = o.key ?? '';
+          const t = JSON.parse(o.value ?? 'null') as Totals;
+          assert.deepEqual(
+            t,
+            prefix(amounts, c, t.count),
+            `output ${o.value} of ${c} at ${o.partition}/${o.offset}`,
+          );
+          const id = `${c}/${t.count}`;
+          const set = bytes.get(id) ?? new Set<string>();
+          bytes.set(id, set.add(o.value ?? ''));
+          const list = counts.get(c) ?? [];
+          if (list.length === 0) counts.set(c, list);
+          list.push(t.count);
+        }
+        for (const [c, list] of amounts) {
+          const got = (counts.get(c) ?? []).sort((x, y) => x - y);
+          const all = Array.from({ length: list.length }, (_, i) => i + 1);
+          if (exactlyOnce) assert.deepEqual(got, all, `${c}: exactly one output per order`);
+          else assert.deepEqual([...new Set(got)], all, `${c}: at least one output per order`);
+        }
+        for (const [id, set] of bytes) assert.equal(set.size, 1, `${id}: duplicates are identical bytes`);
+        const duplicates = outputs.length - ORDERS;
+        if (exactlyOnce || point === 'after-redis-write' || point === 'after-commit') {
+          // nothing of the crashed batch reached the output topic (or it was committed with it)
+          assert.equal(duplicates, 0, 'one committed output per order');
+        } else if (point === 'after-delivery') {
+          // A's crashed batch was delivered, then B re-emitted all of it
+          assert.equal(duplicates, uncommittedApplied, 'the crashed batch delivered twice');
+        } else {
+          // after-produce: handed to the producer, maybe (partly) sent before the SIGKILL
+          assert.ok(duplicates >= 0 && duplicates <= uncommittedApplied, `duplicates ${duplicates}`);
+        }
+        log(
+          `[${tag} ${at()}] ${ORDERS} orders, ${outputs.length} outputs (${duplicates} duplicates), ` +
+            `REEMIT ${v.get('REEMIT') ?? 0}`,
+        );
+      } finally {
+        await Promise.all(children.map((c) => c.kill()));
+        let cursor = '0';
+        do {
+          const [next, keys] = await redis.scan(cursor, 'MATCH', `rf:{${n.store}:*`, 'COUNT', 1000);
+          cursor = next;
+          if (keys.length > 0) await redis.del(...keys);
+        } while (cursor !== '0');
+        redis.disconnect();
+        await cleanup();
+      }
+    });
+  }
+});
