@@ -1,0 +1,139 @@
+/** Small Kafka helpers for the processor benchmark (own copies; the bench does not import from test/). */
+import { KafkaJS } from '@confluentinc/kafka-javascript';
+
+const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
+
+export function kafkaClient(brokers: string[]): KafkaJS.Kafka {
+  return new KafkaJS.Kafka({ kafkaJS: { brokers, ...quiet } });
+}
+
+export async function createTopics(
+  kafka: KafkaJS.Kafka,
+  topics: string[],
+  partitions: number,
+): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({
+      topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })),
+    });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function deleteTopics(kafka: KafkaJS.Kafka, topics: string[]): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.deleteTopics({ topics }).catch(() => undefined);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Sum over partitions of a topic's end offsets (records + transaction markers). */
+export async function endOffsetSum(kafka: KafkaJS.Kafka, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const rows = await admin.fetchTopicOffsets(topic);
+    return rows.reduce((s, r) => s + Number(r.high), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Produces `count` messages made by `make(i)`, `window` sends of `chunk` messages in flight. */
+export async function preload(
+  kafka: KafkaJS.Kafka,
+  topic: string,
+  count: number,
+  make: (i: number) => { key: string; value: string },
+  chunk = 1000,
+  window = 8,
+): Promise<void> {
+  const producer = kafka.producer({
+    partitioner: 'murmur2_random',
+    'enable.idempotence': true,
+    'linger.ms': 5,
+    kafkaJS: quiet,
+  } as KafkaJS.ProducerConstructorConfig);
+  await producer.connect();
+  try {
+    let next = 0;
+    const worker = async () => {
+      while (next < count) {
+        const from = next;
+        next = Math.min(count, next + chunk);
+        const messages = [];
+        for (let i = from; i < next; i++) messages.push(make(i));
+        await producer.send({ topic, messages });
+      }
+    };
+    await Promise.all(Array.from({ length: window }, worker));
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+export interface Passthrough {
+  /** Records whose batch was produced and committed. */
+  readonly stats: { records: number; batches: number };
+  stop(): Promise<void>;
+}
+
+/**
+ * The Kafka I/O ceiling: the processor's consumer and producer settings (read_committed, cooperative-sticky,
+ * idempotent acks=all producer, linger 5 ms), eachBatch with one partition at a time; each record is produced
+ * unchanged to `output`, delivery awaited, then the batch's offset committed.
+ */
+export async function startPassthrough(
+  kafka: KafkaJS.Kafka,
+  opts: { input: string; output: string; groupId: string; maxBatchSize: number },
+): Promise<Passthrough> {
+  const producer = kafka.producer({
+    partitioner: 'murmur2_random',
+    'enable.idempotence': true,
+    acks: -1,
+    'linger.ms': 5,
+    kafkaJS: quiet,
+  } as KafkaJS.ProducerConstructorConfig);
+  await producer.connect();
+  const consumer = kafka.consumer({
+    'group.id': opts.groupId,
+    'enable.auto.commit': false,
+    'auto.offset.reset': 'earliest',
+    'isolation.level': 'read_committed',
+    'js.consumer.max.batch.size': opts.maxBatchSize,
+    'partition.assignment.strategy': 'cooperative-sticky',
+    kafkaJS: quiet,
+  } as unknown as KafkaJS.ConsumerConstructorConfig);
+  await consumer.connect();
+  await consumer.subscribe({ topics: [opts.input] });
+  const stats = { records: 0, batches: 0 };
+  await consumer.run({
+    partitionsConsumedConcurrently: 1,
+    eachBatch: async ({ batch }) => {
+      if (batch.messages.length === 0) return;
+      await producer.send({
+        topic: opts.output,
+        messages: batch.messages.map((m) => ({ key: m.key ?? null, value: m.value ?? null })),
+      });
+      const next = Number(batch.messages.at(-1)?.offset) + 1;
+      await consumer.commitOffsets([
+        { topic: batch.topic, partition: batch.partition, offset: String(next) },
+      ]);
+      stats.records += batch.messages.length;
+      stats.batches++;
+    },
+  });
+  return {
+    stats,
+    async stop() {
+      await consumer.disconnect().catch(() => undefined);
+      await producer.disconnect().catch(() => undefined);
+    },
+  };
+}

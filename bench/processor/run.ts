@@ -1,0 +1,301 @@
+/**
+ * Processor benchmark: one preloaded input topic, then, each with a fresh group, output topic and
+ * Redis store: a passthrough consumer (the Kafka I/O ceiling), redfence at-least-once, redfence
+ * exactly-once (operation `add`, emit state).
+ *
+ *   node --import tsx bench/processor/run.ts
+ *
+ * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_BATCH (500: max records
+ * per batch, js.consumer.max.batch.size), BENCH_ONLY (run only configurations whose label contains it),
+ * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { Redis } from 'ioredis';
+import { defineProcessor, Processor, RedfenceMetrics } from '../../src/index.js';
+import { createTopics, deleteTopics, endOffsetSum, kafkaClient, preload, startPassthrough } from './kafka.js';
+
+function envInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got ${raw}`);
+  return n;
+}
+
+const opts = {
+  records: envInt('BENCH_RECORDS', 100_000),
+  keys: envInt('BENCH_KEYS', 10_000),
+  partitions: envInt('BENCH_PARTITIONS', 6),
+  maxBatchSize: envInt('BENCH_BATCH', 500),
+  brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
+  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
+};
+const ONLY = process.env.BENCH_ONLY;
+const TIMEOUT_MS = 180_000;
+
+const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
+const input = `bench-proc-${run}-in`;
+const deadLetter = `${input}.DLT`;
+const topics = [input, deadLetter];
+const kafka = kafkaClient(opts.brokers);
+const redis = new Redis(opts.redisUrl, { lazyConnect: true });
+
+interface Order {
+  customer: string;
+  amount: number;
+  pad: string;
+}
+
+// Deterministic orders: customer by a multiplicative hash of i, amount 1..100, pad to ~100 bytes.
+function order(i: number): { key: string; value: string } {
+  const customer = `c${((i * 2654435761) >>> 0) % opts.keys}`;
+  const amount = (i % 100) + 1;
+  const base = JSON.stringify({ customer, amount, pad: '' });
+  const value = JSON.stringify({ customer, amount, pad: 'x'.repeat(Math.max(0, 100 - base.length)) });
+  return { key: customer, value };
+}
+
+interface Result {
+  label: string;
+  records: number;
+  seconds: number;
+  /** From the first committed batch to the last (group join and first fetch excluded). */
+  steadySeconds: number;
+  recordsPerSec: number;
+  steadyRecordsPerSec: number;
+  cpuSecPer1k: number;
+  redisCpuSecPer1k: number;
+  batches: number;
+  avgBatch: number;
+  outputEndOffsets: number;
+  /** redfence only: histogram sums (seconds) and counts from metricsText(). */
+  metrics?: Record<string, { sum: number; count: number }>;
+  verdicts?: Record<string, number>;
+}
+
+async function redisCpu(): Promise<number> {
+  const info = await redis.info('cpu');
+  let s = 0;
+  for (const line of info.split('\r\n')) {
+    const [k, v] = line.split(':');
+    if (k === 'used_cpu_sys' || k === 'used_cpu_user') s += Number(v);
+  }
+  return s;
+}
+
+/** `<name>_sum{labels} v` / `<name>_count{labels} v` lines of the Prometheus text, by `name{labels}`. */
+function histograms(text: string): Record<string, { sum: number; count: number }> {
+  const out: Record<string, { sum: number; count: number }> = {};
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)_(sum|count)(\{[^}]*\})? (\S+)$/.exec(line);
+    if (!m) continue;
+    const name = `${m[1]}${m[3] ?? ''}`;
+    const h = out[name] ?? { sum: 0, count: 0 };
+    out[name] = h;
+    h[m[2] as 'sum' | 'count'] = Number(m[4]);
+  }
+  return out;
+}
+
+/** Runs `start`, polls `progress()` until it reaches N (fails after 180 s), then `stop`. */
+async function timed(
+  label: string,
+  output: string,
+  go: () => Promise<{ progress: () => number; batches: () => number; stop: () => Promise<void> }>,
+): Promise<Omit<Result, 'metrics' | 'verdicts'>> {
+  const n = opts.records;
+  const cpu0 = process.cpuUsage();
+  const rcpu0 = await redisCpu();
+  const t0 = performance.now();
+  const h = await go();
+  let tFirst: number | undefined;
+  let firstRecords = 0;
+  try {
+    for (;;) {
+      const done = h.progress();
+      const now = performance.now();
+      if (done > 0 && tFirst === undefined) {
+        tFirst = now;
+        firstRecords = done;
+      }
+      if (done >= n) break;
+      if (now - t0 > TIMEOUT_MS)
+        throw new Error(`${label}: timed out after ${TIMEOUT_MS / 1000} s with ${done} of ${n} records`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } catch (err) {
+    await h.stop();
+    throw err;
+  }
+  const t1 = performance.now();
+  const cpu = process.cpuUsage(cpu0);
+  const rcpu = (await redisCpu()) - rcpu0;
+  const batches = h.batches();
+  await h.stop();
+  const seconds = (t1 - t0) / 1000;
+  const steadySeconds = (t1 - (tFirst ?? t0)) / 1000;
+  return {
+    label,
+    records: n,
+    seconds,
+    steadySeconds,
+    recordsPerSec: n / seconds,
+    steadyRecordsPerSec: steadySeconds > 0 ? (n - firstRecords) / steadySeconds : 0,
+    cpuSecPer1k: ((cpu.user + cpu.system) / 1e6 / n) * 1000,
+    redisCpuSecPer1k: (rcpu / n) * 1000,
+    batches,
+    avgBatch: batches > 0 ? n / batches : 0,
+    outputEndOffsets: await endOffsetSum(kafka, output),
+  };
+}
+
+async function passthrough(): Promise<Result> {
+  const output = `bench-proc-${run}-out-pass`;
+  topics.push(output);
+  await createTopics(kafka, [output], opts.partitions);
+  return timed('passthrough', output, async () => {
+    const p = await startPassthrough(kafka, {
+      input,
+      output,
+      groupId: `bench-proc-${run}-pass`,
+      maxBatchSize: opts.maxBatchSize,
+    });
+    return { progress: () => p.stats.records, batches: () => p.stats.batches, stop: () => p.stop() };
+  });
+}
+
+async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result> {
+  const tag = mode === 'exactly-once' ? 'eos' : 'alo';
+  const output = `bench-proc-${run}-out-${tag}`;
+  const store = `bench-${run}-${tag}`;
+  topics.push(output);
+  await createTopics(kafka, [output], opts.partitions);
+  const metrics = new RedfenceMetrics();
+  let processor: Processor<Order> | undefined;
+  const base = await timed(`redfence ${mode}`, output, async () => {
+    const p = new Processor<Order>({
+      definition: defineProcessor<Order>({
+        input,
+        output,
+        deadLetter,
+        store,
+        operation: (o) => ({ op: 'add', by: o.amount }),
+        emit: 'state',
+      }),
+      redis,
+      mode,
+      groupId: `bench-proc-${run}-${tag}`,
+      metrics,
+      kafka: { brokers: opts.brokers, maxBatchSize: opts.maxBatchSize },
+    });
+    processor = p;
+    await p.start();
+    // batches: read from the metrics below
+    return { progress: () => p.stats.records, batches: () => 0, stop: () => p.close() };
+  });
+  const text = await metrics.metricsText();
+  const h = histograms(text);
+  const batches = h.redfence_batch_records?.count ?? 0;
+  await dropStore(store);
+  return {
+    ...base,
+    batches,
+    avgBatch: batches > 0 ? (h.redfence_batch_records?.sum ?? 0) / batches : 0,
+    metrics: h,
+    verdicts: Object.fromEntries(processor?.stats.verdicts ?? []),
+  };
+}
+
+async function dropStore(store: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `rf:{${store}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+function table(results: Result[]): string {
+  const pass = results.find((r) => r.label === 'passthrough');
+  const ratio = (v: number, p: number | undefined) => (p ? `${(v / p).toFixed(2)}x` : '–');
+  const rows = [
+    '| configuration | records/s | vs passthrough | steady records/s | vs passthrough | CPU s / 1k records | vs passthrough | Redis CPU s / 1k | batches | records / batch |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of results) {
+    rows.push(
+      `| ${r.label} | ${Math.round(r.recordsPerSec)} | ${ratio(r.recordsPerSec, pass?.recordsPerSec)} | ` +
+        `${Math.round(r.steadyRecordsPerSec)} | ${ratio(r.steadyRecordsPerSec, pass?.steadyRecordsPerSec)} | ` +
+        `${r.cpuSecPer1k.toFixed(3)} | ${ratio(r.cpuSecPer1k, pass?.cpuSecPer1k)} | ` +
+        `${r.redisCpuSecPer1k.toFixed(3)} | ${r.batches} | ${r.avgBatch.toFixed(1)} |`,
+    );
+  }
+  return rows.join('\n');
+}
+
+/** Mean duration (ms) per call of the redfence histograms worth a look. */
+function breakdown(r: Result): string {
+  const parts: string[] = [];
+  for (const [name, h] of Object.entries(r.metrics ?? {})) {
+    if (h.count === 0 || !/duration_seconds/.test(name)) continue;
+    parts.push(
+      `${name.replace(/^redfence_/, '')}: ${h.count} calls, ${((h.sum / h.count) * 1000).toFixed(2)} ms mean, ${h.sum.toFixed(2)} s total`,
+    );
+  }
+  return parts.map((p) => `  - ${p}`).join('\n');
+}
+
+async function main(): Promise<void> {
+  await redis.connect();
+  console.error(
+    `[bench] ${opts.records} records, ${opts.keys} keys, ${opts.partitions} partitions, batch ≤ ${opts.maxBatchSize}; input ${input}`,
+  );
+  await createTopics(kafka, [input, deadLetter], opts.partitions);
+  const tp = performance.now();
+  await preload(kafka, input, opts.records, order);
+  console.error(`[bench] preloaded in ${((performance.now() - tp) / 1000).toFixed(1)} s`);
+
+  const configs: Array<[string, () => Promise<Result>]> = [
+    ['passthrough', passthrough],
+    ['redfence at-least-once', () => redfence('at-least-once')],
+    ['redfence exactly-once', () => redfence('exactly-once')],
+  ];
+  const results: Result[] = [];
+  for (const [label, fn] of configs) {
+    if (ONLY && !label.includes(ONLY)) continue;
+    const r = await fn();
+    console.error(
+      `[bench] ${label}: ${Math.round(r.recordsPerSec)} records/s (${r.seconds.toFixed(1)} s), ` +
+        `${r.batches} batches, ${r.avgBatch.toFixed(1)} records/batch`,
+    );
+    results.push(r);
+  }
+
+  console.log(table(results));
+  for (const r of results) if (r.metrics) console.log(`\n${r.label}:\n${breakdown(r)}`);
+
+  mkdirSync('bench/results', { recursive: true });
+  const file = `bench/results/processor-${new Date().toISOString().replace(/[:.]/g, '-')}.raw.json`;
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        options: opts,
+        host: { cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg(), node: process.version },
+        results,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  console.error(`[bench] wrote ${file}`);
+}
+
+try {
+  await main();
+} finally {
+  await deleteTopics(kafka, topics);
+  redis.disconnect();
+}
