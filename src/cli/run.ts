@@ -35,7 +35,7 @@ function flags(args: readonly string[]): { positional: string[]; opts: Map<strin
   for (let i = 0; i < args.length; i++) {
     const a = args[i] as string;
     if (!a.startsWith('--')) positional.push(a);
-    else if (a === '--allow-eviction') opts.set('allow-eviction', 'true');
+    else if (a === '--allow-eviction' || a === '--help') opts.set(a.slice(2), 'true');
     else {
       const v = args[i + 1];
       if (v === undefined) throw new Error(`option ${a} needs a value`);
@@ -61,9 +61,13 @@ function jsonLogger(level: string, instance: string): Logger {
 export async function run(args: readonly string[], out: (s: string) => void): Promise<number> {
   const { positional, opts } = flags(args);
   const file = positional[0];
-  if (file === undefined || opts.has('help')) {
+  if (opts.has('help')) {
     out(RUN_HELP);
-    return file === undefined ? 2 : 0;
+    return 0;
+  }
+  if (file === undefined) {
+    process.stderr.write(RUN_HELP);
+    return 2;
   }
   const env = process.env;
   const mod = (await import(pathToFileURL(resolve(file)).href)) as { default?: unknown; processor?: unknown };

@@ -23,6 +23,15 @@ describe('redfence CLI', () => {
     );
   });
 
+  it('run --help lists the options; run without a module exits 2', () => {
+    const out = execFileSync(process.execPath, [BIN, 'run', '--help'], { encoding: 'utf8' });
+    assert.match(out, /redfence run <module>/);
+    assert.match(out, /--mode <m>/);
+    const r = spawnSync(process.execPath, [BIN, 'run'], { encoding: 'utf8' });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /redfence run <module>/);
+  });
+
   it('an unknown command exits 2 and names it', () => {
     const r = spawnSync(process.execPath, [BIN, 'frobnicate'], { encoding: 'utf8' });
     assert.equal(r.status, 2);
