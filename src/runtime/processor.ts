@@ -131,6 +131,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #metrics: RedfenceMetrics | undefined;
   readonly #health: HealthState | undefined;
   #batchStartedAt: number | undefined;
+  #inFlight: Promise<void> | undefined;
   #ticker: NodeJS.Timeout | undefined;
   readonly #watchdog: { stallMs: number; intervalMs: number; maxRecoveries: number } | undefined;
   #watchdogTimer: NodeJS.Timeout | undefined;
@@ -260,6 +261,8 @@ export class Processor<T = unknown, S = unknown> {
     if (this.#ticker) clearInterval(this.#ticker);
     if (this.#watchdogTimer) clearInterval(this.#watchdogTimer);
     this.#health?.setReady('kafka', false);
+    // Let the batch in flight finish its produce and commit before the clients go.
+    await this.#inFlight?.catch(() => undefined);
     await this.#kafka.stop();
     this.#state = 'closed';
     this.#log.info({ instance: this.instanceId }, 'processor closed');
@@ -477,11 +480,16 @@ export class Processor<T = unknown, S = unknown> {
     highWatermark: string,
   ): Promise<void> {
     this.#batchStartedAt = Date.now();
+    this.#lastDeliveryAt = this.#batchStartedAt;
+    this.#recoveries = 0;
+    const batch = this.#processBatch(topic, partition, records, highWatermark);
+    this.#inFlight = batch;
     try {
-      await this.#processBatch(topic, partition, records, highWatermark);
+      await batch;
       this.#health?.markProgress();
     } finally {
       this.#batchStartedAt = undefined;
+      this.#inFlight = undefined;
     }
   }
 

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { defineProcessor, Processor } from '../../src/index.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import { createTopics, type Msg, pollUntil, produce, readAll } from '../helpers/kafka.js';
+import { committedOffsets, createTopics, type Msg, pollUntil, produce, readAll } from '../helpers/kafka.js';
 
 describe('fatal Kafka errors', { timeout: 180_000 }, () => {
   let redis: Redis;
@@ -61,10 +61,10 @@ describe('fatal Kafka errors', { timeout: 180_000 }, () => {
           () => a.state === 'closed' && fatal.length === 1,
           90_000,
         );
-        await pollUntil('b finished', async () => {
-          let sum = 0;
-          for (let i = 0; i < 6; i++) sum += Number((await b.fence.read(`k${i}`))?.value?.toString() ?? 0);
-          return sum === 600;
+        // finished = every input committed (its outputs are then committed too, in the same transactions)
+        await pollUntil('b committed every input', async () => {
+          const committed = await committedOffsets(`${ns}-g`, `${ns}-in`);
+          return [...committed.values()].reduce((x, y) => x + Math.max(0, y), 0) === 600;
         });
       } finally {
         await b.close();
@@ -75,6 +75,9 @@ describe('fatal Kafka errors', { timeout: 180_000 }, () => {
         errors.some((m) => m.startsWith('fatal Kafka error')),
         'the fatal error is logged',
       );
+      let sum = 0;
+      for (let i = 0; i < 6; i++) sum += Number((await b.fence.read(`k${i}`))?.value?.toString() ?? 0);
+      assert.equal(sum, 600, 'each input applied once');
       const out = await readAll(`${ns}-out`, (r) => r.length >= 600, 30_000);
       assert.equal(out.length, 600, 'exactly one committed output per input');
     } finally {
