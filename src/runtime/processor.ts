@@ -328,9 +328,13 @@ export class Processor<T = unknown, S = unknown> {
           'consumer stalled with lag: seeking owned partitions to their committed offsets',
         );
         for (const [key, o] of this.#owned) {
-          if (this.#fenced.has(key) || o.committed < 0) continue;
+          if (this.#fenced.has(key)) continue;
           const i = key.lastIndexOf('/');
-          this.#kafka.seek({ topic: key.slice(0, i), partition: Number(key.slice(i + 1)) }, o.committed);
+          // never committed: offset 0, which auto.offset.reset=earliest maps to the log start
+          this.#kafka.seek(
+            { topic: key.slice(0, i), partition: Number(key.slice(i + 1)) },
+            Math.max(0, o.committed),
+          );
         }
         this.#lastDeliveryAt = Date.now();
       } else if (verdict === 'give-up' && !this.#gaveUp) {

@@ -1,0 +1,148 @@
+/**
+ * The stalled-consumer watchdog on the real broker: a consumer that silently stops delivering batches
+ * (simulated by a port that swallows deliveries until the watchdog seeks) is noticed and recovered,
+ * with exact results; a healthy consumer running longer than stallMs is never "recovered".
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { defineProcessor, Processor } from '../../src/index.js';
+import { ConfluentKafka } from '../../src/kafka/confluent.js';
+import type { ConsumerHandlers, KafkaPort } from '../../src/kafka/types.js';
+import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
+import { committedOffsets, createTopics, type Msg, pollUntil, produce } from '../helpers/kafka.js';
+
+/** Delegates to the real adapter but drops every delivered batch while `stalled`; a seek ends the stall. */
+class StallingPort implements KafkaPort {
+  stalled = true;
+  seeks = 0;
+  constructor(readonly inner: ConfluentKafka) {}
+  start(topics: string[], h: ConsumerHandlers) {
+    return this.inner.start(topics, {
+      ...h,
+      onBatch: (t, p, r, hw) => (this.stalled ? Promise.resolve() : h.onBatch(t, p, r, hw)),
+    });
+  }
+  seek(tp: { topic: string; partition: number }, offset: number) {
+    this.seeks++;
+    this.stalled = false;
+    this.inner.seek(tp, offset);
+  }
+  produce: KafkaPort['produce'] = (r, cb) => this.inner.produce(r, cb);
+  commit: KafkaPort['commit'] = (o) => this.inner.commit(o);
+  produceTransactionally: KafkaPort['produceTransactionally'] = (r, o, cb) =>
+    this.inner.produceTransactionally(r, o, cb);
+  committed: KafkaPort['committed'] = (p) => this.inner.committed(p);
+  partitionCount: KafkaPort['partitionCount'] = (t) => this.inner.partitionCount(t);
+  highWatermarks: KafkaPort['highWatermarks'] = (t) => this.inner.highWatermarks(t);
+  pause: KafkaPort['pause'] = (p) => this.inner.pause(p);
+  resume: KafkaPort['resume'] = (p) => this.inner.resume(p);
+  stop = () => this.inner.stop();
+}
+
+describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
+  let redis: Redis;
+  before(() => {
+    redis = new Redis(REDIS_URL, { enableAutoPipelining: true });
+  });
+  after(() => redis.disconnect());
+
+  async function setup(ns: string) {
+    return createTopics([
+      { topic: `${ns}-in`, partitions: 2 },
+      { topic: `${ns}-out`, partitions: 2 },
+      { topic: `${ns}-in.DLT`, partitions: 1 },
+    ]);
+  }
+  const definition = (ns: string) =>
+    defineProcessor<{ n: number }, number>({
+      input: `${ns}-in`,
+      output: `${ns}-out`,
+      store: ns.replace(/-/g, '_'),
+      operation: (r) => ({ op: 'add', by: r.n }),
+    });
+  const inputs = (n: number): Msg[] =>
+    Array.from({ length: n }, (_, i) => ({ key: `k${i % 5}`, value: '{"n":1}' }));
+
+  it('notices a consumer that stopped delivering, seeks back, and finishes exactly', async () => {
+    const ns = uniqueName('stall');
+    const cleanup = await setup(ns);
+    try {
+      await produce(`${ns}-in`, inputs(200));
+      const port = new StallingPort(
+        new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId: `${ns}-g` }),
+      );
+      const warnings: string[] = [];
+      const p = new Processor({
+        definition: definition(ns),
+        redis,
+        mode: 'at-least-once',
+        groupId: `${ns}-g`,
+        kafka: port,
+        watchdog: { stallMs: 1500, intervalMs: 300, maxRecoveries: 3 },
+        logger: {
+          debug() {},
+          info() {},
+          error() {},
+          warn: (_: object, m?: string) => warnings.push(m ?? ''),
+        },
+      });
+      await p.start();
+      try {
+        await pollUntil('every input committed after the recovery', async () => {
+          const c = await committedOffsets(`${ns}-g`, `${ns}-in`);
+          return [...c.values()].reduce((a, b) => a + Math.max(0, b), 0) === 200;
+        });
+      } finally {
+        await p.close();
+      }
+      assert.ok(port.seeks >= 1, 'the watchdog sought the stalled partitions');
+      assert.ok(warnings.some((w) => w.startsWith('consumer stalled')));
+      let sum = 0;
+      for (let i = 0; i < 5; i++) sum += Number((await p.fence.read(`k${i}`))?.value?.toString() ?? 0);
+      assert.equal(sum, 200, 'every swallowed record was fetched again and applied once');
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('leaves a healthy consumer alone for longer than stallMs', async () => {
+    const ns = uniqueName('healthy');
+    const cleanup = await setup(ns);
+    try {
+      const warnings: string[] = [];
+      const p = new Processor({
+        definition: definition(ns),
+        redis,
+        mode: 'at-least-once',
+        groupId: `${ns}-g`,
+        kafka: { brokers: KAFKA_BROKERS.split(',') },
+        watchdog: { stallMs: 1000, intervalMs: 200 },
+        logger: {
+          debug() {},
+          info() {},
+          error() {},
+          warn: (_: object, m?: string) => warnings.push(m ?? ''),
+        },
+      });
+      await p.start();
+      try {
+        // several waves over ~4 s: more than stallMs of steady work, and idle spells with no lag
+        for (let wave = 1; wave <= 4; wave++) {
+          await produce(`${ns}-in`, inputs(50));
+          await pollUntil(`wave ${wave} processed`, () => p.stats.records >= wave * 50);
+          const started = Date.now();
+          await pollUntil('an idle spell longer than stallMs', () => Date.now() - started > 1100);
+        }
+      } finally {
+        await p.close();
+      }
+      assert.deepEqual(
+        warnings.filter((w) => w.startsWith('consumer stalled')),
+        [],
+      );
+    } finally {
+      await cleanup();
+    }
+  });
+});
