@@ -38,6 +38,8 @@ export interface ChildOptions {
   redisUrl?: string;
   /** Default 'info'. */
   log?: 'debug' | 'info' | 'warn' | 'error';
+  /** Extra environment for the child (e.g. the crash variables). */
+  env?: Record<string, string>;
 }
 
 export interface Exit {
@@ -293,6 +295,8 @@ export async function startProcessorChild(options: ChildOptions): Promise<Proces
       ORDERS_TOPIC: options.orders,
       TOTALS_TOPIC: options.totals,
       TOTALS_STORE: options.store,
+      REDFENCE_CRASH_AT: '',
+      ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

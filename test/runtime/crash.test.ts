@@ -21,14 +21,11 @@
  * kill the other test's).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { dirname, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { Fence, type StoredState } from '../../src/index.js';
 import type { CrashPoint } from '../../src/runtime/crash-points.js';
-import { freePort, ProcessorChild } from '../helpers/child.js';
-import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
+import { type ProcessorChild, startProcessorChild } from '../helpers/child.js';
+import { standalone, uniqueName } from '../helpers/env.js';
 import {
   committedOffsets,
   createTopics,
@@ -40,7 +37,6 @@ import {
   readAll,
 } from '../helpers/kafka.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const PARTITIONS = 3;
 const CUSTOMERS = 30;
 const ORDERS = 600;
@@ -93,53 +89,14 @@ function sum(m: Map<number, number>): number {
   return s;
 }
 
-/**
- * `redfence run examples/customer-totals.ts` as a child, like test/helpers/child.ts does, plus extra
- * environment (the crash variables), which that helper does not take.
- */
-async function startChild(
+/** `redfence run examples/customer-totals.ts` as a child with extra environment (the crash variables). */
+function startChild(
   n: { orders: string; totals: string; store: string; group: string },
   mode: Mode,
   instance: string,
-  extraEnv: Record<string, string>,
+  env: Record<string, string>,
 ): Promise<ProcessorChild> {
-  const metricsPort = await freePort();
-  const args = [
-    '--import',
-    'tsx',
-    'src/cli/bin.ts',
-    'run',
-    'examples/customer-totals.ts',
-    '--brokers',
-    KAFKA_BROKERS,
-    '--redis',
-    REDIS_URL,
-    '--mode',
-    mode,
-    '--group',
-    n.group,
-    '--instance',
-    instance,
-    '--metrics-port',
-    String(metricsPort),
-    '--session-timeout',
-    '6000',
-    '--log',
-    'info',
-  ];
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    ORDERS_TOPIC: n.orders,
-    TOTALS_TOPIC: n.totals,
-    TOTALS_STORE: n.store,
-    ...extraEnv,
-  };
-  if (!('REDFENCE_CRASH_AT' in extraEnv)) {
-    delete env.REDFENCE_CRASH_AT;
-    delete env.REDFENCE_CRASH_AFTER;
-  }
-  const proc = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  return new ProcessorChild(instance, proc, metricsPort);
+  return startProcessorChild({ ...n, mode, instance, env });
 }
 
 /** Sums of `redfence_verdicts_total` by verdict, scraped from a child's /metrics. */
