@@ -45,6 +45,7 @@ Commands:
   start-node <id>      cluster 3: start node <id> and wait until it is ready
   pause-node <id>      cluster 3: SIGSTOP node <id>
   resume-node <id>     cluster 3: SIGCONT node <id>
+  pause | resume       cluster 1: SIGSTOP / SIGCONT its one node (a broker that stops answering)
   tool <MainClass> [args...]
                        run a Kafka class with the broker's classpath, e.g.
                        dev/kafka.sh tool org.apache.kafka.tools.TopicCommand \
@@ -544,7 +545,7 @@ kf_tool() {
 }
 
 main() {
-  local cmd=${1:-}
+  local cmd=${1:-} pid
   [ $# -eq 0 ] || shift
   case "$cmd" in
     prepare) kf_require_java; kf_prepare ;;
@@ -556,6 +557,12 @@ main() {
       else kf_check_cluster "${1:-1}"; kf_bootstrap "${1:-1}"; fi
       ;;
     stop-node|kill-node|start-node|pause-node|resume-node) kf_node_cmd "$cmd" "${1:-}" ;;
+    pause|resume)
+      [ -z "${KAFKA_BROKERS:-}" ] || rf_die "kafka: KAFKA_BROKERS is set; $cmd works only on the local cluster"
+      pid=$(kf_pid 1 1) || rf_die "kafka: cluster 1 is not running"
+      if [ "$cmd" = pause ]; then kill -STOP "$pid"; else kill -CONT "$pid"; fi
+      kf_log "cluster 1 node 1 (pid $pid): ${cmd}d"
+      ;;
     tool) kf_tool "$@" ;;
     -h|--help|help) usage ;;
     "") usage >&2; exit 2 ;;

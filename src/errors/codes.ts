@@ -37,6 +37,11 @@ export const ERROR_CODES = {
     summary:
       'The Kafka client cannot go on (e.g. the transactional producer was fenced); the processor closes itself.',
   },
+  RF_COMMIT_UNCONFIRMED: {
+    retriable: true,
+    summary:
+      'An at-least-once offset commit was not stored by the group coordinator in time; the batch is redelivered.',
+  },
   RF_STATE_CORRUPT: {
     retriable: false,
     summary: 'A state hash in Redis does not have the fields redfence writes.',

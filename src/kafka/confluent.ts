@@ -80,6 +80,7 @@ export class ConfluentKafka implements KafkaPort {
   #producer: Producer | undefined;
   #admin: KafkaJS.Admin | undefined;
   #stopped = false;
+  #commitTimeoutMs = 30_000;
 
   constructor(options: ConfluentOptions) {
     if (!Array.isArray(options.brokers) || options.brokers.length === 0) {
@@ -144,6 +145,11 @@ export class ConfluentKafka implements KafkaPort {
     } as unknown as KafkaJS.ConsumerConstructorConfig);
     await consumer.connect();
     this.#consumer = consumer;
+    this.#commitTimeoutMs = Math.max(
+      30_000,
+      Number(o.consumerConfig?.['socket.timeout.ms'] ?? 0),
+      2 * (o.sessionTimeoutMs ?? 10_000),
+    );
     await consumer.subscribe({ topics });
     await consumer.run({
       partitionsConsumedConcurrently: 1,
@@ -175,11 +181,51 @@ export class ConfluentKafka implements KafkaPort {
     await sent;
   }
 
+  /**
+   * Commits and resolves only once the group coordinator has stored the offsets. The client's
+   * commitOffsets() resolves when the commit is queued (librdkafka commitAsync), not when it is stored:
+   * a process killed right after it could lose the commit, and a refused commit would go unnoticed.
+   * librdkafka reports the outcome through the consumer's poll loop, which waits for the batch handler
+   * that is calling this, so the outcome is read back instead: committed offsets are fetched from the
+   * coordinator (which answers from what it has appended to __consumer_offsets) until they reach these
+   * ones. Typically one round trip.
+   */
   async commit(offsets: readonly CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
-    await this.#ready().consumer.commitOffsets(
-      offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset) })),
-    );
+    const { consumer } = this.#ready();
+    const send = () =>
+      consumer.commitOffsets(
+        offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset) })),
+      );
+    await send();
+    const tps = offsets.map((o) => ({ topic: o.topic, partition: o.partition }));
+    const started = Date.now();
+    const deadline = started + this.#commitTimeoutMs;
+    let sentAt = started;
+    for (let delay = 0; ; delay = Math.min(250, delay === 0 ? 5 : delay * 2)) {
+      if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+      const stored = await consumer.committed(tps, Math.max(1, deadline - Date.now()));
+      const behind = offsets.filter(
+        (o) =>
+          !stored.some(
+            (r) => r.topic === o.topic && r.partition === o.partition && Number(r.offset) >= o.offset,
+          ),
+      );
+      if (behind.length === 0) return;
+      if (Date.now() >= deadline)
+        throw new RedfenceError(
+          'RF_COMMIT_UNCONFIRMED',
+          `Kafka: the group coordinator did not store the commit within ${this.#commitTimeoutMs} ms (` +
+            behind.map((o) => `${o.topic}/${o.partition}@${o.offset}`).join(', ') +
+            ')',
+        );
+      // A refused commit (e.g. REBALANCE_IN_PROGRESS while the group changes generation) is reported
+      // only through the poll loop: send it again (commits are idempotent) until the coordinator has it.
+      if (Date.now() - sentAt >= 1000) {
+        sentAt = Date.now();
+        await send();
+      }
+    }
   }
 
   async produceTransactionally(

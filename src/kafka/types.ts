@@ -46,7 +46,7 @@ export interface KafkaPort {
   start(topics: string[], handlers: ConsumerHandlers): Promise<void>;
   /** At-least-once: produces and awaits every delivery report; `handedOver` runs once the records are queued. */
   produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void>;
-  /** At-least-once: commits consumer offsets. */
+  /** At-least-once: commits consumer offsets; resolves once the group coordinator has stored them. */
   commit(offsets: readonly CommitOffset[]): Promise<void>;
   /**
    * Exactly-once: one transaction holding the records and the consumer offsets (KIP-447);

@@ -212,7 +212,13 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
           for (const e of s?.pending ?? [])
             if (e.offset >= (committed.get(s?.partition ?? -1) ?? 0)) pendingPastCommit++;
         assert.equal(pendingPastCommit, uncommittedApplied, 'pending entries past the committed offsets');
-        if (point === 'after-commit') assert.equal(uncommittedApplied, 0, 'A committed all it applied');
+        if (point === 'after-commit')
+          assert.equal(
+            uncommittedApplied,
+            0,
+            `A committed all it applied: committed ${JSON.stringify([...committed])}, ends ${JSON.stringify([...ends])}, ` +
+              `stored ${JSON.stringify([...states].map(([c, s]) => [c, s?.partition, s?.offset]))} ${a.tail(40)}`,
+          );
         else assert.ok(uncommittedApplied > 0, 'A died with an applied, uncommitted batch');
         log(
           `[${tag} ${at()}] A died by SIGKILL: committed ${sum(committed)} of ${ORDERS}, applied ${appliedByA}, ` +
