@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
-import { checkPartition, checkTopic, type KeyEncoding, KeySpace } from '../keys/index.js';
+import { checkPartition, checkTopic, type KeyEncoding, KeySpace, keySlot } from '../keys/index.js';
 import { decodeApply, decodeState, encodeApply } from './codec.js';
 import { asFenceRedis, type FenceRedis, type RedisArg } from './redis-port.js';
 import { type LoadedScript, loadScripts } from './script-loader.js';
@@ -37,6 +37,9 @@ const OPTION_KEYS = new Set([
   'pendingIndex',
 ]);
 
+/** Most keys one multi-key apply call carries (bounds the time Redis spends in one script). */
+export const MAX_KEYS_PER_CALL = 128;
+
 let cachedScripts: Map<string, LoadedScript> | undefined;
 function script(name: string): LoadedScript {
   cachedScripts ??= loadScripts();
@@ -62,6 +65,8 @@ export class Fence {
   readonly ttlMs: number;
   readonly #redis: FenceRedis;
   readonly #index: boolean;
+  /** A Redis Cluster client: multi-key calls only for keys of one hash slot. */
+  readonly #cluster: boolean;
 
   constructor(options: FenceOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -111,6 +116,7 @@ export class Fence {
     this.mode = options.mode;
     this.ttlMs = ttl;
     this.#index = options.pendingIndex ?? true;
+    this.#cluster = (options.redis as { isCluster?: unknown }).isCluster === true;
   }
 
   /** Raises the partition's epoch; call on assignment, before processing any of its records. */
@@ -131,44 +137,102 @@ export class Fence {
   }
 
   /**
-   * Applies many keys' requests concurrently (one script call per key; with ioredis'
-   * `enableAutoPipelining` they share round trips). Keys with outputs are first added to their
-   * partition's pending index, one ZADD per partition, so {@link sweep} can prune them later.
+   * Applies many keys' requests. Requests of one partition batch (same topic, partition, epoch and
+   * committed offset) go in as few script calls as possible: up to {@link MAX_KEYS_PER_CALL} keys per
+   * call (on a Redis Cluster client, per hash slot), so Redis runs one script per chunk instead of one per key.
+   * A request alone in its group uses the one-key script. Keys with outputs join their partition's
+   * pending index (in strict mode inside the same call; in cluster mode one ZADD per partition, another
+   * slot), so {@link sweep} can prune them later. Calls run concurrently (ioredis' auto-pipelining
+   * shares round trips). Each chunk is atomic; chunks are independent (every key's fence is its own).
    */
   async applyBatch(requests: readonly ApplyRequest[]): Promise<RecordResult[][]> {
     const strict = this.mode === 'strict';
-    const prepared = requests.map((req) => {
+    const prepared = requests.map((req, i) => {
       checkTopic(req.topic);
       checkPartition(req.partition);
       const stateKey = this.keys.state(req.key);
-      const keys = strict ? [stateKey, this.keys.epoch(req.topic, req.partition)] : [stateKey];
-      return { req, stateKey, keys, args: encodeApply(req, this.ttlMs) };
+      return { i, req, stateKey, args: encodeApply(req, this.ttlMs) };
     });
+    type Prepared = (typeof prepared)[number];
 
-    const indexCalls: Promise<unknown>[] = [];
+    // Group: one partition batch (and, on a cluster, one slot) per group.
+    const groups = new Map<string, Prepared[]>();
+    for (const p of prepared) {
+      const { topic, partition, epoch, committedOffset } = p.req;
+      const g = `${topic}\u0000${partition}\u0000${epoch}\u0000${committedOffset}${this.#cluster ? `\u0000${keySlot(p.stateKey)}` : ''}`;
+      const list = groups.get(g) ?? [];
+      if (list.length === 0) groups.set(g, list);
+      list.push(p);
+    }
+
+    const results: RecordResult[][] = new Array(requests.length);
+    const calls: Promise<unknown>[] = [];
+    const indexed = new Set<Prepared>(); // strict multi-key calls index their own keys
+    for (const list of groups.values()) {
+      if (list.length === 1) {
+        const p = list[0] as Prepared;
+        const keys = strict ? [p.stateKey, this.keys.epoch(p.req.topic, p.req.partition)] : [p.stateKey];
+        calls.push(
+          runScript(this.#redis, script(strict ? 'applyRecordsStrict' : 'applyRecords'), keys, p.args).then(
+            (reply) => {
+              results[p.i] = decodeApply(p.req, reply);
+            },
+          ),
+        );
+        continue;
+      }
+      for (let from = 0; from < list.length; from += MAX_KEYS_PER_CALL) {
+        const chunk = list.slice(from, from + MAX_KEYS_PER_CALL);
+        const head = chunk[0] as Prepared;
+        const { topic, partition } = head.req;
+        // head args: protocol, partition, epoch, watermark, ttl; then per key its n and records
+        const args: RedisArg[] = head.args.slice(0, 5);
+        args.push(strict && this.#index ? '1' : '0');
+        for (const p of chunk) for (let k = 5; k < p.args.length; k++) args.push(p.args[k] as RedisArg);
+        const stateKeys = chunk.map((p) => p.stateKey);
+        const keys = strict
+          ? [this.keys.epoch(topic, partition), this.keys.pendingIndex(topic, partition), ...stateKeys]
+          : stateKeys;
+        if (strict) for (const p of chunk) indexed.add(p);
+        calls.push(
+          runScript(this.#redis, script(strict ? 'applyManyStrict' : 'applyMany'), keys, args).then(
+            (reply) => {
+              if (!Array.isArray(reply) || reply.length !== chunk.length)
+                throw new RedfenceError(
+                  'RF_BAD_REPLY',
+                  `applyMany replied with ${Array.isArray(reply) ? reply.length : typeof reply} entries for ${chunk.length} keys`,
+                );
+              chunk.forEach((p, k) => {
+                results[p.i] = decodeApply(p.req, reply[k]);
+              });
+            },
+          ),
+        );
+      }
+    }
+
     if (this.#index) {
       const byPartition = new Map<string, RedisArg[]>();
-      for (const { req, stateKey } of prepared) {
+      for (const p of prepared) {
+        if (indexed.has(p)) continue;
         let top = -1;
-        for (const r of req.records) if (r.output !== undefined && r.offset > top) top = r.offset;
+        for (const r of p.req.records) if (r.output !== undefined && r.offset > top) top = r.offset;
         if (top < 0) continue;
-        const idx = this.keys.pendingIndex(req.topic, req.partition);
+        const idx = this.keys.pendingIndex(p.req.topic, p.req.partition);
         const list = byPartition.get(idx) ?? [];
         if (list.length === 0) byPartition.set(idx, list);
-        list.push(top, stateKey);
+        list.push(top, p.stateKey);
       }
       for (const [idx, members] of byPartition) {
-        indexCalls.push(
+        calls.push(
           this.#redis.zadd(idx, 'GT', ...members).catch((err: unknown) => {
             throw wrapRedisError('ZADD pending index', err);
           }),
         );
       }
     }
-    const name = strict ? 'applyRecordsStrict' : 'applyRecords';
-    const applyCalls = prepared.map(({ keys, args }) => runScript(this.#redis, script(name), keys, args));
-    const [replies] = await Promise.all([Promise.all(applyCalls), Promise.all(indexCalls)]);
-    return prepared.map(({ req }, i) => decodeApply(req, replies[i]));
+    await Promise.all(calls);
+    return results;
   }
 
   /** The stored value and fence of a key, or null when it has none. */

@@ -1,5 +1,6 @@
 /**
- * Loads the fence's Lua scripts from `lua/`: one command per file named `<name>-<numKeys>.lua`,
+ * Loads the fence's Lua scripts from `lua/`: one command per file named `<name>-<numKeys>.lua` (`-N`:
+ * any number of keys),
  * shared functions in `lua/includes/<name>.lua` pulled in by a line `--@include "<name>"`.
  * Each include is inlined once; cycles are an error. Every script is registered under
  * `<name>@<version>` and starts with a banner naming it, so two library versions never share a SHA.
@@ -15,6 +16,7 @@ export interface LoadedScript {
   readonly name: string;
   /** `<name>@<version>`. */
   readonly id: string;
+  /** Fixed number of KEYS, or -1 for a variadic script (`<name>-N.lua`: as many as the caller passes). */
   readonly numberOfKeys: number;
   /** Fully resolved Lua source. */
   readonly source: string;
@@ -22,7 +24,7 @@ export interface LoadedScript {
   readonly sha: string;
 }
 
-const FILE = /^([A-Za-z][A-Za-z0-9]*)-(\d+)\.lua$/;
+const FILE = /^([A-Za-z][A-Za-z0-9]*)-(\d+|N)\.lua$/;
 const INCLUDE = /^--@include "([A-Za-z][A-Za-z0-9]*)"\s*$/;
 
 /** The folder that holds the Lua files (next to this module in both `src/` and `dist/`). */
@@ -69,7 +71,7 @@ export function loadScripts(dir: string = LUA_DIR, version: string = VERSION): M
     scripts.set(name, {
       name,
       id,
-      numberOfKeys: Number(m[2]),
+      numberOfKeys: m[2] === 'N' ? -1 : Number(m[2]),
       source,
       sha: createHash('sha1').update(source).digest('hex'),
     });

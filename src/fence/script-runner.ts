@@ -25,19 +25,19 @@ export async function runScript(
   keys: readonly string[],
   args: readonly RedisArg[],
 ): Promise<unknown> {
-  if (keys.length !== script.numberOfKeys) {
+  if (script.numberOfKeys >= 0 ? keys.length !== script.numberOfKeys : keys.length === 0) {
     throw new RedfenceError(
       'RF_INVALID_ARGUMENT',
-      `script ${script.id} takes ${script.numberOfKeys} keys, got ${keys.length}`,
+      `script ${script.id} takes ${script.numberOfKeys >= 0 ? script.numberOfKeys : 'at least 1'} keys, got ${keys.length}`,
     );
   }
   try {
-    return await redis.evalshaBuffer(script.sha, script.numberOfKeys, ...keys, ...args);
+    return await redis.evalshaBuffer(script.sha, keys.length, ...keys, ...args);
   } catch (err) {
     if (!isNoScript(err)) throw wrapRedisError(script.id, err);
   }
   try {
-    return await redis.evalBuffer(script.source, script.numberOfKeys, ...keys, ...args);
+    return await redis.evalBuffer(script.source, keys.length, ...keys, ...args);
   } catch (err) {
     throw wrapRedisError(script.id, err);
   }

@@ -17,6 +17,8 @@ describe('script loader', () => {
     const scripts = loadScripts(LUA_DIR, '9.9.9');
     assert.deepEqual([...scripts.keys()].sort(), [
       'acquireEpoch',
+      'applyMany',
+      'applyManyStrict',
       'applyRecords',
       'applyRecordsStrict',
       'prunePending',
@@ -27,6 +29,8 @@ describe('script loader', () => {
     assert.equal(apply?.id, 'applyRecordsStrict@9.9.9');
     assert.ok(apply?.source.startsWith('-- redfence script applyRecordsStrict@9.9.9\n'));
     assert.ok(apply?.source.includes('local function rf_apply'), 'include resolved');
+    assert.equal(scripts.get('applyManyStrict')?.numberOfKeys, -1, '-N: variadic');
+    assert.ok(scripts.get('applyManyStrict')?.source.includes('local function rf_apply_many'));
     assert.notEqual(loadScripts(LUA_DIR, '1.0.0').get('applyRecords')?.sha, scripts.get('applyRecords')?.sha);
   });
 

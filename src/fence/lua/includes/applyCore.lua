@@ -318,3 +318,97 @@ local function rf_apply(stateKey, epochKey, argv)
   reply[1] = table.concat(letters)
   return reply
 end
+
+--[[
+  rf_apply_many: rf_apply for many keys of ONE partition batch in one call (applyMany, applyManyStrict).
+  keys[first..]: the state hashes. argv:
+    [1] protocol '3', [2] partition, [3] caller epoch, [4] watermark, [5] TTL ms (as rf_apply)
+    [6] '1': add each key that gets a pending output to indexKey (ZADD GT <offset of its last output>)
+    then per key, in keys order: n, then its n records (as rf_apply)
+  Every key's arguments are checked before anything is written. With epochKey (strict fencing) the
+  partition's epoch is read once: a stale caller gets F for every record of every key.
+  Returns one rf_apply reply per key, in keys order.
+]]
+local RF_OPS = { set = true, add = true, addf = true, max = true, min = true, del = true, cas = true }
+
+local function rf_apply_many(keys, first, epochKey, indexKey, argv)
+  if argv[1] ~= '3' then
+    return redis.error_reply('RF_PROTOCOL expected protocol 3, got ' .. tostring(argv[1]))
+  end
+  local epoch = tonumber(argv[3])
+  if not (tonumber(argv[2]) and epoch and tonumber(argv[4]) and tonumber(argv[5])) then
+    return redis.error_reply('RF_ARGS malformed apply arguments')
+  end
+  local useIndex = argv[6] == '1' and indexKey ~= nil
+  local subs = {}
+  local tops = {}
+  local c = 7
+  for k = first, #keys do
+    local which = 'key ' .. (k - first + 1)
+    local n = tonumber(argv[c])
+    if not n or n < 1 then
+      return redis.error_reply('RF_ARGS ' .. which .. ': bad record count')
+    end
+    local sub = { argv[1], argv[2], argv[3], argv[4], argv[5], argv[c] }
+    c = c + 1
+    local top = -1
+    for i = 1, n do
+      local offStr = argv[c]
+      local opMode = argv[c + 1]
+      if not tonumber(offStr) or not opMode or argv[c + 2] == nil or not RF_OPS[string.sub(opMode, 1, -2)] then
+        return redis.error_reply('RF_ARGS ' .. which .. ' record ' .. i .. ' is malformed')
+      end
+      local mode = string.sub(opMode, -1)
+      local len = 3
+      if string.sub(opMode, 1, 3) == 'cas' then
+        len = len + 1
+      end
+      if mode == '1' then
+        len = len + 1
+      end
+      if mode ~= '0' then
+        top = tonumber(offStr)
+      end
+      for j = 0, len - 1 do
+        if argv[c + j] == nil then
+          return redis.error_reply('RF_ARGS ' .. which .. ' record ' .. i .. ' is malformed')
+        end
+        sub[#sub + 1] = argv[c + j]
+      end
+      c = c + len
+    end
+    subs[#subs + 1] = sub
+    tops[#tops + 1] = top
+  end
+  if c ~= #argv + 1 then
+    return redis.error_reply('RF_ARGS malformed apply arguments')
+  end
+
+  local out = {}
+  if epochKey then
+    local current = tonumber(redis.call('GET', epochKey) or '0')
+    if epoch < current then
+      for i, sub in ipairs(subs) do
+        out[i] = { string.rep('F', tonumber(sub[6])), current, -1 }
+      end
+      return out
+    end
+  end
+  local zadd = {}
+  for i, sub in ipairs(subs) do
+    local key = keys[first + i - 1]
+    local r = rf_apply(key, nil, sub)
+    if r.err then
+      return r -- not reached: the arguments were checked above
+    end
+    out[i] = r
+    if useIndex and tops[i] >= 0 and string.sub(r[1], 1, 1) ~= 'F' then
+      zadd[#zadd + 1] = tops[i]
+      zadd[#zadd + 1] = key
+    end
+  end
+  if #zadd > 0 then
+    redis.call('ZADD', indexKey, 'GT', unpack(zadd))
+  end
+  return out
+end

@@ -1,0 +1,14 @@
+--[[
+  applyManyStrict (strict fencing, single Redis only): applyRecordsStrict for many keys of one
+  partition batch in one call, and the pending-index update in the same call.
+
+  KEYS[1]  the partition's epoch counter          rf:{<store>:<topic>:<partition>}:epoch
+  KEYS[2]  the partition's pending index           rf:{<store>:<topic>:<partition>}:pending
+  KEYS[3..] the keys' state hashes                 rf:{<store>:<key>} ...
+  ARGV     protocol, partition, caller epoch, watermark, ttl ms, index flag ('1': ZADD GT each key
+           with a new pending output), then per key: n and its n records
+           -- see rf_apply_many in includes/applyCore.lua
+  Returns  one applyRecords reply per state key, in KEYS order
+]]
+--@include "applyCore"
+return rf_apply_many(KEYS, 3, KEYS[1], KEYS[2], ARGV)
