@@ -1,0 +1,167 @@
+package dev.redfence.bench;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.Deserializer;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.Serializer;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.processor.StateRestoreListener;
+import org.apache.kafka.streams.state.KeyValueStore;
+
+/**
+ * Kafka Streams peer of the redfence processor benchmark: per customer (the record key), total = sum of
+ * "amount" and count, kept in a persistent RocksDB key-value store; for every input record the new state
+ * {"total":..,"count":..} is written to the output topic, keyed by customer. exactly_once_v2.
+ *
+ * <p>Configuration from the environment (run.ts sets it):
+ * KS_BROKERS, KS_INPUT, KS_OUTPUT, KS_APP_ID, KS_STATE_DIR, KS_THREADS (1), KS_CACHE_BYTES (0; "default"
+ * keeps the Streams default of 10 MiB), KS_SESSION_TIMEOUT_MS (unset: the consumer default, 45 s).
+ *
+ * <p>Prints one line per event on stdout, for run.ts: "STATE <epoch ms> <old> <new>", "RESTORE_START <epoch ms>
+ * <topic-partition> <start> <end>", "RESTORE_END <epoch ms> <topic-partition> <records>".
+ */
+public final class KafkaStreamsPeer {
+  private KafkaStreamsPeer() {}
+
+  static String env(String name, String fallback) {
+    String v = System.getenv(name);
+    if (v == null || v.isEmpty()) {
+      if (fallback == null) throw new IllegalArgumentException("missing env " + name);
+      return fallback;
+    }
+    return v;
+  }
+
+  /** The integer after "amount": in the order JSON (hand-written: the benchmark's orders are flat). */
+  static long amount(String json) {
+    int i = json.indexOf("\"amount\":");
+    if (i < 0) throw new IllegalArgumentException("no amount in " + json);
+    i += 9;
+    while (json.charAt(i) == ' ') i++;
+    boolean neg = json.charAt(i) == '-';
+    if (neg) i++;
+    long n = 0;
+    for (; i < json.length(); i++) {
+      char c = json.charAt(i);
+      if (c < '0' || c > '9') break;
+      n = n * 10 + (c - '0');
+    }
+    return neg ? -n : n;
+  }
+
+  /** Aggregate: total and count, stored as 16 bytes. */
+  record Agg(long total, long count) {}
+
+  static final class AggSerde implements Serde<Agg> {
+    @Override
+    public Serializer<Agg> serializer() {
+      return (topic, a) -> a == null ? null : ByteBuffer.allocate(16).putLong(a.total()).putLong(a.count()).array();
+    }
+
+    @Override
+    public Deserializer<Agg> deserializer() {
+      return (topic, b) -> {
+        if (b == null) return null;
+        ByteBuffer buf = ByteBuffer.wrap(b);
+        return new Agg(buf.getLong(), buf.getLong());
+      };
+    }
+  }
+
+  static synchronized void emit(String line) {
+    System.out.println(line);
+    System.out.flush();
+  }
+
+  public static void main(String[] args) throws Exception {
+    String input = env("KS_INPUT", null);
+    String output = env("KS_OUTPUT", null);
+    String cache = env("KS_CACHE_BYTES", "0");
+
+    Properties p = new Properties();
+    p.put(StreamsConfig.APPLICATION_ID_CONFIG, env("KS_APP_ID", null));
+    p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, env("KS_BROKERS", "127.0.0.1:19092"));
+    p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+    p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(env("KS_THREADS", "1")));
+    p.put(StreamsConfig.STATE_DIR_CONFIG, env("KS_STATE_DIR", null));
+    p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+    p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 0);
+    if (!cache.equals("default")) p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, Long.parseLong(cache));
+    p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+    String session = System.getenv("KS_SESSION_TIMEOUT_MS");
+    if (session != null && !session.isEmpty()) {
+      p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), Integer.parseInt(session));
+      p.put(
+          StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG),
+          Math.max(500, Integer.parseInt(session) / 3));
+    }
+    // commit.interval.ms: not set, so the exactly-once default (100 ms) applies.
+
+    StreamsBuilder b = new StreamsBuilder();
+    b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+        .groupByKey(Grouped.with(Serdes.String(), Serdes.String()))
+        .aggregate(
+            () -> new Agg(0, 0),
+            (customer, order, agg) -> new Agg(agg.total() + amount(order), agg.count() + 1),
+            Materialized.<String, Agg, KeyValueStore<Bytes, byte[]>>as("totals")
+                .withKeySerde(Serdes.String())
+                .withValueSerde(new AggSerde()))
+        .toStream()
+        .mapValues(a -> "{\"total\":" + a.total() + ",\"count\":" + a.count() + "}")
+        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+
+    KafkaStreams streams = new KafkaStreams(b.build(), p);
+    CountDownLatch done = new CountDownLatch(1);
+    streams.setStateListener(
+        (now, old) -> {
+          emit("STATE " + System.currentTimeMillis() + " " + old + " " + now);
+          if (now == KafkaStreams.State.NOT_RUNNING || now == KafkaStreams.State.ERROR) done.countDown();
+        });
+    streams.setGlobalStateRestoreListener(
+        new StateRestoreListener() {
+          @Override
+          public void onRestoreStart(TopicPartition tp, String store, long start, long end) {
+            emit("RESTORE_START " + System.currentTimeMillis() + " " + tp + " " + start + " " + end);
+          }
+
+          @Override
+          public void onBatchRestored(TopicPartition tp, String store, long batchEnd, long n) {}
+
+          @Override
+          public void onRestoreEnd(TopicPartition tp, String store, long total) {
+            emit("RESTORE_END " + System.currentTimeMillis() + " " + tp + " " + total);
+          }
+        });
+    streams.setUncaughtExceptionHandler(
+        e -> {
+          System.err.println("uncaught: " + e);
+          e.printStackTrace();
+          return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse
+              .SHUTDOWN_CLIENT;
+        });
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  streams.close(java.time.Duration.ofSeconds(20));
+                  done.countDown();
+                }));
+    emit("START " + System.currentTimeMillis() + " " + Map.of("cache", cache));
+    streams.start();
+    done.await();
+  }
+}
