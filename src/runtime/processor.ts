@@ -4,7 +4,7 @@
  * (produce, await delivery, commit offset + 1) or exactly-once (one Kafka transaction holding outputs,
  * dead letters and offsets). Order is the invariant: Redis write, then produce, then commit.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Cluster, type Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import {
@@ -100,7 +100,10 @@ const KNOWN = new Set(Object.keys(OPTION_NAMES));
 
 interface Owned {
   epoch: number;
+  /** Next offset to consume as last committed (-1: never committed). */
   committed: number;
+  /** Next offset after the last batch handed to this instance (-1: none yet). */
+  delivered: number;
   batches: number;
 }
 
@@ -110,6 +113,13 @@ interface Planned {
   dead?: { reason: DeadLetterReason; error: unknown };
   value?: unknown;
 }
+
+/**
+ * A dead letter larger than this (key + value + headers) is sent without its value (the broker's
+ * default message.max.bytes is 1 MiB): headers `redfence-value-omitted` (the value's byte length) and
+ * `redfence-value-sha256` say so; `kafka_dlt-original-*` locate the record in its topic.
+ */
+export const MAX_DEAD_LETTER_BYTES = 900_000;
 
 export type ProcessorState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
 
@@ -132,6 +142,13 @@ export class Processor<T = unknown, S = unknown> {
   readonly #health: HealthState | undefined;
   #batchStartedAt: number | undefined;
   #inFlight: Promise<void> | undefined;
+  /**
+   * The produce + commit of the last batch, running while the next batch is applied in Redis. Each
+   * batch's Kafka step starts only after the previous one has finished, so commits stay in order.
+   */
+  #tail: Promise<void> | undefined;
+  /** Partitions sought back after a failed produce/commit: batches past that offset are dropped. */
+  readonly #rewound = new Map<string, number>();
   #ticker: NodeJS.Timeout | undefined;
   readonly #watchdog: { stallMs: number; intervalMs: number; maxRecoveries: number } | undefined;
   #watchdogTimer: NodeJS.Timeout | undefined;
@@ -263,6 +280,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#health?.setReady('kafka', false);
     // Let the batch in flight finish its produce and commit before the clients go.
     await this.#inFlight?.catch(() => undefined);
+    await this.#tail?.catch(() => undefined);
     await this.#kafka.stop();
     this.#state = 'closed';
     this.#log.info({ instance: this.instanceId }, 'processor closed');
@@ -404,7 +422,8 @@ export class Processor<T = unknown, S = unknown> {
         this.fence.acquireEpoch(tp.topic, tp.partition),
       );
       const key = tpKey(tp.topic, tp.partition);
-      this.#owned.set(key, { epoch, committed: committed.get(key) ?? -1, batches: 0 });
+      this.#owned.set(key, { epoch, committed: committed.get(key) ?? -1, delivered: -1, batches: 0 });
+      this.#rewound.delete(key);
       this.#fenced.delete(key);
     }
     if (tps.length > 0) await this.#redisStep('WAIT', () => this.#waitReplicas());
@@ -418,6 +437,8 @@ export class Processor<T = unknown, S = unknown> {
 
   async #onRevoke(tps: TopicPartition[], lost: boolean): Promise<void> {
     this.#metrics?.rebalance(lost ? 'lost' : 'revoke');
+    // The last batch's produce and commit finish (or fail) before its partition goes.
+    await this.#tail?.catch(() => undefined);
     for (const tp of tps) {
       this.#owned.delete(tpKey(tp.topic, tp.partition));
       this.#fenced.delete(tpKey(tp.topic, tp.partition));
@@ -506,16 +527,24 @@ export class Processor<T = unknown, S = unknown> {
     const key = tpKey(topic, partition);
     const owned = this.#owned.get(key);
     if (!owned || this.#fenced.has(key) || records.length === 0) return; // not ours (anymore): never commit it
+    const first = Number(records[0]?.offset);
+    const rewound = this.#rewound.get(key);
+    if (rewound !== undefined) {
+      // fetched before the seek back took effect: dropped, delivered again from `rewound`
+      if (first > rewound) return;
+      this.#rewound.delete(key);
+    }
     this.#metrics?.batch(records.length);
     // Holes in the partition's offsets (transaction markers, compaction): counted, never an error.
     let holes = 0;
-    let prev = owned.committed - 1;
+    let prev = (owned.delivered >= 0 ? owned.delivered : owned.committed) - 1;
     for (const r of records) {
       const off = Number(r.offset);
       if (prev >= 0 && off > prev + 1) holes += off - prev - 1;
       prev = off;
     }
     if (holes > 0) this.#metrics?.offsetGap(topic, partition, holes);
+    owned.delivered = prev + 1;
     const planned = await this.#plan(topic, partition, records);
 
     // 1. Redis write: one fence call per key (state + pending outputs, atomically).
@@ -561,8 +590,58 @@ export class Processor<T = unknown, S = unknown> {
       }
     }
 
-    // 3. Produce, then commit (or both in one transaction).
-    const next = Number(records.at(-1)?.offset) + 1;
+    // 3. Produce, then commit (or both in one transaction), after the previous batch's Kafka step:
+    // this batch's Redis step above ran while that one was producing and committing.
+    const previous = this.#tail;
+    if (
+      previous &&
+      (await previous.then(
+        () => false,
+        () => true,
+      ))
+    ) {
+      // The previous batch failed to produce/commit and is delivered again (its partition was sought
+      // back). This batch's Redis writes are done; it is not produced: it is delivered again too.
+      // Only this batch overlapped the failed step: later batches start with a clean slate.
+      if (this.#tail === previous) this.#tail = undefined;
+      const rw = this.#rewound.get(key);
+      if (rw === undefined || rw > first) this.#seekBack(topic, partition, first);
+      return;
+    }
+    const tail = this.#produceAndCommit(
+      topic,
+      partition,
+      owned,
+      out,
+      records.length,
+      first,
+      owned.delivered,
+      highWatermark,
+    );
+    tail.catch(() => undefined); // observed by the next batch, onRevoke and close()
+    this.#tail = tail;
+  }
+
+  #seekBack(topic: string, partition: number, offset: number): void {
+    this.#rewound.set(tpKey(topic, partition), offset);
+    try {
+      this.#kafka.seek({ topic, partition }, offset);
+    } catch (err) {
+      // not assigned anymore: its next owner starts from the committed offset
+      this.#log.debug({ topic, partition, err: (err as Error).message }, 'seek back skipped');
+    }
+  }
+
+  async #produceAndCommit(
+    topic: string,
+    partition: number,
+    owned: Owned,
+    out: OutRecord[],
+    count: number,
+    first: number,
+    next: number,
+    highWatermark: string,
+  ): Promise<void> {
     const offsets = [{ topic, partition, offset: next }];
     const started = performance.now();
     try {
@@ -580,13 +659,15 @@ export class Processor<T = unknown, S = unknown> {
         'produce/commit failed; the batch is redelivered',
       );
       if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err as Error);
-      throw err; // the batch is redelivered (or dropped with the assignment); the fence makes that safe
+      // delivered again from its first record; the fence answers REEMIT for what it applied
+      else this.#seekBack(topic, partition, first);
+      throw err;
     }
     crashPoint('after-commit');
     this.#metrics?.commit(this.mode, (performance.now() - started) / 1000);
     this.#metrics?.lag(topic, partition, Math.max(0, Number(highWatermark) - next));
-    owned.committed = next;
-    this.stats.records += records.length;
+    owned.committed = Math.max(owned.committed, next);
+    this.stats.records += count;
     for (const o of out) {
       if (o.topic === this.#deadLetterTopic) this.stats.deadLetters++;
       else this.stats.outputs++;
@@ -621,6 +702,25 @@ export class Processor<T = unknown, S = unknown> {
       reason,
       error,
     });
+    const headers = dl.headers as Record<string, Buffer | string | Array<Buffer | string>>;
+    let size = (dl.key?.length ?? 0) + (dl.value?.length ?? 0);
+    for (const [name, v] of Object.entries(headers))
+      for (const x of Array.isArray(v) ? v : [v]) size += name.length + Buffer.byteLength(x);
+    if (size > MAX_DEAD_LETTER_BYTES && dl.value !== null) {
+      // Too large for the dead-letter topic (the broker would refuse it and the partition would be
+      // stuck): the value is left out, its size and SHA-256 kept; the original-* headers locate it.
+      const original = dl.value;
+      return {
+        topic: this.#deadLetterTopic,
+        key: dl.key,
+        value: null,
+        headers: {
+          ...headers,
+          'redfence-value-omitted': String(original.length),
+          'redfence-value-sha256': createHash('sha256').update(original).digest('hex'),
+        },
+      };
+    }
     return { topic: this.#deadLetterTopic, key: dl.key, value: dl.value, headers: dl.headers };
   }
 

@@ -9,12 +9,13 @@
  * - every customer's state in Redis is the fold of all its orders, each applied exactly once;
  * - outputs (read_committed): exactly-once, one per order (counts 1..n once each); at-least-once, every
  *   order has an output, every output is the exact running state, duplicates are identical bytes, and
- *   the number of duplicates is what the crash point allows (none unless A produced the crashed batch);
+ *   the number of duplicates is what the crash point allows (at most what A applied without committing);
  * - committed offsets equal the end offsets;
  * - B's verdicts (scraped from its /metrics before it stops): REEMIT for exactly the records A applied in
  *   Redis without committing (read from Redis right after A's death: the pending entries at or past the
- *   committed offsets), APPLY for the rest of what B consumed, no SKIP. For after-commit that is zero
- *   REEMITs (nothing applied-but-uncommitted); for every other point it is the whole crashed batch (> 0).
+ *   committed offsets), APPLY for the rest of what B consumed, no SKIP. For after-commit that is at
+ *   most the batch after the committed one (its Redis step overlaps the commit); for every other point
+ *   it includes the whole crashed batch (> 0).
  *   in-transaction takes ~10-20 s longer: B cannot fetch its starting offsets until the broker aborts A's
  *   open transaction (transaction timeout 10 s, plus the broker's abort check interval).
  * The pairs run two at a time; each kills only its own children (never killLeftovers(), which would
@@ -212,14 +213,15 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
           for (const e of s?.pending ?? [])
             if (e.offset >= (committed.get(s?.partition ?? -1) ?? 0)) pendingPastCommit++;
         assert.equal(pendingPastCommit, uncommittedApplied, 'pending entries past the committed offsets');
-        if (point === 'after-commit')
-          assert.equal(
-            uncommittedApplied,
-            0,
-            `A committed all it applied: committed ${JSON.stringify([...committed])}, ends ${JSON.stringify([...ends])}, ` +
-              `stored ${JSON.stringify([...states].map(([c, s]) => [c, s?.partition, s?.offset]))} ${a.tail(40)}`,
+        // after-commit: the next batch may already be in Redis (its Redis step overlaps this batch's
+        // Kafka step), never more than one; every other point dies with the crashed batch applied
+        if (point !== 'after-commit')
+          assert.ok(uncommittedApplied > 0, 'A died with an applied, uncommitted batch');
+        else
+          assert.ok(
+            uncommittedApplied <= 500,
+            `A applied at most one batch past its commits (${uncommittedApplied}) ${a.tail()}`,
           );
-        else assert.ok(uncommittedApplied > 0, 'A died with an applied, uncommitted batch');
         log(
           `[${tag} ${at()}] A died by SIGKILL: committed ${sum(committed)} of ${ORDERS}, applied ${appliedByA}, ` +
             `${uncommittedApplied} applied but not committed`,
@@ -296,14 +298,20 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
         }
         for (const [id, set] of bytes) assert.equal(set.size, 1, `${id}: duplicates are identical bytes`);
         const duplicates = outputs.length - ORDERS;
-        if (exactlyOnce || point === 'after-redis-write' || point === 'after-commit') {
-          // nothing of the crashed batch reached the output topic (or it was committed with it)
+        if (exactlyOnce || point === 'after-commit') {
+          // nothing uncommitted reached the output topic: the batch after the committed one was at most
+          // in Redis (its Kafka step waits for the committed one's)
           assert.equal(duplicates, 0, 'one committed output per order');
         } else if (point === 'after-delivery') {
-          // A's crashed batch was delivered, then B re-emitted all of it
-          assert.equal(duplicates, uncommittedApplied, 'the crashed batch delivered twice');
+          // A's crashed batch was delivered, then B re-emitted it (and the next batch, if A had it in
+          // Redis, was produced by B only)
+          assert.ok(
+            duplicates > 0 && duplicates <= uncommittedApplied,
+            `the crashed batch delivered twice (${duplicates} of ${uncommittedApplied})`,
+          );
         } else {
-          // after-produce: handed to the producer, maybe (partly) sent before the SIGKILL
+          // after-produce: handed to the producer, maybe (partly) sent before the SIGKILL;
+          // after-redis-write: the previous batch's Kafka step may have delivered without committing
           assert.ok(duplicates >= 0 && duplicates <= uncommittedApplied, `duplicates ${duplicates}`);
         }
         log(

@@ -492,6 +492,21 @@ describe('faults', { timeout: 240_000 }, () => {
         // Freeze A in the middle of a batch: its state read (HGETALL) is sent, the answer not yet back.
         gate.holdFrom(/hgetall/i);
         await pollUntil('A is mid-batch, waiting on Redis', () => gate.heldBytes > 0, 10_000);
+        // The previous batch's produce + commit may still be in flight (it overlaps this batch's Redis
+        // step); the next one cannot start while Redis is held. Freeze once it has landed: committed
+        // offsets unchanged over three samples.
+        let still = 0;
+        let seen = '';
+        await pollUntil(
+          "A's last commit landed",
+          async () => {
+            const now = JSON.stringify([...(await watch.sample())].sort());
+            still = now === seen ? still + 1 : 0;
+            seen = now;
+            return still >= 2;
+          },
+          20_000,
+        );
         a.stop();
         await feeder.stop();
         const frozen = sum(await watch.sample());

@@ -1,0 +1,177 @@
+/**
+ * A batch's Kafka step (produce + commit, or the transaction) runs while the next batch is applied in
+ * Redis. When that step fails (injected here, on the real broker: an aborted transaction, a commit or a
+ * produce that throws), the batch and the one after it are delivered again and the fence answers
+ * REEMIT for what they applied: the run still ends with exact state, committed offsets at the end, and
+ * (exactly-once) one committed output per order or (at-least-once) at least one.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { defineProcessor, Processor } from '../../src/index.js';
+import { ConfluentKafka } from '../../src/kafka/confluent.js';
+import type { CommitOffset, OutRecord } from '../../src/kafka/types.js';
+import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
+import { committedOffsets, createTopics, endOffsets, pollUntil, produce, readAll } from '../helpers/kafka.js';
+
+const PARTITIONS = 4;
+const ORDERS = 2000;
+
+/** The default adapter, failing the Kafka steps whose call numbers are listed (1-based). */
+class FailingKafka extends ConfluentKafka {
+  calls = 0;
+  injected = 0;
+  readonly #failAt: Set<number>;
+  readonly #kind: 'transaction' | 'commit' | 'produce';
+
+  constructor(groupId: string, kind: 'transaction' | 'commit' | 'produce', failAt: number[]) {
+    super({
+      brokers: KAFKA_BROKERS.split(','),
+      groupId,
+      sessionTimeoutMs: 6000,
+      maxBatchSize: 100,
+      ...(kind === 'transaction' ? { transactionalId: `${groupId}-t` } : {}),
+    });
+    this.#kind = kind;
+    this.#failAt = new Set(failAt);
+  }
+
+  #fails(kind: string): boolean {
+    if (kind !== this.#kind) return false;
+    this.calls++;
+    if (!this.#failAt.has(this.calls)) return false;
+    this.injected++;
+    return true;
+  }
+
+  override async produceTransactionally(
+    records: readonly OutRecord[],
+    offsets: readonly CommitOffset[],
+    beforeCommit?: () => void,
+  ): Promise<void> {
+    const fail = this.#fails('transaction');
+    // the outputs and offsets are in the open transaction; the failure makes the adapter abort it
+    return super.produceTransactionally(records, offsets, () => {
+      beforeCommit?.();
+      if (fail) throw new Error('injected: transaction step failed');
+    });
+  }
+
+  override async commit(offsets: readonly CommitOffset[]): Promise<void> {
+    if (this.#fails('commit')) throw new Error('injected: commit failed');
+    return super.commit(offsets);
+  }
+
+  override async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
+    if (this.#fails('produce')) throw new Error('injected: produce failed');
+    return super.produce(records, handedOver);
+  }
+}
+
+interface Totals {
+  total: number;
+  count: number;
+}
+
+describe('a failed Kafka step', { timeout: 180_000 }, () => {
+  let redis: Redis;
+  before(() => {
+    redis = standalone();
+  });
+  after(() => redis.disconnect());
+
+  const cases = [
+    { mode: 'exactly-once', kind: 'transaction', failAt: [3, 4, 9] },
+    { mode: 'at-least-once', kind: 'commit', failAt: [3, 7] },
+    { mode: 'at-least-once', kind: 'produce', failAt: [2, 5] },
+  ] as const;
+  for (const c of cases) {
+    it(`${c.mode}: ${c.kind} failures at steps ${c.failAt.join(', ')} redeliver; results stay exact`, async () => {
+      const ns = uniqueName(`kfail-${c.kind}`);
+      const drop = await createTopics([
+        { topic: `${ns}-orders`, partitions: PARTITIONS },
+        { topic: `${ns}-totals`, partitions: PARTITIONS },
+        { topic: `${ns}-orders.DLT`, partitions: 1 },
+      ]);
+      try {
+        const want = new Map<string, Totals>();
+        const messages = [];
+        for (let i = 0; i < ORDERS; i++) {
+          const customer = `c-${(i * 7) % 60}`;
+          const amount = 1 + ((i * 131) % 997);
+          const t = want.get(customer) ?? { total: 0, count: 0 };
+          want.set(customer, { total: t.total + amount, count: t.count + 1 });
+          messages.push({ key: customer, value: JSON.stringify({ customer, amount }) });
+        }
+        await produce(`${ns}-orders`, messages);
+        const kafka = new FailingKafka(`${ns}-group`, c.kind, [...c.failAt]);
+        const warnings: string[] = [];
+        const p = new Processor<{ customer: string; amount: number }>({
+          definition: defineProcessor<{ customer: string; amount: number }, Totals>({
+            input: `${ns}-orders`,
+            output: `${ns}-totals`,
+            store: ns,
+            reduce: (s, o) => ({ state: { total: (s?.total ?? 0) + o.amount, count: (s?.count ?? 0) + 1 } }),
+          }) as never,
+          redis,
+          mode: c.mode,
+          groupId: `${ns}-group`,
+          kafka,
+          logger: {
+            debug: () => undefined,
+            info: () => undefined,
+            warn: (_o, msg) => warnings.push(String(msg)),
+            error: (_o, msg) => warnings.push(String(msg)),
+          },
+        });
+        await p.start();
+        const ends = await endOffsets(`${ns}-orders`);
+        try {
+          await pollUntil(
+            'committed offsets reach the end offsets',
+            async () => {
+              const now = await committedOffsets(`${ns}-group`, `${ns}-orders`);
+              for (const [partition, end] of ends) if ((now.get(partition) ?? -1) !== end) return false;
+              return true;
+            },
+            120_000,
+          );
+        } finally {
+          await p.close();
+        }
+        assert.equal(kafka.injected, c.failAt.length, 'every injected failure happened');
+        assert.equal(
+          warnings.filter((w) => w.startsWith('produce/commit failed')).length,
+          c.failAt.length,
+          `each failure logged once: ${JSON.stringify(warnings)}`,
+        );
+        assert.ok((p.stats.verdicts.get('REEMIT') ?? 0) > 0, 'the redelivered batches were answered REEMIT');
+        for (const [customer, t] of want) {
+          const s = await p.fence.read(customer);
+          assert.deepEqual(JSON.parse(s?.value?.toString() ?? 'null'), t, `state of ${customer}`);
+        }
+        // at-least-once: duplicates count too, so read all that was written (no transaction markers)
+        let written = 0;
+        for (const end of (await endOffsets(`${ns}-totals`)).values()) written += end;
+        const expected = c.mode === 'exactly-once' ? ORDERS : written;
+        const outputs = await readAll(`${ns}-totals`, (r) => r.length >= expected, 30_000);
+        const counts = new Map<string, number[]>();
+        for (const o of outputs) {
+          const v = JSON.parse(o.value?.toString() ?? 'null') as Totals;
+          const list = counts.get(o.key ?? '') ?? [];
+          counts.set(o.key ?? '', list);
+          list.push(v.count);
+        }
+        for (const [customer, t] of want) {
+          const got = (counts.get(customer) ?? []).sort((x, y) => x - y);
+          const all = Array.from({ length: t.count }, (_, i) => i + 1);
+          if (c.mode === 'exactly-once') assert.deepEqual(got, all, `${customer}: one output per order`);
+          else assert.deepEqual([...new Set(got)], all, `${customer}: at least one output per order`);
+        }
+        if (c.mode === 'exactly-once') assert.equal(outputs.length, ORDERS, 'one committed output per order');
+      } finally {
+        await drop();
+      }
+    });
+  }
+});
