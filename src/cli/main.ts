@@ -13,6 +13,8 @@ Usage:
                                run the processor a module exports (redfence run --help for options)
   redfence inspect <store> <key> [--redis <url>] [--cluster <host:port,...>]
                                print a key's value, fence (partition, offset, epoch) and pending entries
+  redfence chaos [options]     run the fault harness against real Kafka and its own Redis, verify the
+                               results (redfence chaos --help for options)
 
 Environment:
   REDIS_URL                    default Redis for inspect (redis://127.0.0.1:6379)
@@ -39,6 +41,10 @@ export async function main(
   if (cmd === 'inspect') {
     const { inspect } = await import('./inspect.js');
     return inspect(rest, out);
+  }
+  if (cmd === 'chaos') {
+    const { chaos } = await import('./chaos.js');
+    return chaos(rest, out);
   }
   process.stderr.write(`redfence: unknown command "${cmd}"\n\n${HELP}`);
   return 2;

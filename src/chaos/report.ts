@@ -1,0 +1,91 @@
+/** The chaos run's report as a plain-text table (also written to a file by dev/chaos-long). */
+import { type ChaosReport, describeFault } from './harness.js';
+import { FAULT_KINDS } from './schedule.js';
+
+function table(title: string, rows: Array<[string, string | number]>): string {
+  const w = Math.max(...rows.map(([k]) => k.length), 10);
+  const v = Math.max(...rows.map(([, x]) => String(x).length), 5);
+  const line = `+-${'-'.repeat(w)}-+-${'-'.repeat(v)}-+`;
+  return [title, line, ...rows.map(([k, x]) => `| ${k.padEnd(w)} | ${String(x).padStart(v)} |`), line].join(
+    '\n',
+  );
+}
+
+export function formatReport(r: ChaosReport): string {
+  const v = r.verify;
+  const o = r.options;
+  const out: string[] = [];
+  out.push(
+    `redfence chaos: seed ${r.seed}, mode ${o.mode}, ${o.records} records, ${o.customers} customers (zipf ${o.skew}), ` +
+      `${o.partitions} partitions; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
+      `total ${r.totalSeconds.toFixed(1)} s`,
+  );
+  const produced = (k: string) => r.produced.get(k) ?? 0;
+  out.push(
+    table('Records', [
+      ['input records', v?.inputRecords ?? '-'],
+      ['  valid orders', v?.validRecords ?? '-'],
+      ['  of them ~1 MB', produced('large')],
+      ['  poison: undecodable', v?.poisonByReason.get('undecodable') ?? 0],
+      ['  poison: null-key', v?.poisonByReason.get('null-key') ?? 0],
+      ['  poison: wrong-partition', v?.poisonByReason.get('wrong-partition') ?? 0],
+      ['customers with orders', v?.customers ?? '-'],
+      [
+        `outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'})`,
+        v?.outputRecords ?? '-',
+      ],
+      ['  duplicates', v?.duplicateOutputs ?? '-'],
+      ['dead letters', v?.deadLetters ?? '-'],
+      ['  duplicates', v?.duplicateDeadLetters ?? '-'],
+      ['state keys in Redis', v?.stateKeys ?? '-'],
+      ['pending entries left', v?.pendingEntriesLeft ?? '-'],
+      ['committed / end offsets', v ? `${v.committed} / ${v.endOffsets}` : '-'],
+    ]),
+  );
+  const byKind = new Map<string, { n: number; ok: number }>();
+  for (const f of r.faults) {
+    const k = f.fault.kind === 'crash' ? `crash ${f.fault.point}` : f.fault.kind;
+    const e = byKind.get(k) ?? { n: 0, ok: 0 };
+    e.n++;
+    if (!/^failed|not reached|^skipped|did not move|^exited/.test(f.outcome)) e.ok++;
+    byKind.set(k, e);
+  }
+  const faultRows: Array<[string, string]> = [];
+  for (const kind of FAULT_KINDS) {
+    for (const [k, e] of [...byKind].sort()) {
+      if (k === kind || k.startsWith(`${kind} `)) faultRows.push([k, `${e.ok} of ${e.n}`]);
+    }
+  }
+  faultRows.push(['instance exits not caused', String(r.unexpectedExits.length)]);
+  out.push(table('Faults (as intended / injected)', faultRows));
+  const verdictRows: Array<[string, number]> = [...r.verdicts].sort().map(([k, n]) => [k, n]);
+  for (const [k, n] of [...r.deadLetterMetrics].sort()) verdictRows.push([`dead letters: ${k}`, n]);
+  if (verdictRows.length > 0) out.push(table('Verdicts (scraped /metrics; lower bounds)', verdictRows));
+  const counts = v?.violationCounts ?? new Map<string, number>();
+  const violationRows: Array<[string, number]> = [
+    'input',
+    'output',
+    'state',
+    'dead-letter',
+    'offsets',
+    'verdicts',
+  ].map((c) => [c, counts.get(c) ?? 0]);
+  violationRows.push(['harness', r.harnessErrors.length]);
+  out.push(table('Violations', violationRows));
+  for (const x of v?.violations ?? []) out.push(`  VIOLATION [${x.check}] ${x.message}`);
+  for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
+  for (const e of r.unexpectedExits) out.push(`  EXIT ${e.split('\n')[0]}`);
+  out.push(r.ok ? 'VERDICT: OK' : 'VERDICT: FAILED');
+  return out.join('\n');
+}
+
+/** One line per fault: when, what, on whom, outcome. */
+export function formatFaults(r: ChaosReport): string {
+  return r.faults
+    .map(
+      (f) =>
+        `  #${String(f.fault.index).padStart(3)} ${(f.startedAt / 1000).toFixed(1).padStart(7)}s ` +
+        `${describeFault(f.fault).padEnd(26)} ${(f.target ?? '-').padEnd(12)} ${f.outcome} (${f.tookMs} ms)`,
+    )
+    .join('\n');
+}

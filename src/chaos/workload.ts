@@ -1,0 +1,201 @@
+/**
+ * The chaos workload: `records` orders `{ customer, amount }` keyed by customer, customers drawn with a
+ * Zipf-like skew (a few hot keys, so several records of one key land in one batch), poison records mixed
+ * in, and a few valid orders padded to just under the broker's default max.message.bytes. Record i is a
+ * pure function of the seed and i. The feeder produces them while the processors run, paced to a rate.
+ */
+import type { KafkaJS } from '@confluentinc/kafka-javascript';
+import { kafkaPartition } from './murmur2.js';
+import { Rng, Zipf } from './rng.js';
+
+export const POISON_KINDS = ['not-json', 'bad-amount', 'null-value', 'null-key', 'wrong-partition'] as const;
+export type PoisonKind = (typeof POISON_KINDS)[number];
+
+/** The dead-letter reason each poison kind must get (the `redfence-reason` header). */
+export const EXPECTED_REASON: Readonly<Record<PoisonKind, string>> = {
+  'not-json': 'undecodable',
+  'bad-amount': 'undecodable',
+  'null-value': 'undecodable',
+  'null-key': 'null-key',
+  'wrong-partition': 'wrong-partition',
+};
+
+/** A value of this many bytes stays under the broker's default max.message.bytes (1048588) with overhead. */
+export const LARGE_VALUE_BYTES = 1_040_000;
+
+export interface WorkloadOptions {
+  seed: number;
+  records: number;
+  customers: number;
+  partitions: number;
+  /** Fraction of records that are poison (0..1). */
+  poisonRate: number;
+  /** How many valid orders are padded to ~1 MB. */
+  large: number;
+  /** Zipf exponent of customer popularity. */
+  skew: number;
+}
+
+export interface WorkloadRecord {
+  key: string | null;
+  value: Buffer | null;
+  partition?: number;
+  kind: 'valid' | 'large' | PoisonKind;
+}
+
+export class Workload {
+  readonly options: WorkloadOptions;
+  readonly #rng: Rng;
+  readonly #zipf: Zipf;
+  readonly #largeAt: Set<number>;
+  /** Records generated so far by kind. */
+  readonly counts = new Map<WorkloadRecord['kind'], number>();
+  #next = 0;
+
+  constructor(options: WorkloadOptions) {
+    this.options = options;
+    this.#rng = new Rng(options.seed, 'workload');
+    this.#zipf = new Zipf(options.customers, options.skew);
+    const large = new Rng(options.seed, 'large');
+    this.#largeAt = new Set(Array.from({ length: options.large }, () => large.int(options.records)));
+  }
+
+  get produced(): number {
+    return this.#next;
+  }
+
+  get done(): boolean {
+    return this.#next >= this.options.records;
+  }
+
+  #customer(): string {
+    return `c-${this.#zipf.sample(this.#rng)}`;
+  }
+
+  /** The next record (i = produced). */
+  next(): WorkloadRecord {
+    const i = this.#next++;
+    const rng = this.#rng;
+    const customer = this.#customer();
+    const amount = rng.range(-50, 1000);
+    const poison = rng.next() < this.options.poisonRate;
+    const kindPick = rng.int(POISON_KINDS.length);
+    let r: WorkloadRecord;
+    if (poison) {
+      const kind = POISON_KINDS[kindPick] as PoisonKind;
+      const home = kafkaPartition(customer, this.options.partitions);
+      switch (kind) {
+        case 'not-json':
+          r = { key: customer, value: Buffer.from(`{not json ${i}`), kind };
+          break;
+        case 'bad-amount':
+          r = { key: customer, value: Buffer.from(JSON.stringify({ customer, amount: amount + 0.5 })), kind };
+          break;
+        case 'null-value':
+          r = { key: customer, value: null, kind };
+          break;
+        case 'null-key':
+          r = {
+            key: null,
+            value: Buffer.from(JSON.stringify({ customer, amount })),
+            partition: rng.int(this.options.partitions),
+            kind,
+          };
+          break;
+        case 'wrong-partition':
+          r = {
+            key: customer,
+            value: Buffer.from(JSON.stringify({ customer, amount })),
+            partition:
+              (home + 1 + rng.int(Math.max(1, this.options.partitions - 1))) % this.options.partitions,
+            kind,
+          };
+          break;
+      }
+    } else if (this.#largeAt.has(i)) {
+      const head = JSON.stringify({ customer, amount, pad: '' });
+      const pad = 'x'.repeat(LARGE_VALUE_BYTES - head.length);
+      r = { key: customer, value: Buffer.from(JSON.stringify({ customer, amount, pad })), kind: 'large' };
+    } else {
+      r = { key: customer, value: Buffer.from(JSON.stringify({ customer, amount })), kind: 'valid' };
+    }
+    this.counts.set(r.kind, (this.counts.get(r.kind) ?? 0) + 1);
+    return r;
+  }
+}
+
+/**
+ * Produces the workload to `topic` at `rate` records per second (0: as fast as acknowledgements come),
+ * in chunks, each acknowledged (acks=all, idempotent) before it counts as produced.
+ */
+export class Feeder {
+  readonly #producer: KafkaJS.Producer;
+  readonly #topic: string;
+  readonly #workload: Workload;
+  readonly #rate: number;
+  #loop: Promise<void> | undefined;
+  #stopped = false;
+  /** Records acknowledged by the broker. */
+  acked = 0;
+  startedAt = 0;
+  finishedAt = 0;
+
+  constructor(producer: KafkaJS.Producer, topic: string, workload: Workload, rate: number) {
+    this.#producer = producer;
+    this.#topic = topic;
+    this.#workload = workload;
+    this.#rate = rate;
+  }
+
+  start(): void {
+    this.startedAt = Date.now();
+    this.#loop = this.#run();
+    this.#loop.catch(() => undefined);
+  }
+
+  async #run(): Promise<void> {
+    await this.#producer.connect();
+    const w = this.#workload;
+    while (!w.done && !this.#stopped) {
+      let room = 500;
+      if (this.#rate > 0) {
+        const due = Math.floor(((Date.now() - this.startedAt) / 1000) * this.#rate) - w.produced;
+        if (due <= 0) {
+          await new Promise((r) => setTimeout(r, 20)); // pacing only
+          continue;
+        }
+        room = Math.min(room, due);
+      }
+      const messages: KafkaJS.Message[] = [];
+      let bytes = 0;
+      while (messages.length < room && !w.done && bytes < 2_000_000) {
+        const r = w.next();
+        bytes += r.value?.length ?? 0;
+        messages.push({
+          key: r.key,
+          value: r.value,
+          ...(r.partition === undefined ? {} : { partition: r.partition }),
+        });
+      }
+      await this.#producer.send({ topic: this.#topic, messages });
+      this.acked += messages.length;
+    }
+    this.finishedAt = Date.now();
+  }
+
+  /** True once every record has been acknowledged. */
+  get done(): boolean {
+    return this.finishedAt > 0;
+  }
+
+  /** Resolves when every record has been acknowledged; rethrows a failed send. */
+  async finished(): Promise<void> {
+    await this.#loop;
+  }
+
+  async close(): Promise<void> {
+    this.#stopped = true;
+    await this.#loop?.catch(() => undefined);
+    await this.#producer.disconnect().catch(() => undefined);
+  }
+}

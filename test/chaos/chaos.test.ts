@@ -1,0 +1,234 @@
+/**
+ * The chaos harness, short: both modes at once (each with its own topics and its own redis-server), every
+ * crash point of the mode once, two random SIGKILLs, one zombie, one Redis restart, scaling 1 -> 3 -> 2,
+ * poison and two ~1 MB orders mixed in; the verifier must find nothing. Plus checks that need no
+ * services: the schedule and workload are functions of the seed, the verifier's murmur2 matches Kafka's
+ * vectors, bad CLI options are named, and the verifier does catch broken results.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import {
+  formatFaults,
+  formatReport,
+  makeSchedule,
+  pointsFor,
+  runChaos,
+  verify,
+} from '../../src/chaos/index.js';
+import { freePort } from '../../src/chaos/instances.js';
+import { ChaosKafka } from '../../src/chaos/kafka.js';
+import { kafkaMurmur2, kafkaPartition } from '../../src/chaos/murmur2.js';
+import { ChaosRedisServer } from '../../src/chaos/redis-server.js';
+import { Workload } from '../../src/chaos/workload.js';
+import { parseChaosArgs } from '../../src/cli/chaos.js';
+import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
+
+const brokers = KAFKA_BROKERS.split(',');
+
+describe('chaos harness without services', () => {
+  it('the schedule and the workload are functions of the seed', () => {
+    const o = {
+      seed: 7,
+      mode: 'exactly-once' as const,
+      kills: 5,
+      crashes: 3,
+      zombies: 1,
+      redisRestarts: 1,
+      redisFailovers: 0,
+      scale: [1, 3, 2],
+    };
+    assert.deepEqual(makeSchedule(o), makeSchedule(o));
+    assert.notDeepEqual(makeSchedule(o), makeSchedule({ ...o, seed: 8 }));
+    const points = makeSchedule(o)
+      .filter((f) => f.kind === 'crash')
+      .map((f) => f.point)
+      .sort();
+    assert.deepEqual(points, [...pointsFor('exactly-once')].sort(), 'every crash point once');
+    const scale = makeSchedule(o).filter((f) => f.kind === 'scale');
+    assert.deepEqual(
+      scale.map((f) => f.to),
+      [3, 2],
+      'scale steps in order',
+    );
+    const w = { seed: 7, records: 2000, customers: 50, partitions: 6, poisonRate: 0.05, large: 0, skew: 1.1 };
+    const a = new Workload(w);
+    const b = new Workload(w);
+    for (let i = 0; i < 2000; i++) assert.deepEqual(a.next(), b.next());
+    assert.ok((a.counts.get('wrong-partition') ?? 0) > 0 && (a.counts.get('null-key') ?? 0) > 0);
+  });
+
+  it("the verifier's murmur2 is Kafka's", () => {
+    const vectors: Array<[string, number]> = [
+      ['21', -973932308],
+      ['foobar', -790332482],
+      ['a-little-bit-long-string', -985981536],
+      ['lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8', -58897971],
+      ['abc', 479470107],
+    ];
+    for (const [s, h] of vectors) assert.equal(kafkaMurmur2(Buffer.from(s)), h, s);
+    assert.equal(kafkaPartition('foobar', 6), (-790332482 & 0x7fffffff) % 6);
+  });
+
+  it('bad options are named', () => {
+    assert.throws(() => parseChaosArgs(['--records', 'ten']), /--records must be an integer/);
+    assert.throws(() => parseChaosArgs(['--mode', 'twice']), /--mode must be/);
+    assert.throws(
+      () => parseChaosArgs(['--points', 'after-lunch']),
+      /--points: unknown crash point "after-lunch"/,
+    );
+    assert.throws(() => parseChaosArgs(['--frobnicate', '1']), /unknown option --frobnicate/);
+    assert.throws(() => parseChaosArgs(['--kills']), /--kills needs a value/);
+    assert.deepEqual(parseChaosArgs(['--mode', 'both', '--scale', '1,3,2']).modes, [
+      'exactly-once',
+      'at-least-once',
+    ]);
+  });
+});
+
+describe('the verifier catches broken results', { timeout: 120_000 }, () => {
+  it('flags a lost output, a duplicate, a double-applied state, a missing and a wrong dead letter, offsets', async () => {
+    const ns = uniqueName('chaos-verifier');
+    const names = { input: `${ns}-orders`, output: `${ns}-totals`, deadLetter: `${ns}-orders.DLT` };
+    const kafka = new ChaosKafka(brokers);
+    const dir = await mkdtemp(join(tmpdir(), 'redfence-chaos-verifier-'));
+    const server = new ChaosRedisServer({ port: await freePort(), dir, persistent: false });
+    const producer = kafka.producer();
+    try {
+      await server.start();
+      await kafka.createTopics([
+        { topic: names.input, partitions: 2 },
+        { topic: names.output, partitions: 2 },
+        { topic: names.deadLetter, partitions: 1 },
+      ]);
+      await producer.connect();
+      // input: a: 10, 20; b: 5; a null-key poison and a wrong-partition poison
+      const home = kafkaPartition('a', 2);
+      await producer.send({
+        topic: names.input,
+        messages: [
+          { key: 'a', value: '{"customer":"a","amount":10}' },
+          { key: 'a', value: '{"customer":"a","amount":20}' },
+          { key: 'b', value: '{"customer":"b","amount":5}' },
+          { key: null, value: '{"customer":"a","amount":1}', partition: 0 },
+          { key: 'a', value: '{"customer":"a","amount":7}', partition: 1 - home },
+        ],
+      });
+      // outputs: a's second order is missing, b's is there twice
+      await producer.send({
+        topic: names.output,
+        messages: [
+          { key: 'a', value: '{"total":10,"count":1}' },
+          { key: 'b', value: '{"total":5,"count":1}' },
+          { key: 'b', value: '{"total":5,"count":1}' },
+        ],
+      });
+      // dead letters: the null-key one with the wrong reason; the wrong-partition one missing
+      const input = new Map<string, { partition: number; offset: number }>();
+      const { readTopic } = await import('../../src/chaos/kafka.js');
+      await readTopic(brokers, names.input, 'read_uncommitted', (m) => {
+        if (m.key === null) input.set('null', { partition: m.partition, offset: m.offset });
+      });
+      const nullKey = input.get('null');
+      assert.ok(nullKey);
+      const long = Buffer.alloc(8);
+      long.writeBigInt64BE(BigInt(nullKey.offset));
+      const int = Buffer.alloc(4);
+      int.writeInt32BE(nullKey.partition);
+      await producer.send({
+        topic: names.deadLetter,
+        messages: [
+          {
+            key: null,
+            value: '{"customer":"a","amount":1}',
+            headers: {
+              'kafka_dlt-original-topic': names.input,
+              'kafka_dlt-original-partition': int,
+              'kafka_dlt-original-offset': long,
+              'redfence-reason': 'undecodable',
+            },
+          },
+        ],
+      });
+      // state: a applied twice (35 instead of 30)
+      const redis = new Redis(server.url);
+      const store = 'verifier_test';
+      await redis.hset(`rf:{${store}:a}`, { v: '{"total":40,"count":3}', p: home, o: 1, e: 1 });
+      await redis.set(`rf:{${store}:${names.input}:${home}}:epoch`, '1');
+      redis.disconnect();
+
+      const result = await verify({
+        brokers,
+        redisUrl: server.url,
+        mode: 'exactly-once',
+        ...names,
+        group: `${ns}-group`,
+        store,
+        partitions: 2,
+        readTimeoutMs: 30_000,
+      });
+      const text = result.violations.map((v) => `[${v.check}] ${v.message}`).join('\n');
+      const expect = (re: RegExp) => assert.match(text, re);
+      expect(/\[output\] a: no output for order 2 of 2/);
+      expect(/\[output\] b: order 1 output 2 times under read_committed/);
+      expect(/\[state\] a: value \{"total":40,"count":3\}, expected \{"total":30,"count":2\}/);
+      expect(/\[state\] b: no state stored/);
+      expect(/\[dead-letter\] .* reason undecodable, expected null-key/);
+      expect(/\[dead-letter\] poison .* \(wrong-partition\) has no dead letter/);
+      expect(/\[offsets\] partition 0: committed -1/);
+    } finally {
+      await producer.disconnect().catch(() => undefined);
+      await kafka.deleteTopics([names.input, names.output, names.deadLetter]);
+      await kafka.close();
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('chaos, short', { timeout: 420_000, concurrency: 2 }, () => {
+  for (const mode of ['exactly-once', 'at-least-once'] as const) {
+    it(`${mode}: every crash point, kills, a zombie, a Redis restart, 1 -> 3 -> 2 instances, poison: no violation`, async () => {
+      const points = pointsFor(mode);
+      const report = await runChaos({
+        mode,
+        brokers,
+        records: 9000,
+        customers: 300,
+        partitions: 6,
+        durationS: 120,
+        poisonRate: 0.01,
+        large: 2,
+        kills: 2,
+        crashes: points.length,
+        zombies: 1,
+        redisRestarts: 1,
+        redisDownMs: [2000, 6000], // keeps the run short; dev/chaos-long uses the 2-14 s default
+        scale: [1, 3, 2],
+        sessionTimeoutMs: 6000,
+        ...(process.env.CHAOS_SEED ? { seed: Number(process.env.CHAOS_SEED) } : {}),
+        crashTimeoutMs: 40_000,
+        drainTimeoutMs: 120_000,
+        log: (line) => console.log(`[${mode}] ${line}`),
+      });
+      console.log(`${formatReport(report)}\nFaults:\n${formatFaults(report)}`);
+      assert.equal(report.harnessErrors.length, 0, report.harnessErrors.join('\n'));
+      assert.deepEqual(report.verify?.violations ?? ['not verified'], []);
+      const crashed = report.faults.filter((f) => f.fault.kind === 'crash' && /^crashed/.test(f.outcome));
+      assert.deepEqual(
+        crashed.map((f) => f.fault.point).sort(),
+        [...points].sort(),
+        `every crash point reached (seed ${report.seed})`,
+      );
+      for (const kind of ['zombie', 'redis-restart', 'scale', 'kill'])
+        assert.ok(
+          report.faults.some((f) => f.fault.kind === kind),
+          `${kind} injected`,
+        );
+      assert.ok(report.ok, `seed ${report.seed}`);
+    });
+  }
+});
