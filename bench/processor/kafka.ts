@@ -137,3 +137,86 @@ export async function startPassthrough(
     },
   };
 }
+
+/**
+ * The naive contender, seed 000 section 6 done literally: the same consumer and producer as the
+ * passthrough; for each record, one after another, read the customer's total (HGET), add the amount,
+ * and run the one-record sketch script (EVALSHA) with the new total; then produce the batch's outputs,
+ * await delivery and commit the batch.
+ */
+export async function startNaive(
+  kafka: KafkaJS.Kafka,
+  redis: import('ioredis').Redis,
+  opts: { input: string; output: string; groupId: string; maxBatchSize: number; store: string },
+): Promise<Passthrough> {
+  const { readFileSync } = await import('node:fs');
+  const script = readFileSync(new URL('./seed-sketch.lua', import.meta.url), 'utf8');
+  const sha = (await redis.script('LOAD', script)) as string;
+  const producer = kafka.producer({
+    partitioner: 'murmur2_random',
+    'enable.idempotence': true,
+    acks: -1,
+    'linger.ms': 5,
+    kafkaJS: quiet,
+  } as KafkaJS.ProducerConstructorConfig);
+  await producer.connect();
+  const consumer = kafka.consumer({
+    'group.id': opts.groupId,
+    'enable.auto.commit': false,
+    'auto.offset.reset': 'earliest',
+    'isolation.level': 'read_committed',
+    'js.consumer.max.batch.size': opts.maxBatchSize,
+    'partition.assignment.strategy': 'cooperative-sticky',
+    kafkaJS: quiet,
+  } as unknown as KafkaJS.ConsumerConstructorConfig);
+  await consumer.connect();
+  await consumer.subscribe({ topics: [opts.input] });
+  const epochs = new Map<number, number>();
+  const stats = { records: 0, batches: 0 };
+  await consumer.run({
+    partitionsConsumedConcurrently: 1,
+    eachBatch: async ({ batch }) => {
+      if (batch.messages.length === 0) return;
+      const epochKey = `rf:{${opts.store}:epoch:${batch.partition}}`;
+      let epoch = epochs.get(batch.partition);
+      if (epoch === undefined) {
+        epoch = await redis.incr(epochKey);
+        epochs.set(batch.partition, epoch);
+      }
+      const out: { key: Buffer | null; value: string }[] = [];
+      for (const m of batch.messages) {
+        const key = m.key?.toString('utf8') ?? '';
+        const order = JSON.parse(m.value?.toString('utf8') ?? '{}') as { amount: number };
+        const stateKey = `rf:{${opts.store}:${key}}`;
+        const total = Number((await redis.hget(stateKey, 'value')) ?? 0) + order.amount;
+        const reply = (await redis.evalsha(
+          sha,
+          2,
+          stateKey,
+          epochKey,
+          batch.partition,
+          m.offset,
+          epoch,
+          String(total),
+        )) as string[];
+        if (reply[0] === 'APPLY' || reply[0] === 'REBASE')
+          out.push({ key: m.key ?? null, value: String(total) });
+        else if (reply[0] === 'REEMIT') out.push({ key: m.key ?? null, value: String(reply[1]) });
+      }
+      await producer.send({ topic: opts.output, messages: out });
+      const next = Number(batch.messages.at(-1)?.offset) + 1;
+      await consumer.commitOffsets([
+        { topic: batch.topic, partition: batch.partition, offset: String(next) },
+      ]);
+      stats.records += batch.messages.length;
+      stats.batches++;
+    },
+  });
+  return {
+    stats,
+    async stop() {
+      await consumer.disconnect().catch(() => undefined);
+      await producer.disconnect().catch(() => undefined);
+    },
+  };
+}

@@ -1,6 +1,7 @@
 /**
  * Processor benchmark: one preloaded input topic, then, each with a fresh group, output topic and
- * Redis store: a passthrough consumer (the Kafka I/O ceiling), redfence at-least-once, redfence
+ * Redis store: a passthrough consumer (the Kafka I/O ceiling), the naive loop (seed sketch script
+ * once per record), redfence at-least-once, redfence
  * exactly-once (operation `add`, emit state).
  *
  *   node --import tsx bench/processor/run.ts
@@ -13,7 +14,15 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import { defineProcessor, Processor, RedfenceMetrics } from '../../src/index.js';
-import { createTopics, deleteTopics, endOffsetSum, kafkaClient, preload, startPassthrough } from './kafka.js';
+import {
+  createTopics,
+  deleteTopics,
+  endOffsetSum,
+  kafkaClient,
+  preload,
+  startNaive,
+  startPassthrough,
+} from './kafka.js';
 
 function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -165,6 +174,25 @@ async function passthrough(): Promise<Result> {
   });
 }
 
+async function naive(): Promise<Result> {
+  const output = `bench-proc-${run}-out-naive`;
+  const store = `bench-${run}-naive`;
+  topics.push(output);
+  await createTopics(kafka, [output], opts.partitions);
+  const r = await timed('naive (HGET + EVALSHA per record)', output, async () => {
+    const p = await startNaive(kafka, redis, {
+      input,
+      output,
+      groupId: `bench-proc-${run}-naive`,
+      maxBatchSize: opts.maxBatchSize,
+      store,
+    });
+    return { progress: () => p.stats.records, batches: () => p.stats.batches, stop: () => p.stop() };
+  });
+  await dropStore(store);
+  return r;
+}
+
 async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result> {
   const tag = mode === 'exactly-once' ? 'eos' : 'alo';
   const output = `bench-proc-${run}-out-${tag}`;
@@ -258,6 +286,7 @@ async function main(): Promise<void> {
 
   const configs: Array<[string, () => Promise<Result>]> = [
     ['passthrough', passthrough],
+    ['naive', naive],
     ['redfence at-least-once', () => redfence('at-least-once')],
     ['redfence exactly-once', () => redfence('exactly-once')],
   ];
@@ -273,6 +302,13 @@ async function main(): Promise<void> {
   }
 
   console.log(table(results));
+  const naiveResult = results.find((r) => r.label.startsWith('naive'));
+  if (naiveResult)
+    for (const r of results)
+      if (r.label.startsWith('redfence'))
+        console.log(
+          `${r.label}: ${(r.recordsPerSec / naiveResult.recordsPerSec).toFixed(2)}x the naive loop's records/s`,
+        );
   for (const r of results) if (r.metrics) console.log(`\n${r.label}:\n${breakdown(r)}`);
 
   mkdirSync('bench/results', { recursive: true });
