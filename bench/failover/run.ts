@@ -1,0 +1,194 @@
+/**
+ * Failover against state size: K customers of state in Redis (one order each, processed by instance
+ * A), then A is SIGKILLed, a replacement B starts at once (another instance id: no static membership),
+ * a wave of orders is produced, and the clock runs from the kill to the first output of the wave
+ * visible to a read_committed consumer. B restores nothing: its state is already in Redis.
+ *
+ *   node --import tsx bench/failover/run.ts
+ *
+ * Env: BENCH_FAILOVER_KEYS ("10000,100000"), BENCH_PARTITIONS (6), BENCH_SESSION_TIMEOUT_MS (6000,
+ * the broker's minimum), KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
+ * Also reported: Redis used_memory per key of state. Results: bench/results/failover.raw.json.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { KafkaJS } from '@confluentinc/kafka-javascript';
+import { Redis } from 'ioredis';
+import { createTopics, deleteTopics, kafkaClient, preload } from '../processor/kafka.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(',');
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
+const partitions = Number(process.env.BENCH_PARTITIONS ?? 6);
+const sessionMs = Number(process.env.BENCH_SESSION_TIMEOUT_MS ?? 6000);
+const sizes = (process.env.BENCH_FAILOVER_KEYS ?? '10000,100000').split(',').map(Number);
+const WAVE = 100;
+const kafka = kafkaClient(brokers);
+const redis = new Redis(redisUrl);
+const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
+const children = new Set<ChildProcess>();
+
+const order = (customer: string, amount: number) => ({
+  key: customer,
+  value: JSON.stringify({ customer, amount }),
+});
+
+function startInstance(name: string, t: { input: string; output: string; store: string; group: string }) {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'src/cli/bin.ts',
+      'run',
+      'examples/customer-totals.ts',
+      '--brokers',
+      brokers.join(','),
+      '--redis',
+      redisUrl,
+      '--mode',
+      'exactly-once',
+      '--group',
+      t.group,
+      '--instance',
+      name,
+      '--session-timeout',
+      String(sessionMs),
+      '--log',
+      'info',
+    ],
+    {
+      cwd: ROOT,
+      env: { ...process.env, ORDERS_TOPIC: t.input, TOTALS_TOPIC: t.output, TOTALS_STORE: t.store },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  children.add(child);
+  child.on('exit', () => children.delete(child));
+  let assignedAt: number | undefined;
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    if (assignedAt === undefined && d.includes('"partitions assigned"') && !d.includes('"partitions":[]'))
+      assignedAt = Date.now();
+  });
+  return { child, assignedAt: () => assignedAt };
+}
+
+async function committedSum(group: string, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const rows = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    return (rows[0]?.partitions ?? []).reduce((s, p) => s + Math.max(0, Number(p.offset)), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number, everyMs = 50) {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+async function usedMemory(): Promise<number> {
+  const info = await redis.info('memory');
+  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? 0);
+}
+
+async function one(keys: number) {
+  const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
+  const t = {
+    input: `bench-fo-${run}-in`,
+    output: `bench-fo-${run}-out`,
+    store: `bench-fo-${run}`,
+    group: `bench-fo-${run}-group`,
+  };
+  await createTopics(kafka, [t.input, t.output, `${t.input}.DLT`], partitions);
+  try {
+    const mem0 = await usedMemory();
+    await preload(kafka, t.input, keys, (i) => order(`c${i}`, 1 + (i % 100)));
+    const a = startInstance('A', t);
+    await until(
+      'A processed the first wave',
+      async () => (await committedSum(t.group, t.input)) >= keys,
+      900_000,
+      500,
+    );
+    const memPerKey = ((await usedMemory()) - mem0) / keys;
+
+    // a read_committed consumer at the output's end, waiting for the wave's first output
+    const consumer = kafka.consumer({
+      'group.id': `${t.group}-watch`,
+      'auto.offset.reset': 'latest',
+      'isolation.level': 'read_committed',
+      kafkaJS: quiet,
+    } as unknown as KafkaJS.ConsumerConstructorConfig);
+    await consumer.connect();
+    await consumer.subscribe({ topics: [t.output] });
+    let firstOutputAt: number | undefined;
+    let assigned = false;
+    consumer.run({
+      eachMessage: async () => {
+        firstOutputAt ??= Date.now();
+      },
+    });
+    await until(
+      'the watcher is assigned',
+      () => {
+        assigned = consumer.assignment().length === partitions;
+        return assigned;
+      },
+      60_000,
+    );
+    // let the watcher fetch once at the end before the clock starts
+    await new Promise((r) => setTimeout(r, 2000));
+
+    const killedAt = Date.now();
+    a.child.kill('SIGKILL');
+    const b = startInstance('B', t);
+    await preload(kafka, t.input, WAVE, (i) => order(`c${i % keys}`, 1));
+    await until('the first output of the wave', () => firstOutputAt !== undefined, 300_000, 20);
+    const result = {
+      keys,
+      memoryBytesPerKey: Math.round(memPerKey),
+      killToFirstOutputMs: (firstOutputAt as number) - killedAt,
+      killToBAssignedMs: (b.assignedAt() ?? Number.NaN) - killedAt,
+      sessionTimeoutMs: sessionMs,
+    };
+    console.error(`[failover] ${JSON.stringify(result)}`);
+    await consumer.disconnect().catch(() => undefined);
+    b.child.kill('SIGTERM');
+    await new Promise((r) => b.child.once('exit', r));
+    return result;
+  } finally {
+    for (const c of children) c.kill('SIGKILL');
+    await deleteTopics(kafka, [t.input, t.output, `${t.input}.DLT`]);
+    let cursor = '0';
+    do {
+      const [next, found] = await redis.scan(cursor, 'MATCH', `rf:{${t.store}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (found.length > 0) await redis.unlink(...found);
+    } while (cursor !== '0');
+  }
+}
+
+try {
+  const results = [];
+  for (const k of sizes) results.push(await one(k));
+  console.log('| keys of state | Redis bytes / key | kill -> B assigned (ms) | kill -> first output (ms) |');
+  console.log('| ---: | ---: | ---: | ---: |');
+  for (const r of results)
+    console.log(`| ${r.keys} | ${r.memoryBytesPerKey} | ${r.killToBAssignedMs} | ${r.killToFirstOutputMs} |`);
+  mkdirSync('bench/results', { recursive: true });
+  writeFileSync(
+    'bench/results/failover.raw.json',
+    `${JSON.stringify({ date: new Date().toISOString(), loadavg: loadavg(), sessionMs, results }, null, 2)}\n`,
+  );
+} finally {
+  for (const c of children) c.kill('SIGKILL');
+  redis.disconnect();
+}
