@@ -78,21 +78,11 @@ export async function preload(
   }
 }
 
-export interface Passthrough {
-  /** Records whose batch was produced and committed. */
-  readonly stats: { records: number; batches: number };
-  stop(): Promise<void>;
-}
-
-/**
- * The Kafka I/O ceiling: the processor's consumer and producer settings (read_committed, cooperative-sticky,
- * idempotent acks=all producer, linger 5 ms), eachBatch with one partition at a time; each record is produced
- * unchanged to `output`, delivery awaited, then the batch's offset committed.
- */
-export async function startPassthrough(
+/** The processor's producer and consumer settings, connected and subscribed to `input`. */
+async function connectPair(
   kafka: KafkaJS.Kafka,
-  opts: { input: string; output: string; groupId: string; maxBatchSize: number },
-): Promise<Passthrough> {
+  opts: { input: string; groupId: string; maxBatchSize: number },
+): Promise<{ producer: KafkaJS.Producer; consumer: KafkaJS.Consumer }> {
   const producer = kafka.producer({
     partitioner: 'murmur2_random',
     'enable.idempotence': true,
@@ -112,6 +102,45 @@ export async function startPassthrough(
   } as unknown as KafkaJS.ConsumerConstructorConfig);
   await consumer.connect();
   await consumer.subscribe({ topics: [opts.input] });
+  return { producer, consumer };
+}
+
+/** Positive integer from the environment, or the fallback. */
+export function envInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got ${raw}`);
+  return n;
+}
+
+/** The benchmarks' orders: customer by a multiplicative hash of i over `keys`, amount 1..100, ~100 bytes. */
+export function orderMaker(keys: number): (i: number) => { key: string; value: string } {
+  return (i) => {
+    const customer = `c${((i * 2654435761) >>> 0) % keys}`;
+    const amount = (i % 100) + 1;
+    const base = JSON.stringify({ customer, amount, pad: '' });
+    const value = JSON.stringify({ customer, amount, pad: 'x'.repeat(Math.max(0, 100 - base.length)) });
+    return { key: customer, value };
+  };
+}
+
+export interface Passthrough {
+  /** Records whose batch was produced and committed. */
+  readonly stats: { records: number; batches: number };
+  stop(): Promise<void>;
+}
+
+/**
+ * The Kafka I/O ceiling: the processor's consumer and producer settings (read_committed, cooperative-sticky,
+ * idempotent acks=all producer, linger 5 ms), eachBatch with one partition at a time; each record is produced
+ * unchanged to `output`, delivery awaited, then the batch's offset committed.
+ */
+export async function startPassthrough(
+  kafka: KafkaJS.Kafka,
+  opts: { input: string; output: string; groupId: string; maxBatchSize: number },
+): Promise<Passthrough> {
+  const { producer, consumer } = await connectPair(kafka, opts);
   const stats = { records: 0, batches: 0 };
   await consumer.run({
     partitionsConsumedConcurrently: 1,
@@ -150,27 +179,10 @@ export async function startNaive(
   opts: { input: string; output: string; groupId: string; maxBatchSize: number; store: string },
 ): Promise<Passthrough> {
   const { readFileSync } = await import('node:fs');
-  const script = readFileSync(new URL('./seed-sketch.lua', import.meta.url), 'utf8');
+  // the sketch as seed 000 wrote it, kept as a test fixture (read as data, as bench/fence does)
+  const script = readFileSync(new URL('../../test/fence/fixtures/seed-sketch.lua', import.meta.url), 'utf8');
   const sha = (await redis.script('LOAD', script)) as string;
-  const producer = kafka.producer({
-    partitioner: 'murmur2_random',
-    'enable.idempotence': true,
-    acks: -1,
-    'linger.ms': 5,
-    kafkaJS: quiet,
-  } as KafkaJS.ProducerConstructorConfig);
-  await producer.connect();
-  const consumer = kafka.consumer({
-    'group.id': opts.groupId,
-    'enable.auto.commit': false,
-    'auto.offset.reset': 'earliest',
-    'isolation.level': 'read_committed',
-    'js.consumer.max.batch.size': opts.maxBatchSize,
-    'partition.assignment.strategy': 'cooperative-sticky',
-    kafkaJS: quiet,
-  } as unknown as KafkaJS.ConsumerConstructorConfig);
-  await consumer.connect();
-  await consumer.subscribe({ topics: [opts.input] });
+  const { producer, consumer } = await connectPair(kafka, opts);
   const epochs = new Map<number, number>();
   const stats = { records: 0, batches: 0 };
   await consumer.run({

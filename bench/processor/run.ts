@@ -18,19 +18,13 @@ import {
   createTopics,
   deleteTopics,
   endOffsetSum,
+  envInt,
   kafkaClient,
+  orderMaker,
   preload,
   startNaive,
   startPassthrough,
 } from './kafka.js';
-
-function envInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got ${raw}`);
-  return n;
-}
 
 const opts = {
   records: envInt('BENCH_RECORDS', 100_000),
@@ -57,13 +51,7 @@ interface Order {
 }
 
 // Deterministic orders: customer by a multiplicative hash of i, amount 1..100, pad to ~100 bytes.
-function order(i: number): { key: string; value: string } {
-  const customer = `c${((i * 2654435761) >>> 0) % opts.keys}`;
-  const amount = (i % 100) + 1;
-  const base = JSON.stringify({ customer, amount, pad: '' });
-  const value = JSON.stringify({ customer, amount, pad: 'x'.repeat(Math.max(0, 100 - base.length)) });
-  return { key: customer, value };
-}
+const order = orderMaker(opts.keys);
 
 interface Result {
   label: string;

@@ -27,15 +27,14 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
-import { createTopics, deleteTopics, kafkaClient, preload } from '../../processor/kafka.js';
-
-function envInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got ${raw}`);
-  return n;
-}
+import {
+  createTopics,
+  deleteTopics,
+  envInt,
+  kafkaClient,
+  orderMaker,
+  preload,
+} from '../../processor/kafka.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '../../..');
@@ -75,15 +74,7 @@ const children = new Set<ChildProcess>();
 
 // Deterministic orders: customer by a multiplicative hash of i, amount 1..100, pad to ~100 bytes.
 // Same as bench/processor/run.ts, with the key count as a parameter (the failover runs vary it).
-function orders(keys: number): (i: number) => { key: string; value: string } {
-  return function order(i: number): { key: string; value: string } {
-    const customer = `c${((i * 2654435761) >>> 0) % keys}`;
-    const amount = (i % 100) + 1;
-    const base = JSON.stringify({ customer, amount, pad: '' });
-    const value = JSON.stringify({ customer, amount, pad: 'x'.repeat(Math.max(0, 100 - base.length)) });
-    return { key: customer, value };
-  };
-}
+const orders = orderMaker;
 
 /** Expected final state per customer after orders [0, n). */
 function expectedState(keys: number, n: number): Map<string, { total: number; count: number }> {
