@@ -1,19 +1,28 @@
 /**
  * Failover against state size: K customers of state in Redis (one order each, processed by instance
- * A), then A is SIGKILLed, a replacement B starts at once (another instance id: no static membership),
- * a wave of orders is produced, and the clock runs from the kill to the first output of the wave
- * visible to a read_committed consumer. B restores nothing: its state is already in Redis.
+ * A), then A is SIGKILLed, a replacement B starts at once, a wave of orders is produced, and the clock
+ * runs from the kill to the first output of the wave visible to a read_committed consumer. B restores
+ * nothing: its state is already in Redis. Two kinds of replacement:
  *
- *   node --import tsx bench/failover/run.ts
+ *   static   `redfence run --static --instance A`: B takes the dead member's place (KIP-345) at once,
+ *            and its transactional id (group + instance) fences and aborts A's open transaction;
+ *   dynamic  B has another instance id: the group waits for A's session timeout before reassigning.
  *
- * Env: BENCH_FAILOVER_KEYS ("10000,100000"), BENCH_PARTITIONS (6), BENCH_SESSION_TIMEOUT_MS (6000,
- * the broker's minimum), KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
- * Also reported: Redis used_memory per key of state. Results: bench/results/failover.raw.json.
+ *   npm run build && node --import tsx bench/failover/run.ts
+ *
+ * The instances run the built CLI (dist/cli/bin.js, as users run it; through tsx from src/ when dist/
+ * is missing, which adds the TypeScript loader's start-up to every figure).
+ *
+ * Env: BENCH_FAILOVER_KEYS ("10000,100000"), BENCH_FAILOVER_MEMBERSHIP ("static,dynamic"),
+ * BENCH_PARTITIONS (6), BENCH_SESSION_TIMEOUT_MS (6000, the broker's minimum), KAFKA_BROKERS
+ * (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379). Also reported: Redis used_memory per key of
+ * state and A's peak RSS (VmHWM) after it processed the K keys. Results: bench/results/failover.raw.json.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
 import { createTopics, deleteTopics, kafkaClient, preload } from '../processor/kafka.js';
@@ -24,26 +33,52 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
 const partitions = Number(process.env.BENCH_PARTITIONS ?? 6);
 const sessionMs = Number(process.env.BENCH_SESSION_TIMEOUT_MS ?? 6000);
 const sizes = (process.env.BENCH_FAILOVER_KEYS ?? '10000,100000').split(',').map(Number);
+const memberships = (process.env.BENCH_FAILOVER_MEMBERSHIP ?? 'static,dynamic').split(',') as Membership[];
+type Membership = 'static' | 'dynamic';
+for (const m of memberships)
+  if (m !== 'static' && m !== 'dynamic') throw new Error(`BENCH_FAILOVER_MEMBERSHIP: unknown ${m}`);
+const BUILT = `${ROOT}dist/cli/bin.js`;
+const cli = existsSync(BUILT) ? [BUILT] : ['--import', 'tsx', 'src/cli/bin.ts'];
+// With the built CLI the processor module must be JavaScript: examples/customer-totals.ts as JS.
+const moduleFile = existsSync(BUILT) ? join(tmpdir(), `redfence-failover-${process.pid}.mjs`) : undefined;
+if (moduleFile !== undefined)
+  writeFileSync(
+    moduleFile,
+    `import { defineProcessor } from ${JSON.stringify(pathToFileURL(`${ROOT}dist/index.js`).href)};
+export default defineProcessor({
+  input: process.env.ORDERS_TOPIC, output: process.env.TOTALS_TOPIC, store: process.env.TOTALS_STORE,
+  decode: (value) => {
+    const order = JSON.parse(value?.toString('utf8') ?? '');
+    if (typeof order.amount !== 'number' || !Number.isInteger(order.amount)) throw new TypeError('amount must be an integer');
+    return order;
+  },
+  reduce: (state, order) => ({ state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 } }),
+});
+`,
+  );
 const WAVE = 100;
 const kafka = kafkaClient(brokers);
 const redis = new Redis(redisUrl);
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 const children = new Set<ChildProcess>();
+let failed: Error | undefined;
 
 const order = (customer: string, amount: number) => ({
   key: customer,
   value: JSON.stringify({ customer, amount }),
 });
 
-function startInstance(name: string, t: { input: string; output: string; store: string; group: string }) {
+function startInstance(
+  name: string,
+  isStatic: boolean,
+  t: { input: string; output: string; store: string; group: string },
+) {
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
-      'src/cli/bin.ts',
+      ...cli,
       'run',
-      'examples/customer-totals.ts',
+      moduleFile ?? 'examples/customer-totals.ts',
       '--brokers',
       brokers.join(','),
       '--redis',
@@ -58,6 +93,7 @@ function startInstance(name: string, t: { input: string; output: string; store: 
       String(sessionMs),
       '--log',
       'info',
+      ...(isStatic ? ['--static'] : []),
     ],
     {
       cwd: ROOT,
@@ -66,9 +102,15 @@ function startInstance(name: string, t: { input: string; output: string; store: 
     },
   );
   children.add(child);
-  child.on('exit', () => children.delete(child));
+  let stderrTail = '';
+  child.on('exit', (code, signal) => {
+    children.delete(child);
+    if (signal !== 'SIGKILL' && signal !== 'SIGTERM' && code !== 0)
+      failed = new Error(`instance ${name} exited (${code ?? signal}): ${stderrTail}`);
+  });
   let assignedAt: number | undefined;
   child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    stderrTail = (stderrTail + d).slice(-2000);
     if (assignedAt === undefined && d.includes('"partitions assigned"') && !d.includes('"partitions":[]'))
       assignedAt = Date.now();
   });
@@ -89,6 +131,7 @@ async function committedSum(group: string, topic: string): Promise<number> {
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number, everyMs = 50) {
   const end = Date.now() + timeoutMs;
   while (!(await check())) {
+    if (failed) throw failed;
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
@@ -99,7 +142,14 @@ async function usedMemory(): Promise<number> {
   return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? 0);
 }
 
-async function one(keys: number) {
+/** Peak resident set size of a live process, bytes (Linux VmHWM). */
+function peakRss(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : Number.NaN;
+}
+
+async function one(keys: number, membership: Membership) {
   const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
   const t = {
     input: `bench-fo-${run}-in`,
@@ -111,7 +161,8 @@ async function one(keys: number) {
   try {
     const mem0 = await usedMemory();
     await preload(kafka, t.input, keys, (i) => order(`c${i}`, 1 + (i % 100)));
-    const a = startInstance('A', t);
+    const isStatic = membership === 'static';
+    const a = startInstance('A', isStatic, t);
     await until(
       'A processed the first wave',
       async () => (await committedSum(t.group, t.input)) >= keys,
@@ -119,6 +170,7 @@ async function one(keys: number) {
       500,
     );
     const memPerKey = ((await usedMemory()) - mem0) / keys;
+    const aPeakRss = peakRss(a.child.pid);
 
     // a read_committed consumer at the output's end, waiting for the wave's first output
     const consumer = kafka.consumer({
@@ -149,11 +201,13 @@ async function one(keys: number) {
 
     const killedAt = Date.now();
     a.child.kill('SIGKILL');
-    const b = startInstance('B', t);
+    const b = startInstance(isStatic ? 'A' : 'B', isStatic, t);
     await preload(kafka, t.input, WAVE, (i) => order(`c${i % keys}`, 1));
     await until('the first output of the wave', () => firstOutputAt !== undefined, 300_000, 20);
     const result = {
       keys,
+      membership,
+      peakRssMiB: Math.round(aPeakRss / 2 ** 20),
       memoryBytesPerKey: Math.round(memPerKey),
       killToFirstOutputMs: (firstOutputAt as number) - killedAt,
       killToBAssignedMs: (b.assignedAt() ?? Number.NaN) - killedAt,
@@ -178,11 +232,15 @@ async function one(keys: number) {
 
 try {
   const results = [];
-  for (const k of sizes) results.push(await one(k));
-  console.log('| keys of state | Redis bytes / key | kill -> B assigned (ms) | kill -> first output (ms) |');
-  console.log('| ---: | ---: | ---: | ---: |');
+  for (const k of sizes) for (const m of memberships) results.push(await one(k, m));
+  console.log(
+    '| keys of state | replacement | Redis bytes / key | A peak RSS (MiB) | kill -> B assigned (ms) | kill -> first output (ms) |',
+  );
+  console.log('| ---: | --- | ---: | ---: | ---: | ---: |');
   for (const r of results)
-    console.log(`| ${r.keys} | ${r.memoryBytesPerKey} | ${r.killToBAssignedMs} | ${r.killToFirstOutputMs} |`);
+    console.log(
+      `| ${r.keys} | ${r.membership} | ${r.memoryBytesPerKey} | ${r.peakRssMiB} | ${r.killToBAssignedMs} | ${r.killToFirstOutputMs} |`,
+    );
   mkdirSync('bench/results', { recursive: true });
   writeFileSync(
     'bench/results/failover.raw.json',
@@ -191,4 +249,5 @@ try {
 } finally {
   for (const c of children) c.kill('SIGKILL');
   redis.disconnect();
+  if (moduleFile !== undefined) rmSync(moduleFile, { force: true });
 }

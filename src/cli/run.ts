@@ -24,6 +24,11 @@ Options (environment variable in brackets):
   --instance <id>           instance id, used in the transactional id [REDFENCE_INSTANCE] (random)
   --metrics-port <n>        serve /metrics, /livez, /readyz on 127.0.0.1:<n> [REDFENCE_METRICS_PORT]
   --session-timeout <ms>    consumer session timeout [REDFENCE_SESSION_TIMEOUT_MS] (10000)
+  --static                  static group membership: the instance id is the consumer's
+                            group.instance.id, so a replacement started with the same --instance
+                            takes over its partitions at once, without waiting for the session
+                            timeout [REDFENCE_STATIC=1] (needs --instance)
+  --group-protocol <p>      classic | consumer (KIP-848) [REDFENCE_GROUP_PROTOCOL] (classic)
   --allow-eviction          start even if Redis' maxmemory-policy is not noeviction
   --shutdown-timeout <ms>   graceful shutdown deadline (15000)
   --log <level>             json logs to stderr at this level: debug|info|warn|error|silent (info)
@@ -35,7 +40,7 @@ function flags(args: readonly string[]): { positional: string[]; opts: Map<strin
   for (let i = 0; i < args.length; i++) {
     const a = args[i] as string;
     if (!a.startsWith('--')) positional.push(a);
-    else if (a === '--allow-eviction' || a === '--help') opts.set(a.slice(2), 'true');
+    else if (a === '--allow-eviction' || a === '--help' || a === '--static') opts.set(a.slice(2), 'true');
     else {
       const v = args[i + 1];
       if (v === undefined) throw new Error(`option ${a} needs a value`);
@@ -70,6 +75,13 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     return 2;
   }
   const env = process.env;
+  const instance = opts.get('instance') ?? env.REDFENCE_INSTANCE;
+  const isStatic = opts.has('static') || env.REDFENCE_STATIC === '1' || env.REDFENCE_STATIC === 'true';
+  if (isStatic && instance === undefined)
+    throw new Error('--static needs --instance <id> (the id a replacement reuses to take over)');
+  const groupProtocol = opts.get('group-protocol') ?? env.REDFENCE_GROUP_PROTOCOL;
+  if (groupProtocol !== undefined && groupProtocol !== 'classic' && groupProtocol !== 'consumer')
+    throw new Error(`--group-protocol must be classic or consumer, got ${JSON.stringify(groupProtocol)}`);
   const mod = (await import(pathToFileURL(resolve(file)).href)) as { default?: unknown; processor?: unknown };
   const definition = (mod.default ?? mod.processor) as ProcessorDefinition | undefined;
   if (definition === undefined)
@@ -87,7 +99,6 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     : new Redis(opts.get('redis') ?? env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
         enableAutoPipelining: true,
       });
-  const instance = opts.get('instance') ?? env.REDFENCE_INSTANCE;
   const metrics = new RedfenceMetrics();
   const health = new HealthState();
   const logger = jsonLogger(opts.get('log') ?? 'info', instance ?? '-');
@@ -99,6 +110,8 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     kafka: {
       brokers: (opts.get('brokers') ?? env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
       ...(sessionTimeout ? { sessionTimeoutMs: Number(sessionTimeout) } : {}),
+      ...(isStatic && instance !== undefined ? { groupInstanceId: instance } : {}),
+      ...(groupProtocol ? { groupProtocol } : {}),
     },
     mode: (opts.get('mode') ?? env.REDFENCE_MODE ?? 'exactly-once') as ProcessingMode,
     ...(group ? { groupId: group } : {}),

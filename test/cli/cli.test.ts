@@ -32,6 +32,17 @@ describe('redfence CLI', () => {
     assert.match(r.stderr, /redfence run <module>/);
   });
 
+  it('run --static without --instance, or an unknown --group-protocol, fails before starting', () => {
+    const a = spawnSync(process.execPath, [BIN, 'run', 'x.js', '--static'], { encoding: 'utf8' });
+    assert.equal(a.status, 1);
+    assert.match(a.stderr, /--static needs --instance/);
+    const b = spawnSync(process.execPath, [BIN, 'run', 'x.js', '--group-protocol', 'eager'], {
+      encoding: 'utf8',
+    });
+    assert.equal(b.status, 1);
+    assert.match(b.stderr, /--group-protocol must be classic or consumer, got "eager"/);
+  });
+
   it('an unknown command exits 2 and names it', () => {
     const r = spawnSync(process.execPath, [BIN, 'frobnicate'], { encoding: 'utf8' });
     assert.equal(r.status, 2);
