@@ -68,6 +68,7 @@ function messages(records: readonly OutRecord[]) {
       value: r.value,
       ...(r.headers ? { headers: r.headers } : {}),
       ...(r.partition === undefined ? {} : { partition: r.partition }),
+      ...(r.timestamp === undefined ? {} : { timestamp: r.timestamp }),
     });
   }
   return [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs }));

@@ -25,6 +25,8 @@ export interface OutRecord {
   readonly value: Buffer | string | null;
   readonly headers?: Record<string, Buffer | Buffer[] | string>;
   readonly partition?: number;
+  /** Milliseconds since the epoch as a decimal string; without it the producer's clock (CreateTime). */
+  readonly timestamp?: string;
 }
 
 /** An offset to commit: the next offset to consume. */

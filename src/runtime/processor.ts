@@ -586,7 +586,7 @@ export class Processor<T = unknown, S = unknown> {
       else if (r.verdict === 'APPLY' || r.verdict === 'REBASE' || r.verdict === 'REEMIT') {
         const value =
           r.verdict === 'REEMIT' ? r.output.value : (r.output?.value ?? outputs.get(p.meta.offset));
-        if (value !== undefined) out.push({ topic: this.#def.output, key: p.record.key, value });
+        if (value !== undefined) out.push(this.#output(p.record, value));
       }
     }
 
@@ -684,6 +684,17 @@ export class Processor<T = unknown, S = unknown> {
         'sweep failed; retried after a later commit',
       );
     }
+  }
+
+  /** An output keeps its input record's key and timestamp (event time, as Kafka Streams does). */
+  #output(record: InRecord, value: Buffer | string | null): OutRecord {
+    const ts = record.timestamp;
+    return {
+      topic: this.#def.output,
+      key: record.key,
+      value,
+      ...(ts !== undefined && ts !== '' && Number(ts) >= 0 ? { timestamp: ts } : {}),
+    };
   }
 
   #deadLetter(record: InRecord, reason: DeadLetterReason, error: unknown): OutRecord {

@@ -23,6 +23,8 @@ export interface Msg {
   key: string | null;
   value: string | Buffer | null;
   partition?: number;
+  /** CreateTime, ms since the epoch as a decimal string (default: the producer's clock). */
+  timestamp?: string;
 }
 
 export async function produce(topic: string, messages: Msg[]): Promise<void> {
@@ -41,6 +43,7 @@ export async function produce(topic: string, messages: Msg[]): Promise<void> {
           key: m.key,
           value: m.value,
           ...(m.partition === undefined ? {} : { partition: m.partition }),
+          ...(m.timestamp === undefined ? {} : { timestamp: m.timestamp }),
         })),
       });
     }
@@ -54,6 +57,7 @@ export interface ReadRecord {
   value: string | null;
   partition: number;
   offset: string;
+  timestamp: string;
   headers: Record<string, Buffer | string | (Buffer | string)[] | undefined>;
 }
 
@@ -82,6 +86,7 @@ export async function readAll(
           value: message.value?.toString() ?? null,
           partition,
           offset: message.offset,
+          timestamp: message.timestamp,
           headers: (message.headers ?? {}) as ReadRecord['headers'],
         });
         if (until(records)) finish();

@@ -109,7 +109,12 @@ describe('processor', { timeout: 300_000 }, () => {
       const ns = uniqueName(mode === 'exactly-once' ? 'eos' : 'alo');
       const cleanup = await setup(ns);
       try {
-        const { messages, perCustomer } = orders(400, 15);
+        const { messages: plain, perCustomer } = orders(400, 15);
+        // event times from the past: outputs must carry their input's timestamp, not the produce time
+        const T0 = 1_600_000_000_000;
+        const messages = plain.map((m, i) => ({ ...m, timestamp: String(T0 + i) }));
+        const timesOf = new Map<string, string[]>();
+        for (const m of messages) timesOf.set(m.key ?? '', [...(timesOf.get(m.key ?? '') ?? []), m.timestamp]);
         const wrong = keyNotOn(0);
         const poison: Msg[] = [
           { key: 'c-1', value: 'not json{' }, // undecodable
@@ -128,11 +133,11 @@ describe('processor', { timeout: 300_000 }, () => {
         assert.equal(outputs.length, messages.length, 'one output per valid order (read_committed)');
         // each customer's outputs count 1..n exactly once
         const counts = new Map<string, number[]>();
-        for (const o of outputs)
-          counts.set(o.key ?? '', [
-            ...(counts.get(o.key ?? '') ?? []),
-            (JSON.parse(o.value ?? '{}') as { count: number }).count,
-          ]);
+        for (const o of outputs) {
+          const count = (JSON.parse(o.value ?? '{}') as { count: number }).count;
+          counts.set(o.key ?? '', [...(counts.get(o.key ?? '') ?? []), count]);
+          assert.equal(o.timestamp, timesOf.get(o.key ?? '')?.[count - 1], `timestamp of ${o.key} #${count}`);
+        }
         for (const [customer, want] of perCustomer) {
           assert.deepEqual(
             (counts.get(customer) ?? []).sort((a, b) => a - b),
