@@ -114,7 +114,8 @@ describe('processor', { timeout: 300_000 }, () => {
         const T0 = 1_600_000_000_000;
         const messages = plain.map((m, i) => ({ ...m, timestamp: String(T0 + i) }));
         const timesOf = new Map<string, string[]>();
-        for (const m of messages) timesOf.set(m.key ?? '', [...(timesOf.get(m.key ?? '') ?? []), m.timestamp]);
+        for (const m of messages)
+          timesOf.set(m.key ?? '', [...(timesOf.get(m.key ?? '') ?? []), m.timestamp]);
         const wrong = keyNotOn(0);
         const poison: Msg[] = [
           { key: 'c-1', value: 'not json{' }, // undecodable
