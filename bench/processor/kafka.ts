@@ -134,7 +134,7 @@ export interface Passthrough {
 /**
  * The Kafka I/O ceiling: the processor's consumer and producer settings (read_committed, cooperative-sticky,
  * idempotent acks=all producer, linger 5 ms), eachBatch with one partition at a time; each record is produced
- * unchanged to `output`, delivery awaited, then the batch's offset committed.
+ * unchanged (key, value, timestamp) to `output`, delivery awaited, then the batch's offset committed.
  */
 export async function startPassthrough(
   kafka: KafkaJS.Kafka,
@@ -148,7 +148,11 @@ export async function startPassthrough(
       if (batch.messages.length === 0) return;
       await producer.send({
         topic: opts.output,
-        messages: batch.messages.map((m) => ({ key: m.key ?? null, value: m.value ?? null })),
+        messages: batch.messages.map((m) => ({
+          key: m.key ?? null,
+          value: m.value ?? null,
+          timestamp: m.timestamp,
+        })),
       });
       const next = Number(batch.messages.at(-1)?.offset) + 1;
       await consumer.commitOffsets([
@@ -195,7 +199,7 @@ export async function startNaive(
         epoch = await redis.incr(epochKey);
         epochs.set(batch.partition, epoch);
       }
-      const out: { key: Buffer | null; value: string }[] = [];
+      const out: { key: Buffer | null; value: string; timestamp: string }[] = [];
       for (const m of batch.messages) {
         const key = m.key?.toString('utf8') ?? '';
         const order = JSON.parse(m.value?.toString('utf8') ?? '{}') as { amount: number };
@@ -211,9 +215,10 @@ export async function startNaive(
           epoch,
           String(total),
         )) as string[];
+        const timestamp = m.timestamp;
         if (reply[0] === 'APPLY' || reply[0] === 'REBASE')
-          out.push({ key: m.key ?? null, value: String(total) });
-        else if (reply[0] === 'REEMIT') out.push({ key: m.key ?? null, value: String(reply[1]) });
+          out.push({ key: m.key ?? null, value: String(total), timestamp });
+        else if (reply[0] === 'REEMIT') out.push({ key: m.key ?? null, value: String(reply[1]), timestamp });
       }
       await producer.send({ topic: opts.output, messages: out });
       const next = Number(batch.messages.at(-1)?.offset) + 1;

@@ -124,6 +124,10 @@ export class ConfluentKafka implements KafkaPort {
       'auto.offset.reset': 'earliest',
       'isolation.level': 'read_committed',
       'js.consumer.max.batch.size': o.maxBatchSize ?? 500,
+      // Prefetch a few batches per partition, not librdkafka's 100,000 records / 64 MiB: the memory of
+      // an instance started on a long backlog stays bounded (docs/benchmarks.md, peak RSS).
+      'queued.min.messages': Math.max(1000, 2 * (o.maxBatchSize ?? 500)),
+      'queued.max.messages.kbytes': 16_384,
       ...(protocol === 'consumer'
         ? { 'group.protocol': 'consumer' }
         : {
