@@ -5,6 +5,8 @@
  *
  *   node --import tsx bench/peers/kafka-streams/run.ts              # throughput
  *   node --import tsx bench/peers/kafka-streams/run.ts --failover   # failover time vs state size
+ *   node --import tsx bench/peers/kafka-streams/run.ts --latency    # latency at a fixed load (BENCH_RATE,
+ *                                                                   # BENCH_SECONDS: as bench/latency)
  *
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_ONLY (run only configurations
  * whose label contains it), BENCH_FAILOVER=1 (same as --failover), BENCH_FAILOVER_KEYS ("10000,100000"),
@@ -27,6 +29,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
+import { type LatencyResult, latencyTable, measureLatency } from '../../latency/measure.js';
 import {
   createTopics,
   deleteTopics,
@@ -43,6 +46,7 @@ const TARGET = join(WORK, 'target');
 const MAIN_CLASS = 'dev.redfence.bench.KafkaStreamsPeer';
 
 const FAILOVER = process.argv.includes('--failover') || process.env.BENCH_FAILOVER === '1';
+const LATENCY = process.argv.includes('--latency') || process.env.BENCH_LATENCY === '1';
 const opts = {
   records: envInt('BENCH_RECORDS', 100_000),
   keys: envInt('BENCH_KEYS', 10_000),
@@ -574,10 +578,54 @@ function failoverTable(results: Failover[]): string {
   return rows.join('\n');
 }
 
+/** Latency at a fixed offered load, measured as bench/latency/run.ts measures redfence. */
+async function latency(): Promise<LatencyResult> {
+  const lat = {
+    rate: envInt('BENCH_RATE', 2000),
+    seconds: envInt('BENCH_SECONDS', 20),
+    keys: opts.keys,
+    partitions: opts.partitions,
+    run,
+  };
+  console.error(`[ks] latency: ${lat.rate} records/s for ${lat.seconds} s, ${lat.keys} keys`);
+  return measureLatency(
+    { kafka, opts: lat, topics },
+    'kafka-streams exactly_once_v2, 1 thread, cache 0',
+    'ks',
+    async (t) => {
+      const appId = `bench-ks-${run}-lat`;
+      const stateDir = join(WORK, 'state', appId);
+      topics.push(`${appId}-totals-changelog`);
+      groups.push(appId);
+      stateDirs.push(stateDir);
+      const jvm = startJvm({ ...t, appId, stateDir, threads: 1, cache: '0' });
+      const end = Date.now() + PHASE_TIMEOUT_MS;
+      while (toRunning(jvm) === undefined) {
+        if (Date.now() > end || jvm.proc.exitCode !== null)
+          throw new Error(`Kafka Streams did not reach RUNNING: ${jvm.stderrTail()}`);
+        await new Promise((r) => setTimeout(r, POLL_MS));
+      }
+      let last = 0;
+      return {
+        stop: () => stopJvm(jvm),
+        cpuSeconds: () => {
+          last = cpuSeconds(jvm.pid) ?? last;
+          return last;
+        },
+      };
+    },
+  );
+}
+
 async function main(): Promise<Record<string, unknown>> {
   build();
   await admin.connect();
   const load: number[][] = [loadavg()];
+  if (LATENCY) {
+    const r = await latency();
+    console.log(latencyTable([r]));
+    return { mode: 'latency', loadavg: [...load, loadavg()], latency: r };
+  }
   if (FAILOVER) {
     console.error(
       `[ks] failover: keys ${opts.failoverKeys.join(', ')}, first wave max(${opts.records}, keys), second wave ${opts.failoverWave}`,
@@ -668,7 +716,9 @@ try {
   const key =
     out.mode === 'throughput'
       ? `throughput-${opts.records}-records`
-      : `failover-session-timeout-${opts.sessionTimeoutMs ?? 'default'}`;
+      : out.mode === 'latency'
+        ? 'latency'
+        : `failover-session-timeout-${opts.sessionTimeoutMs ?? 'default'}`;
   const runs = Array.isArray(previous[key]) ? (previous[key] as unknown[]) : [];
   writeFileSync(file, `${JSON.stringify({ ...previous, [key]: [...runs, entry] }, null, 2)}\n`);
   console.error(`[ks] wrote ${file} (${key})`);
