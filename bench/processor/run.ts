@@ -7,7 +7,8 @@
  *   node --import tsx bench/processor/run.ts
  *
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_BATCH (500: max records
- * per batch, js.consumer.max.batch.size), BENCH_ONLY (run only configurations whose label contains it),
+ * per batch, js.consumer.max.batch.size), BENCH_GROUP_COMMIT (2000: redfence's groupCommitRecords; 0
+ * gives every batch its own produce + commit or transaction), BENCH_ONLY (run only configurations whose label contains it),
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -25,12 +26,15 @@ import {
   startNaive,
   startPassthrough,
 } from './kafka.js';
+import { cpuSeconds, devPid } from './procstat.js';
 
 const opts = {
   records: envInt('BENCH_RECORDS', 100_000),
   keys: envInt('BENCH_KEYS', 10_000),
   partitions: envInt('BENCH_PARTITIONS', 6),
   maxBatchSize: envInt('BENCH_BATCH', 500),
+  /** redfence's groupCommitRecords (unset: the default; 0 turns group commit off). */
+  groupCommitRecords: process.env.BENCH_GROUP_COMMIT === '0' ? 0 : envInt('BENCH_GROUP_COMMIT', 2000),
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
 };
@@ -63,6 +67,8 @@ interface Result {
   steadyRecordsPerSec: number;
   cpuSecPer1k: number;
   redisCpuSecPer1k: number;
+  /** The dev Kafka broker's CPU (NaN against the user's own broker). */
+  brokerCpuSecPer1k: number;
   batches: number;
   avgBatch: number;
   outputEndOffsets: number;
@@ -104,6 +110,7 @@ async function timed(
   const n = opts.records;
   const cpu0 = process.cpuUsage();
   const rcpu0 = await redisCpu();
+  const bcpu0 = cpuSeconds(devPid('kafka'));
   const t0 = performance.now();
   const h = await go();
   let tFirst: number | undefined;
@@ -128,6 +135,7 @@ async function timed(
   const t1 = performance.now();
   const cpu = process.cpuUsage(cpu0);
   const rcpu = (await redisCpu()) - rcpu0;
+  const bcpu = cpuSeconds(devPid('kafka')) - bcpu0;
   const batches = h.batches();
   await h.stop();
   const seconds = (t1 - t0) / 1000;
@@ -141,6 +149,7 @@ async function timed(
     steadyRecordsPerSec: steadySeconds > 0 ? (n - firstRecords) / steadySeconds : 0,
     cpuSecPer1k: ((cpu.user + cpu.system) / 1e6 / n) * 1000,
     redisCpuSecPer1k: (rcpu / n) * 1000,
+    brokerCpuSecPer1k: (bcpu / n) * 1000,
     batches,
     avgBatch: batches > 0 ? n / batches : 0,
     outputEndOffsets: await endOffsetSum(kafka, output),
@@ -202,6 +211,7 @@ async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result>
       redis,
       mode,
       groupId: `bench-proc-${run}-${tag}`,
+      groupCommitRecords: opts.groupCommitRecords,
       metrics,
       kafka: { brokers: opts.brokers, maxBatchSize: opts.maxBatchSize },
     });
@@ -236,15 +246,16 @@ function table(results: Result[]): string {
   const pass = results.find((r) => r.label === 'passthrough');
   const ratio = (v: number, p: number | undefined) => (p ? `${(v / p).toFixed(2)}x` : '–');
   const rows = [
-    '| configuration | records/s | vs passthrough | steady records/s | vs passthrough | CPU s / 1k records | vs passthrough | Redis CPU s / 1k | batches | records / batch |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| configuration | records/s | vs passthrough | steady records/s | vs passthrough | CPU s / 1k records | vs passthrough | Redis CPU s / 1k | broker CPU s / 1k | batches | records / batch |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of results) {
     rows.push(
       `| ${r.label} | ${Math.round(r.recordsPerSec)} | ${ratio(r.recordsPerSec, pass?.recordsPerSec)} | ` +
         `${Math.round(r.steadyRecordsPerSec)} | ${ratio(r.steadyRecordsPerSec, pass?.steadyRecordsPerSec)} | ` +
         `${r.cpuSecPer1k.toFixed(3)} | ${ratio(r.cpuSecPer1k, pass?.cpuSecPer1k)} | ` +
-        `${r.redisCpuSecPer1k.toFixed(3)} | ${r.batches} | ${r.avgBatch.toFixed(1)} |`,
+        `${r.redisCpuSecPer1k.toFixed(3)} | ${Number.isFinite(r.brokerCpuSecPer1k) ? r.brokerCpuSecPer1k.toFixed(3) : '–'} | ` +
+        `${r.batches} | ${r.avgBatch.toFixed(1)} |`,
     );
   }
   return rows.join('\n');

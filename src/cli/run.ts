@@ -29,6 +29,9 @@ Options (environment variable in brackets):
                             takes over its partitions at once, without waiting for the session
                             timeout [REDFENCE_STATIC=1] (needs --instance)
   --group-protocol <p>      classic | consumer (KIP-848) [REDFENCE_GROUP_PROTOCOL] (classic)
+  --group-commit-records <n>  at most n applied records wait for the Kafka step in flight to go
+                            together in the next one; 0: one produce + commit (or transaction) per
+                            batch [REDFENCE_GROUP_COMMIT_RECORDS] (2000)
   --allow-eviction          start even if Redis' maxmemory-policy is not noeviction
   --shutdown-timeout <ms>   graceful shutdown deadline (15000)
   --log <level>             json logs to stderr at this level: debug|info|warn|error|silent (info)
@@ -79,6 +82,9 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const isStatic = opts.has('static') || env.REDFENCE_STATIC === '1' || env.REDFENCE_STATIC === 'true';
   if (isStatic && instance === undefined)
     throw new Error('--static needs --instance <id> (the id a replacement reuses to take over)');
+  const groupCommit = opts.get('group-commit-records') ?? env.REDFENCE_GROUP_COMMIT_RECORDS;
+  if (groupCommit !== undefined && !/^\d+$/.test(groupCommit))
+    throw new Error(`--group-commit-records must be an integer >= 0, got ${JSON.stringify(groupCommit)}`);
   const groupProtocol = opts.get('group-protocol') ?? env.REDFENCE_GROUP_PROTOCOL;
   if (groupProtocol !== undefined && groupProtocol !== 'classic' && groupProtocol !== 'consumer')
     throw new Error(`--group-protocol must be classic or consumer, got ${JSON.stringify(groupProtocol)}`);
@@ -117,6 +123,7 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     ...(group ? { groupId: group } : {}),
     ...(instance ? { instanceId: instance } : {}),
     requireNoEviction: !opts.has('allow-eviction'),
+    ...(groupCommit !== undefined ? { groupCommitRecords: Number(groupCommit) } : {}),
     onFatal: (err) => {
       logger.error({ err: err.message }, 'processor stopped after a fatal error');
       void server?.close();

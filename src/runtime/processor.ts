@@ -65,6 +65,13 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
   /** Sweep pending outputs of keys not written again every N committed batches per partition. Default 20. */
   sweepEvery?: number;
   /**
+   * Group commit: batches whose Redis step is done while the previous Kafka step (produce + commit, or
+   * the transaction) is still running wait for it and then go together in one Kafka step. At most this
+   * many records wait; past it the next batch waits for the Kafka step in flight before it is
+   * accepted. Default 2000; 0 gives every batch its own Kafka step.
+   */
+  groupCommitRecords?: number;
+  /**
    * Stalled-consumer watchdog: with lag and no batch delivered for `stallMs` (default 60000), seek the
    * owned partitions back to their committed offsets; after `maxRecoveries` (default 3) stop reporting
    * liveness. `false` turns it off.
@@ -93,6 +100,7 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   requireNoEviction: true,
   waitReplicas: true,
   sweepEvery: true,
+  groupCommitRecords: true,
   watchdog: true,
   onFatal: true,
 };
@@ -105,6 +113,18 @@ interface Owned {
   /** Next offset after the last batch handed to this instance (-1: none yet). */
   delivered: number;
   batches: number;
+}
+
+/** A batch applied in Redis, waiting for its Kafka step. */
+interface Queued {
+  topic: string;
+  partition: number;
+  owned: Owned;
+  out: OutRecord[];
+  count: number;
+  first: number;
+  next: number;
+  highWatermark: string;
 }
 
 interface Planned {
@@ -143,10 +163,14 @@ export class Processor<T = unknown, S = unknown> {
   #batchStartedAt: number | undefined;
   #inFlight: Promise<void> | undefined;
   /**
-   * The produce + commit of the last batch, running while the next batch is applied in Redis. Each
-   * batch's Kafka step starts only after the previous one has finished, so commits stay in order.
+   * The Kafka step in flight (produce + commit, or one transaction), running while the next batches are
+   * applied in Redis. A step starts only after the previous one has finished, so commits stay in order.
    */
   #tail: Promise<void> | undefined;
+  /** Batches applied in Redis, waiting for the next Kafka step (all of them go in it). */
+  #queued: Queued[] = [];
+  #queuedRecords = 0;
+  readonly #groupCommitRecords: number;
   /** Partitions sought back after a failed produce/commit: batches past that offset are dropped. */
   readonly #rewound = new Map<string, number>();
   #ticker: NodeJS.Timeout | undefined;
@@ -203,6 +227,12 @@ export class Processor<T = unknown, S = unknown> {
     this.#requireNoEviction = options.requireNoEviction ?? true;
     this.#wait = options.waitReplicas;
     this.#sweepEvery = options.sweepEvery ?? 20;
+    this.#groupCommitRecords = options.groupCommitRecords ?? 2000;
+    if (!Number.isSafeInteger(this.#groupCommitRecords) || this.#groupCommitRecords < 0)
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `option "groupCommitRecords" must be an integer >= 0, got ${JSON.stringify(options.groupCommitRecords)}`,
+      );
     this.#onFatal = options.onFatal;
     this.#watchdog =
       options.watchdog === false
@@ -280,7 +310,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#health?.setReady('kafka', false);
     // Let the batch in flight finish its produce and commit before the clients go.
     await this.#inFlight?.catch(() => undefined);
-    await this.#tail?.catch(() => undefined);
+    await this.#drain();
     await this.#kafka.stop();
     this.#state = 'closed';
     this.#log.info({ instance: this.instanceId }, 'processor closed');
@@ -437,8 +467,8 @@ export class Processor<T = unknown, S = unknown> {
 
   async #onRevoke(tps: TopicPartition[], lost: boolean): Promise<void> {
     this.#metrics?.rebalance(lost ? 'lost' : 'revoke');
-    // The last batch's produce and commit finish (or fail) before its partition goes.
-    await this.#tail?.catch(() => undefined);
+    // The Kafka steps of every applied batch finish (or fail) before its partition goes.
+    await this.#drain();
     for (const tp of tps) {
       this.#owned.delete(tpKey(tp.topic, tp.partition));
       this.#fenced.delete(tpKey(tp.topic, tp.partition));
@@ -590,36 +620,51 @@ export class Processor<T = unknown, S = unknown> {
       }
     }
 
-    // 3. Produce, then commit (or both in one transaction), after the previous batch's Kafka step:
-    // this batch's Redis step above ran while that one was producing and committing.
-    const previous = this.#tail;
-    if (
-      previous &&
-      (await previous.then(
-        () => false,
-        () => true,
-      ))
-    ) {
-      // The previous batch failed to produce/commit and is delivered again (its partition was sought
-      // back). This batch's Redis writes are done; it is not produced: it is delivered again too.
-      // Only this batch overlapped the failed step: later batches start with a clean slate.
-      if (this.#tail === previous) this.#tail = undefined;
-      const rw = this.#rewound.get(key);
-      if (rw === undefined || rw > first) this.#seekBack(topic, partition, first);
+    // 3. Produce, then commit (or both in one transaction) in the next Kafka step: this batch's Redis
+    // step above ran while the previous step was producing and committing.
+    const rw = this.#rewound.get(key);
+    if (rw !== undefined && rw <= first) {
+      // A Kafka step failed meanwhile and sought this partition back to or before this batch: it is
+      // delivered again (its Redis writes answer REEMIT then); producing it now would commit past the
+      // failed records.
       return;
     }
-    const tail = this.#produceAndCommit(
+    this.#queued.push({
       topic,
       partition,
       owned,
       out,
-      records.length,
+      count: records.length,
       first,
-      owned.delivered,
+      next: owned.delivered,
       highWatermark,
-    );
-    tail.catch(() => undefined); // observed by the next batch, onRevoke and close()
-    this.#tail = tail;
+    });
+    this.#queuedRecords += records.length;
+    this.#kick();
+    // Backpressure: past the group-commit limit, wait for the step in flight (the next one then takes
+    // the queue, this batch included).
+    while (this.#queuedRecords > this.#groupCommitRecords && this.#tail !== undefined) {
+      await this.#tail.catch(() => undefined);
+    }
+  }
+
+  /** Starts a Kafka step for every queued batch unless one is in flight; chains itself. */
+  #kick(): void {
+    if (this.#tail !== undefined || this.#queued.length === 0) return;
+    const batches = this.#queued;
+    this.#queued = [];
+    this.#queuedRecords = 0;
+    const step = this.#produceAndCommit(batches).finally(() => {
+      if (this.#tail === step) this.#tail = undefined;
+      this.#kick();
+    });
+    step.catch(() => undefined); // observed by backpressure, onRevoke and close()
+    this.#tail = step;
+  }
+
+  /** Waits until every queued batch has had its Kafka step. */
+  async #drain(): Promise<void> {
+    for (let tail = this.#tail; tail !== undefined; tail = this.#tail) await tail.catch(() => undefined);
   }
 
   #seekBack(topic: string, partition: number, offset: number): void {
@@ -632,17 +677,18 @@ export class Processor<T = unknown, S = unknown> {
     }
   }
 
-  async #produceAndCommit(
-    topic: string,
-    partition: number,
-    owned: Owned,
-    out: OutRecord[],
-    count: number,
-    first: number,
-    next: number,
-    highWatermark: string,
-  ): Promise<void> {
-    const offsets = [{ topic, partition, offset: next }];
+  async #produceAndCommit(batches: Queued[]): Promise<void> {
+    const out: OutRecord[] = [];
+    const next = new Map<string, { topic: string; partition: number; offset: number; first: number }>();
+    for (const b of batches) {
+      for (const o of b.out) out.push(o);
+      const k = tpKey(b.topic, b.partition);
+      const n = next.get(k);
+      if (n === undefined)
+        next.set(k, { topic: b.topic, partition: b.partition, offset: b.next, first: b.first });
+      else n.offset = Math.max(n.offset, b.next);
+    }
+    const offsets = [...next.values()].map(({ topic, partition, offset }) => ({ topic, partition, offset }));
     const started = performance.now();
     try {
       if (this.mode === 'exactly-once') {
@@ -655,24 +701,41 @@ export class Processor<T = unknown, S = unknown> {
     } catch (err) {
       const e = err as { fatal?: unknown; code?: unknown; message?: unknown };
       this.#log.warn(
-        { topic, partition, err: String(e?.message), code: e?.code },
-        'produce/commit failed; the batch is redelivered',
+        { partitions: [...next.values()].map((n) => n.partition), err: String(e?.message), code: e?.code },
+        'produce/commit failed; the batches are redelivered',
       );
       if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err as Error);
-      // delivered again from its first record; the fence answers REEMIT for what it applied
-      else this.#seekBack(topic, partition, first);
+      else {
+        // Delivered again from their first records (the fence answers REEMIT for what it applied),
+        // and so is every batch queued behind them: none of them was produced.
+        for (const b of this.#queued) {
+          const k = tpKey(b.topic, b.partition);
+          const n = next.get(k);
+          if (n === undefined)
+            next.set(k, { topic: b.topic, partition: b.partition, offset: b.next, first: b.first });
+          else n.first = Math.min(n.first, b.first);
+        }
+        this.#queued = [];
+        this.#queuedRecords = 0;
+        for (const n of next.values()) {
+          const rw = this.#rewound.get(tpKey(n.topic, n.partition));
+          if (rw === undefined || rw > n.first) this.#seekBack(n.topic, n.partition, n.first);
+        }
+      }
       throw err;
     }
     crashPoint('after-commit');
     this.#metrics?.commit(this.mode, (performance.now() - started) / 1000);
-    this.#metrics?.lag(topic, partition, Math.max(0, Number(highWatermark) - next));
-    owned.committed = Math.max(owned.committed, next);
-    this.stats.records += count;
-    for (const o of out) {
-      if (o.topic === this.#deadLetterTopic) this.stats.deadLetters++;
-      else this.stats.outputs++;
+    for (const b of batches) {
+      this.#metrics?.lag(b.topic, b.partition, Math.max(0, Number(b.highWatermark) - b.next));
+      b.owned.committed = Math.max(b.owned.committed, b.next);
+      this.stats.records += b.count;
+      for (const o of b.out) {
+        if (o.topic === this.#deadLetterTopic) this.stats.deadLetters++;
+        else this.stats.outputs++;
+      }
+      if (++b.owned.batches % this.#sweepEvery === 0) await this.#sweep(b.topic, b.partition, b.next);
     }
-    if (++owned.batches % this.#sweepEvery === 0) await this.#sweep(topic, partition, next);
   }
 
   async #sweep(topic: string, partition: number, committed: number): Promise<void> {

@@ -18,6 +18,8 @@
  *   it includes the whole crashed batch (> 0).
  *   in-transaction takes ~10-20 s longer: B cannot fetch its starting offsets until the broker aborts A's
  *   open transaction (transaction timeout 10 s, plus the broker's abort check interval).
+ * A runs with group commit off (one Kafka step per batch) so the accounting above is per batch; the
+ * chaos test kills instances at the same points with group commit on.
  * The pairs run two at a time; each kills only its own children (never killLeftovers(), which would
  * kill the other test's).
  */
@@ -169,6 +171,9 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
         const a = await startChild(n, mode, 'A', {
           REDFENCE_CRASH_AT: point,
           REDFENCE_CRASH_AFTER: String(CRASH_AFTER),
+          // one Kafka step per batch, so "the 3rd commit" is the 3rd batch's (group commit could fold
+          // the whole input into three steps); crashes inside grouped steps: test/chaos
+          REDFENCE_GROUP_COMMIT_RECORDS: '0',
         });
         children.push(a);
         const aExit = await a.waitExit(60_000);

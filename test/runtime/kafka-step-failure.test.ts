@@ -21,10 +21,13 @@ const ORDERS = 2000;
 class FailingKafka extends ConfluentKafka {
   calls = 0;
   injected = 0;
+  /** Outputs (and dead letters) per Kafka step. */
+  readonly stepRecords: number[] = [];
   readonly #failAt: Set<number>;
   readonly #kind: 'transaction' | 'commit' | 'produce';
+  readonly #delayMs: number;
 
-  constructor(groupId: string, kind: 'transaction' | 'commit' | 'produce', failAt: number[]) {
+  constructor(groupId: string, kind: 'transaction' | 'commit' | 'produce', failAt: number[], delayMs = 0) {
     super({
       brokers: KAFKA_BROKERS.split(','),
       groupId,
@@ -34,6 +37,12 @@ class FailingKafka extends ConfluentKafka {
     });
     this.#kind = kind;
     this.#failAt = new Set(failAt);
+    this.#delayMs = delayMs;
+  }
+
+  /** A slow Kafka step: batches applied meanwhile wait and go together in the next one. */
+  async #slow(): Promise<void> {
+    if (this.#delayMs > 0) await new Promise((r) => setTimeout(r, this.#delayMs));
   }
 
   #fails(kind: string): boolean {
@@ -50,6 +59,8 @@ class FailingKafka extends ConfluentKafka {
     beforeCommit?: () => void,
   ): Promise<void> {
     const fail = this.#fails('transaction');
+    this.stepRecords.push(records.length);
+    await this.#slow();
     // the outputs and offsets are in the open transaction; the failure makes the adapter abort it
     return super.produceTransactionally(records, offsets, () => {
       beforeCommit?.();
@@ -63,6 +74,8 @@ class FailingKafka extends ConfluentKafka {
   }
 
   override async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
+    this.stepRecords.push(records.length);
+    await this.#slow();
     if (this.#fails('produce')) throw new Error('injected: produce failed');
     return super.produce(records, handedOver);
   }
@@ -80,13 +93,18 @@ describe('a failed Kafka step', { timeout: 180_000 }, () => {
   });
   after(() => redis.disconnect());
 
+  // delayMs: every Kafka step takes that long, so batches (100 records) applied meanwhile are grouped
+  // into the next step, at most groupCommitRecords of them waiting.
   const cases = [
     { mode: 'exactly-once', kind: 'transaction', failAt: [3, 4, 9] },
     { mode: 'at-least-once', kind: 'commit', failAt: [3, 7] },
     { mode: 'at-least-once', kind: 'produce', failAt: [2, 5] },
+    { mode: 'exactly-once', kind: 'transaction', failAt: [3, 5], delayMs: 150, groupCommitRecords: 300 },
+    { mode: 'at-least-once', kind: 'produce', failAt: [3], delayMs: 150, groupCommitRecords: 300 },
   ] as const;
   for (const c of cases) {
-    it(`${c.mode}: ${c.kind} failures at steps ${c.failAt.join(', ')} redeliver; results stay exact`, async () => {
+    const grouped = 'delayMs' in c ? `, slow steps (grouped, at most ${c.groupCommitRecords} waiting)` : '';
+    it(`${c.mode}: ${c.kind} failures at steps ${c.failAt.join(', ')}${grouped} redeliver; results stay exact`, async () => {
       const ns = uniqueName(`kfail-${c.kind}`);
       const drop = await createTopics([
         { topic: `${ns}-orders`, partitions: PARTITIONS },
@@ -104,7 +122,7 @@ describe('a failed Kafka step', { timeout: 180_000 }, () => {
           messages.push({ key: customer, value: JSON.stringify({ customer, amount }) });
         }
         await produce(`${ns}-orders`, messages);
-        const kafka = new FailingKafka(`${ns}-group`, c.kind, [...c.failAt]);
+        const kafka = new FailingKafka(`${ns}-group`, c.kind, [...c.failAt], 'delayMs' in c ? c.delayMs : 0);
         const warnings: string[] = [];
         const p = new Processor<{ customer: string; amount: number }>({
           definition: defineProcessor<{ customer: string; amount: number }, Totals>({
@@ -117,6 +135,7 @@ describe('a failed Kafka step', { timeout: 180_000 }, () => {
           mode: c.mode,
           groupId: `${ns}-group`,
           kafka,
+          ...('groupCommitRecords' in c ? { groupCommitRecords: c.groupCommitRecords } : {}),
           logger: {
             debug: () => undefined,
             info: () => undefined,
@@ -140,6 +159,12 @@ describe('a failed Kafka step', { timeout: 180_000 }, () => {
           await p.close();
         }
         assert.equal(kafka.injected, c.failAt.length, 'every injected failure happened');
+        if ('groupCommitRecords' in c) {
+          // several 100-record batches went in one step, never more than the limit plus one batch
+          const most = Math.max(...kafka.stepRecords);
+          assert.ok(most > 100, `batches were grouped (largest step ${most} records)`);
+          assert.ok(most <= c.groupCommitRecords + 100, `at most the limit waited (largest step ${most})`);
+        }
         assert.equal(
           warnings.filter((w) => w.startsWith('produce/commit failed')).length,
           c.failAt.length,
