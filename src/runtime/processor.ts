@@ -171,6 +171,8 @@ export class Processor<T = unknown, S = unknown> {
   #queued: Queued[] = [];
   #queuedRecords = 0;
   readonly #groupCommitRecords: number;
+  /** Set by a fatal Kafka error: applied batches are no longer produced (the processor is closing). */
+  #kafkaBroken = false;
   /** Partitions sought back after a failed produce/commit: batches past that offset are dropped. */
   readonly #rewound = new Map<string, number>();
   #ticker: NodeJS.Timeout | undefined;
@@ -650,6 +652,10 @@ export class Processor<T = unknown, S = unknown> {
 
   /** Starts a Kafka step for every queued batch unless one is in flight; chains itself. */
   #kick(): void {
+    if (this.#kafkaBroken) {
+      this.#queued = [];
+      this.#queuedRecords = 0;
+    }
     if (this.#tail !== undefined || this.#queued.length === 0) return;
     const batches = this.#queued;
     this.#queued = [];
@@ -704,19 +710,22 @@ export class Processor<T = unknown, S = unknown> {
         { partitions: [...next.values()].map((n) => n.partition), err: String(e?.message), code: e?.code },
         'produce/commit failed; the batches are redelivered',
       );
-      if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err as Error);
-      else {
-        // Delivered again from their first records (the fence answers REEMIT for what it applied),
-        // and so is every batch queued behind them: none of them was produced.
-        for (const b of this.#queued) {
-          const k = tpKey(b.topic, b.partition);
-          const n = next.get(k);
-          if (n === undefined)
-            next.set(k, { topic: b.topic, partition: b.partition, offset: b.next, first: b.first });
-          else n.first = Math.min(n.first, b.first);
-        }
-        this.#queued = [];
-        this.#queuedRecords = 0;
+      // Delivered again from their first records (the fence answers REEMIT for what it applied), and
+      // so is every batch queued behind them: none of them was produced.
+      for (const b of this.#queued) {
+        const k = tpKey(b.topic, b.partition);
+        const n = next.get(k);
+        if (n === undefined)
+          next.set(k, { topic: b.topic, partition: b.partition, offset: b.next, first: b.first });
+        else n.first = Math.min(n.first, b.first);
+      }
+      this.#queued = [];
+      this.#queuedRecords = 0;
+      if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
+        // no further Kafka step: the processor closes; the partitions' next owner starts from the commits
+        this.#kafkaBroken = true;
+        this.#fatal(err as Error);
+      } else {
         for (const n of next.values()) {
           const rw = this.#rewound.get(tpKey(n.topic, n.partition));
           if (rw === undefined || rw > n.first) this.#seekBack(n.topic, n.partition, n.first);
