@@ -31,6 +31,11 @@ describe('processor options', () => {
     assert.throws(() => new Processor({ definition, redis, kafka: { brokers: [] } }), {
       message: /kafka\.brokers/,
     });
+    for (const bad of [-1, 1.5, Number.NaN])
+      assert.throws(() => new Processor({ definition, redis, kafka, groupCommitRecords: bad }), {
+        code: 'RF_INVALID_OPTIONS',
+        message: /option "groupCommitRecords" must be an integer >= 0/,
+      });
   });
 
   it('rejects malformed processor definitions, naming the field', () => {
