@@ -19,15 +19,13 @@
  * state and A's peak RSS (VmHWM) after it processed the K keys. Results: bench/results/failover.raw.json.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
+import { customerTotalsCli, peakRss, ROOT } from '../processor/cli.js';
 import { createTopics, deleteTopics, kafkaClient, preload } from '../processor/kafka.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(',');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
 const partitions = Number(process.env.BENCH_PARTITIONS ?? 6);
@@ -37,25 +35,7 @@ const memberships = (process.env.BENCH_FAILOVER_MEMBERSHIP ?? 'static,dynamic').
 type Membership = 'static' | 'dynamic';
 for (const m of memberships)
   if (m !== 'static' && m !== 'dynamic') throw new Error(`BENCH_FAILOVER_MEMBERSHIP: unknown ${m}`);
-const BUILT = `${ROOT}dist/cli/bin.js`;
-const cli = existsSync(BUILT) ? [BUILT] : ['--import', 'tsx', 'src/cli/bin.ts'];
-// With the built CLI the processor module must be JavaScript: examples/customer-totals.ts as JS.
-const moduleFile = existsSync(BUILT) ? join(tmpdir(), `redfence-failover-${process.pid}.mjs`) : undefined;
-if (moduleFile !== undefined)
-  writeFileSync(
-    moduleFile,
-    `import { defineProcessor } from ${JSON.stringify(pathToFileURL(`${ROOT}dist/index.js`).href)};
-export default defineProcessor({
-  input: process.env.ORDERS_TOPIC, output: process.env.TOTALS_TOPIC, store: process.env.TOTALS_STORE,
-  decode: (value) => {
-    const order = JSON.parse(value?.toString('utf8') ?? '');
-    if (typeof order.amount !== 'number' || !Number.isInteger(order.amount)) throw new TypeError('amount must be an integer');
-    return order;
-  },
-  reduce: (state, order) => ({ state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 } }),
-});
-`,
-  );
+const { cli, module: moduleFile, cleanup: removeModule } = customerTotalsCli();
 const WAVE = 100;
 const kafka = kafkaClient(brokers);
 const redis = new Redis(redisUrl);
@@ -78,7 +58,7 @@ function startInstance(
     [
       ...cli,
       'run',
-      moduleFile ?? 'examples/customer-totals.ts',
+      moduleFile,
       '--brokers',
       brokers.join(','),
       '--redis',
@@ -140,13 +120,6 @@ async function until(what: string, check: () => Promise<boolean> | boolean, time
 async function usedMemory(): Promise<number> {
   const info = await redis.info('memory');
   return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? 0);
-}
-
-/** Peak resident set size of a live process, bytes (Linux VmHWM). */
-function peakRss(pid: number | undefined): number {
-  if (pid === undefined) return Number.NaN;
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : Number.NaN;
 }
 
 async function one(keys: number, membership: Membership) {
@@ -249,5 +222,5 @@ try {
 } finally {
   for (const c of children) c.kill('SIGKILL');
   redis.disconnect();
-  if (moduleFile !== undefined) rmSync(moduleFile, { force: true });
+  removeModule();
 }

@@ -8,7 +8,7 @@
  *
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_BATCH (500: max records
  * per batch, js.consumer.max.batch.size), BENCH_GROUP_COMMIT (2000: redfence's groupCommitRecords; 0
- * gives every batch its own produce + commit or transaction), BENCH_ONLY (run only configurations whose label contains it),
+ * gives every batch its own produce + commit or transaction), BENCH_ONLY (run only configurations whose label contains one of its comma-separated parts),
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -38,7 +38,7 @@ const opts = {
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
 };
-const ONLY = process.env.BENCH_ONLY;
+const ONLY = process.env.BENCH_ONLY?.split(',').filter((o) => o !== '');
 const TIMEOUT_MS = 180_000;
 
 const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -291,7 +291,7 @@ async function main(): Promise<void> {
   ];
   const results: Result[] = [];
   for (const [label, fn] of configs) {
-    if (ONLY && !label.includes(ONLY)) continue;
+    if (ONLY && !ONLY.some((o) => label.includes(o))) continue;
     const r = await fn();
     console.error(
       `[bench] ${label}: ${Math.round(r.recordsPerSec)} records/s (${r.seconds.toFixed(1)} s), ` +

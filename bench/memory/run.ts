@@ -1,0 +1,110 @@
+/**
+ * Peak RSS of a redfence instance against the number of keys of state: the same backlog (N orders on
+ * a preloaded 6-partition topic) over K customers, for each K in BENCH_MEMORY_KEYS, processed by one
+ * `redfence run` instance (exactly-once, the customer-totals reducer; the built CLI as users run it,
+ * see bench/processor/cli.ts) from start to all N committed; its VmHWM then. State lives in Redis, so
+ * the key count should not show in the instance's memory; the backlog bounds what is prefetched.
+ *
+ *   npm run build && node --import tsx bench/memory/run.ts
+ *
+ * Env: BENCH_RECORDS (1000000), BENCH_MEMORY_KEYS ("1000,100000,1000000"), BENCH_PARTITIONS (6),
+ * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379). Results: a table on stdout
+ * and bench/results/memory.raw.json. Topics and Redis keys are deleted at the end of each run.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { Redis } from 'ioredis';
+import { customerTotalsCli, peakRss, ROOT } from '../processor/cli.js';
+import { createTopics, deleteTopics, envInt, kafkaClient, orderMaker, preload } from '../processor/kafka.js';
+
+const records = envInt('BENCH_RECORDS', 1_000_000);
+const partitions = envInt('BENCH_PARTITIONS', 6);
+const keyCounts = (process.env.BENCH_MEMORY_KEYS ?? '1000,100000,1000000').split(',').map((s) => {
+  const n = Number(s);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`BENCH_MEMORY_KEYS: bad entry ${s}`);
+  return n;
+});
+const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(',');
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
+const kafka = kafkaClient(brokers);
+const redis = new Redis(redisUrl);
+const { cli, module, cleanup } = customerTotalsCli();
+let child: ChildProcess | undefined;
+
+async function committedSum(group: string, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const rows = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    return (rows[0]?.partitions ?? []).reduce((s, p) => s + Math.max(0, Number(p.offset)), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+async function one(keys: number) {
+  const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
+  const t = { input: `bench-mem-${run}-in`, output: `bench-mem-${run}-out`, store: `bench-mem-${run}` };
+  const group = `bench-mem-${run}-group`;
+  await createTopics(kafka, [t.input, t.output, `${t.input}.DLT`], partitions);
+  try {
+    await preload(kafka, t.input, records, orderMaker(keys));
+    const t0 = Date.now();
+    const c = spawn(
+      process.execPath,
+      [...cli, 'run', module, '--brokers', brokers.join(','), '--redis', redisUrl, '--group', group],
+      {
+        cwd: ROOT,
+        env: { ...process.env, ORDERS_TOPIC: t.input, TOTALS_TOPIC: t.output, TOTALS_STORE: t.store },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    child = c;
+    let tail = '';
+    c.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      tail = (tail + d).slice(-2000);
+    });
+    let peak = 0;
+    for (;;) {
+      if (c.exitCode !== null) throw new Error(`the instance exited (${c.exitCode}): ${tail}`);
+      peak = Math.max(peak, peakRss(c.pid));
+      if ((await committedSum(group, t.input)) >= records) break;
+      if (Date.now() - t0 > 1_200_000) throw new Error(`not done after 1200 s: ${tail}`);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const seconds = (Date.now() - t0) / 1000;
+    peak = Math.max(peak, peakRss(c.pid));
+    c.kill('SIGTERM');
+    await new Promise((r) => c.once('exit', r));
+    const result = { keys, records, peakRssMiB: Math.round(peak / 2 ** 20), seconds: Math.round(seconds) };
+    console.error(`[memory] ${JSON.stringify(result)}`);
+    return result;
+  } finally {
+    child?.kill('SIGKILL');
+    await deleteTopics(kafka, [t.input, t.output, `${t.input}.DLT`]);
+    let cursor = '0';
+    do {
+      const [next, found] = await redis.scan(cursor, 'MATCH', `rf:{${t.store}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (found.length > 0) await redis.unlink(...found);
+    } while (cursor !== '0');
+  }
+}
+
+try {
+  const results = [];
+  for (const k of keyCounts) results.push(await one(k));
+  console.log('| records | keys of state | peak RSS (MiB) | seconds |');
+  console.log('| ---: | ---: | ---: | ---: |');
+  for (const r of results) console.log(`| ${r.records} | ${r.keys} | ${r.peakRssMiB} | ${r.seconds} |`);
+  mkdirSync('bench/results', { recursive: true });
+  writeFileSync(
+    'bench/results/memory.raw.json',
+    `${JSON.stringify({ date: new Date().toISOString(), loadavg: loadavg(), results }, null, 2)}\n`,
+  );
+} finally {
+  child?.kill('SIGKILL');
+  cleanup();
+  redis.disconnect();
+}
