@@ -67,6 +67,8 @@ interface Result {
   steadyRecordsPerSec: number;
   cpuSecPer1k: number;
   redisCpuSecPer1k: number;
+  /** Script calls (EVALSHA + EVAL) Redis counted per record (INFO commandstats; other clients count too). */
+  scriptCallsPerRecord: number;
   /** The dev Kafka broker's CPU (NaN against the user's own broker). */
   brokerCpuSecPer1k: number;
   batches: number;
@@ -75,6 +77,13 @@ interface Result {
   /** redfence only: histogram sums (seconds) and counts from metricsText(). */
   metrics?: Record<string, { sum: number; count: number }>;
   verdicts?: Record<string, number>;
+}
+
+async function scriptCalls(): Promise<number> {
+  const info = await redis.info('commandstats');
+  let n = 0;
+  for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) n += Number(m[1]);
+  return n;
 }
 
 async function redisCpu(): Promise<number> {
@@ -111,6 +120,7 @@ async function timed(
   const cpu0 = process.cpuUsage();
   const rcpu0 = await redisCpu();
   const bcpu0 = cpuSeconds(devPid('kafka'));
+  const calls0 = await scriptCalls();
   const t0 = performance.now();
   const h = await go();
   let tFirst: number | undefined;
@@ -136,6 +146,7 @@ async function timed(
   const cpu = process.cpuUsage(cpu0);
   const rcpu = (await redisCpu()) - rcpu0;
   const bcpu = cpuSeconds(devPid('kafka')) - bcpu0;
+  const calls = (await scriptCalls()) - calls0;
   const batches = h.batches();
   await h.stop();
   const seconds = (t1 - t0) / 1000;
@@ -150,6 +161,7 @@ async function timed(
     cpuSecPer1k: ((cpu.user + cpu.system) / 1e6 / n) * 1000,
     redisCpuSecPer1k: (rcpu / n) * 1000,
     brokerCpuSecPer1k: (bcpu / n) * 1000,
+    scriptCallsPerRecord: calls / n,
     batches,
     avgBatch: batches > 0 ? n / batches : 0,
     outputEndOffsets: await endOffsetSum(kafka, output),
@@ -246,8 +258,8 @@ function table(results: Result[]): string {
   const pass = results.find((r) => r.label === 'passthrough');
   const ratio = (v: number, p: number | undefined) => (p ? `${(v / p).toFixed(2)}x` : '–');
   const rows = [
-    '| configuration | records/s | vs passthrough | steady records/s | vs passthrough | CPU s / 1k records | vs passthrough | Redis CPU s / 1k | broker CPU s / 1k | batches | records / batch |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| configuration | records/s | vs passthrough | steady records/s | vs passthrough | CPU s / 1k records | vs passthrough | Redis CPU s / 1k | broker CPU s / 1k | script calls / record | batches | records / batch |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of results) {
     rows.push(
@@ -255,7 +267,7 @@ function table(results: Result[]): string {
         `${Math.round(r.steadyRecordsPerSec)} | ${ratio(r.steadyRecordsPerSec, pass?.steadyRecordsPerSec)} | ` +
         `${r.cpuSecPer1k.toFixed(3)} | ${ratio(r.cpuSecPer1k, pass?.cpuSecPer1k)} | ` +
         `${r.redisCpuSecPer1k.toFixed(3)} | ${Number.isFinite(r.brokerCpuSecPer1k) ? r.brokerCpuSecPer1k.toFixed(3) : '–'} | ` +
-        `${r.batches} | ${r.avgBatch.toFixed(1)} |`,
+        `${r.scriptCallsPerRecord.toFixed(4)} | ${r.batches} | ${r.avgBatch.toFixed(1)} |`,
     );
   }
   return rows.join('\n');
