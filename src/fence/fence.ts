@@ -279,16 +279,28 @@ export class Fence {
       throw wrapRedisError('ZRANGE pending index', err);
     }
     if (members.length === 0) return { keys: 0, pruned: 0, more: false };
-    const counts = await Promise.all(
-      members.map((m) =>
-        runScript(
-          this.#redis,
-          script('prunePending'),
-          [m.toString('utf8')],
-          [String(partition), String(committedOffset)],
-        ),
-      ),
-    );
+    // Up to MAX_KEYS_PER_CALL keys per script call (per hash slot on a cluster): one call per key made
+    // the sweep cost Redis about as much as the writes when keys are seldom written again.
+    const groups = new Map<number, string[]>();
+    for (const m of members) {
+      const key = m.toString('utf8');
+      const slot = this.#cluster ? keySlot(key) : 0;
+      const list = groups.get(slot) ?? [];
+      if (list.length === 0) groups.set(slot, list);
+      list.push(key);
+    }
+    const calls: Promise<unknown>[] = [];
+    for (const list of groups.values())
+      for (let from = 0; from < list.length; from += MAX_KEYS_PER_CALL)
+        calls.push(
+          runScript(
+            this.#redis,
+            script('prunePendingMany'),
+            list.slice(from, from + MAX_KEYS_PER_CALL),
+            [String(partition), String(committedOffset)],
+          ),
+        );
+    const counts = await Promise.all(calls);
     await runScript(this.#redis, script('sweepIndex'), [idx], [String(committedOffset), ...members]);
     const pruned = counts.reduce<number>((a, c) => a + Number(c), 0);
     return { keys: members.length, pruned, more: members.length === limit };

@@ -21,7 +21,7 @@ describe('script loader', () => {
       'applyManyStrict',
       'applyRecords',
       'applyRecordsStrict',
-      'prunePending',
+      'prunePendingMany',
       'sweepIndex',
     ]);
     const apply = scripts.get('applyRecordsStrict');

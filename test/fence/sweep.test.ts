@@ -52,6 +52,26 @@ for (const target of TARGETS) {
       assert.equal(await redis.zcard(fence.keys.pendingIndex(T, 0)), 10);
     });
 
+    it('a page of more keys than one script call takes (300) is pruned whole', async () => {
+      const e = await fence.acquireEpoch(T, 5);
+      const keys = Array.from({ length: 300 }, (_, i) => `many${i}`);
+      await fence.applyBatch(
+        keys.map((key, i) => ({
+          topic: T,
+          partition: 5,
+          epoch: e,
+          committedOffset: 0,
+          key,
+          records: [{ offset: 1000 + i, operation: { op: 'add', by: 1 }, output: 'state' }],
+        })),
+      );
+      const r = await fence.sweep(T, 5, 2000);
+      assert.deepEqual(r, { keys: 300, pruned: 300, more: false });
+      for (const key of [keys[0], keys[127], keys[128], keys[299]])
+        assert.equal((await fence.read(key as string))?.pending.length, 0, key);
+      assert.equal(await redis.zcard(fence.keys.pendingIndex(T, 5)), 0);
+    });
+
     it('a key written again after it was listed keeps its newer entry and its index membership', async () => {
       const e = await fence.acquireEpoch(T, 1);
       await fence.apply({
