@@ -293,12 +293,10 @@ export class Fence {
     for (const list of groups.values())
       for (let from = 0; from < list.length; from += MAX_KEYS_PER_CALL)
         calls.push(
-          runScript(
-            this.#redis,
-            script('prunePendingMany'),
-            list.slice(from, from + MAX_KEYS_PER_CALL),
-            [String(partition), String(committedOffset)],
-          ),
+          runScript(this.#redis, script('prunePendingMany'), list.slice(from, from + MAX_KEYS_PER_CALL), [
+            String(partition),
+            String(committedOffset),
+          ]),
         );
     const counts = await Promise.all(calls);
     await runScript(this.#redis, script('sweepIndex'), [idx], [String(committedOffset), ...members]);
