@@ -559,6 +559,9 @@ export class Processor<T = unknown, S = unknown> {
     const key = tpKey(topic, partition);
     const owned = this.#owned.get(key);
     if (!owned || this.#fenced.has(key) || records.length === 0) return; // not ours (anymore): never commit it
+    // Closing: take no new batch (never queued, so never committed: the next owner replays it), or
+    // close() would go on draining as long as the consumer has a backlog to deliver.
+    if (this.#state === 'closing' || this.#state === 'closed') return;
     const first = Number(records[0]?.offset);
     const rewound = this.#rewound.get(key);
     if (rewound !== undefined) {

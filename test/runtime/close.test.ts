@@ -1,0 +1,88 @@
+/**
+ * close() with a backlog: the processor finishes what it has applied (produce + commit), takes no new
+ * batch, and returns; it does not go on consuming the backlog. Everything it counted as processed is
+ * committed, nothing past it, and a second instance finishes the input exactly.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { defineProcessor, Processor } from '../../src/index.js';
+import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
+import { committedOffsets, createTopics, endOffsets, pollUntil, produce } from '../helpers/kafka.js';
+
+const ORDERS = 20_000;
+const BATCH = 100;
+const GROUP_COMMIT = 200;
+
+describe('close() with a backlog', { timeout: 180_000 }, () => {
+  let redis: Redis;
+  before(() => {
+    redis = standalone();
+  });
+  after(() => redis.disconnect());
+
+  it('stops taking batches, commits what it applied, and a second instance finishes exactly', async () => {
+    const ns = uniqueName('close');
+    const drop = await createTopics([
+      { topic: `${ns}-in`, partitions: 3 },
+      { topic: `${ns}-out`, partitions: 3 },
+      { topic: `${ns}-in.DLT`, partitions: 1 },
+    ]);
+    try {
+      await produce(
+        `${ns}-in`,
+        Array.from({ length: ORDERS }, (_, i) => ({ key: `k${i % 50}`, value: '{"n":1}' })),
+      );
+      const make = () =>
+        new Processor<{ n: number }>({
+          definition: defineProcessor<{ n: number }>({
+            input: `${ns}-in`,
+            output: `${ns}-out`,
+            store: ns,
+            operation: (r) => ({ op: 'add', by: r.n }),
+          }),
+          redis,
+          mode: 'at-least-once',
+          groupId: `${ns}-g`,
+          groupCommitRecords: GROUP_COMMIT,
+          kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: BATCH },
+        });
+      const a = make();
+      await a.start();
+      await pollUntil('a processed a few batches', () => a.stats.records >= 300, 60_000);
+      const before = a.stats.records;
+      await a.close();
+      // after close() was called: at most the batch in flight and the queued ones (group commit limit)
+      assert.ok(
+        a.stats.records <= before + GROUP_COMMIT + 2 * BATCH,
+        `close() took no new batch (${before} processed when called, ${a.stats.records} after)`,
+      );
+      const committed = await committedOffsets(`${ns}-g`, `${ns}-in`);
+      const sum = [...committed.values()].reduce((x, y) => x + Math.max(0, y), 0);
+      assert.equal(sum, a.stats.records, 'what a counted as processed is exactly what it committed');
+      assert.ok(sum < ORDERS, `close() did not consume the backlog (${sum} of ${ORDERS})`);
+
+      const b = make();
+      await b.start();
+      try {
+        const ends = await endOffsets(`${ns}-in`);
+        await pollUntil(
+          'b committed the rest',
+          async () => {
+            const now = await committedOffsets(`${ns}-g`, `${ns}-in`);
+            for (const [p, end] of ends) if ((now.get(p) ?? -1) !== end) return false;
+            return true;
+          },
+          120_000,
+        );
+      } finally {
+        await b.close();
+      }
+      let total = 0;
+      for (let i = 0; i < 50; i++) total += Number((await b.fence.read(`k${i}`))?.value?.toString() ?? 0);
+      assert.equal(total, ORDERS, 'each order applied once');
+    } finally {
+      await drop();
+    }
+  });
+});
