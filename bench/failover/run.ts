@@ -24,13 +24,21 @@ import { loadavg } from 'node:os';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
 import { customerTotalsCli, peakRss, ROOT } from '../processor/cli.js';
-import { createTopics, deleteTopics, kafkaClient, preload } from '../processor/kafka.js';
+import {
+  committedSum,
+  createTopics,
+  deleteTopics,
+  envIntList,
+  kafkaClient,
+  preload,
+} from '../processor/kafka.js';
+import { dropStore } from '../processor/support.js';
 
 const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(',');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
 const partitions = Number(process.env.BENCH_PARTITIONS ?? 6);
 const sessionMs = Number(process.env.BENCH_SESSION_TIMEOUT_MS ?? 6000);
-const sizes = (process.env.BENCH_FAILOVER_KEYS ?? '10000,100000').split(',').map(Number);
+const sizes = envIntList('BENCH_FAILOVER_KEYS', '10000,100000');
 const memberships = (process.env.BENCH_FAILOVER_MEMBERSHIP ?? 'static,dynamic').split(',') as Membership[];
 type Membership = 'static' | 'dynamic';
 for (const m of memberships)
@@ -97,17 +105,6 @@ function startInstance(
   return { child, assignedAt: () => assignedAt };
 }
 
-async function committedSum(group: string, topic: string): Promise<number> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const rows = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    return (rows[0]?.partitions ?? []).reduce((s, p) => s + Math.max(0, Number(p.offset)), 0);
-  } finally {
-    await admin.disconnect();
-  }
-}
-
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number, everyMs = 50) {
   const end = Date.now() + timeoutMs;
   while (!(await check())) {
@@ -138,7 +135,7 @@ async function one(keys: number, membership: Membership) {
     const a = startInstance('A', isStatic, t);
     await until(
       'A processed the first wave',
-      async () => (await committedSum(t.group, t.input)) >= keys,
+      async () => (await committedSum(kafka, t.group, t.input)) >= keys,
       900_000,
       500,
     );
@@ -194,12 +191,7 @@ async function one(keys: number, membership: Membership) {
   } finally {
     for (const c of children) c.kill('SIGKILL');
     await deleteTopics(kafka, [t.input, t.output, `${t.input}.DLT`]);
-    let cursor = '0';
-    do {
-      const [next, found] = await redis.scan(cursor, 'MATCH', `rf:{${t.store}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (found.length > 0) await redis.unlink(...found);
-    } while (cursor !== '0');
+    await dropStore(redis, t.store);
   }
 }
 

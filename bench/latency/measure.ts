@@ -7,6 +7,7 @@ import { KafkaJS } from '@confluentinc/kafka-javascript';
 import type { Redis } from 'ioredis';
 import { createTopics, orderMaker } from '../processor/kafka.js';
 import { cpuSeconds, devPid } from '../processor/procstat.js';
+import { redisCpuSeconds } from '../processor/support.js';
 
 export interface LatencyOptions {
   rate: number;
@@ -49,17 +50,6 @@ export interface LatencyResult {
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-}
-
-async function redisCpu(redis: Redis | undefined): Promise<number> {
-  if (redis === undefined) return Number.NaN;
-  const info = await redis.info('cpu');
-  let s = 0;
-  for (const line of info.split('\r\n')) {
-    const [k, v] = line.split(':');
-    if (k === 'used_cpu_sys' || k === 'used_cpu_user') s += Number(v);
-  }
-  return s;
 }
 
 /** A read_committed consumer of `topic` from its beginning, calling `onRecord` for every record. */
@@ -146,7 +136,7 @@ export async function measureLatency(
     const cpu0 = {
       process: process.cpuUsage(),
       child: contender.cpuSeconds?.() ?? 0,
-      redis: await redisCpu(redis),
+      redis: await redisCpuSeconds(redis),
       broker: cpuSeconds(devPid('kafka')),
     };
     measureFrom = Date.now();
@@ -185,7 +175,7 @@ export async function measureLatency(
         process: perM(
           (cpuProcess.user + cpuProcess.system) / 1e6 + ((contender.cpuSeconds?.() ?? 0) - cpu0.child),
         ),
-        redis: perM((await redisCpu(redis)) - cpu0.redis),
+        redis: perM((await redisCpuSeconds(redis)) - cpu0.redis),
         broker: perM(cpuSeconds(devPid('kafka')) - cpu0.broker),
       },
     };

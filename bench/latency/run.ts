@@ -16,15 +16,14 @@
  * broker (from /proc when they were started by dev/, otherwise "–"), in CPU seconds per 1M records.
  *
  * Env: BENCH_RATE (2000 records/s: below the naive loop's ceiling on a 2-core machine), BENCH_SECONDS
- * (20), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_BATCH (500), BENCH_ONLY, KAFKA_BROKERS
+ * (20), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_BATCH (500), BENCH_ONLY (comma-separated parts of labels), KAFKA_BROKERS
  * (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379). Results: a table on stdout and
  * bench/results/latency-<date>.raw.json.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import { defineProcessor, Processor } from '../../src/index.js';
 import { deleteTopics, envInt, kafkaClient, startNaive, startPassthrough } from '../processor/kafka.js';
+import { dropStore, selected, writeResults } from '../processor/support.js';
 import { type LatencyResult, latencyTable, measureLatency, type Started, type Topics } from './measure.js';
 
 const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -38,7 +37,6 @@ const opts = {
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
   run,
 };
-const ONLY = process.env.BENCH_ONLY;
 const kafka = kafkaClient(opts.brokers);
 const redis = new Redis(opts.redisUrl, { lazyConnect: true });
 const topics: string[] = [];
@@ -97,37 +95,16 @@ try {
   );
   const results: LatencyResult[] = [];
   for (const [label, tag, start] of contenders) {
-    if (ONLY && !label.includes(ONLY)) continue;
+    if (!selected(label)) continue;
     const r = await measureLatency({ kafka, redis, opts, topics }, label, tag, start);
     console.error(`[latency] ${JSON.stringify(r)}`);
     results.push(r);
   }
   console.log(latencyTable(results));
-  mkdirSync('bench/results', { recursive: true });
-  const file = `bench/results/latency-${new Date().toISOString().replace(/[:.]/g, '-')}.raw.json`;
-  writeFileSync(
-    file,
-    `${JSON.stringify(
-      {
-        date: new Date().toISOString(),
-        options: opts,
-        host: { cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg(), node: process.version },
-        results,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  const file = writeResults('latency', opts, results);
   console.error(`[latency] wrote ${file}`);
 } finally {
   await deleteTopics(kafka, topics);
-  for (const store of stores) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `rf:{${store}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.unlink(...keys);
-    } while (cursor !== '0');
-  }
+  for (const store of stores) await dropStore(redis, store);
   redis.disconnect();
 }

@@ -16,32 +16,27 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import { customerTotalsCli, peakRss, ROOT } from '../processor/cli.js';
-import { createTopics, deleteTopics, envInt, kafkaClient, orderMaker, preload } from '../processor/kafka.js';
+import {
+  committedSum,
+  createTopics,
+  deleteTopics,
+  envInt,
+  envIntList,
+  kafkaClient,
+  orderMaker,
+  preload,
+} from '../processor/kafka.js';
+import { dropStore } from '../processor/support.js';
 
 const records = envInt('BENCH_RECORDS', 1_000_000);
 const partitions = envInt('BENCH_PARTITIONS', 6);
-const keyCounts = (process.env.BENCH_MEMORY_KEYS ?? '1000,100000,1000000').split(',').map((s) => {
-  const n = Number(s);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`BENCH_MEMORY_KEYS: bad entry ${s}`);
-  return n;
-});
+const keyCounts = envIntList('BENCH_MEMORY_KEYS', '1000,100000,1000000');
 const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(',');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
 const kafka = kafkaClient(brokers);
 const redis = new Redis(redisUrl);
 const { cli, module, cleanup } = customerTotalsCli();
 let child: ChildProcess | undefined;
-
-async function committedSum(group: string, topic: string): Promise<number> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const rows = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    return (rows[0]?.partitions ?? []).reduce((s, p) => s + Math.max(0, Number(p.offset)), 0);
-  } finally {
-    await admin.disconnect();
-  }
-}
 
 async function one(keys: number) {
   const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -69,7 +64,7 @@ async function one(keys: number) {
     for (;;) {
       if (c.exitCode !== null) throw new Error(`the instance exited (${c.exitCode}): ${tail}`);
       peak = Math.max(peak, peakRss(c.pid));
-      if ((await committedSum(group, t.input)) >= records) break;
+      if ((await committedSum(kafka, group, t.input)) >= records) break;
       if (Date.now() - t0 > 1_200_000) throw new Error(`not done after 1200 s: ${tail}`);
       await new Promise((r) => setTimeout(r, 1000));
     }
@@ -83,12 +78,7 @@ async function one(keys: number) {
   } finally {
     child?.kill('SIGKILL');
     await deleteTopics(kafka, [t.input, t.output, `${t.input}.DLT`]);
-    let cursor = '0';
-    do {
-      const [next, found] = await redis.scan(cursor, 'MATCH', `rf:{${t.store}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (found.length > 0) await redis.unlink(...found);
-    } while (cursor !== '0');
+    await dropStore(redis, t.store);
   }
 }
 

@@ -45,6 +45,18 @@ export async function endOffsetSum(kafka: KafkaJS.Kafka, topic: string): Promise
   }
 }
 
+/** Sum over a topic's partitions of a group's committed offsets (0 for never committed). */
+export async function committedSum(kafka: KafkaJS.Kafka, group: string, topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const rows = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    return (rows[0]?.partitions ?? []).reduce((s, p) => s + Math.max(0, Number(p.offset)), 0);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /** Produces `count` messages made by `make(i)`, `window` sends of `chunk` messages in flight. */
 export async function preload(
   kafka: KafkaJS.Kafka,
@@ -114,6 +126,15 @@ export function envInt(name: string, fallback: number): number {
   return n;
 }
 
+/** Comma-separated positive integers from the environment, or the fallback list. */
+export function envIntList(name: string, fallback: string): number[] {
+  return (process.env[name] || fallback).split(',').map((s) => {
+    const n = Number(s.trim());
+    if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`${name}: bad entry ${JSON.stringify(s)}`);
+    return n;
+  });
+}
+
 /** The benchmarks' orders: customer by a multiplicative hash of i over `keys`, amount 1..100, ~100 bytes. */
 export function orderMaker(keys: number): (i: number) => { key: string; value: string } {
   return (i) => {
@@ -122,6 +143,38 @@ export function orderMaker(keys: number): (i: number) => { key: string; value: s
     const base = JSON.stringify({ customer, amount, pad: '' });
     const value = JSON.stringify({ customer, amount, pad: 'x'.repeat(Math.max(0, 100 - base.length)) });
     return { key: customer, value };
+  };
+}
+
+/** Produces a batch's outputs, awaits delivery, commits the batch and counts it. */
+async function sendAndCommit(
+  to: {
+    producer: KafkaJS.Producer;
+    consumer: KafkaJS.Consumer;
+    output: string;
+    stats: { records: number; batches: number };
+  },
+  batch: { topic: string; partition: number; messages: { offset: string }[] },
+  messages: KafkaJS.Message[],
+): Promise<void> {
+  await to.producer.send({ topic: to.output, messages });
+  const next = Number(batch.messages.at(-1)?.offset) + 1;
+  await to.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: String(next) }]);
+  to.stats.records += batch.messages.length;
+  to.stats.batches++;
+}
+
+function contender(
+  producer: KafkaJS.Producer,
+  consumer: KafkaJS.Consumer,
+  stats: { records: number; batches: number },
+): Passthrough {
+  return {
+    stats,
+    async stop() {
+      await consumer.disconnect().catch(() => undefined);
+      await producer.disconnect().catch(() => undefined);
+    },
   };
 }
 
@@ -146,29 +199,14 @@ export async function startPassthrough(
     partitionsConsumedConcurrently: 1,
     eachBatch: async ({ batch }) => {
       if (batch.messages.length === 0) return;
-      await producer.send({
-        topic: opts.output,
-        messages: batch.messages.map((m) => ({
-          key: m.key ?? null,
-          value: m.value ?? null,
-          timestamp: m.timestamp,
-        })),
-      });
-      const next = Number(batch.messages.at(-1)?.offset) + 1;
-      await consumer.commitOffsets([
-        { topic: batch.topic, partition: batch.partition, offset: String(next) },
-      ]);
-      stats.records += batch.messages.length;
-      stats.batches++;
+      await sendAndCommit(
+        { producer, consumer, output: opts.output, stats },
+        batch,
+        batch.messages.map((m) => ({ key: m.key ?? null, value: m.value ?? null, timestamp: m.timestamp })),
+      );
     },
   });
-  return {
-    stats,
-    async stop() {
-      await consumer.disconnect().catch(() => undefined);
-      await producer.disconnect().catch(() => undefined);
-    },
-  };
+  return contender(producer, consumer, stats);
 }
 
 /**
@@ -220,20 +258,8 @@ export async function startNaive(
           out.push({ key: m.key ?? null, value: String(total), timestamp });
         else if (reply[0] === 'REEMIT') out.push({ key: m.key ?? null, value: String(reply[1]), timestamp });
       }
-      await producer.send({ topic: opts.output, messages: out });
-      const next = Number(batch.messages.at(-1)?.offset) + 1;
-      await consumer.commitOffsets([
-        { topic: batch.topic, partition: batch.partition, offset: String(next) },
-      ]);
-      stats.records += batch.messages.length;
-      stats.batches++;
+      await sendAndCommit({ producer, consumer, output: opts.output, stats }, batch, out);
     },
   });
-  return {
-    stats,
-    async stop() {
-      await consumer.disconnect().catch(() => undefined);
-      await producer.disconnect().catch(() => undefined);
-    },
-  };
+  return contender(producer, consumer, stats);
 }

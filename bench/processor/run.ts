@@ -11,8 +11,6 @@
  * gives every batch its own produce + commit or transaction), BENCH_ONLY (run only configurations whose label contains one of its comma-separated parts),
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import { defineProcessor, Processor, RedfenceMetrics } from '../../src/index.js';
 import {
@@ -27,6 +25,7 @@ import {
   startPassthrough,
 } from './kafka.js';
 import { cpuSeconds, devPid } from './procstat.js';
+import { dropStore, redisCpuSeconds, selected, writeResults } from './support.js';
 
 const opts = {
   records: envInt('BENCH_RECORDS', 100_000),
@@ -38,7 +37,6 @@ const opts = {
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
 };
-const ONLY = process.env.BENCH_ONLY?.split(',').filter((o) => o !== '');
 const TIMEOUT_MS = 180_000;
 
 const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -86,16 +84,6 @@ async function scriptCalls(): Promise<number> {
   return n;
 }
 
-async function redisCpu(): Promise<number> {
-  const info = await redis.info('cpu');
-  let s = 0;
-  for (const line of info.split('\r\n')) {
-    const [k, v] = line.split(':');
-    if (k === 'used_cpu_sys' || k === 'used_cpu_user') s += Number(v);
-  }
-  return s;
-}
-
 /** `<name>_sum{labels} v` / `<name>_count{labels} v` lines of the Prometheus text, by `name{labels}`. */
 function histograms(text: string): Record<string, { sum: number; count: number }> {
   const out: Record<string, { sum: number; count: number }> = {};
@@ -118,7 +106,7 @@ async function timed(
 ): Promise<Omit<Result, 'metrics' | 'verdicts'>> {
   const n = opts.records;
   const cpu0 = process.cpuUsage();
-  const rcpu0 = await redisCpu();
+  const rcpu0 = await redisCpuSeconds(redis);
   const bcpu0 = cpuSeconds(devPid('kafka'));
   const calls0 = await scriptCalls();
   const t0 = performance.now();
@@ -144,7 +132,7 @@ async function timed(
   }
   const t1 = performance.now();
   const cpu = process.cpuUsage(cpu0);
-  const rcpu = (await redisCpu()) - rcpu0;
+  const rcpu = (await redisCpuSeconds(redis)) - rcpu0;
   const bcpu = cpuSeconds(devPid('kafka')) - bcpu0;
   const calls = (await scriptCalls()) - calls0;
   const batches = h.batches();
@@ -198,7 +186,7 @@ async function naive(): Promise<Result> {
     });
     return { progress: () => p.stats.records, batches: () => p.stats.batches, stop: () => p.stop() };
   });
-  await dropStore(store);
+  await dropStore(redis, store);
   return r;
 }
 
@@ -235,7 +223,7 @@ async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result>
   const text = await metrics.metricsText();
   const h = histograms(text);
   const batches = h.redfence_batch_records?.count ?? 0;
-  await dropStore(store);
+  await dropStore(redis, store);
   return {
     ...base,
     batches,
@@ -243,15 +231,6 @@ async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result>
     metrics: h,
     verdicts: Object.fromEntries(processor?.stats.verdicts ?? []),
   };
-}
-
-async function dropStore(store: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `rf:{${store}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.unlink(...keys);
-  } while (cursor !== '0');
 }
 
 function table(results: Result[]): string {
@@ -303,7 +282,7 @@ async function main(): Promise<void> {
   ];
   const results: Result[] = [];
   for (const [label, fn] of configs) {
-    if (ONLY && !ONLY.some((o) => label.includes(o))) continue;
+    if (!selected(label)) continue;
     const r = await fn();
     console.error(
       `[bench] ${label}: ${Math.round(r.recordsPerSec)} records/s (${r.seconds.toFixed(1)} s), ` +
@@ -322,21 +301,7 @@ async function main(): Promise<void> {
         );
   for (const r of results) if (r.metrics) console.log(`\n${r.label}:\n${breakdown(r)}`);
 
-  mkdirSync('bench/results', { recursive: true });
-  const file = `bench/results/processor-${new Date().toISOString().replace(/[:.]/g, '-')}.raw.json`;
-  writeFileSync(
-    file,
-    `${JSON.stringify(
-      {
-        date: new Date().toISOString(),
-        options: opts,
-        host: { cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg(), node: process.version },
-        results,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  const file = writeResults('processor', opts, results);
   console.error(`[bench] wrote ${file}`);
 }
 

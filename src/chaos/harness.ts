@@ -18,11 +18,12 @@ import { type Exit, freePort, type Instance, type Mode, pollUntil, startInstance
 import { ChaosKafka } from './kafka.js';
 import { ChaosRedisServer, redisCommand, redisInfo } from './redis-server.js';
 import { randomSeed } from './rng.js';
-import { type CrashPointName, type Fault, type FaultKind, makeSchedule } from './schedule.js';
+import { type Fault, type FaultKind, makeSchedule, type ScheduleOptions } from './schedule.js';
 import { type VerifyResult, verify } from './verifier.js';
 import { Feeder, Workload } from './workload.js';
 
-export interface ChaosOptions {
+/** The faults (kills, crashes, zombies, Redis restarts and failovers, scale) are the schedule's options. */
+export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   mode: Mode;
   /** Default: a random seed (printed; pass it back to reproduce the workload and the schedule). */
   seed?: number;
@@ -36,17 +37,6 @@ export interface ChaosOptions {
   /** Valid orders padded to just under 1 MB. */
   large: number;
   skew: number;
-  kills: number;
-  /** Crash-point faults; they cycle through `points` (default: every point the mode reaches). */
-  crashes: number;
-  points?: readonly CrashPointName[];
-  zombies: number;
-  redisRestarts: number;
-  redisFailovers: number;
-  /** Instance counts: the first is the start, each later one a scale fault. */
-  scale: readonly number[];
-  /** How long a Redis restart keeps Redis down: [min, max] ms (default 2-14 s). */
-  redisDownMs?: readonly [number, number];
   sessionTimeoutMs: number;
   /** Waiting for the group to commit the whole input after the last fault. */
   drainTimeoutMs: number;

@@ -8,8 +8,16 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { connect } from 'node:net';
 
-/** Sends one inline command; resolves with the first reply line, or undefined when unreachable. */
-export function redisCommand(port: number, command: string, timeoutMs = 1000): Promise<string | undefined> {
+/**
+ * Sends one inline command and resolves with what `parse` makes of the reply so far once it returns
+ * non-null (undefined: give up), or undefined when unreachable or past the timeout.
+ */
+function ask(
+  port: number,
+  command: string,
+  parse: (reply: string) => string | undefined | null,
+  timeoutMs: number,
+): Promise<string | undefined> {
   return new Promise((resolve) => {
     const socket = connect({ host: '127.0.0.1', port });
     let reply = '';
@@ -22,10 +30,23 @@ export function redisCommand(port: number, command: string, timeoutMs = 1000): P
     socket.on('connect', () => socket.write(`${command}\r\n`));
     socket.on('data', (d) => {
       reply += d.toString('latin1');
-      const i = reply.indexOf('\r\n');
-      if (i >= 0) done(reply.slice(0, i));
+      const r = parse(reply);
+      if (r !== null) done(r);
     });
   });
+}
+
+/** Sends one inline command; resolves with the first reply line, or undefined when unreachable. */
+export function redisCommand(port: number, command: string, timeoutMs = 1000): Promise<string | undefined> {
+  return ask(
+    port,
+    command,
+    (reply) => {
+      const i = reply.indexOf('\r\n');
+      return i >= 0 ? reply.slice(0, i) : null;
+    },
+    timeoutMs,
+  );
 }
 
 async function pollUntil(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
@@ -38,23 +59,16 @@ async function pollUntil(what: string, check: () => Promise<boolean>, timeoutMs:
 
 /** The text of `INFO <section>`, or undefined when unreachable. */
 export function redisInfo(port: number, section: string, timeoutMs = 1000): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    let reply = '';
-    const done = (r: string | undefined): void => {
-      socket.destroy();
-      resolve(r);
-    };
-    socket.setTimeout(timeoutMs, () => done(undefined));
-    socket.on('error', () => done(undefined));
-    socket.on('connect', () => socket.write(`INFO ${section}\r\n`));
-    socket.on('data', (d) => {
-      reply += d.toString('latin1');
+  return ask(
+    port,
+    `INFO ${section}`,
+    (reply) => {
       const m = /^\$(\d+)\r\n/.exec(reply);
-      if (m && reply.length >= m[0].length + Number(m[1])) done(reply.slice(m[0].length));
-      else if (reply.startsWith('-')) done(undefined);
-    });
-  });
+      if (m && reply.length >= m[0].length + Number(m[1])) return reply.slice(m[0].length);
+      return reply.startsWith('-') ? undefined : null;
+    },
+    timeoutMs,
+  );
 }
 
 export interface RedisServerOptions {

@@ -34,6 +34,7 @@ import {
   createTopics,
   deleteTopics,
   envInt,
+  envIntList,
   kafkaClient,
   orderMaker,
   preload,
@@ -52,11 +53,7 @@ const opts = {
   keys: envInt('BENCH_KEYS', 10_000),
   partitions: envInt('BENCH_PARTITIONS', 6),
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
-  failoverKeys: (process.env.BENCH_FAILOVER_KEYS ?? '10000,100000').split(',').map((s) => {
-    const n = Number(s.trim());
-    if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`BENCH_FAILOVER_KEYS: bad entry ${s}`);
-    return n;
-  }),
+  failoverKeys: envIntList('BENCH_FAILOVER_KEYS', '10000,100000'),
   failoverWave: envInt('BENCH_FAILOVER_WAVE', 1000),
   sessionTimeoutMs: process.env.BENCH_SESSION_TIMEOUT_MS
     ? envInt('BENCH_SESSION_TIMEOUT_MS', 45_000)
