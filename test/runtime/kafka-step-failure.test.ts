@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { defineProcessor, Processor } from '../../src/index.js';
 import { ConfluentKafka } from '../../src/kafka/confluent.js';
-import type { CommitOffset, OutRecord } from '../../src/kafka/types.js';
+import type { CommitOffset, ConsumerHandlers, OutRecord } from '../../src/kafka/types.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import { committedOffsets, createTopics, endOffsets, pollUntil, produce, readAll } from '../helpers/kafka.js';
 
@@ -25,9 +25,19 @@ class FailingKafka extends ConfluentKafka {
   readonly stepRecords: number[] = [];
   readonly #failAt: Set<number>;
   readonly #kind: 'transaction' | 'commit' | 'produce';
-  readonly #delayMs: number;
+  /** Set: every Kafka step waits until two more batches have been delivered (or the input is all out). */
+  readonly #holdUntilEnds: Map<number, number> | undefined;
+  /** Next offset after the highest delivered record, per partition. */
+  readonly #delivered = new Map<number, number>();
+  #batches = 0;
+  #onDelivery: (() => void)[] = [];
 
-  constructor(groupId: string, kind: 'transaction' | 'commit' | 'produce', failAt: number[], delayMs = 0) {
+  constructor(
+    groupId: string,
+    kind: 'transaction' | 'commit' | 'produce',
+    failAt: number[],
+    holdUntilEnds?: Map<number, number>,
+  ) {
     super({
       brokers: KAFKA_BROKERS.split(','),
       groupId,
@@ -37,12 +47,37 @@ class FailingKafka extends ConfluentKafka {
     });
     this.#kind = kind;
     this.#failAt = new Set(failAt);
-    this.#delayMs = delayMs;
+    this.#holdUntilEnds = holdUntilEnds;
   }
 
-  /** A slow Kafka step: batches applied meanwhile wait and go together in the next one. */
+  override async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
+    return super.start(topics, {
+      ...handlers,
+      onBatch: (topic, partition, records, hw) => {
+        this.#batches++;
+        const next = Number(records.at(-1)?.offset ?? -1) + 1;
+        this.#delivered.set(partition, Math.max(this.#delivered.get(partition) ?? 0, next));
+        for (const wake of this.#onDelivery.splice(0)) wake();
+        return handlers.onBatch(topic, partition, records, hw);
+      },
+    });
+  }
+
+  #allDelivered(ends: Map<number, number>): boolean {
+    for (const [p, end] of ends) if ((this.#delivered.get(p) ?? 0) < end) return false;
+    return true;
+  }
+
+  /**
+   * A slow Kafka step: it goes on only once two more batches were delivered (they are applied
+   * meanwhile and go together in the next step), or once the whole input has been delivered.
+   */
   async #slow(): Promise<void> {
-    if (this.#delayMs > 0) await new Promise((r) => setTimeout(r, this.#delayMs));
+    const ends = this.#holdUntilEnds;
+    if (ends === undefined) return;
+    const until = this.#batches + 2;
+    while (this.#batches < until && !this.#allDelivered(ends))
+      await new Promise<void>((wake) => this.#onDelivery.push(wake));
   }
 
   #fails(kind: string): boolean {
@@ -93,17 +128,18 @@ describe('a failed Kafka step', { timeout: 180_000 }, () => {
   });
   after(() => redis.disconnect());
 
-  // delayMs: every Kafka step takes that long, so batches (100 records) applied meanwhile are grouped
+  // slow: every Kafka step waits for two more batches (100 records each) to be delivered, so they are
+  // applied meanwhile and grouped
   // into the next step, at most groupCommitRecords of them waiting.
   const cases = [
     { mode: 'exactly-once', kind: 'transaction', failAt: [3, 4, 9] },
     { mode: 'at-least-once', kind: 'commit', failAt: [3, 7] },
     { mode: 'at-least-once', kind: 'produce', failAt: [2, 5] },
-    { mode: 'exactly-once', kind: 'transaction', failAt: [3, 5], delayMs: 150, groupCommitRecords: 300 },
-    { mode: 'at-least-once', kind: 'produce', failAt: [3], delayMs: 150, groupCommitRecords: 300 },
+    { mode: 'exactly-once', kind: 'transaction', failAt: [3, 5], slow: true, groupCommitRecords: 300 },
+    { mode: 'at-least-once', kind: 'produce', failAt: [3], slow: true, groupCommitRecords: 300 },
   ] as const;
   for (const c of cases) {
-    const grouped = 'delayMs' in c ? `, slow steps (grouped, at most ${c.groupCommitRecords} waiting)` : '';
+    const grouped = 'slow' in c ? `, slow steps (grouped, at most ${c.groupCommitRecords} waiting)` : '';
     it(`${c.mode}: ${c.kind} failures at steps ${c.failAt.join(', ')}${grouped} redeliver; results stay exact`, async () => {
       const ns = uniqueName(`kfail-${c.kind}`);
       const drop = await createTopics([
@@ -122,7 +158,12 @@ describe('a failed Kafka step', { timeout: 180_000 }, () => {
           messages.push({ key: customer, value: JSON.stringify({ customer, amount }) });
         }
         await produce(`${ns}-orders`, messages);
-        const kafka = new FailingKafka(`${ns}-group`, c.kind, [...c.failAt], 'delayMs' in c ? c.delayMs : 0);
+        const kafka = new FailingKafka(
+          `${ns}-group`,
+          c.kind,
+          [...c.failAt],
+          'slow' in c ? await endOffsets(`${ns}-orders`) : undefined,
+        );
         const warnings: string[] = [];
         const p = new Processor<{ customer: string; amount: number }>({
           definition: defineProcessor<{ customer: string; amount: number }, Totals>({
