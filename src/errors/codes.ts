@@ -46,6 +46,18 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'A state hash in Redis does not have the fields redfence writes.',
   },
+  RF_INVALID_STATE: {
+    retriable: false,
+    summary: 'A method was called in a lifecycle state that does not allow it (e.g. start() after close()).',
+  },
+  RF_TOPIC_MISSING: {
+    retriable: false,
+    summary: 'A topic the processor reads or writes does not exist (and creating it was not asked for).',
+  },
+  RF_CAS_CONFLICT: {
+    retriable: true,
+    summary: 'A compare-and-set on a key kept conflicting: another writer changes it concurrently.',
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
