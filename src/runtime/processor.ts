@@ -82,6 +82,14 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
    * fenced by another with the same id). The processor has started closing itself; restart it.
    */
   onFatal?: (error: Error) => void;
+  /**
+   * Start-up checks that the input, output and dead-letter topics exist and fails with RF_TOPIC_MISSING
+   * naming the missing one. `true`: create missing output and dead-letter topics with the input's
+   * partition count (outputs stay co-partitioned with the input). Default false.
+   */
+  createTopics?: boolean;
+  /** Replication factor of topics made by `createTopics`. Default: the broker's default. */
+  replicationFactor?: number;
 }
 
 // Every option, checked by the compiler against ProcessorOptions so the list cannot drift.
@@ -103,6 +111,8 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   groupCommitRecords: true,
   watchdog: true,
   onFatal: true,
+  createTopics: true,
+  replicationFactor: true,
 };
 const KNOWN = new Set(Object.keys(OPTION_NAMES));
 
