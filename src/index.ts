@@ -2,6 +2,15 @@
  * redfence: effectively-once Kafka stream processing with state in Redis.
  * The public API. Everything exported here is documented in README.md and docs/.
  */
+
+export {
+  defineProcessor,
+  type OperationProcessor,
+  type ProcessorDefinition,
+  type RecordMeta,
+  type ReducerProcessor,
+  type Reduction,
+} from './definition/definition.js';
 export { ERROR_CODES, type ErrorCode, RedfenceError, type RedfenceErrorOptions } from './errors/index.js';
 export {
   type ApplyRequest,
@@ -31,20 +40,12 @@ export {
   type DeadLetterReason,
   type DeadLetterRecord,
   readDeadLetterHeaders,
-} from './runtime/dead-letter.js';
-export type { Logger } from './runtime/logger.js';
+} from './processor/dead-letter.js';
+export type { Logger } from './processor/logger.js';
 export {
   type ProcessingMode,
   Processor,
   type ProcessorOptions,
   type ProcessorState,
-} from './runtime/processor.js';
-export {
-  defineProcessor,
-  type OperationProcessor,
-  type ProcessorDefinition,
-  type RecordMeta,
-  type ReducerProcessor,
-  type Reduction,
-} from './state/definition.js';
+} from './processor/processor.js';
 export { VERSION } from './version.js';

@@ -6,10 +6,10 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Cluster, Redis } from 'ioredis';
+import type { ProcessorDefinition } from '../definition/definition.js';
 import { HealthState, RedfenceMetrics, startMetricsServer } from '../metrics/index.js';
-import type { Logger } from '../runtime/logger.js';
-import { type ProcessingMode, Processor } from '../runtime/processor.js';
-import type { ProcessorDefinition } from '../state/definition.js';
+import type { Logger } from '../processor/logger.js';
+import { type ProcessingMode, Processor } from '../processor/processor.js';
 
 export const RUN_HELP = `redfence run <module> [options]
 

@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Logger } from '../../src/runtime/logger.js';
+import type { Logger } from '../../src/processor/logger.js';
 import { KAFKA_BROKERS, REDIS_URL } from './env.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');

@@ -13,7 +13,7 @@ import {
   type ProcessorDefinition,
   partitionFor,
 } from '../../src/index.js';
-import { readDeadLetterHeaders } from '../../src/runtime/dead-letter.js';
+import { readDeadLetterHeaders } from '../../src/processor/dead-letter.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import {
   committedOffsets,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { defineProcessor, Processor } from '../../src/index.js';
-import { MAX_DEAD_LETTER_BYTES } from '../../src/runtime/processor.js';
+import { MAX_DEAD_LETTER_BYTES } from '../../src/processor/processor.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, produce, readAll } from '../helpers/kafka.js';
 

@@ -6,6 +6,8 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Cluster, type Redis } from 'ioredis';
+import type { ProcessorDefinition, RecordMeta } from '../definition/definition.js';
+import { defineProcessor } from '../definition/definition.js';
 import { RedfenceError } from '../errors/index.js';
 import {
   type ApplyRequest,
@@ -18,8 +20,6 @@ import { ConfluentKafka } from '../kafka/confluent.js';
 import { type InRecord, type KafkaPort, type OutRecord, type TopicPartition, tpKey } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
 import { partitionFor } from '../partitioner/index.js';
-import type { ProcessorDefinition, RecordMeta } from '../state/definition.js';
-import { defineProcessor } from '../state/definition.js';
 import { backoffMs, delay } from './backoff.js';
 import { crashPoint } from './crash-points.js';
 import { buildDeadLetter, type DeadLetterReason } from './dead-letter.js';

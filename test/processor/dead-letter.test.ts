@@ -10,7 +10,7 @@ import {
   type HeaderValue,
   readDeadLetterHeaders,
   type SourceRecord,
-} from '../../src/runtime/dead-letter.js';
+} from '../../src/processor/dead-letter.js';
 
 const REASONS: DeadLetterReason[] = [
   'wrong-partition',

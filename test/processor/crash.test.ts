@@ -26,7 +26,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Fence, type StoredState } from '../../src/index.js';
-import type { CrashPoint } from '../../src/runtime/crash-points.js';
+import type { CrashPoint } from '../../src/processor/crash-points.js';
 import { type ProcessorChild, startProcessorChild } from '../helpers/child.js';
 import { standalone, uniqueName } from '../helpers/env.js';
 import {

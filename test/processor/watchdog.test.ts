@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type WatchdogInput, watchdogVerdict } from '../../src/runtime/watchdog.js';
+import { type WatchdogInput, watchdogVerdict } from '../../src/processor/watchdog.js';
 
 const base: WatchdogInput = {
   now: 100_000,
