@@ -28,11 +28,11 @@ export {
   type StoredState,
   Verdict,
 } from './fence/index.js';
-export { decideApply, type ModelApplyInput, type ModelOptions, type ModelState } from './fence/model.js';
 export type { InRecord, KafkaPort, OutRecord, TopicPartition } from './kafka/types.js';
 export { type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys/index.js';
 export { HealthState, RedfenceMetrics, startMetricsServer } from './metrics/index.js';
-export { keyBytes, murmur2, type PartitionKey, partitionFor, toPositive } from './partitioner/index.js';
+export { type PartitionKey, partitionFor } from './partitioner/index.js';
+export type { ProcessorCounts } from './processor/counts.js';
 export {
   buildDeadLetter,
   DEAD_LETTER_HEADERS,
@@ -43,9 +43,13 @@ export {
 } from './processor/dead-letter.js';
 export type { Logger } from './processor/logger.js';
 export {
+  type ClientConfig,
+  type KafkaOptions,
+  PROCESSING_MODES,
   type ProcessingMode,
-  Processor,
   type ProcessorOptions,
-  type ProcessorState,
-} from './processor/processor.js';
+  type WaitReplicasOptions,
+  type WatchdogOptions,
+} from './processor/options.js';
+export { Processor, type ProcessorState } from './processor/processor.js';
 export { VERSION } from './version.js';

@@ -21,7 +21,7 @@
  * bench/results/latency-<date>.raw.json.
  */
 import { Redis } from 'ioredis';
-import { defineProcessor, Processor } from '../../src/index.js';
+import { defineProcessor, type ProcessingMode, Processor } from '../../src/index.js';
 import { deleteTopics, envInt, kafkaClient, startNaive, startPassthrough } from '../processor/kafka.js';
 import { dropStore, selected, writeResults } from '../processor/support.js';
 import { type LatencyResult, latencyTable, measureLatency, type Started, type Topics } from './measure.js';
@@ -42,7 +42,7 @@ const redis = new Redis(opts.redisUrl, { lazyConnect: true });
 const topics: string[] = [];
 const stores: string[] = [];
 
-function redfence(mode: 'at-least-once' | 'exactly-once') {
+function redfence(mode: ProcessingMode) {
   return async (t: Topics): Promise<Started> => {
     stores.push(t.store);
     const p = new Processor<{ amount: number }>({

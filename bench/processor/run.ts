@@ -12,7 +12,7 @@
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
  */
 import { Redis } from 'ioredis';
-import { defineProcessor, Processor, RedfenceMetrics } from '../../src/index.js';
+import { defineProcessor, type ProcessingMode, Processor, RedfenceMetrics } from '../../src/index.js';
 import {
   createTopics,
   deleteTopics,
@@ -190,7 +190,7 @@ async function naive(): Promise<Result> {
   return r;
 }
 
-async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result> {
+async function redfence(mode: ProcessingMode): Promise<Result> {
   const tag = mode === 'exactly-once' ? 'eos' : 'alo';
   const output = `bench-proc-${run}-out-${tag}`;
   const store = `bench-${run}-${tag}`;
@@ -218,7 +218,7 @@ async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result>
     processor = p;
     await p.start();
     // batches: read from the metrics below
-    return { progress: () => p.stats.records, batches: () => 0, stop: () => p.close() };
+    return { progress: () => p.counts().records, batches: () => 0, stop: () => p.close() };
   });
   const text = await metrics.metricsText();
   const h = histograms(text);
@@ -229,7 +229,7 @@ async function redfence(mode: 'at-least-once' | 'exactly-once'): Promise<Result>
     batches,
     avgBatch: batches > 0 ? (h.redfence_batch_records?.sum ?? 0) / batches : 0,
     metrics: h,
-    verdicts: Object.fromEntries(processor?.stats.verdicts ?? []),
+    verdicts: { ...processor?.counts().verdicts },
   };
 }
 

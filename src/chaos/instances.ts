@@ -9,11 +9,12 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ProcessingMode } from '../processor/options.js';
 
 /** The repository root (this file is src/chaos/ or dist/chaos/). */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-export type Mode = 'exactly-once' | 'at-least-once';
+export type Mode = ProcessingMode;
 
 export interface LogLine {
   level?: string;

@@ -4,6 +4,7 @@
  * seed gives the same faults in the same order with the same parameters. The harness runs them one after
  * another: a fault starts at its time or when the previous one has finished, whichever is later.
  */
+import type { ProcessingMode } from '../processor/options.js';
 import { Rng } from './rng.js';
 
 export const EXACTLY_ONCE_POINTS = ['after-redis-write', 'in-transaction', 'after-commit'] as const;
@@ -50,7 +51,7 @@ export interface Fault {
 
 export interface ScheduleOptions {
   seed: number;
-  mode: 'exactly-once' | 'at-least-once';
+  mode: ProcessingMode;
   kills: number;
   crashes: number;
   /** Crash points to cycle through (default: every point the mode reaches). */

@@ -9,7 +9,8 @@ import { Cluster, Redis } from 'ioredis';
 import type { ProcessorDefinition } from '../definition/definition.js';
 import { HealthState, RedfenceMetrics, startMetricsServer } from '../metrics/index.js';
 import type { Logger } from '../processor/logger.js';
-import { type ProcessingMode, Processor } from '../processor/processor.js';
+import type { ProcessingMode } from '../processor/options.js';
+import { Processor } from '../processor/processor.js';
 
 export const RUN_HELP = `redfence run <module> [options]
 

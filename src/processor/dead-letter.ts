@@ -1,7 +1,9 @@
 /**
  * Dead-letter records in the format of Spring Kafka's `DeadLetterPublishingRecoverer`, so a
  * dead-letter topic written by redfence reads the same as one written by a Spring application.
- * Pure: no Kafka client, no I/O; the runtime sends what {@link buildDeadLetter} returns.
+ * Pure: no Kafka client, no I/O; the processor sends what {@link buildDeadLetter} returns.
+ * (Longer than the project's ~400 lines: writing the headers and reading them back are kept in one
+ * file so the two encodings cannot drift apart.)
  *
  * Checked against the Spring Kafka sources (spring-projects/spring-kafka, main branch, 4.0 line):
  * - `spring-kafka/src/main/java/org/springframework/kafka/support/KafkaHeaders.java`

@@ -1,10 +1,14 @@
 /**
- * The stalled-consumer watchdog's decision, kept pure so it can be tested without a broker. The
- * promise-API consumer has a known failure where it silently stops delivering batches; the processor
- * asks this every interval and, on 'recover', seeks its partitions back to their committed offsets
- * (a fresh fetch), and after repeated failed recoveries stops reporting liveness so /livez fails and
- * the orchestrator restarts the instance.
+ * The stalled-consumer watchdog. The promise-API consumer has a known failure where it silently stops
+ * delivering batches; every interval the watchdog asks {@link watchdogVerdict} (kept pure, so it is
+ * tested without a broker) and, on 'recover', seeks the owned partitions back to their committed
+ * offsets (a fresh fetch); after repeated failed recoveries it gives up liveness so /livez fails and
+ * the orchestrator restarts the instance. It sees the processor only through {@link WatchdogContext}.
  */
+import type { KafkaPort } from '../kafka/types.js';
+import type { Logger } from './logger.js';
+import type { OwnedPartition } from './partition-table.js';
+
 export interface WatchdogInput {
   now: number;
   /** When the last batch was delivered (or the partitions were assigned). */
@@ -25,4 +29,95 @@ export function watchdogVerdict(i: WatchdogInput): WatchdogVerdict {
   if (i.batchInFlight || i.redisOutage || i.lag <= 0) return 'ok';
   if (i.now - i.lastDeliveryAt < i.stallMs) return 'ok';
   return i.recoveries >= i.maxRecoveries ? 'give-up' : 'recover';
+}
+
+export interface WatchdogSettings {
+  readonly stallMs: number;
+  readonly intervalMs: number;
+  readonly maxRecoveries: number;
+}
+
+export interface WatchdogContext {
+  /** Only a running processor is watched. */
+  running(): boolean;
+  /** The owned partitions not fenced off (all of the input topic). */
+  partitions(): readonly Pick<OwnedPartition, 'topic' | 'partition' | 'committed'>[];
+  /** High watermarks of the input topic's partitions. */
+  highWatermarks(): Promise<Map<number, number>>;
+  readonly kafka: Pick<KafkaPort, 'seek'>;
+  batchInFlight(): boolean;
+  redisOutage(): boolean;
+  /** Stops reporting liveness; false when it had already stopped. */
+  giveUp(): boolean;
+  readonly log: Logger;
+}
+
+export class Watchdog {
+  readonly #ctx: WatchdogContext;
+  readonly #settings: WatchdogSettings;
+  #timer: NodeJS.Timeout | undefined;
+  #lastDeliveryAt = Date.now();
+  #recoveries = 0;
+
+  constructor(ctx: WatchdogContext, settings: WatchdogSettings) {
+    this.#ctx = ctx;
+    this.#settings = settings;
+  }
+
+  start(): void {
+    this.#timer ??= setInterval(() => void this.check(), this.#settings.intervalMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** A batch was delivered: the consumer is not stalled. */
+  delivered(): void {
+    this.#lastDeliveryAt = Date.now();
+    this.#recoveries = 0;
+  }
+
+  /** Partitions were assigned: their first batch is given `stallMs` to arrive. */
+  assigned(): void {
+    this.#lastDeliveryAt = Date.now();
+  }
+
+  async check(): Promise<void> {
+    const ctx = this.#ctx;
+    const partitions = ctx.partitions();
+    if (!ctx.running() || partitions.length === 0) return;
+    try {
+      const ends = await ctx.highWatermarks();
+      let lag = 0;
+      for (const p of partitions) lag += Math.max(0, (ends.get(p.partition) ?? 0) - Math.max(0, p.committed));
+      const verdict = watchdogVerdict({
+        now: Date.now(),
+        lastDeliveryAt: this.#lastDeliveryAt,
+        stallMs: this.#settings.stallMs,
+        batchInFlight: ctx.batchInFlight(),
+        redisOutage: ctx.redisOutage(),
+        lag,
+        recoveries: this.#recoveries,
+        maxRecoveries: this.#settings.maxRecoveries,
+      });
+      if (verdict === 'recover') {
+        this.#recoveries++;
+        ctx.log.warn(
+          { lag, recoveries: this.#recoveries },
+          'consumer stalled with lag: seeking owned partitions to their committed offsets',
+        );
+        // never committed: offset 0, which auto.offset.reset=earliest maps to the log start
+        for (const p of ctx.partitions())
+          ctx.kafka.seek({ topic: p.topic, partition: p.partition }, Math.max(0, p.committed));
+        this.#lastDeliveryAt = Date.now();
+      } else if (verdict === 'give-up' && ctx.giveUp()) {
+        ctx.log.error({ lag }, 'consumer stays stalled after recoveries: reporting not live');
+      }
+    } catch (err) {
+      ctx.log.warn({ err: (err as Error).message }, 'watchdog check failed');
+    }
+  }
 }

@@ -5,14 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Cluster, Redis } from 'ioredis';
-import {
-  type ApplyRequest,
-  decideApply,
-  Fence,
-  type ModelState,
-  partitionFor,
-  type RecordResult,
-} from '../../src/index.js';
+import { decideApply, type ModelState } from '../../src/fence/model.js';
+import { type ApplyRequest, Fence, partitionFor, type RecordResult } from '../../src/index.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
 

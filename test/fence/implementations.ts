@@ -1,7 +1,8 @@
 /** Fence implementations the history harness drives: redfence's scripts, and seed 000's sketch. */
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { decideApply, Fence, type FencingMode, type ModelState, type RecordResult } from '../../src/index.js';
+import { decideApply, type ModelState } from '../../src/fence/model.js';
+import { Fence, type FencingMode, type RecordResult } from '../../src/index.js';
 import { type FenceUnderTest, type Rec, toFenceRecords } from './harness.js';
 
 const TOPIC = 'h';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { murmur2, partitionFor, toPositive } from '../../src/index.js';
+import { murmur2, partitionFor, toPositive } from '../../src/partitioner/index.js';
 
 // Apache Kafka's UtilsTest.testMurmur2 vectors (signed 32-bit results of Utils.murmur2).
 const KAFKA_VECTORS: Array<[string, number]> = [

@@ -49,18 +49,18 @@ describe('close() with a backlog', { timeout: 180_000 }, () => {
         });
       const a = make();
       await a.start();
-      await pollUntil('a processed a few batches', () => a.stats.records >= 300, 60_000);
-      const before = a.stats.records;
+      await pollUntil('a processed a few batches', () => a.counts().records >= 300, 60_000);
+      const before = a.counts().records;
       await a.close();
       // after close() was called, only what it had accepted: the Kafka step in flight and the queue
       // behind it (each at most the group-commit limit plus one batch) and the batch in its Redis step
       assert.ok(
-        a.stats.records <= before + 2 * (GROUP_COMMIT + BATCH) + BATCH,
-        `close() took no new batch (${before} processed when called, ${a.stats.records} after)`,
+        a.counts().records <= before + 2 * (GROUP_COMMIT + BATCH) + BATCH,
+        `close() took no new batch (${before} processed when called, ${a.counts().records} after)`,
       );
       const committed = await committedOffsets(`${ns}-g`, `${ns}-in`);
       const sum = [...committed.values()].reduce((x, y) => x + Math.max(0, y), 0);
-      assert.equal(sum, a.stats.records, 'what a counted as processed is exactly what it committed');
+      assert.equal(sum, a.counts().records, 'what a counted as processed is exactly what it committed');
       assert.ok(sum < ORDERS, `close() did not consume the backlog (${sum} of ${ORDERS})`);
 
       const b = make();

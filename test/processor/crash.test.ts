@@ -25,7 +25,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Fence, type StoredState } from '../../src/index.js';
+import { Fence, type ProcessingMode, type StoredState } from '../../src/index.js';
 import type { CrashPoint } from '../../src/processor/crash-points.js';
 import { type ProcessorChild, startProcessorChild } from '../helpers/child.js';
 import { standalone, uniqueName } from '../helpers/env.js';
@@ -47,7 +47,7 @@ const CRASH_AFTER = 3;
 /** Progress notes (timings, verdicts) in the test output. */
 const log = (s: string) => console.log(s);
 
-type Mode = 'exactly-once' | 'at-least-once';
+type Mode = ProcessingMode;
 const CASES: Array<{ mode: Mode; point: CrashPoint }> = [
   { mode: 'exactly-once', point: 'after-redis-write' },
   { mode: 'exactly-once', point: 'in-transaction' },

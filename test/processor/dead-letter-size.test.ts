@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { defineProcessor, Processor } from '../../src/index.js';
-import { MAX_DEAD_LETTER_BYTES } from '../../src/processor/processor.js';
+import { MAX_DEAD_LETTER_BYTES } from '../../src/processor/emit.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, produce, readAll } from '../helpers/kafka.js';
 
@@ -43,7 +43,7 @@ describe('oversized dead letters', { timeout: 120_000 }, () => {
       });
       await p.start();
       try {
-        await pollUntil('all three records processed', () => p.stats.records >= 3, 60_000);
+        await pollUntil('all three records processed', () => p.counts().records >= 3, 60_000);
       } finally {
         await p.close();
       }

@@ -51,7 +51,7 @@ describe('fatal Kafka errors', { timeout: 180_000 }, () => {
       const a = new Processor({ ...common, onFatal: (err) => fatal.push(err), logger });
       await produce(`${ns}-in`, batch(300));
       await a.start();
-      await pollUntil('a processed the first wave', () => a.stats.records >= 300, 60_000);
+      await pollUntil('a processed the first wave', () => a.counts().records >= 300, 60_000);
       const b = new Processor(common);
       await b.start(); // its transactional producer, same id, fences a's
       try {

@@ -628,15 +628,15 @@ describe('faults', { timeout: 240_000 }, () => {
       await proc.start();
       assert.deepEqual((await book.waitAssigned()).sort(), [0, 1, 2, 3]);
       feeder.start(50, 50); // input keeps coming through the outage
-      await pollUntil('some input processed', () => proc.stats.records >= 1000, 60_000);
+      await pollUntil('some input processed', () => proc.counts().records >= 1000, 60_000);
 
       await server.shutdown();
       const downAt = Date.now();
-      log(`[${at()}] Redis shut down after ${proc.stats.records} records`);
+      log(`[${at()}] Redis shut down after ${proc.counts().records} records`);
       await book.waitFor('the outage warning', (l) => /^Redis unavailable: paused/.test(l.msg ?? ''), 15_000);
       // nothing commits while Redis is down (the batch that found it down is stuck before its commit)
       const before = await committedOffsets(n.group, n.orders);
-      const recordsBefore = proc.stats.records;
+      const recordsBefore = proc.counts().records;
       await wait(4000); // part of the outage itself
       const after = await committedOffsets(n.group, n.orders);
       assert.deepEqual(
@@ -644,7 +644,7 @@ describe('faults', { timeout: 240_000 }, () => {
         [...before].sort(),
         'committed offsets do not move while Redis is down',
       );
-      assert.equal(proc.stats.records, recordsBefore, 'no batch completes while Redis is down');
+      assert.equal(proc.counts().records, recordsBefore, 'no batch completes while Redis is down');
       assert.ok((await endOffsets(n.orders)).size === PARTITIONS);
       await wait(Math.max(0, 10_000 - (Date.now() - downAt))); // the rest of the ~10 s outage
 
@@ -654,7 +654,7 @@ describe('faults', { timeout: 240_000 }, () => {
       await book.waitFor('the resume', (l) => l.msg === 'Redis is back: resumed', 30_000, from);
       log(`[${at()}] resumed`);
       assert.equal(proc.assignment.length, PARTITIONS, 'it kept its partitions through the outage');
-      await pollUntil('processing goes on', () => proc.stats.records > recordsBefore, 30_000);
+      await pollUntil('processing goes on', () => proc.counts().records > recordsBefore, 30_000);
       await feeder.stop();
       await feeder.send(500);
       await pollUntil('all input processed', () => caughtUp(n), 60_000);
@@ -671,7 +671,7 @@ describe('faults', { timeout: 240_000 }, () => {
       await assertState(redis, n, orders, (c) => orders.total(c));
       const outputs = await assertOutputs(n, orders, true);
       log(
-        `[${at()}] ${orders.n} orders, ${outputs} outputs, verdicts ${JSON.stringify([...proc.stats.verdicts])}`,
+        `[${at()}] ${orders.n} orders, ${outputs} outputs, verdicts ${JSON.stringify(proc.counts().verdicts)}`,
       );
     } finally {
       await p?.close().catch(() => undefined);

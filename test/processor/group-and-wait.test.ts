@@ -53,7 +53,7 @@ describe('group protocol, static membership and WAIT', { timeout: 180_000 }, () 
       });
       await p.start();
       try {
-        await pollUntil('300 records', () => p.stats.records >= 300, 90_000);
+        await pollUntil('300 records', () => p.counts().records >= 300, 90_000);
       } finally {
         await p.close();
       }
@@ -83,7 +83,7 @@ describe('group protocol, static membership and WAIT', { timeout: 180_000 }, () 
       });
       await ok.start();
       try {
-        await pollUntil('90 records', () => ok.stats.records >= 90, 60_000);
+        await pollUntil('90 records', () => ok.counts().records >= 90, 60_000);
       } finally {
         await ok.close();
       }
@@ -126,7 +126,7 @@ describe('group protocol, static membership and WAIT', { timeout: 180_000 }, () 
           90,
           'nothing committed past the unacknowledged writes',
         );
-        assert.equal(withLog.stats.records, 0);
+        assert.equal(withLog.counts().records, 0);
       } finally {
         await withLog.close();
       }

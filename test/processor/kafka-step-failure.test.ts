@@ -211,7 +211,7 @@ describe('a failed Kafka step', { timeout: 180_000 }, () => {
           c.failAt.length,
           `each failure logged once: ${JSON.stringify(warnings)}`,
         );
-        assert.ok((p.stats.verdicts.get('REEMIT') ?? 0) > 0, 'the redelivered batches were answered REEMIT');
+        assert.ok((p.counts().verdicts.REEMIT ?? 0) > 0, 'the redelivered batches were answered REEMIT');
         for (const [customer, t] of want) {
           const s = await p.fence.read(customer);
           assert.deepEqual(JSON.parse(s?.value?.toString() ?? 'null'), t, `state of ${customer}`);

@@ -126,7 +126,10 @@ describe('processor', { timeout: 300_000 }, () => {
         const p = start(ns, redis, mode);
         await p.start();
         try {
-          await pollUntil('all records processed', () => p.stats.records >= messages.length + poison.length);
+          await pollUntil(
+            'all records processed',
+            () => p.counts().records >= messages.length + poison.length,
+          );
         } finally {
           await p.close();
         }
@@ -156,7 +159,7 @@ describe('processor', { timeout: 300_000 }, () => {
         assert.equal(h.originalTopic, `${ns}-orders`);
         assert.equal(h.originalPartition, 0);
         assert.equal(h.consumerGroup, `${ns}-group`);
-        assert.equal(p.stats.deadLetters, 3);
+        assert.equal(p.counts().deadLetters, 3);
         // graceful close committed everything it processed
         const committed = await committedOffsets(`${ns}-group`, `${ns}-orders`);
         const ends = await endOffsets(`${ns}-orders`);
@@ -189,7 +192,7 @@ describe('processor', { timeout: 300_000 }, () => {
       const p = start(ns, redis, 'at-least-once', definition);
       await p.start();
       try {
-        await pollUntil('3 records', () => p.stats.records >= 3);
+        await pollUntil('3 records', () => p.counts().records >= 3);
       } finally {
         await p.close();
       }
@@ -212,7 +215,7 @@ describe('processor', { timeout: 300_000 }, () => {
       await produce(`${ns}-orders`, messages.slice(0, 1000));
       const a = start(ns, redis, 'exactly-once');
       await a.start();
-      await pollUntil('first instance made progress', () => a.stats.records > 0);
+      await pollUntil('first instance made progress', () => a.counts().records > 0);
       const b = start(ns, redis, 'exactly-once');
       const c = start(ns, redis, 'exactly-once');
       await Promise.all([b.start(), c.start()]);
@@ -223,7 +226,7 @@ describe('processor', { timeout: 300_000 }, () => {
       await produce(`${ns}-orders`, messages.slice(1000, 2000));
       await pollUntil(
         'the new instances take partitions and process',
-        () => b.stats.records > 0 && c.stats.records > 0,
+        () => b.counts().records > 0 && c.counts().records > 0,
       );
       await Promise.all([b.close(), c.close()]);
       await produce(`${ns}-orders`, messages.slice(2000));

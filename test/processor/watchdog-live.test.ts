@@ -130,7 +130,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         // several waves over ~4 s: more than stallMs of steady work, and idle spells with no lag
         for (let wave = 1; wave <= 4; wave++) {
           await produce(`${ns}-in`, inputs(50));
-          await pollUntil(`wave ${wave} processed`, () => p.stats.records >= wave * 50);
+          await pollUntil(`wave ${wave} processed`, () => p.counts().records >= wave * 50);
           const started = Date.now();
           await pollUntil('an idle spell longer than stallMs', () => Date.now() - started > 1100);
         }

@@ -1,0 +1,98 @@
+/**
+ * One delivered batch through the stages: intake (ownership, seek-back, offset holes), plan, apply
+ * (the Redis write), FENCE handling, WAIT for replicas, emit, then the commit pipeline. Order is the
+ * invariant: Redis write, then produce, then commit; the pipeline runs the Kafka half while the next
+ * batches come through here.
+ */
+import type { InRecord, KafkaPort } from '../kafka/types.js';
+import type { RedfenceMetrics } from '../metrics/index.js';
+import { type ApplyContext, applyAll } from './apply.js';
+import type { CommitPipeline } from './commit-pipeline.js';
+import type { Counts } from './counts.js';
+import { crashPoint } from './crash-points.js';
+import { type EmitContext, emit } from './emit.js';
+import type { Logger } from './logger.js';
+import type { OwnedPartition, PartitionTable } from './partition-table.js';
+import { type PlanContext, plan } from './plan.js';
+
+export interface BatchContext {
+  readonly table: PartitionTable;
+  /** False once the processor is closing: no new batch is taken (never queued, so never committed). */
+  accepting(): boolean;
+  readonly plan: PlanContext;
+  readonly apply: ApplyContext;
+  readonly emit: EmitContext;
+  readonly pipeline: Pick<CommitPipeline, 'enqueue'>;
+  /** WAIT for replicas after the Redis writes (through the Redis guard); nothing when not asked for. */
+  waitReplicas(): Promise<void>;
+  readonly kafka: Pick<KafkaPort, 'pause'>;
+  readonly metrics: RedfenceMetrics | undefined;
+  readonly counts: Counts;
+  readonly log: Logger;
+}
+
+export async function processBatch(
+  ctx: BatchContext,
+  topic: string,
+  partition: number,
+  records: readonly InRecord[],
+  highWatermark: string,
+): Promise<void> {
+  const entry = ctx.table.get(topic, partition);
+  if (!entry || entry.fenced || records.length === 0) return; // not ours (anymore): never commit it
+  // Closing: take no new batch (the next owner replays it), or close() would go on draining as long as
+  // the consumer has a backlog to deliver.
+  if (!ctx.accepting()) return;
+  const first = Number(records[0]?.offset);
+  if (entry.rewound !== undefined) {
+    // fetched before the seek back took effect: dropped, delivered again from `rewound`
+    if (first > entry.rewound) return;
+    entry.rewound = undefined;
+  }
+  ctx.metrics?.batch(records.length);
+  countHoles(ctx, entry, records);
+  const planned = await plan(ctx.plan, topic, partition, records);
+
+  // 1. Redis write: one fence call per key (state + pending outputs, atomically).
+  const applied = await applyAll(ctx.apply, entry, planned);
+  if (applied.results === 'FENCED') {
+    entry.fenced = true;
+    ctx.kafka.pause([{ topic, partition }]);
+    ctx.counts.fenced();
+    ctx.metrics?.fenced(topic, partition);
+    ctx.log.warn(
+      { topic, partition, epoch: entry.epoch },
+      'FENCE: a newer owner holds this partition; dropped the batch, never committing it',
+    );
+    return;
+  }
+  await ctx.waitReplicas();
+  crashPoint('after-redis-write');
+
+  // 2. Outputs and dead letters, in offset order.
+  const out = emit(ctx.emit, topic, partition, planned, { ...applied, results: applied.results });
+
+  // 3. Produce, then commit (or both in one transaction) in the next Kafka step: this batch's Redis
+  // step above ran while the previous step was producing and committing.
+  await ctx.pipeline.enqueue({
+    entry,
+    out,
+    count: records.length,
+    first,
+    next: entry.delivered,
+    highWatermark,
+  });
+}
+
+/** Holes in the partition's offsets (transaction markers, compaction): counted, never an error. */
+function countHoles(ctx: BatchContext, entry: OwnedPartition, records: readonly InRecord[]): void {
+  let holes = 0;
+  let prev = (entry.delivered >= 0 ? entry.delivered : entry.committed) - 1;
+  for (const r of records) {
+    const off = Number(r.offset);
+    if (prev >= 0 && off > prev + 1) holes += off - prev - 1;
+    prev = off;
+  }
+  if (holes > 0) ctx.metrics?.offsetGap(entry.topic, entry.partition, holes);
+  entry.delivered = prev + 1;
+}

@@ -1,0 +1,183 @@
+/**
+ * The commit pipeline: the Kafka half of the cycle. A batch applied in Redis is queued here; one Kafka
+ * step (produce + commit, or one transaction) runs at a time and takes the whole queue (group commit:
+ * the outputs in delivery order, the highest next offset per partition). Steps run one after another,
+ * so commits stay in order and exactly-once keeps one open transaction at a time.
+ *
+ * - Back-pressure: past `groupCommitRecords` waiting records, enqueue() waits for the step in flight.
+ * - Seek-back: when a step fails, every partition in it and in the queue behind it is sought back to
+ *   its first unproduced offset (`rewound` in the partition table) and the queue is dropped.
+ * - Fatal latch: a fatal Kafka error (a fenced producer) drops the queue and starts no further step.
+ * - Drain: resolves once the queue is empty and no step is in flight (revocation, close).
+ */
+import { RedfenceError } from '../errors/index.js';
+import type { KafkaPort, OutRecord } from '../kafka/types.js';
+import type { RedfenceMetrics } from '../metrics/index.js';
+import { crashPoint } from './crash-points.js';
+import type { Logger } from './logger.js';
+import type { ProcessingMode } from './options.js';
+import type { OwnedPartition } from './partition-table.js';
+
+/** A batch applied in Redis, waiting for its Kafka step. */
+export interface QueuedBatch {
+  readonly entry: OwnedPartition;
+  readonly out: readonly OutRecord[];
+  /** Input records in the batch. */
+  readonly count: number;
+  /** Its first offset and the next offset after it. */
+  readonly first: number;
+  readonly next: number;
+  readonly highWatermark: string;
+}
+
+export interface CommitContext {
+  readonly mode: ProcessingMode;
+  readonly kafka: Pick<KafkaPort, 'produce' | 'commit' | 'produceTransactionally' | 'seek'>;
+  readonly log: Logger;
+  readonly metrics: RedfenceMetrics | undefined;
+  readonly groupCommitRecords: number;
+  /** A fatal Kafka error: the latch is set; the owner closes the processor. */
+  fatal(error: Error): void;
+  /** Runs inside the step, in order, for each batch it committed (counts, sweep cadence). */
+  committed(batch: QueuedBatch): Promise<void>;
+}
+
+interface PartitionStep {
+  readonly entry: OwnedPartition;
+  offset: number;
+  first: number;
+}
+
+export class CommitPipeline {
+  readonly #ctx: CommitContext;
+  /** The step in flight; the next one starts only after it has finished. */
+  #tail: Promise<void> | undefined;
+  #queued: QueuedBatch[] = [];
+  #queuedRecords = 0;
+  #broken = false;
+
+  constructor(ctx: CommitContext) {
+    this.#ctx = ctx;
+  }
+
+  /** Set by a fatal Kafka error: applied batches are no longer produced (the processor is closing). */
+  get broken(): boolean {
+    return this.#broken;
+  }
+
+  /**
+   * Queues an applied batch for the next Kafka step and starts one unless one is in flight. Resolves at
+   * once, or, past the group-commit limit, once the step in flight has finished. A batch at or after
+   * its partition's seek-back offset is dropped: it is delivered again, and producing it now would
+   * commit past the failed records.
+   */
+  async enqueue(batch: QueuedBatch): Promise<void> {
+    const rewound = batch.entry.rewound;
+    if (rewound !== undefined && rewound <= batch.first) return;
+    this.#queued.push(batch);
+    this.#queuedRecords += batch.count;
+    this.#kick();
+    while (this.#queuedRecords > this.#ctx.groupCommitRecords && this.#tail !== undefined) {
+      await this.#tail.catch(() => undefined);
+    }
+  }
+
+  /** Waits until every queued batch has had its Kafka step. */
+  async drain(): Promise<void> {
+    for (let tail = this.#tail; tail !== undefined; tail = this.#tail) await tail.catch(() => undefined);
+  }
+
+  #kick(): void {
+    if (this.#broken) this.#dropQueue();
+    if (this.#tail !== undefined || this.#queued.length === 0) return;
+    const batches = this.#queued;
+    this.#dropQueue();
+    const step = this.#step(batches).finally(() => {
+      if (this.#tail === step) this.#tail = undefined;
+      this.#kick();
+    });
+    step.catch(() => undefined); // observed by back-pressure, drain() and the processor
+    this.#tail = step;
+  }
+
+  #dropQueue(): void {
+    this.#queued = [];
+    this.#queuedRecords = 0;
+  }
+
+  async #step(batches: readonly QueuedBatch[]): Promise<void> {
+    const ctx = this.#ctx;
+    const out: OutRecord[] = [];
+    const next = new Map<OwnedPartition, PartitionStep>();
+    for (const b of batches) {
+      for (const o of b.out) out.push(o);
+      const n = next.get(b.entry);
+      if (n === undefined) next.set(b.entry, { entry: b.entry, offset: b.next, first: b.first });
+      else n.offset = Math.max(n.offset, b.next);
+    }
+    const offsets = [...next.values()].map((n) => ({
+      topic: n.entry.topic,
+      partition: n.entry.partition,
+      offset: n.offset,
+    }));
+    const started = performance.now();
+    try {
+      if (ctx.mode === 'exactly-once') {
+        await ctx.kafka.produceTransactionally(out, offsets, () => crashPoint('in-transaction'));
+      } else {
+        await ctx.kafka.produce(out, () => crashPoint('after-produce'));
+        crashPoint('after-delivery');
+        await ctx.kafka.commit(offsets);
+      }
+    } catch (err) {
+      this.#failed(err, next);
+      throw err;
+    }
+    crashPoint('after-commit');
+    ctx.metrics?.commit(ctx.mode, (performance.now() - started) / 1000);
+    for (const b of batches) {
+      ctx.metrics?.lag(b.entry.topic, b.entry.partition, Math.max(0, Number(b.highWatermark) - b.next));
+      b.entry.committed = Math.max(b.entry.committed, b.next);
+      await ctx.committed(b);
+    }
+  }
+
+  #failed(err: unknown, next: Map<OwnedPartition, PartitionStep>): void {
+    const e = err as { fatal?: unknown; code?: unknown; message?: unknown };
+    this.#ctx.log.warn(
+      { partitions: [...next.keys()].map((n) => n.partition), err: String(e?.message), code: e?.code },
+      'produce/commit failed; the batches are redelivered',
+    );
+    // Delivered again from their first records (the fence answers REEMIT for what it applied), and so
+    // is every batch queued behind them: none of them was produced.
+    for (const b of this.#queued) {
+      const n = next.get(b.entry);
+      if (n === undefined) next.set(b.entry, { entry: b.entry, offset: b.next, first: b.first });
+      else n.first = Math.min(n.first, b.first);
+    }
+    this.#dropQueue();
+    if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
+      // no further Kafka step: the processor closes; the partitions' next owner starts from the commits
+      this.#broken = true;
+      this.#ctx.fatal(err as Error);
+      return;
+    }
+    for (const n of next.values()) {
+      const rw = n.entry.rewound;
+      if (rw === undefined || rw > n.first) this.#seekBack(n.entry, n.first);
+    }
+  }
+
+  #seekBack(entry: OwnedPartition, offset: number): void {
+    entry.rewound = offset;
+    try {
+      this.#ctx.kafka.seek({ topic: entry.topic, partition: entry.partition }, offset);
+    } catch (err) {
+      // not assigned anymore: its next owner starts from the committed offset
+      this.#ctx.log.debug(
+        { topic: entry.topic, partition: entry.partition, err: (err as Error).message },
+        'seek back skipped',
+      );
+    }
+  }
+}

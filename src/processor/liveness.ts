@@ -1,0 +1,60 @@
+/**
+ * Liveness for /livez: progress is marked every second while no batch is in flight, and after every
+ * batch that went through; a batch stuck in flight stops the marks. Once given up (a fatal Kafka
+ * error, or the watchdog failing to recover a stalled consumer) the ticker marks nothing, so the
+ * orchestrator restarts the instance.
+ */
+import type { HealthState } from '../metrics/index.js';
+
+export class Liveness {
+  readonly #health: HealthState | undefined;
+  #ticker: NodeJS.Timeout | undefined;
+  #batchStartedAt: number | undefined;
+  #gaveUp = false;
+
+  constructor(health: HealthState | undefined) {
+    this.#health = health;
+  }
+
+  get batchInFlight(): boolean {
+    return this.#batchStartedAt !== undefined;
+  }
+
+  get gaveUp(): boolean {
+    return this.#gaveUp;
+  }
+
+  start(): void {
+    this.#ticker ??= setInterval(() => {
+      if (this.#batchStartedAt === undefined) this.progress();
+    }, 1000);
+    this.#ticker.unref();
+    this.progress();
+  }
+
+  stop(): void {
+    if (this.#ticker) clearInterval(this.#ticker);
+    this.#ticker = undefined;
+  }
+
+  batchStarted(): void {
+    this.#batchStartedAt = Date.now();
+  }
+
+  /** A batch finished: `done` when it went through (progress, even after giving up: batches flow again). */
+  batchEnded(done: boolean): void {
+    this.#batchStartedAt = undefined;
+    if (done) this.#health?.markProgress();
+  }
+
+  progress(): void {
+    if (!this.#gaveUp) this.#health?.markProgress();
+  }
+
+  /** Stops reporting liveness; false when it had already stopped. */
+  giveUp(): boolean {
+    if (this.#gaveUp) return false;
+    this.#gaveUp = true;
+    return true;
+  }
+}

@@ -1,0 +1,375 @@
+/**
+ * The processor's options: their types, defaults and validation. Everything is checked once, at
+ * construction, before any connection is made; an error is `RF_INVALID_OPTIONS` and names the option's
+ * path (`kafka.sessionTimeoutMs`). Unknown keys are refused at every level, numbers are checked for
+ * type and range, and a 0 is a value like any other (never taken for "not given").
+ */
+import { Cluster, type Redis } from 'ioredis';
+import { defineProcessor, type ProcessorDefinition } from '../definition/definition.js';
+import type { FencingMode } from '../fence/index.js';
+import type { KafkaPort } from '../kafka/types.js';
+import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import { type Logger, silentLogger } from './logger.js';
+import {
+  bool,
+  checkKeys,
+  fn,
+  integer,
+  invalid,
+  isObject,
+  MAX_TIMER_MS,
+  oneOf,
+  shown,
+  text,
+  withMethods,
+} from './option-checks.js';
+
+/** How outputs and offsets reach Kafka. The one definition of the processing modes. */
+export const PROCESSING_MODES = ['exactly-once', 'at-least-once'] as const;
+export type ProcessingMode = (typeof PROCESSING_MODES)[number];
+
+/** librdkafka properties handed to the consumer or the producer as they are. */
+export type ClientConfig = Record<string, string | number | boolean>;
+
+/** Connection settings for the default Kafka adapter (@confluentinc/kafka-javascript). */
+export interface KafkaOptions {
+  brokers: string[];
+  /** 'classic' (cooperative-sticky, default) or 'consumer' (KIP-848). */
+  groupProtocol?: 'classic' | 'consumer';
+  /** Static membership (`group.instance.id`). */
+  groupInstanceId?: string;
+  /** Classic protocol only. Default 10000. */
+  sessionTimeoutMs?: number;
+  /** Most records per delivered batch. Default 500. */
+  maxBatchSize?: number;
+  /** Exactly-once: the broker aborts a dead instance's open transaction after this long. Default 10000. */
+  transactionTimeoutMs?: number;
+  /**
+   * Extra librdkafka properties for the consumer, passed through as given (e.g. security settings).
+   * Properties that have an option above, or on which the guarantees depend (`enable.auto.commit`,
+   * `isolation.level`, `group.id`, ...), are refused.
+   */
+  consumerConfig?: ClientConfig;
+  /** Extra librdkafka properties for the producer; `partitioner`, `acks`, `enable.idempotence`, `transactional.id` are refused. */
+  producerConfig?: ClientConfig;
+}
+
+export interface WatchdogOptions {
+  /** No batch delivered for this long while there is lag counts as a stall. Default 60000. */
+  stallMs?: number;
+  /** How often the watchdog looks. Default 10000. */
+  intervalMs?: number;
+  /** Recoveries tried before liveness is no longer reported. Default 3. */
+  maxRecoveries?: number;
+}
+
+export interface WaitReplicasOptions {
+  /** Replicas that must acknowledge (on Redis Cluster: of every master). */
+  replicas: number;
+  timeoutMs: number;
+}
+
+export interface ProcessorOptions<T = unknown, S = unknown> {
+  definition: ProcessorDefinition<T, S>;
+  /** An ioredis Redis or Cluster; the processor does not close it. */
+  redis: Redis | Cluster;
+  /** Kafka: connection settings for the default adapter, or any KafkaPort. */
+  kafka: KafkaOptions | KafkaPort;
+  /** Default 'exactly-once'. */
+  mode?: ProcessingMode;
+  /** Default: 'cluster' for a Redis Cluster client, else 'strict' ('strict' needs a single Redis). */
+  fencing?: FencingMode;
+  /** Consumer group. Default `redfence-<store>`. */
+  groupId?: string;
+  /** This instance's id (transactional id suffix). Default: random. */
+  instanceId?: string;
+  logger?: Logger;
+  metrics?: RedfenceMetrics;
+  /** Liveness/readiness state for /livez and /readyz. */
+  health?: HealthState;
+  /** Retries of a user function that throws a retriable error (err.retriable === true) before dead-lettering. Default 3. */
+  userRetries?: number;
+  /** Refuse to start unless Redis' maxmemory-policy is noeviction. Default true. */
+  requireNoEviction?: boolean;
+  /**
+   * After each cycle's Redis writes and each epoch INCR, WAIT for this many replicas before committing.
+   * On Redis Cluster the WAIT runs on every master.
+   */
+  waitReplicas?: WaitReplicasOptions;
+  /** Sweep pending outputs of keys not written again every N committed batches per partition. Default 20. */
+  sweepEvery?: number;
+  /**
+   * Also sweep a partition that committed since its last sweep once this long has passed, so an idle or
+   * slow partition does not keep pending outputs below its committed offset. Default 5000.
+   */
+  sweepIntervalMs?: number;
+  /**
+   * Group commit: batches whose Redis step is done while the previous Kafka step (produce + commit, or
+   * the transaction) is still running wait for it and then go together in one Kafka step. At most this
+   * many records wait; past it the next batch waits for the Kafka step in flight before it is
+   * accepted. Default 2000; 0 gives every batch its own Kafka step.
+   */
+  groupCommitRecords?: number;
+  /**
+   * Stalled-consumer watchdog: with lag and no batch delivered for `stallMs`, seek the owned partitions
+   * back to their committed offsets; after `maxRecoveries` stop reporting liveness. `false` turns it off.
+   */
+  watchdog?: WatchdogOptions | false;
+  /**
+   * Called once when Kafka reports a fatal error (e.g. this instance's transactional producer was
+   * fenced by another with the same id). The processor has started closing itself; restart it.
+   */
+  onFatal?: (error: Error) => void;
+  /**
+   * Start-up checks that the input, output and dead-letter topics exist and fails with RF_TOPIC_MISSING
+   * naming the missing one. `true`: create missing output and dead-letter topics with the input's
+   * partition count (outputs stay co-partitioned with the input). Default false.
+   */
+  createTopics?: boolean;
+  /** Replication factor of topics made by `createTopics`: an integer >= 1, or -1 (default) for the broker's default. */
+  replicationFactor?: number;
+}
+
+/** The options after validation, with every default filled in. */
+export interface ResolvedOptions {
+  readonly definition: ProcessorDefinition<unknown, unknown>;
+  readonly redis: Redis | Cluster;
+  readonly cluster: boolean;
+  readonly kafka: { readonly port: KafkaPort } | { readonly settings: KafkaOptions };
+  readonly mode: ProcessingMode;
+  readonly fencing: FencingMode;
+  readonly groupId: string;
+  readonly instanceId: string | undefined;
+  readonly logger: Logger;
+  readonly metrics: RedfenceMetrics | undefined;
+  readonly health: HealthState | undefined;
+  readonly userRetries: number;
+  readonly requireNoEviction: boolean;
+  readonly waitReplicas: WaitReplicasOptions | undefined;
+  readonly sweepEvery: number;
+  readonly sweepIntervalMs: number;
+  readonly groupCommitRecords: number;
+  readonly watchdog: Required<WatchdogOptions> | undefined;
+  readonly onFatal: ((error: Error) => void) | undefined;
+  readonly createTopics: boolean;
+  /** -1: the broker's default. */
+  readonly replicationFactor: number;
+  readonly deadLetterTopic: string;
+}
+
+// Every option at every level, checked by the compiler against the interfaces so the lists cannot drift.
+const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
+  definition: true,
+  redis: true,
+  kafka: true,
+  mode: true,
+  fencing: true,
+  groupId: true,
+  instanceId: true,
+  logger: true,
+  metrics: true,
+  health: true,
+  userRetries: true,
+  requireNoEviction: true,
+  waitReplicas: true,
+  sweepEvery: true,
+  sweepIntervalMs: true,
+  groupCommitRecords: true,
+  watchdog: true,
+  onFatal: true,
+  createTopics: true,
+  replicationFactor: true,
+};
+const KAFKA_NAMES: Record<keyof KafkaOptions, true> = {
+  brokers: true,
+  groupProtocol: true,
+  groupInstanceId: true,
+  sessionTimeoutMs: true,
+  maxBatchSize: true,
+  transactionTimeoutMs: true,
+  consumerConfig: true,
+  producerConfig: true,
+};
+const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
+  stallMs: true,
+  intervalMs: true,
+  maxRecoveries: true,
+};
+const WAIT_NAMES: Record<keyof WaitReplicasOptions, true> = { replicas: true, timeoutMs: true };
+const PORT_METHODS: Record<keyof KafkaPort, true> = {
+  start: true,
+  produce: true,
+  commit: true,
+  produceTransactionally: true,
+  committed: true,
+  partitionCount: true,
+  highWatermarks: true,
+  seek: true,
+  pause: true,
+  resume: true,
+  stop: true,
+};
+
+/** librdkafka properties a pass-through block may not set, and why (the option to use instead, or the guarantee). */
+const CONSUMER_REFUSED: Record<string, string> = {
+  'bootstrap.servers': 'use kafka.brokers',
+  'metadata.broker.list': 'use kafka.brokers',
+  'group.id': 'use the groupId option',
+  'group.instance.id': 'use kafka.groupInstanceId',
+  'group.protocol': 'use kafka.groupProtocol',
+  'session.timeout.ms': 'use kafka.sessionTimeoutMs',
+  'js.consumer.max.batch.size': 'use kafka.maxBatchSize',
+  'enable.auto.commit': 'offsets are committed only after the outputs are produced',
+  'enable.auto.offset.store': 'offsets are committed only after the outputs are produced',
+  'isolation.level': 'read_committed keeps aborted input records out of the state',
+};
+const PRODUCER_REFUSED: Record<string, string> = {
+  'bootstrap.servers': 'use kafka.brokers',
+  'metadata.broker.list': 'use kafka.brokers',
+  partitioner: 'outputs are placed by murmur2, co-partitioned with the input',
+  'enable.idempotence': 'the idempotent producer keeps retried outputs single',
+  acks: 'outputs must be on every in-sync replica before offsets are committed',
+  'transactional.id': 'exactly-once sets one per instance (groupId and instanceId)',
+  'transaction.timeout.ms': 'use kafka.transactionTimeoutMs',
+};
+
+function clientConfig(path: string, v: unknown, refused: Record<string, string>): ClientConfig | undefined {
+  if (v === undefined) return undefined;
+  if (!isObject(v)) throw invalid(`option "${path}" must be an object of librdkafka properties`);
+  for (const [k, x] of Object.entries(v)) {
+    if (Object.hasOwn(refused, k)) throw invalid(`option "${path}" may not set "${k}": ${refused[k]}`);
+    // the value is never shown: pass-through blocks carry credentials (sasl.password, ssl.key.password)
+    if (typeof x !== 'string' && typeof x !== 'boolean' && !(typeof x === 'number' && Number.isFinite(x)))
+      throw invalid(
+        `option "${path}.${k}" must be a string, a finite number or a boolean, got a ${typeof x}`,
+      );
+  }
+  return v as ClientConfig;
+}
+
+function kafkaOptions(v: unknown): ResolvedOptions['kafka'] {
+  if (!isObject(v)) throw invalid('option "kafka" must be connection settings ({ brokers }) or a KafkaPort');
+  if (typeof v.start === 'function') {
+    const port = withMethods<KafkaPort>('kafka', v, Object.keys(PORT_METHODS), 'a KafkaPort');
+    return { port: port as KafkaPort };
+  }
+  checkKeys('kafka', v, KAFKA_NAMES);
+  const brokers = v.brokers;
+  if (
+    !Array.isArray(brokers) ||
+    brokers.length === 0 ||
+    !brokers.every((b) => typeof b === 'string' && b !== '')
+  )
+    throw invalid('option "kafka.brokers" must list at least one host:port');
+  const groupProtocol =
+    v.groupProtocol === undefined
+      ? undefined
+      : oneOf('kafka.groupProtocol', v.groupProtocol, ['classic', 'consumer'], 'classic');
+  const settings: KafkaOptions = { brokers: [...brokers] as string[] };
+  if (groupProtocol !== undefined) settings.groupProtocol = groupProtocol;
+  const groupInstanceId = text('kafka.groupInstanceId', v.groupInstanceId);
+  if (groupInstanceId !== undefined) settings.groupInstanceId = groupInstanceId;
+  // librdkafka's ranges: session.timeout.ms 1..3600000, transaction.timeout.ms 1000..2^31-1
+  if (v.sessionTimeoutMs !== undefined)
+    settings.sessionTimeoutMs = integer('kafka.sessionTimeoutMs', v.sessionTimeoutMs, 1, 3_600_000, 0);
+  if (v.maxBatchSize !== undefined)
+    settings.maxBatchSize = integer('kafka.maxBatchSize', v.maxBatchSize, 1, 1_000_000, 0);
+  if (v.transactionTimeoutMs !== undefined)
+    settings.transactionTimeoutMs = integer(
+      'kafka.transactionTimeoutMs',
+      v.transactionTimeoutMs,
+      1000,
+      MAX_TIMER_MS,
+      0,
+    );
+  const consumerConfig = clientConfig('kafka.consumerConfig', v.consumerConfig, CONSUMER_REFUSED);
+  if (consumerConfig !== undefined) settings.consumerConfig = { ...consumerConfig };
+  const producerConfig = clientConfig('kafka.producerConfig', v.producerConfig, PRODUCER_REFUSED);
+  if (producerConfig !== undefined) settings.producerConfig = { ...producerConfig };
+  return { settings };
+}
+
+function watchdogOptions(v: unknown): Required<WatchdogOptions> | undefined {
+  if (v === false) return undefined;
+  if (v !== undefined && !isObject(v))
+    throw invalid(`option "watchdog" must be an object or false, got ${shown(v)}`);
+  const w = v ?? {};
+  checkKeys('watchdog', w, WATCHDOG_NAMES);
+  return {
+    stallMs: integer('watchdog.stallMs', w.stallMs, 1, MAX_TIMER_MS, 60_000),
+    intervalMs: integer('watchdog.intervalMs', w.intervalMs, 1, MAX_TIMER_MS, 10_000),
+    maxRecoveries: integer('watchdog.maxRecoveries', w.maxRecoveries, 0, Number.MAX_SAFE_INTEGER, 3),
+  };
+}
+
+function waitOptions(v: unknown): WaitReplicasOptions | undefined {
+  if (v === undefined) return undefined;
+  if (!isObject(v)) throw invalid(`option "waitReplicas" must be { replicas, timeoutMs }, got ${shown(v)}`);
+  checkKeys('waitReplicas', v, WAIT_NAMES);
+  if (v.replicas === undefined || v.timeoutMs === undefined)
+    throw invalid('option "waitReplicas" needs both "replicas" and "timeoutMs"');
+  return {
+    replicas: integer('waitReplicas.replicas', v.replicas, 1, 1000, 0),
+    // WAIT with timeout 0 blocks forever: a lost replica would stall the processor with no error
+    timeoutMs: integer('waitReplicas.timeoutMs', v.timeoutMs, 1, MAX_TIMER_MS, 0),
+  };
+}
+
+/** Validates every option and fills in the defaults. Throws RF_INVALID_OPTIONS naming the option. */
+export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedOptions {
+  if (!isObject(options)) throw invalid('processor options must be an object');
+  const o = options as unknown as Record<string, unknown>;
+  checkKeys('', o, OPTION_NAMES);
+  const definition = defineProcessor(options.definition) as unknown as ProcessorDefinition<unknown, unknown>;
+  if (!isObject(o.redis) || typeof o.redis.config !== 'function')
+    throw invalid('option "redis" must be an ioredis Redis or Cluster');
+  const redis = options.redis;
+  const cluster = redis instanceof Cluster;
+  const fencing = oneOf<FencingMode>(
+    'fencing',
+    o.fencing,
+    ['strict', 'cluster'],
+    cluster ? 'cluster' : 'strict',
+  );
+  if (cluster && fencing === 'strict')
+    throw invalid(
+      "option \"fencing\" is 'strict', which reads the partition's epoch key in the same script as the state key; on Redis Cluster the two are in different hash slots: use 'cluster'",
+    );
+  const replicationFactor =
+    o.replicationFactor === -1 ? -1 : integer('replicationFactor', o.replicationFactor, 1, 32_767, -1);
+  return {
+    definition,
+    redis,
+    cluster,
+    kafka: kafkaOptions(o.kafka),
+    mode: oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once'),
+    fencing,
+    groupId: text('groupId', o.groupId) ?? `redfence-${definition.store}`,
+    instanceId: text('instanceId', o.instanceId),
+    logger:
+      withMethods<Logger>(
+        'logger',
+        o.logger,
+        ['debug', 'info', 'warn', 'error'],
+        'a pino-compatible logger',
+      ) ?? silentLogger,
+    metrics: withMethods<RedfenceMetrics>(
+      'metrics',
+      o.metrics,
+      ['verdict', 'commit', 'redisOutage'],
+      'a RedfenceMetrics',
+    ),
+    health: withMethods<HealthState>('health', o.health, ['markProgress', 'setReady'], 'a HealthState'),
+    userRetries: integer('userRetries', o.userRetries, 0, 1000, 3),
+    requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
+    waitReplicas: waitOptions(o.waitReplicas),
+    sweepEvery: integer('sweepEvery', o.sweepEvery, 1, Number.MAX_SAFE_INTEGER, 20),
+    sweepIntervalMs: integer('sweepIntervalMs', o.sweepIntervalMs, 1, MAX_TIMER_MS, 5000),
+    groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),
+    watchdog: watchdogOptions(o.watchdog),
+    onFatal: o.onFatal === undefined ? undefined : fn('onFatal', o.onFatal),
+    createTopics: bool('createTopics', o.createTopics, false),
+    replicationFactor,
+    deadLetterTopic: definition.deadLetter ?? `${definition.input}.DLT`,
+  };
+}

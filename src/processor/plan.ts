@@ -1,0 +1,67 @@
+/**
+ * Plan: the first stage of a batch. Each record gets its metadata and either its decoded value or the
+ * reason it goes to the dead-letter topic without touching state: a null key, a key that does not hash
+ * (murmur2) to the record's partition, or a value the definition's decode cannot read.
+ */
+import type { RecordMeta } from '../definition/definition.js';
+import type { InRecord } from '../kafka/types.js';
+import { partitionFor } from '../partitioner/index.js';
+import type { DeadLetterReason } from './dead-letter.js';
+import type { UserCall } from './user-call.js';
+
+export interface Planned {
+  readonly record: InRecord;
+  readonly meta: RecordMeta;
+  readonly dead?: { readonly reason: DeadLetterReason; readonly error: unknown };
+  readonly value?: unknown;
+}
+
+export interface PlanContext {
+  /** The definition's decode, or JSON.parse of the value as UTF-8. */
+  readonly decode: (value: Buffer | null, meta: RecordMeta) => unknown;
+  /** The input topic's partition count (what murmur2 places keys by). */
+  readonly partitionCount: number;
+  readonly callUser: UserCall;
+}
+
+export function jsonDecode(value: Buffer | null): unknown {
+  return JSON.parse(value?.toString('utf8') ?? 'null') as unknown;
+}
+
+export async function plan(
+  ctx: PlanContext,
+  topic: string,
+  partition: number,
+  records: readonly InRecord[],
+): Promise<Planned[]> {
+  const out: Planned[] = [];
+  for (const record of records) {
+    const key = record.key?.toString('utf8') ?? '';
+    const meta: RecordMeta = {
+      topic,
+      partition,
+      offset: Number(record.offset),
+      key,
+      timestamp: record.timestamp,
+    };
+    if (record.key === null) {
+      out.push({ record, meta, dead: { reason: 'null-key', error: new Error('record has a null key') } });
+      continue;
+    }
+    const expected = partitionFor(record.key, ctx.partitionCount);
+    if (expected !== partition) {
+      const error = new Error(
+        `key hashes to partition ${expected} of ${ctx.partitionCount}, record is on ${partition}`,
+      );
+      out.push({ record, meta, dead: { reason: 'wrong-partition', error } });
+      continue;
+    }
+    const d = await ctx.callUser(() => ctx.decode(record.value, meta));
+    out.push(
+      d.ok
+        ? { record, meta, value: d.value }
+        : { record, meta, dead: { reason: 'undecodable', error: d.error } },
+    );
+  }
+  return out;
+}

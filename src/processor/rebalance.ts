@@ -1,0 +1,70 @@
+/**
+ * Rebalance: on assignment, INCR each partition's epoch (before any of its records is processed) and
+ * read its committed offset; on revocation, let the Kafka steps of every applied batch finish, sweep
+ * what this instance committed there, and forget the partitions. A lost assignment is never committed
+ * and not swept (a newer owner has it).
+ */
+import type { Fence } from '../fence/index.js';
+import { type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
+import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import type { Logger } from './logger.js';
+import type { OwnedPartition, PartitionTable } from './partition-table.js';
+
+/** Longest a revocation waits for the sweep of its partitions (the rebalance waits for it). */
+const REVOKE_SWEEP_MS = 5000;
+
+export interface RebalanceContext {
+  readonly kafka: Pick<KafkaPort, 'committed' | 'resume'>;
+  readonly fence: Pick<Fence, 'acquireEpoch'>;
+  readonly table: PartitionTable;
+  /** Runs a Redis call through the outage guard. */
+  redisStep<T>(what: string, fn: () => Promise<T>): Promise<T>;
+  redisOutage(): boolean;
+  waitReplicas(): Promise<void>;
+  /** The input's partition count, known before any batch is planned. */
+  partitionCount(): Promise<number>;
+  drain(): Promise<void>;
+  sweepAll(entries: readonly OwnedPartition[], timeoutMs: number): Promise<void>;
+  assigned(): void;
+  readonly metrics: RedfenceMetrics | undefined;
+  readonly health: HealthState | undefined;
+  readonly log: Logger;
+}
+
+export async function assign(ctx: RebalanceContext, tps: readonly TopicPartition[]): Promise<void> {
+  ctx.metrics?.rebalance('assign');
+  // Normally known already; a failure here fails start() (which awaits the same call), so it is not
+  // raised in the rebalance callback.
+  await ctx.partitionCount().catch(() => undefined);
+  const committed = await ctx.kafka.committed(tps);
+  for (const tp of tps) {
+    const epoch = await ctx.redisStep('acquireEpoch', () => ctx.fence.acquireEpoch(tp.topic, tp.partition));
+    // the port reports committed offsets by `topic/partition`: converted here, at its boundary
+    ctx.table.add(tp, epoch, committed.get(tpKey(tp.topic, tp.partition)) ?? -1);
+  }
+  if (tps.length > 0) await ctx.waitReplicas();
+  // A partition this instance paused earlier (FENCE, outage) keeps its pause in the client across a
+  // revoke and a new assignment: resume what we now own.
+  if (tps.length > 0 && !ctx.redisOutage()) ctx.kafka.resume(tps);
+  ctx.health?.setReady('group', true);
+  ctx.assigned();
+  ctx.log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
+}
+
+export async function revoke(
+  ctx: RebalanceContext,
+  tps: readonly TopicPartition[],
+  lost: boolean,
+): Promise<void> {
+  ctx.metrics?.rebalance(lost ? 'lost' : 'revoke');
+  // The Kafka steps of every applied batch finish (or fail) before its partition goes.
+  await ctx.drain();
+  const entries: OwnedPartition[] = [];
+  for (const tp of tps) {
+    const entry = ctx.table.remove(tp);
+    if (entry && !entry.fenced) entries.push(entry);
+    ctx.metrics?.clearPartition(tp.topic, tp.partition);
+  }
+  if (!lost && entries.length > 0) await ctx.sweepAll(entries, REVOKE_SWEEP_MS);
+  ctx.log.info({ partitions: tps.map((t) => t.partition), lost }, 'partitions revoked');
+}

@@ -1,0 +1,92 @@
+/**
+ * What the processor does with Redis besides the fence calls: the start-up checks (eviction policy,
+ * AOF), loading the fence's scripts into every master, and WAIT for replicas. On Redis Cluster each
+ * runs on every master: WAIT is per connection, so one WAIT on each master covers every write the
+ * cycle sent there.
+ */
+import { Cluster, type Redis } from 'ioredis';
+import { RedfenceError } from '../errors/index.js';
+import { loadScripts } from '../fence/index.js';
+import { wrapRedisError } from '../fence/script-runner.js';
+import type { Logger } from './logger.js';
+import type { WaitReplicasOptions } from './options.js';
+
+/** The nodes that take writes: the client itself, or every master of a cluster. */
+async function masters(redis: Redis | Cluster): Promise<Redis[]> {
+  if (!(redis instanceof Cluster)) return [redis];
+  // a command waits until the cluster client is ready, and the master list is known from then on
+  if (redis.status !== 'ready') await redis.ping();
+  return redis.nodes('master');
+}
+
+async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw wrapRedisError(what, err);
+  }
+}
+
+/** Refuses an evicting Redis (unless allowed) and warns when AOF is off. */
+export async function checkRedis(
+  redis: Redis | Cluster,
+  requireNoEviction: boolean,
+  log: Logger,
+): Promise<void> {
+  for (const node of await masters(redis)) {
+    const policy = ((await call('CONFIG GET', () => node.config('GET', 'maxmemory-policy'))) as string[])[1];
+    if (policy !== 'noeviction') {
+      if (requireNoEviction) {
+        throw new RedfenceError(
+          'RF_UNSAFE_REDIS',
+          `Redis maxmemory-policy is ${policy}: eviction silently deletes fences and replays are applied twice. Set it to noeviction (or pass requireNoEviction: false).`,
+        );
+      }
+      log.warn({ policy }, 'Redis maxmemory-policy is not noeviction');
+    }
+    const aof = ((await call('CONFIG GET', () => node.config('GET', 'appendonly'))) as string[])[1];
+    if (aof !== 'yes')
+      log.warn(
+        { appendonly: aof },
+        'Redis AOF is off: a Redis restart loses fences (see docs/operations.md)',
+      );
+  }
+}
+
+/**
+ * SCRIPT LOAD of every fence script on every master, checking the SHA each one answers. (The fence
+ * still falls back to EVAL on NOSCRIPT, e.g. on a replica promoted later.) Returns the scripts loaded.
+ */
+export async function loadFenceScripts(redis: Redis | Cluster): Promise<number> {
+  const scripts = [...loadScripts().values()];
+  for (const node of await masters(redis)) {
+    for (const s of scripts) {
+      const sha = await call(`SCRIPT LOAD ${s.id}`, () => node.script('LOAD', s.source) as Promise<unknown>);
+      if (sha !== s.sha)
+        throw new RedfenceError(
+          'RF_BAD_REPLY',
+          `SCRIPT LOAD of ${s.id} answered ${String(sha)}, expected ${s.sha}`,
+        );
+    }
+  }
+  return scripts.length;
+}
+
+/** WAIT on every master; fewer acknowledgements than asked for is RF_REDIS_UNAVAILABLE (the guard retries). */
+export async function waitReplicas(redis: Redis | Cluster, wait: WaitReplicasOptions): Promise<void> {
+  const nodes = await masters(redis);
+  const acks = await Promise.all(
+    nodes.map((node) => call('WAIT', () => node.wait(wait.replicas, wait.timeoutMs)).then(Number)),
+  );
+  const least = Math.min(...acks);
+  if (least < wait.replicas) {
+    const which =
+      nodes.length > 1
+        ? ` on ${acks.filter((a) => a < wait.replicas).length} of ${nodes.length} masters`
+        : '';
+    throw new RedfenceError(
+      'RF_REDIS_UNAVAILABLE',
+      `WAIT: ${least} of ${wait.replicas} replicas acknowledged within ${wait.timeoutMs} ms${which}`,
+    );
+  }
+}

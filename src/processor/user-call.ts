@@ -1,0 +1,26 @@
+/** Calls into user code (decode, operation, reduce): a retriable throw is retried with backoff, others are returned. */
+import { backoffMs, delay } from './backoff.js';
+
+export type UserResult<R> = { ok: true; value: R } | { ok: false; error: unknown };
+
+/** Runs a user function; see {@link userCaller}. */
+export type UserCall = <R>(fn: () => R) => Promise<UserResult<R>>;
+
+/**
+ * A user function that throws an error with `retriable === true` is called again up to `retries` times
+ * (backoff 50 ms .. 2 s, cut short when `signal` aborts); any other throw, or the last one, is returned
+ * for the caller to dead-letter the record.
+ */
+export function userCaller(retries: number, signal: AbortSignal): UserCall {
+  return async <R>(fn: () => R): Promise<UserResult<R>> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return { ok: true, value: fn() };
+      } catch (error) {
+        const retriable = (error as { retriable?: unknown })?.retriable === true;
+        if (!retriable || attempt >= retries) return { ok: false, error };
+        await delay(backoffMs(attempt, 50, 2000), signal);
+      }
+    }
+  };
+}
