@@ -1,0 +1,241 @@
+/**
+ * The processor's lifecycle without a broker (a scripted KafkaPort, a real Redis): close() is one drain
+ * for every caller, a failed start() leaves nothing running, wrong-state calls say so, the fence's
+ * scripts are in Redis before `scripts` is reported ready, and a compare-and-set that keeps conflicting
+ * is a conflict, not a Redis outage.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { loadScripts } from '../../src/fence/index.js';
+import { defineProcessor, Fence, HealthState, Processor, RedfenceMetrics } from '../../src/index.js';
+import { standalone, uniqueName } from '../helpers/env.js';
+import { privateRedis } from './private-redis.js';
+import { gate, StubKafka } from './stub-kafka.js';
+
+/** Counts the intervals created and not cleared while `fn` runs code that creates them. */
+function trackIntervals(): { live(): number; restore(): void } {
+  const live = new Set<unknown>();
+  const set = globalThis.setInterval;
+  const clear = globalThis.clearInterval;
+  globalThis.setInterval = ((...args: Parameters<typeof setInterval>) => {
+    const t = set(...args);
+    live.add(t);
+    return t;
+  }) as typeof setInterval;
+  globalThis.clearInterval = ((t: Parameters<typeof clearInterval>[0]) => {
+    live.delete(t);
+    clear(t);
+  }) as typeof clearInterval;
+  return {
+    live: () => live.size,
+    restore: () => {
+      globalThis.setInterval = set;
+      globalThis.clearInterval = clear;
+    },
+  };
+}
+
+/** Lets every promise callback that is ready run (no timers involved). */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
+
+describe('processor lifecycle', () => {
+  let redis: Redis;
+  before(() => {
+    redis = standalone();
+  });
+  after(() => redis.disconnect());
+
+  const make = (kafka: StubKafka, extra: { health?: HealthState } = {}) => {
+    const ns = uniqueName('life');
+    return new Processor<{ n: number }>({
+      definition: defineProcessor<{ n: number }>({
+        input: `${ns}-in`,
+        output: `${ns}-out`,
+        store: ns,
+        operation: (r) => ({ op: 'add', by: r.n }),
+      }),
+      redis,
+      kafka,
+      ...extra,
+    });
+  };
+
+  it('close() is memoised: a second caller waits for the same drain', async () => {
+    const kafka = new StubKafka();
+    const p = make(kafka);
+    await p.start();
+    kafka.stopGate = gate();
+    const first = p.close();
+    const second = p.close();
+    let secondDone = false;
+    void second.then(() => {
+      secondDone = true;
+    });
+    await settle();
+    assert.equal(secondDone, false, 'the second close() waits while Kafka is still stopping');
+    assert.equal(p.state, 'closing');
+    assert.equal(second, first, 'every caller gets the same promise');
+    kafka.stopGate.open();
+    await Promise.all([first, second]);
+    assert.equal(p.state, 'closed');
+    assert.equal(kafka.stops, 1, 'Kafka stopped once');
+    await p.close(); // and later calls resolve at once
+  });
+
+  it('a failed start() stops Kafka, clears its timers and ends closed', async () => {
+    for (const failAt of ['start', 'partitionCount'] as const) {
+      const timers = trackIntervals();
+      try {
+        const kafka = new StubKafka();
+        const boom = new Error(`broker said no (${failAt})`);
+        if (failAt === 'start') {
+          kafka.startGate = gate();
+          kafka.startGate.fail(boom);
+        } else kafka.partitionCountError = boom;
+        const health = new HealthState();
+        const p = make(kafka, { health });
+        await assert.rejects(p.start(), boom);
+        assert.equal(p.state, 'closed', `state after a failed ${failAt}`);
+        assert.equal(kafka.stops, 1, `Kafka stopped after a failed ${failAt}`);
+        assert.equal(timers.live(), 0, `no interval left running after a failed ${failAt}`);
+        assert.deepEqual(health.snapshot().parts, {
+          group: false,
+          scripts: false,
+          redis: false,
+          kafka: false,
+        });
+        await assert.rejects(p.start(), { code: 'RF_INVALID_STATE' });
+        await p.close();
+        assert.equal(kafka.stops, 1, 'close() after a failed start has nothing left to stop');
+      } finally {
+        timers.restore();
+      }
+    }
+  });
+
+  it('close() during start() stops it: start() rejects, nothing keeps running', async () => {
+    const timers = trackIntervals();
+    try {
+      const kafka = new StubKafka();
+      kafka.startGate = gate();
+      const p = make(kafka);
+      const starting = p.start();
+      await settle(); // Redis checked, scripts loaded, Kafka starting
+      const closing = p.close();
+      kafka.startGate.open();
+      await assert.rejects(starting, { code: 'RF_INVALID_STATE', message: /close\(\) was called/ });
+      await closing;
+      assert.equal(p.state, 'closed');
+      assert.ok(kafka.stops >= 1, 'Kafka stopped');
+      assert.equal(timers.live(), 0, 'no interval left running');
+    } finally {
+      timers.restore();
+    }
+  });
+
+  it('wrong-state calls throw RF_INVALID_STATE', async () => {
+    const kafka = new StubKafka();
+    const p = make(kafka);
+    await p.start();
+    await assert.rejects(p.start(), {
+      code: 'RF_INVALID_STATE',
+      message: /start\(\) called in state running/,
+    });
+    await p.close();
+    await assert.rejects(p.start(), { code: 'RF_INVALID_STATE', message: /state closed/ });
+    assert.equal(kafka.starts, 1);
+  });
+
+  it('reports `scripts` ready only once every fence script is loaded in Redis', async (t) => {
+    // a Redis of its own that never ran a redfence script
+    const server = await privateRedis();
+    t.after(() => server.stop());
+    const shas = [...loadScripts().values()].map((s) => s.sha);
+    assert.deepEqual(
+      await server.client.script('EXISTS', ...shas),
+      shas.map(() => 0),
+    );
+    const health = new HealthState();
+    const ns = uniqueName('scripts');
+    const p = new Processor({
+      definition: defineProcessor({
+        input: `${ns}-in`,
+        output: `${ns}-out`,
+        store: ns,
+        operation: () => ({ op: 'add', by: 1 }),
+      }),
+      redis: server.client,
+      kafka: new StubKafka(),
+      health,
+    });
+    t.after(() => p.close());
+    await p.start();
+    assert.equal(health.snapshot().parts.scripts, true);
+    const exists = (await server.client.script('EXISTS', ...shas)) as number[];
+    assert.deepEqual(
+      exists,
+      shas.map(() => 1),
+      'every script is in the script cache',
+    );
+  });
+
+  it('a compare-and-set that keeps conflicting is RF_CAS_CONFLICT: nothing committed, no outage', async (t) => {
+    const ns = uniqueName('cas');
+    const input = `${ns}-in`;
+    // The key was last written from another partition, and reads of it are hidden from the processor:
+    // every compare-and-set it sends expects "no state" and finds that write, round after round.
+    await new Fence({ redis, store: ns, mode: 'strict' }).apply({
+      topic: input,
+      partition: 7,
+      epoch: 1,
+      committedOffset: 0,
+      key: 'k',
+      records: [{ offset: 100, operation: { op: 'set', value: '1' } }],
+    });
+    const hiding = new Proxy(redis, {
+      get(target, prop) {
+        if (prop === 'hgetallBuffer') return async () => ({});
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const kafka = new StubKafka();
+    const health = new HealthState();
+    const metrics = new RedfenceMetrics({ registry: new Registry() });
+    const p = new Processor<{ n: number }, number>({
+      definition: defineProcessor<{ n: number }, number>({
+        input,
+        output: `${ns}-out`,
+        store: ns,
+        reduce: (s, r) => ({ state: (s ?? 0) + r.n }),
+      }),
+      redis: hiding,
+      kafka,
+      health,
+      metrics,
+    });
+    t.after(() => p.close());
+    await p.start();
+    const handlers = kafka.handlers;
+    assert.ok(handlers);
+    await handlers.onAssign([{ topic: input, partition: 0 }]);
+    const batch = StubKafka.records(input, 0, 0, [
+      ['k', { n: 1 }],
+      ['k', { n: 2 }],
+    ]);
+    await assert.rejects(handlers.onBatch(input, 0, batch, '2'), {
+      code: 'RF_CAS_CONFLICT',
+      message: /kept conflicting/,
+    });
+    await settle();
+    assert.deepEqual(kafka.commits, [], 'the batch is not committed (it is delivered again)');
+    assert.deepEqual(kafka.produced, [], 'nothing of it is produced');
+    assert.deepEqual(kafka.paused, [], 'consumption is not paused: Redis is fine');
+    assert.equal(health.snapshot().parts.redis, true, 'Redis stays ready');
+    assert.match(await metrics.metricsText(), /^redfence_redis_outage 0$/m);
+  });
+});
