@@ -1,7 +1,7 @@
 /** Processor configuration is checked once, at construction or start, with errors naming the problem. */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { defineProcessor, Processor } from '../../src/index.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
 
@@ -36,6 +36,130 @@ describe('processor options', () => {
         code: 'RF_INVALID_OPTIONS',
         message: /option "groupCommitRecords" must be an integer >= 0/,
       });
+  });
+
+  it('checks nested options for unknown keys, naming the path', () => {
+    const brokers = KAFKA_BROKERS.split(',');
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ kafka: { brokers, sesionTimeoutMs: 6000 } }, /unknown processor option "kafka\.sesionTimeoutMs"/],
+      [{ watchdog: { stalMs: 1000 } }, /unknown processor option "watchdog\.stalMs"/],
+      [
+        { waitReplicas: { replicas: 1, timeoutMs: 100, timeout: 5 } },
+        /unknown processor option "waitReplicas\.timeout"/,
+      ],
+    ];
+    for (const [extra, message] of cases)
+      assert.throws(() => new Processor({ definition, redis, kafka: { brokers }, ...extra } as never), {
+        code: 'RF_INVALID_OPTIONS',
+        message,
+      });
+  });
+
+  it('checks the type and range of every number; a 0 is checked, never taken for "not given"', () => {
+    const brokers = KAFKA_BROKERS.split(',');
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ kafka: { brokers, maxBatchSize: 0 } }, /option "kafka\.maxBatchSize" must be an integer from 1/],
+      [
+        { kafka: { brokers, sessionTimeoutMs: 0 } },
+        /option "kafka\.sessionTimeoutMs" must be an integer from 1/,
+      ],
+      [
+        { kafka: { brokers, sessionTimeoutMs: '6000' } },
+        /option "kafka\.sessionTimeoutMs" must be an integer/,
+      ],
+      [{ kafka: { brokers, transactionTimeoutMs: 0 } }, /option "kafka\.transactionTimeoutMs"/],
+      [{ sweepEvery: 0 }, /option "sweepEvery" must be an integer >= 1, got 0/],
+      [{ sweepEvery: 2.5 }, /option "sweepEvery" must be an integer >= 1/],
+      [{ sweepIntervalMs: 0 }, /option "sweepIntervalMs" must be an integer from 1/],
+      [{ userRetries: -1 }, /option "userRetries"/],
+      [{ watchdog: { stallMs: 0 } }, /option "watchdog\.stallMs" must be an integer from 1/],
+      [{ watchdog: { maxRecoveries: Number.NaN } }, /option "watchdog\.maxRecoveries"/],
+      [{ waitReplicas: { replicas: 0, timeoutMs: 100 } }, /option "waitReplicas\.replicas"/],
+      [{ waitReplicas: { replicas: 1, timeoutMs: 0 } }, /option "waitReplicas\.timeoutMs"/],
+      [{ waitReplicas: { replicas: 1 } }, /option "waitReplicas" needs both/],
+      [{ replicationFactor: 0 }, /option "replicationFactor" must be an integer from 1 to 32767/],
+      [{ replicationFactor: 1.5 }, /option "replicationFactor"/],
+      [{ replicationFactor: -2 }, /option "replicationFactor"/],
+      [{ createTopics: 'yes' }, /option "createTopics" must be true or false/],
+      [{ requireNoEviction: 0 }, /option "requireNoEviction" must be true or false/],
+      [{ groupId: '' }, /option "groupId" must be a non-empty string/],
+      [{ onFatal: 'restart' }, /option "onFatal" must be a function/],
+      [{ watchdog: true }, /option "watchdog" must be an object or false/],
+    ];
+    for (const [extra, message] of cases)
+      assert.throws(
+        () => new Processor({ definition, redis, kafka: { brokers }, ...extra } as never),
+        { code: 'RF_INVALID_OPTIONS', message },
+        JSON.stringify(extra),
+      );
+    // allowed edges
+    for (const extra of [
+      { replicationFactor: -1 },
+      { replicationFactor: 3 },
+      { createTopics: true },
+      { sweepEvery: 1 },
+    ])
+      assert.ok(new Processor({ definition, redis, kafka: { brokers }, ...extra }), JSON.stringify(extra));
+  });
+
+  it('takes librdkafka pass-through properties, refusing those the guarantees depend on', () => {
+    const brokers = KAFKA_BROKERS.split(',');
+    assert.ok(
+      new Processor({
+        definition,
+        redis,
+        kafka: { brokers, consumerConfig: { 'client.rack': 'a' }, producerConfig: { 'linger.ms': 20 } },
+      }),
+    );
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [
+        { consumerConfig: { 'enable.auto.commit': true } },
+        /kafka\.consumerConfig" may not set "enable\.auto\.commit"/,
+      ],
+      [{ consumerConfig: { 'isolation.level': 'read_uncommitted' } }, /may not set "isolation\.level"/],
+      [{ consumerConfig: { 'session.timeout.ms': 6000 } }, /use kafka\.sessionTimeoutMs/],
+      [
+        { producerConfig: { partitioner: 'consistent_random' } },
+        /kafka\.producerConfig" may not set "partitioner"/,
+      ],
+      [{ producerConfig: { acks: 1 } }, /may not set "acks"/],
+      [{ consumerConfig: 'x' }, /kafka\.consumerConfig" must be an object/],
+    ];
+    for (const [extra, message] of cases)
+      assert.throws(() => new Processor({ definition, redis, kafka: { brokers, ...extra } } as never), {
+        code: 'RF_INVALID_OPTIONS',
+        message,
+      });
+    // a bad value is named by its property, never shown (pass-through blocks carry credentials)
+    assert.throws(
+      () =>
+        new Processor({
+          definition,
+          redis,
+          kafka: { brokers, consumerConfig: { 'sasl.password': { secret: 'hunter2' } } },
+        } as never),
+      (err: Error) =>
+        /kafka\.consumerConfig\.sasl\.password" must be a string/.test(err.message) &&
+        !err.message.includes('hunter2'),
+    );
+  });
+
+  it("refuses 'strict' fencing on a Redis Cluster client (its two keys are in different slots)", () => {
+    const c = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true });
+    try {
+      assert.throws(
+        () =>
+          new Processor({
+            definition,
+            redis: c,
+            fencing: 'strict',
+            kafka: { brokers: KAFKA_BROKERS.split(',') },
+          }),
+        { code: 'RF_INVALID_OPTIONS', message: /option "fencing" is 'strict'.*use 'cluster'/ },
+      );
+    } finally {
+      c.disconnect();
+    }
   });
 
   it('rejects malformed processor definitions, naming the field', () => {
