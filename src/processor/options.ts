@@ -335,8 +335,16 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     throw invalid(
       "option \"fencing\" is 'strict', which reads the partition's epoch key in the same script as the state key; on Redis Cluster the two are in different hash slots: use 'cluster'",
     );
-  const replicationFactor =
-    o.replicationFactor === -1 ? -1 : integer('replicationFactor', o.replicationFactor, 1, 32_767, -1);
+  const rf = o.replicationFactor;
+  if (
+    rf !== undefined &&
+    rf !== -1 &&
+    !(typeof rf === 'number' && Number.isSafeInteger(rf) && rf >= 1 && rf <= 32_767)
+  )
+    throw invalid(
+      `option "replicationFactor" must be an integer from 1 to 32767, or -1 for the broker's default, got ${shown(rf)}`,
+    );
+  const replicationFactor = rf === undefined ? -1 : (rf as number);
   return {
     definition,
     redis,
