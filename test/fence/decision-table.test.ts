@@ -8,15 +8,65 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   type ApplyRequest,
   decideApply,
+  defineProcessor,
   Fence,
+  type InRecord,
+  type KafkaPort,
   type ModelState,
+  type OutRecord,
+  Processor,
   partitionFor,
   type RecordResult,
+  readDeadLetterHeaders,
 } from '../../src/index.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
 
 const T = 'orders';
+
+/**
+ * A KafkaPort the test drives by hand: it hands the processor the batches it is given and keeps what
+ * the processor produces and commits. The DLQ row is decided by the processor before Redis, so that
+ * row goes through a processor on the target's Redis.
+ */
+class HandDrivenKafka implements KafkaPort {
+  handlers: Parameters<KafkaPort['start']>[1] | undefined;
+  readonly produced: OutRecord[] = [];
+  readonly commits: Parameters<KafkaPort['commit']>[0][] = [];
+  constructor(readonly partitions: number) {}
+  async start(_topics: string[], handlers: Parameters<KafkaPort['start']>[1]): Promise<void> {
+    this.handlers = handlers;
+  }
+  async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
+    this.produced.push(...records);
+    handedOver?.();
+  }
+  async commit(offsets: Parameters<KafkaPort['commit']>[0]): Promise<void> {
+    this.commits.push(offsets);
+  }
+  async produceTransactionally(
+    records: readonly OutRecord[],
+    offsets: Parameters<KafkaPort['commit']>[0],
+    beforeCommit?: () => void,
+  ): Promise<void> {
+    this.produced.push(...records);
+    beforeCommit?.();
+    this.commits.push(offsets);
+  }
+  async committed(): Promise<Map<string, number>> {
+    return new Map(); // nothing committed yet
+  }
+  async partitionCount(): Promise<number> {
+    return this.partitions;
+  }
+  async highWatermarks(): Promise<Map<number, number>> {
+    return new Map();
+  }
+  seek(): void {}
+  pause(): void {}
+  resume(): void {}
+  async stop(): Promise<void> {}
+}
 
 for (const target of TARGETS) {
   describe(`decision table on ${target.name}`, () => {
@@ -52,12 +102,69 @@ for (const target of TARGETS) {
       return got;
     }
 
-    it('DLQ: a key that does not hash to its partition is detected before any state is touched', async () => {
-      const key = 'dlq-key';
-      const wrong = (partitionFor(key, 6) + 1) % 6;
-      assert.notEqual(partitionFor(key, 6), wrong);
-      assert.equal(await fence.read(key), null);
-    });
+    for (const mode of ['at-least-once', 'exactly-once'] as const) {
+      it(`DLQ (${mode}): a key that does not hash to its partition is dead-lettered by the processor, its state untouched`, async () => {
+        const input = `dlq-${mode}`;
+        const key = 'dlq-key';
+        const wrong = (partitionFor(key, 6) + 1) % 6;
+        assert.notEqual(partitionFor(key, 6), wrong);
+        // a key of the same batch that does hash to it: applied, so the batch did go through apply
+        let placed = 'placed-0';
+        for (let i = 1; partitionFor(placed, 6) !== wrong; i++) placed = `placed-${i}`;
+        const kafka = new HandDrivenKafka(6);
+        const p = new Processor({
+          definition: defineProcessor<unknown, number>({
+            input,
+            output: `${input}-out`,
+            store: fence.keys.store,
+            decode: () => ({}),
+            operation: () => ({ op: 'add', by: 1 }),
+          }),
+          redis,
+          mode,
+          fencing: target.mode,
+          kafka,
+          watchdog: false,
+        });
+        await p.start();
+        try {
+          const record = (offset: number, k: string): InRecord => ({
+            topic: input,
+            partition: wrong,
+            offset: String(offset),
+            key: Buffer.from(k),
+            value: Buffer.from('{}'),
+            headers: {},
+            timestamp: '1700000000000',
+          });
+          await kafka.handlers?.onAssign([{ topic: input, partition: wrong }]);
+          await kafka.handlers?.onBatch(input, wrong, [record(0, key), record(1, placed)], '2');
+        } finally {
+          await p.close();
+        }
+        // the row: DLQ, state untouched (no state key written)
+        assert.equal(await fence.read(key), null, 'no state for the misplaced key');
+        assert.equal(await redis.exists(fence.keys.state(key)), 0);
+        assert.equal((await fence.read(placed))?.value?.toString(), '1', 'the well-placed key applied');
+        const dead = kafka.produced.filter((r) => r.topic === `${input}.DLT`);
+        assert.equal(dead.length, 1, 'one dead letter');
+        const h = readDeadLetterHeaders(dead[0]?.headers ?? {});
+        assert.deepEqual(
+          [h.reason, h.originalTopic, h.originalPartition, h.originalOffset],
+          ['wrong-partition', input, wrong, 0n],
+        );
+        assert.deepEqual(
+          kafka.produced.filter((r) => r.topic === `${input}-out`).map((r) => String(r.key)),
+          [placed],
+          'an output for the well-placed key only',
+        );
+        assert.deepEqual(
+          kafka.commits.flat(),
+          [{ topic: input, partition: wrong, offset: 2 }],
+          'both committed',
+        );
+      });
+    }
 
     it('APPLY: no state yet, then higher offsets on the same partition; holes are gaps, not errors', async () => {
       const e = await acquire(0);
