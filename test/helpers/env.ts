@@ -16,7 +16,7 @@ export const REDIS_CLUSTER_NODES = (
     return { host: host || '127.0.0.1', port: Number(port) };
   });
 export const KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:19092';
-export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/redfence_test';
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:15432/redfence_test';
 
 /** A short random name for one test's namespace (topic, group, store). */
 export function uniqueName(prefix: string): string {
