@@ -29,6 +29,8 @@ export class GroupConsumer implements Member {
   #loop: Promise<void> | undefined;
   #cursor = 0;
   #delivered = 0;
+  #idle = false;
+  #idleWaiters: (() => void)[] = [];
 
   constructor(cluster: Cluster, group: Group, maxBatchSize: number, errors: unknown[]) {
     this.#cluster = cluster;
@@ -140,8 +142,26 @@ export class GroupConsumer implements Member {
       const since = this.#cluster.version;
       const outcome = await this.#withTurn(() => this.#deliverOne());
       if (outcome === 'failed') await new Promise((resolve) => setTimeout(resolve, REDELIVERY_BACKOFF_MS));
-      else if (outcome === 'none') await this.#cluster.waitForChange(since);
+      else if (outcome === 'none') {
+        if (this.#cluster.version === since) this.#becomeIdle();
+        await this.#cluster.waitForChange(since);
+        this.#idle = false;
+      }
     }
+    this.#becomeIdle();
+  }
+
+  #becomeIdle(): void {
+    this.#idle = true;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  /** Resolves when no batch is in flight and no owned, unpaused partition has a record to deliver. */
+  idle(): Promise<void> {
+    if (this.#idle || this.#loop === undefined) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
   /** Delivers one batch of the next partition (round robin) that has records to read. */

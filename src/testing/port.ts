@@ -107,6 +107,14 @@ export class MemoryKafkaPort implements KafkaPort {
     return this.#consumer.delivered;
   }
 
+  /**
+   * Resolves once this consumer has no batch in flight and nothing to deliver (every owned, unpaused
+   * partition read to its end); at once after stop().
+   */
+  idle(): Promise<void> {
+    return this.#consumer.idle();
+  }
+
   /** The next step of this kind fails; see FailOptions. */
   failNext(step: KafkaStep, options?: FailOptions): void {
     this.#faults.failNext(step, options);
