@@ -36,6 +36,8 @@ class StallingPort implements KafkaPort {
   committed: KafkaPort['committed'] = (p) => this.inner.committed(p);
   partitionCount: KafkaPort['partitionCount'] = (t) => this.inner.partitionCount(t);
   highWatermarks: KafkaPort['highWatermarks'] = (t) => this.inner.highWatermarks(t);
+  describeTopics: KafkaPort['describeTopics'] = (t) => this.inner.describeTopics(t);
+  createTopics: KafkaPort['createTopics'] = (t) => this.inner.createTopics(t);
   pause: KafkaPort['pause'] = (p) => this.inner.pause(p);
   resume: KafkaPort['resume'] = (p) => this.inner.resume(p);
   stop = () => this.inner.stop();
