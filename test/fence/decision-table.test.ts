@@ -10,63 +10,18 @@ import {
   decideApply,
   defineProcessor,
   Fence,
-  type InRecord,
-  type KafkaPort,
   type ModelState,
-  type OutRecord,
   Processor,
   partitionFor,
   type RecordResult,
   readDeadLetterHeaders,
 } from '../../src/index.js';
+import { MemoryKafka } from '../../src/testing/index.js';
 import { uniqueName } from '../helpers/env.js';
+import { pollUntil } from '../helpers/kafka.js';
 import { TARGETS } from '../helpers/targets.js';
 
 const T = 'orders';
-
-/**
- * A KafkaPort the test drives by hand: it hands the processor the batches it is given and keeps what
- * the processor produces and commits. The DLQ row is decided by the processor before Redis, so that
- * row goes through a processor on the target's Redis.
- */
-class HandDrivenKafka implements KafkaPort {
-  handlers: Parameters<KafkaPort['start']>[1] | undefined;
-  readonly produced: OutRecord[] = [];
-  readonly commits: Parameters<KafkaPort['commit']>[0][] = [];
-  constructor(readonly partitions: number) {}
-  async start(_topics: string[], handlers: Parameters<KafkaPort['start']>[1]): Promise<void> {
-    this.handlers = handlers;
-  }
-  async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
-    this.produced.push(...records);
-    handedOver?.();
-  }
-  async commit(offsets: Parameters<KafkaPort['commit']>[0]): Promise<void> {
-    this.commits.push(offsets);
-  }
-  async produceTransactionally(
-    records: readonly OutRecord[],
-    offsets: Parameters<KafkaPort['commit']>[0],
-    beforeCommit?: () => void,
-  ): Promise<void> {
-    this.produced.push(...records);
-    beforeCommit?.();
-    this.commits.push(offsets);
-  }
-  async committed(): Promise<Map<string, number>> {
-    return new Map(); // nothing committed yet
-  }
-  async partitionCount(): Promise<number> {
-    return this.partitions;
-  }
-  async highWatermarks(): Promise<Map<number, number>> {
-    return new Map();
-  }
-  seek(): void {}
-  pause(): void {}
-  resume(): void {}
-  async stop(): Promise<void> {}
-}
 
 for (const target of TARGETS) {
   describe(`decision table on ${target.name}`, () => {
@@ -111,7 +66,13 @@ for (const target of TARGETS) {
         // a key of the same batch that does hash to it: applied, so the batch did go through apply
         let placed = 'placed-0';
         for (let i = 1; partitionFor(placed, 6) !== wrong; i++) placed = `placed-${i}`;
-        const kafka = new HandDrivenKafka(6);
+        // both records on partition `wrong`, in one batch
+        const kafka = new MemoryKafka({ topics: { [input]: 6, [`${input}-out`]: 6, [`${input}.DLT`]: 6 } });
+        kafka.produce([
+          { topic: input, partition: wrong, key: key, value: '{}' },
+          { topic: input, partition: wrong, key: placed, value: '{}' },
+        ]);
+        const groupId = uniqueName('dt-dlq');
         const p = new Processor({
           definition: defineProcessor<unknown, number>({
             input,
@@ -123,22 +84,17 @@ for (const target of TARGETS) {
           redis,
           mode,
           fencing: target.mode,
-          kafka,
+          groupId,
+          kafka: kafka.port({ groupId }),
           watchdog: false,
         });
         await p.start();
         try {
-          const record = (offset: number, k: string): InRecord => ({
-            topic: input,
-            partition: wrong,
-            offset: String(offset),
-            key: Buffer.from(k),
-            value: Buffer.from('{}'),
-            headers: {},
-            timestamp: '1700000000000',
-          });
-          await kafka.handlers?.onAssign([{ topic: input, partition: wrong }]);
-          await kafka.handlers?.onBatch(input, wrong, [record(0, key), record(1, placed)], '2');
+          await pollUntil(
+            'both records committed',
+            () => kafka.committedOffsets(groupId, input).get(wrong) === 2,
+            15_000,
+          );
         } finally {
           await p.close();
         }
@@ -146,7 +102,7 @@ for (const target of TARGETS) {
         assert.equal(await fence.read(key), null, 'no state for the misplaced key');
         assert.equal(await redis.exists(fence.keys.state(key)), 0);
         assert.equal((await fence.read(placed))?.value?.toString(), '1', 'the well-placed key applied');
-        const dead = kafka.produced.filter((r) => r.topic === `${input}.DLT`);
+        const dead = kafka.read(`${input}.DLT`);
         assert.equal(dead.length, 1, 'one dead letter');
         const h = readDeadLetterHeaders(dead[0]?.headers ?? {});
         assert.deepEqual(
@@ -154,14 +110,14 @@ for (const target of TARGETS) {
           ['wrong-partition', input, wrong, 0n],
         );
         assert.deepEqual(
-          kafka.produced.filter((r) => r.topic === `${input}-out`).map((r) => String(r.key)),
+          kafka.read(`${input}-out`).map((r) => String(r.key)),
           [placed],
           'an output for the well-placed key only',
         );
         assert.deepEqual(
-          kafka.commits.flat(),
-          [{ topic: input, partition: wrong, offset: 2 }],
-          'both committed',
+          [...kafka.committedOffsets(groupId, input)].filter(([, o]) => o > 0),
+          [[wrong, 2]],
+          'both committed, nothing else',
         );
       });
     }
