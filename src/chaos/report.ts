@@ -47,7 +47,7 @@ export function formatReport(r: ChaosReport): string {
     const k = f.fault.kind === 'crash' ? `crash ${f.fault.point}` : f.fault.kind;
     const e = byKind.get(k) ?? { n: 0, ok: 0 };
     e.n++;
-    if (!/^failed|not reached|^skipped|did not move|^exited/.test(f.outcome)) e.ok++;
+    if (f.failure === undefined) e.ok++;
     byKind.set(k, e);
   }
   const faultRows: Array<[string, string]> = [];
@@ -56,6 +56,7 @@ export function formatReport(r: ChaosReport): string {
       if (k === kind || k.startsWith(`${kind} `)) faultRows.push([k, `${e.ok} of ${e.n}`]);
     }
   }
+  faultRows.push(['scheduled, never ran', String(r.schedule.length - r.faults.length)]);
   faultRows.push(['instance exits not caused', String(r.unexpectedExits.length)]);
   out.push(table('Faults (as intended / injected)', faultRows));
   const verdictRows: Array<[string, number]> = [...r.verdicts].sort().map(([k, n]) => [k, n]);
@@ -75,7 +76,10 @@ export function formatReport(r: ChaosReport): string {
   for (const x of v?.violations ?? []) out.push(`  VIOLATION [${x.check}] ${x.message}`);
   for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
   for (const e of r.unexpectedExits) out.push(`  EXIT ${e.split('\n')[0]}`);
-  out.push(r.ok ? 'VERDICT: OK' : 'VERDICT: FAILED');
+  for (const f of r.faults)
+    if (f.failure !== undefined)
+      out.push(`  FAULT #${f.fault.index} ${describeFault(f.fault)}: ${f.failure}`);
+  out.push(r.ok ? 'VERDICT: OK' : `VERDICT: FAILED (${r.failures.length} reasons)`);
   return out.join('\n');
 }
 

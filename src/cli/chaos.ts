@@ -1,6 +1,6 @@
 /**
  * `redfence chaos`: runs the fault harness (src/chaos) against real Kafka and a redis-server of its own,
- * prints the report table, and exits 1 when the verifier finds a violation (2 on bad options).
+ * prints the report table, and exits 1 when the run fails (src/chaos/verdict.ts; 2 on bad options).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -16,9 +16,11 @@ import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
 
 export const CHAOS_HELP = `redfence chaos [options]
 
-Runs examples/customer-totals.ts as child processes against real Kafka and a redis-server the harness
-starts itself, produces a skewed workload with poison records while injecting faults, then verifies
-outputs, state, dead letters and committed offsets. Exit 0: no violation; 1: violations; 2: bad options.
+Runs the package's own customer-totals processor as child processes against real Kafka and a
+redis-server the harness starts itself (redis-server must be on the PATH), produces a skewed workload
+with poison records while injecting faults, then verifies outputs, state, dead letters and committed
+offsets. Exit 0: every fault did what it is meant to and no violation; 1: a violation, a fault that did
+not, or an instance exit no fault caused; 2: bad options.
 
 Options (defaults in brackets):
   --mode <m>               exactly-once | at-least-once | both [exactly-once]
