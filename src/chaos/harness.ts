@@ -77,6 +77,8 @@ export const DEFAULTS: Omit<ChaosOptions, 'mode' | 'brokers'> = {
 
 export interface ChaosReport {
   seed: number;
+  /** When the run started (ISO 8601). */
+  startedAt: string;
   options: ChaosOptions;
   /** Every fault scheduled; `faults` has the outcome of each that ran. */
   schedule: Fault[];
@@ -116,6 +118,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   const schedule = makeSchedule({ ...o, seed });
   const report: ChaosReport = {
     seed,
+    startedAt: new Date(t0).toISOString(),
     options: o,
     schedule,
     names,

@@ -10,6 +10,7 @@ import {
   DEFAULTS,
   formatFaults,
   formatReport,
+  formatSummary,
   runChaos,
 } from '../chaos/index.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
@@ -158,6 +159,11 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
   return parsed;
 }
 
+/** Where the markdown summary of `--report <file>` goes: the same name with `.md`. */
+export function summaryPath(report: string): string {
+  return `${report.replace(/\.txt$/, '')}.md`;
+}
+
 export async function chaos(args: readonly string[], out: (s: string) => void): Promise<number> {
   let parsed: ParsedChaos;
   try {
@@ -173,6 +179,7 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
   }
   const reports: ChaosReport[] = [];
   const texts: string[] = [];
+  const summaries: string[] = [];
   for (const mode of parsed.modes) {
     const { pointsFor } = await import('../chaos/schedule.js');
     const crashes = parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length;
@@ -188,11 +195,14 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
     reports.push(report);
     const text = `${formatReport(report)}\nFaults:\n${formatFaults(report)}\n`;
     texts.push(text);
+    summaries.push(formatSummary(report, `redfence chaos ${args.join(' ')}`));
     out(`\n${text}\n`);
   }
   if (parsed.report) {
+    // the report, and beside it the markdown summary for docs/chaos.md's list of long runs
     await mkdir(dirname(parsed.report), { recursive: true });
     await writeFile(parsed.report, texts.join('\n'));
+    await writeFile(summaryPath(parsed.report), `${summaries.join('\n\n')}\n`);
   }
   return reports.every((r) => r.ok) ? 0 : 1;
 }

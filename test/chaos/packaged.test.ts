@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, sep } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -69,7 +69,7 @@ describe('redfence chaos from the packed package', { timeout: 240_000 }, () => {
     assert.ok(readdirSync(join(pkg, 'node_modules')).includes('ioredis'));
   });
 
-  it('a short run (one kill) passes its verdict', () => {
+  it('a short run (one kill) passes its verdict and writes its report and markdown summary', () => {
     const r = spawnSync(
       process.execPath,
       [
@@ -99,6 +99,8 @@ describe('redfence chaos from the packed package', { timeout: 240_000 }, () => {
         '1',
         '--drain-timeout',
         '60000',
+        '--report',
+        join(dir, 'out/run.txt'),
       ],
       { cwd: dir, encoding: 'utf8', timeout: 200_000, env: { ...process.env, NODE_OPTIONS: '' } },
     );
@@ -106,5 +108,12 @@ describe('redfence chaos from the packed package', { timeout: 240_000 }, () => {
     assert.equal(r.status, 0, out);
     assert.match(r.stdout, /fault #0 kill on i0#0: killed, restarted/);
     assert.match(r.stdout, /VERDICT: OK/);
+    assert.match(readFileSync(join(dir, 'out/run.txt'), 'utf8'), /VERDICT: OK/);
+    const summary = readFileSync(join(dir, 'out/run.md'), 'utf8');
+    assert.match(summary, /^### \d{4}-\d\d-\d\d: exactly-once, seed \d+: OK$/m);
+    assert.match(summary, /^`redfence chaos --brokers .* --report .*run\.txt`$/m);
+    assert.match(summary, /^\| input \| 600 records: /m);
+    assert.match(summary, /^\| violations \| 0 \|$/m);
+    assert.match(summary, /^\| kill \| 1 \| 1 \| 1 \|$/m);
   });
 });
