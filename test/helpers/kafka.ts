@@ -203,15 +203,5 @@ export async function committedOffsets(groupId: string, topic: string): Promise<
   }
 }
 
-/** Polls `check` every 100 ms until it returns true; fails with `what` after the timeout. */
-export async function pollUntil(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 60_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Polls a condition until it holds, with a bound (src/harness/poll.ts). */
+export { pollUntil } from '../../src/harness/poll.js';
