@@ -5,7 +5,7 @@
 #   Kafka three nodes  : brokers 19192/19292/19392, controllers 19193/19293/19393
 #   Redis standalone   : 16379 (replica of it: 16380)
 #   Redis Cluster      : 17001-17006 (3 masters + 3 replicas)
-#   PostgreSQL         : the machine's server (PGHOST/PGPORT, default 127.0.0.1:5432), database redfence_test
+#   PostgreSQL         : a private server on 15432 (RF_PG_PORT), data under .dev/postgres, database redfence_test
 
 RF_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RF_DEV_DIR="${RF_DEV_DIR:-$RF_ROOT/.dev}"

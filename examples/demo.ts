@@ -23,15 +23,15 @@
  *   DEMO_RECORDS (20000)  DEMO_CUSTOMERS (1000)
  *   DEMO_KEEP_LOGS=1: keep the instances' logs (json, in the temp directory) even when the run passes
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, rmSync, type WriteStream } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
+import { Child, freePort } from '../src/harness/index.js';
 import { Fence, partitionFor, readDeadLetterHeaders } from '../src/index.js';
 
 const BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:19092';
@@ -163,24 +163,13 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const)
     cleanup().finally(() => process.exit(130));
   });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 async function startInstance(name: string): Promise<Instance> {
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
+  // the shared spawner (its own line capture aside, the demo reads the streams itself too)
+  const { proc: child } = new Child({
+    name,
+    command: process.execPath,
+    args: [
       '--import',
       'tsx',
       BIN,
@@ -203,12 +192,10 @@ async function startInstance(name: string): Promise<Instance> {
       '--log',
       'info',
     ],
-    {
-      cwd: ROOT,
-      env: { ...process.env, ORDERS_TOPIC: ORDERS, TOTALS_TOPIC: TOTALS, TOTALS_STORE: STORE },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+    cwd: ROOT,
+    env: { ...process.env, ORDERS_TOPIC: ORDERS, TOTALS_TOPIC: TOTALS, TOTALS_STORE: STORE },
+    keepLines: 40,
+  });
   children.add(child);
   const logFile = join(tmpdir(), `redfence-demo-${run}-${name}.log`);
   const inst: Instance = {

@@ -18,11 +18,11 @@
  * (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379). Also reported: Redis used_memory per key of
  * state and A's peak RSS (VmHWM) after it processed the K keys. Results: bench/results/failover.raw.json.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
+import { Child, pollUntil } from '../../src/harness/index.js';
 import { customerTotalsCli, peakRss, ROOT } from '../processor/cli.js';
 import {
   committedSum,
@@ -48,7 +48,7 @@ const WAVE = 100;
 const kafka = kafkaClient(brokers);
 const redis = new Redis(redisUrl);
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
-const children = new Set<ChildProcess>();
+const children = new Set<Child>();
 let failed: Error | undefined;
 
 const order = (customer: string, amount: number) => ({
@@ -61,9 +61,10 @@ function startInstance(
   isStatic: boolean,
   t: { input: string; output: string; store: string; group: string },
 ) {
-  const child = spawn(
-    process.execPath,
-    [
+  const child = new Child({
+    name,
+    command: process.execPath,
+    args: [
       ...cli,
       'run',
       moduleFile,
@@ -83,35 +84,43 @@ function startInstance(
       'info',
       ...(isStatic ? ['--static'] : []),
     ],
-    {
-      cwd: ROOT,
-      env: { ...process.env, ORDERS_TOPIC: t.input, TOTALS_TOPIC: t.output, TOTALS_STORE: t.store },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
+    cwd: ROOT,
+    env: { ...process.env, ORDERS_TOPIC: t.input, TOTALS_TOPIC: t.output, TOTALS_STORE: t.store },
+  });
   children.add(child);
-  let stderrTail = '';
-  child.on('exit', (code, signal) => {
+  void child.exited.then(({ code, signal }) => {
     children.delete(child);
     if (signal !== 'SIGKILL' && signal !== 'SIGTERM' && code !== 0)
-      failed = new Error(`instance ${name} exited (${code ?? signal}): ${stderrTail}`);
+      failed = new Error(`instance ${name} exited (${code ?? signal}): ${child.tail()}`);
   });
   let assignedAt: number | undefined;
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    stderrTail = (stderrTail + d).slice(-2000);
-    if (assignedAt === undefined && d.includes('"partitions assigned"') && !d.includes('"partitions":[]'))
-      assignedAt = Date.now();
-  });
+  // settles when the line comes or the child exits (the bound is the run's own)
+  void child.log
+    .waitFor(
+      'partitions assigned',
+      (l) => l.msg === 'partitions assigned' && Array.isArray(l.partitions) && l.partitions.length > 0,
+      3_600_000,
+    )
+    .then(
+      () => {
+        assignedAt = Date.now();
+      },
+      () => undefined,
+    );
   return { child, assignedAt: () => assignedAt };
 }
 
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number, everyMs = 50) {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (failed) throw failed;
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
+/** Polls `check`, failing at once when an instance died. */
+function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs: number, everyMs = 50) {
+  return pollUntil(
+    what,
+    async () => {
+      if (failed) throw failed;
+      return check();
+    },
+    timeoutMs,
+    everyMs,
+  );
 }
 
 async function usedMemory(): Promise<number> {
@@ -170,7 +179,7 @@ async function one(keys: number, membership: Membership) {
     await new Promise((r) => setTimeout(r, 2000));
 
     const killedAt = Date.now();
-    a.child.kill('SIGKILL');
+    void a.child.kill();
     const b = startInstance(isStatic ? 'A' : 'B', isStatic, t);
     await preload(kafka, t.input, WAVE, (i) => order(`c${i % keys}`, 1));
     await until('the first output of the wave', () => firstOutputAt !== undefined, 300_000, 20);
@@ -185,11 +194,10 @@ async function one(keys: number, membership: Membership) {
     };
     console.error(`[failover] ${JSON.stringify(result)}`);
     await consumer.disconnect().catch(() => undefined);
-    b.child.kill('SIGTERM');
-    await new Promise((r) => b.child.once('exit', r));
+    await b.child.terminate(30_000);
     return result;
   } finally {
-    for (const c of children) c.kill('SIGKILL');
+    for (const c of children) c.signal('SIGKILL');
     await deleteTopics(kafka, [t.input, t.output, `${t.input}.DLT`]);
     await dropStore(redis, t.store);
   }
@@ -212,7 +220,7 @@ try {
     `${JSON.stringify({ date: new Date().toISOString(), loadavg: loadavg(), sessionMs, results }, null, 2)}\n`,
   );
 } finally {
-  for (const c of children) c.kill('SIGKILL');
+  for (const c of children) c.signal('SIGKILL');
   redis.disconnect();
   removeModule();
 }

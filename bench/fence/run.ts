@@ -13,8 +13,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { Redis } from 'ioredis';
+import { startRedisServer } from '../../src/harness/redis-server.js';
 import { type MemoryResult, measureMemory, STATES } from './memory.js';
-import { startRedis } from './redis-server.js';
 import { parseInfo } from './stats.js';
 import { type Clients, type Config, type Measurement, measure } from './throughput.js';
 
@@ -93,7 +93,7 @@ function memoryTable(mem: readonly MemoryResult[]): string {
   return lines.join('\n');
 }
 
-const server = await startRedis(PORT);
+const server = await startRedisServer({ port: PORT, binary: '/usr/bin/redis-server' });
 const stopOnSignal = (): void => {
   void server.stop().finally(() => process.exit(130));
 };

@@ -11,10 +11,10 @@
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379). Results: a table on stdout
  * and bench/results/memory.raw.json. Topics and Redis keys are deleted at the end of each run.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { Redis } from 'ioredis';
+import { Child } from '../../src/harness/index.js';
 import { customerTotalsCli, peakRss, ROOT } from '../processor/cli.js';
 import {
   committedSum,
@@ -36,7 +36,7 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
 const kafka = kafkaClient(brokers);
 const redis = new Redis(redisUrl);
 const { cli, module, cleanup } = customerTotalsCli();
-let child: ChildProcess | undefined;
+let child: Child | undefined;
 
 async function one(keys: number) {
   const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -46,37 +46,31 @@ async function one(keys: number) {
   try {
     await preload(kafka, t.input, records, orderMaker(keys));
     const t0 = Date.now();
-    const c = spawn(
-      process.execPath,
-      [...cli, 'run', module, '--brokers', brokers.join(','), '--redis', redisUrl, '--group', group],
-      {
-        cwd: ROOT,
-        env: { ...process.env, ORDERS_TOPIC: t.input, TOTALS_TOPIC: t.output, TOTALS_STORE: t.store },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      },
-    );
-    child = c;
-    let tail = '';
-    c.stderr?.setEncoding('utf8').on('data', (d: string) => {
-      tail = (tail + d).slice(-2000);
+    const c = new Child({
+      name: 'instance',
+      command: process.execPath,
+      args: [...cli, 'run', module, '--brokers', brokers.join(','), '--redis', redisUrl, '--group', group],
+      cwd: ROOT,
+      env: { ...process.env, ORDERS_TOPIC: t.input, TOTALS_TOPIC: t.output, TOTALS_STORE: t.store },
+      keepLines: 50,
     });
+    child = c;
     let peak = 0;
     for (;;) {
-      if (c.exitCode !== null) throw new Error(`the instance exited (${c.exitCode}): ${tail}`);
+      if (!c.alive) throw new Error(`the instance exited (${c.exit?.code}): ${c.tail()}`);
       peak = Math.max(peak, peakRss(c.pid));
       if ((await committedSum(kafka, group, t.input)) >= records) break;
-      if (Date.now() - t0 > 1_200_000) throw new Error(`not done after 1200 s: ${tail}`);
+      if (Date.now() - t0 > 1_200_000) throw new Error(`not done after 1200 s: ${c.tail()}`);
       await new Promise((r) => setTimeout(r, 1000));
     }
     const seconds = (Date.now() - t0) / 1000;
     peak = Math.max(peak, peakRss(c.pid));
-    c.kill('SIGTERM');
-    await new Promise((r) => c.once('exit', r));
+    await c.terminate(30_000);
     const result = { keys, records, peakRssMiB: Math.round(peak / 2 ** 20), seconds: Math.round(seconds) };
     console.error(`[memory] ${JSON.stringify(result)}`);
     return result;
   } finally {
-    child?.kill('SIGKILL');
+    child?.signal('SIGKILL');
     await deleteTopics(kafka, [t.input, t.output, `${t.input}.DLT`]);
     await dropStore(redis, t.store);
   }
@@ -94,7 +88,7 @@ try {
     `${JSON.stringify({ date: new Date().toISOString(), loadavg: loadavg(), results }, null, 2)}\n`,
   );
 } finally {
-  child?.kill('SIGKILL');
+  child?.signal('SIGKILL');
   cleanup();
   redis.disconnect();
 }

@@ -1,9 +1,11 @@
 /**
- * The chaos harness: real Kafka, a redis-server of its own, `redfence run examples/customer-totals.ts`
- * instances as child processes, a skewed workload with poison produced while they run, and a seeded
- * schedule of faults (crash points, SIGKILLs, a zombie, Redis restarts, scaling). When the input is all
- * produced and every fault has run, it waits for the group to commit the input's end offsets, stops
- * the instances and hands everything to the verifier (src/chaos/verifier.ts).
+ * The chaos harness: real Kafka, a redis-server of its own, instances of the package's customer-totals
+ * processor as child processes (src/chaos/instances.ts), a skewed workload with poison produced while
+ * they run, and a seeded schedule of faults (crash points, SIGKILLs, a zombie, Redis restarts, scaling;
+ * src/chaos/faults.ts). When the input is all produced and every fault has run, it waits for the group
+ * to commit the input's end offsets, stops the instances and hands everything to the verifier
+ * (src/chaos/verifier.ts); the verdict (src/chaos/verdict.ts) also fails the run for a fault that did
+ * not do what it is meant to and for an instance exit no fault caused.
  *
  * Every wait is a poll or an awaited event with a timeout; the only sleeps are the schedule's pacing
  * (when a fault is due, how long a process stays down). Every child is killed and every topic deleted
@@ -11,16 +13,22 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Exit, freePort, type Instance, type Mode, pollUntil, startInstance } from './instances.js';
+import type { Exit } from '../harness/child.js';
+import { pollUntil } from '../harness/poll.js';
+import { TcpProxy } from '../harness/proxy.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { type FaultContext, type Injected, inject, type RedisSide, type Slot } from './faults.js';
+import { type Instance, type Mode, startInstance } from './instances.js';
 import { ChaosKafka } from './kafka.js';
-import { ChaosRedisServer, redisCommand, redisInfo } from './redis-server.js';
 import { randomSeed } from './rng.js';
 import { type Fault, type FaultKind, makeSchedule, type ScheduleOptions } from './schedule.js';
+import { type FaultOutcome, judge, judgeFault } from './verdict.js';
 import { type VerifyResult, verify } from './verifier.js';
 import { Feeder, Workload } from './workload.js';
+
+export type { FaultOutcome };
 
 /** The faults (kills, crashes, zombies, Redis restarts and failovers, scale) are the schedule's options. */
 export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
@@ -67,17 +75,13 @@ export const DEFAULTS: Omit<ChaosOptions, 'mode' | 'brokers'> = {
   crashTimeoutMs: 60_000,
 };
 
-export interface FaultOutcome {
-  fault: Fault;
-  target?: string;
-  outcome: string;
-  startedAt: number;
-  tookMs: number;
-}
-
 export interface ChaosReport {
   seed: number;
+  /** When the run started (ISO 8601). */
+  startedAt: string;
   options: ChaosOptions;
+  /** Every fault scheduled; `faults` has the outcome of each that ran. */
+  schedule: Fault[];
   names: { input: string; output: string; deadLetter: string; group: string; store: string };
   faults: FaultOutcome[];
   unexpectedExits: string[];
@@ -88,17 +92,11 @@ export interface ChaosReport {
   drainSeconds: number;
   totalSeconds: number;
   verify: VerifyResult | undefined;
-  /** Harness problems (a fault that could not finish, no drain): counted as violations. */
+  /** Harness problems (no drain, an instance that would not stop): each fails the run. */
   harnessErrors: string[];
+  /** Why the run fails (src/chaos/verdict.ts); empty when it is OK. */
+  failures: string[];
   ok: boolean;
-}
-
-interface Slot {
-  id: string;
-  generation: number;
-  inst: Instance;
-  /** An exit the harness caused (or awaits): the supervisor leaves it alone. */
-  expecting: boolean;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -120,7 +118,9 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   const schedule = makeSchedule({ ...o, seed });
   const report: ChaosReport = {
     seed,
+    startedAt: new Date(t0).toISOString(),
     options: o,
+    schedule,
     names,
     faults: [],
     unexpectedExits: [],
@@ -132,6 +132,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     totalSeconds: 0,
     verify: undefined,
     harnessErrors: [],
+    failures: [],
     ok: false,
   };
   log(
@@ -143,10 +144,9 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
 
   const kafka = new ChaosKafka(o.brokers);
   const dir = await mkdtemp(join(tmpdir(), 'redfence-chaos-'));
-  const redisPort = await freePort();
-  const redis = new ChaosRedisServer({ port: redisPort, dir: join(dir, 'primary'), persistent: true });
-  let replica: ChaosRedisServer | undefined;
-  let proxy: RedisProxy | undefined;
+  const redis: RedisSide = {
+    primary: new RedisServer({ dir: join(dir, 'primary'), persistent: true }),
+  };
   const slots: Slot[] = [];
   const everyInstance: Instance[] = [];
   let feeder: Feeder | undefined;
@@ -166,7 +166,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       generation,
       mode: o.mode,
       brokers: o.brokers,
-      redisUrl: proxy?.url ?? redis.url,
+      redisUrl: redis.proxy ? `redis://127.0.0.1:${redis.proxy.port}` : redis.primary.url,
       orders: names.input,
       totals: names.output,
       store: names.store,
@@ -194,51 +194,61 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     slot.expecting = false;
     if (!env) await started(slot);
   };
-  const stopGracefully = async (slot: Slot): Promise<Exit> => {
+  const stopGracefully = async (slot: Slot): Promise<{ exit: Exit; forced: boolean }> => {
     slot.expecting = true;
     await slot.inst.scrape();
-    slot.inst.signal('SIGCONT');
-    slot.inst.signal('SIGTERM');
-    return slot.inst.waitExit(25_000).catch(async () => {
+    const stopped = await slot.inst.child.terminate(25_000);
+    if (stopped.forced)
       report.harnessErrors.push(`${slot.inst.name} did not exit within 25 s of SIGTERM: SIGKILLed`);
-      return slot.inst.kill();
-    });
+    return stopped;
   };
-  const pickLive = (f: Fault): Slot => {
-    const l = live().filter((s) => !s.expecting);
-    if (l.length === 0) throw new Error('no live instance to inject a fault into');
-    return l[f.pick % l.length] as Slot;
+  const inputDone = async () => (feeder?.done ?? false) && (await caughtUp());
+  const context: FaultContext = {
+    sessionTimeoutMs: o.sessionTimeoutMs,
+    crashTimeoutMs: o.crashTimeoutMs,
+    redis,
+    slots,
+    live,
+    addInstance,
+    restart,
+    stopGracefully,
+    inputDone,
+  };
+  /** Any exit the harness did not cause is listed (it fails the run); the supervisor restarts it. */
+  const unexpected = (s: Slot): boolean => {
+    if (s.inst.alive || s.expecting) return false;
+    s.expecting = true;
+    const what = `${s.inst.name} exited on its own ${JSON.stringify(s.inst.exit)}`;
+    report.unexpectedExits.push(`${what}${s.inst.tail(6)}`);
+    log(what);
+    return true;
   };
 
   try {
-    await redis.start();
+    await redis.primary.start();
     if (o.redisFailovers > 0) {
-      replica = new ChaosRedisServer({
-        port: await freePort(),
+      redis.replica = new RedisServer({
         dir: join(dir, 'replica'),
         persistent: true,
-        replicaOf: redisPort,
+        replicaOf: redis.primary.port,
       });
-      await replica.start();
-      proxy = new RedisProxy(redis);
-      await proxy.listen();
+      await redis.replica.start();
+      redis.proxy = new TcpProxy({ host: '127.0.0.1', port: redis.primary.port });
+      await redis.proxy.listen();
     }
     await kafka.createTopics([
       { topic: names.input, partitions: o.partitions },
       { topic: names.output, partitions: o.partitions },
       { topic: names.deadLetter, partitions: 1 },
     ]);
-    log(`topics ${names.input} (+ totals, .DLT); Redis ${redis.url} (AOF, appendfsync always)`);
+    log(`topics ${names.input} (+ totals, .DLT); Redis ${redis.primary.url} (AOF, appendfsync always)`);
 
     // Instances, and a supervisor that restarts any that dies without the harness causing it.
     for (let i = 0; i < (o.scale[0] ?? 1); i++) await addInstance();
     supervisor = setInterval(() => {
       for (const s of slots) {
-        if (s.inst.alive || s.expecting) continue;
-        s.expecting = true;
-        const what = `${s.inst.name} exited on its own ${JSON.stringify(s.inst.exit)}`;
-        report.unexpectedExits.push(`${what}${s.inst.tail(6)}`);
-        log(`${what}: restarting it`);
+        if (!unexpected(s)) continue;
+        log(`restarting ${s.id}`);
         void restart(s).catch((err: Error) =>
           report.harnessErrors.push(`restart of ${s.id}: ${err.message}`),
         );
@@ -267,13 +277,21 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       const due = produceStart + f.at * windowMs;
       if (Date.now() < due) await sleep(due - Date.now()); // pacing: the fault's due time
       const startedAt = Date.now();
-      const outcome = await inject(f).catch((err: Error) => {
-        report.harnessErrors.push(`fault #${f.index} ${f.kind}: ${err.message}`);
-        return { target: undefined, outcome: `failed: ${err.message.split('\n')[0]}` };
+      const done: Injected = await inject(context, f).catch((err: Error) => {
+        const first = err.message.split('\n')[0] ?? '';
+        return { outcome: `failed: ${first}`, facts: { error: err.message } };
       });
-      report.faults.push({ fault: f, ...outcome, startedAt: startedAt - t0, tookMs: Date.now() - startedAt });
+      const failure = judgeFault(f, done.facts);
+      report.faults.push({
+        fault: f,
+        ...done,
+        ...(failure === undefined ? {} : { failure }),
+        startedAt: startedAt - t0,
+        tookMs: Date.now() - startedAt,
+      });
       log(
-        `fault #${f.index} ${describeFault(f)} on ${outcome.target ?? '-'}: ${outcome.outcome} (${Date.now() - startedAt} ms)`,
+        `fault #${f.index} ${describeFault(f)} on ${done.target ?? '-'}: ${done.outcome} (${Date.now() - startedAt} ms)` +
+          (failure === undefined ? '' : ` -- NOT AS EXPECTED: ${failure}`),
       );
     }
     await feeder.finished();
@@ -302,6 +320,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     log(`drained in ${report.drainSeconds.toFixed(1)} s`);
     clearInterval(supervisor);
     clearInterval(scraper);
+    for (const s of slots) unexpected(s);
     for (const s of live()) await s.inst.scrape();
     await Promise.all(live().map((s) => stopGracefully(s)));
   } catch (err) {
@@ -329,7 +348,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       log('verifying');
       report.verify = await verify({
         brokers: o.brokers,
-        redisUrl: redis.running ? redis.url : (replica?.url ?? redis.url),
+        redisUrl: redis.primary.url,
         mode: o.mode,
         input: names.input,
         output: names.output,
@@ -344,9 +363,9 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   } catch (err) {
     report.harnessErrors.push(`verifier: ${(err as Error).message}`);
   } finally {
-    await proxy?.close();
-    await replica?.stop();
-    await redis.stop();
+    await redis.proxy?.close();
+    await redis.replica?.stop();
+    await redis.primary.stop();
     if (!o.keep) {
       await kafka.deleteTopics([names.input, names.output, names.deadLetter]);
       await rm(dir, { recursive: true, force: true });
@@ -354,11 +373,10 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     await kafka.close();
   }
   report.totalSeconds = (Date.now() - t0) / 1000;
-  report.ok =
-    report.harnessErrors.length === 0 && report.verify !== undefined && report.verify.violations.length === 0;
+  report.failures = judge(report);
+  report.ok = report.failures.length === 0;
   return report;
 
-  // ------------------------------------------------------------------------------------------------
   async function caughtUp(): Promise<boolean> {
     const [committed, ends] = await Promise.all([
       kafka.committedOffsets(names.group, names.input),
@@ -366,164 +384,6 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     ]);
     for (const [p, end] of ends) if ((committed.get(p) ?? -1) !== end) return false;
     return true;
-  }
-
-  async function inject(f: Fault): Promise<{ target?: string; outcome: string }> {
-    switch (f.kind) {
-      case 'kill': {
-        const s = pickLive(f);
-        const name = s.inst.name;
-        s.expecting = true;
-        await s.inst.scrape();
-        const exit = await s.inst.kill();
-        if (exit.signal !== 'SIGKILL')
-          return { target: name, outcome: `had already exited ${JSON.stringify(exit)}` };
-        await sleep(f.pauseMs); // pacing: how long it stays down
-        await restart(s);
-        return { target: name, outcome: `killed, restarted after ${f.pauseMs} ms` };
-      }
-      case 'crash': {
-        // a crash point is reached only by a batch: with the input all produced and consumed, none comes
-        if (feeder?.done && (await caughtUp()))
-          return { outcome: 'skipped: input all produced and committed' };
-        const s = pickLive(f);
-        const name = s.inst.name;
-        await stopGracefully(s);
-        await restart(s, { REDFENCE_CRASH_AT: f.point as string, REDFENCE_CRASH_AFTER: String(f.after) });
-        s.expecting = true;
-        const armed = s.inst;
-        let outcome: string;
-        const exit = await armed.waitExit(o.crashTimeoutMs).catch(() => undefined);
-        if (exit?.signal === 'SIGKILL') outcome = `crashed at ${f.point} (pass ${f.after})`;
-        else if (exit) outcome = `exited ${JSON.stringify(exit)} before reaching ${f.point}`;
-        else {
-          await armed.scrape();
-          await armed.kill();
-          outcome = `not reached within ${o.crashTimeoutMs} ms: SIGKILLed`;
-        }
-        await restart(s);
-        return { target: `${name} -> ${armed.name}`, outcome };
-      }
-      case 'zombie': {
-        let helper: Slot | undefined;
-        if (live().filter((s) => !s.expecting).length < 2) helper = await addInstance();
-        const candidates = live().filter((s) => !s.expecting && s !== helper);
-        const s = candidates[f.pick % candidates.length] as Slot;
-        s.expecting = true; // a zombie may die of its stale work (fatal Kafka error): not unexpected
-        const others = live().filter((x) => x !== s);
-        const marks = new Map(others.map((x) => [x, x.inst.count]));
-        const stoppedAt = Date.now();
-        s.inst.signal('SIGSTOP');
-        const moved = await pollUntil(
-          'its partitions to move',
-          () =>
-            others.some((x) =>
-              x.inst.seen(
-                (l) =>
-                  l.msg === 'partitions assigned' && Array.isArray(l.partitions) && l.partitions.length > 0,
-                marks.get(x) ?? 0,
-              ),
-            ),
-          o.sessionTimeoutMs * 3 + 15_000,
-        ).then(
-          () => true,
-          () => false,
-        );
-        const movedMs = Date.now() - stoppedAt;
-        await sleep(f.pauseMs); // pacing: the new owners work while it sleeps
-        const mark = s.inst.count;
-        s.inst.signal('SIGCONT');
-        let what = 'woke';
-        await pollUntil(
-          'the zombie to notice',
-          () => {
-            if (!s.inst.alive) return true;
-            const fenced = s.inst.seen((l) => /^FENCE/.test(l.msg ?? ''), mark);
-            if (fenced) what = 'FENCEd';
-            return (
-              fenced ||
-              s.inst.seen((l) => l.msg === 'partitions revoked' || l.msg === 'partitions assigned', mark)
-            );
-          },
-          60_000,
-        ).catch(() => {
-          what = 'woke, nothing logged within 60 s';
-        });
-        if (!s.inst.alive) {
-          what = `exited ${JSON.stringify(s.inst.exit)} after waking`;
-          await restart(s);
-        } else if (s.inst.seen((l) => /^FENCE/.test(l.msg ?? ''), mark)) what = 'FENCEd';
-        s.expecting = false;
-        if (helper) {
-          await stopGracefully(helper);
-          slots.splice(slots.indexOf(helper), 1);
-        }
-        return {
-          target: s.inst.name,
-          outcome: `${moved ? `partitions moved after ${movedMs} ms` : 'partitions did not move'}, ${what}${helper ? ' (helper instance added for it)' : ''}`,
-        };
-      }
-      case 'redis-restart': {
-        const marks = new Map(live().map((x) => [x, x.inst.count]));
-        const target = proxy ? proxy.target : redis;
-        await target.kill();
-        await sleep(f.pauseMs); // pacing: the outage
-        await target.start();
-        const paused = live().filter((x) =>
-          x.inst.seen((l) => /^Redis unavailable/.test(l.msg ?? ''), marks.get(x) ?? 0),
-        );
-        await Promise.all(
-          paused.map((x) =>
-            x.inst
-              .waitFor(
-                'Redis is back: resumed',
-                (l) => l.msg === 'Redis is back: resumed',
-                90_000,
-                marks.get(x) ?? 0,
-              )
-              .catch((err: Error) => {
-                if (x.inst.alive) throw err;
-              }),
-          ),
-        );
-        return {
-          target: `redis :${target.port}`,
-          outcome: `down ${f.pauseMs} ms (SIGKILL, AOF always); ${paused.length} logged the outage and resumed`,
-        };
-      }
-      case 'redis-failover': {
-        if (!proxy || !replica) return { outcome: 'skipped: no replica' };
-        const old = proxy.target;
-        const next = old === redis ? replica : redis;
-        await pollUntil(
-          'the replica to be linked to its primary',
-          async () => /master_link_status:up/.test((await redisInfo(next.port, 'replication')) ?? ''),
-          30_000,
-        );
-        await old.kill();
-        await sleep(f.pauseMs);
-        await redisCommand(next.port, 'REPLICAOF NO ONE');
-        proxy.switchTo(next);
-        // the old primary comes back as a replica of the new one (its data is replaced)
-        await old.restartAsReplicaOf(next.port);
-        return {
-          target: `redis :${old.port} -> :${next.port}`,
-          outcome: 'primary killed, replica promoted (no WAIT)',
-        };
-      }
-      case 'scale': {
-        const to = f.to ?? 1;
-        const from = live().length;
-        while (live().length < to) await addInstance();
-        while (live().length > to) {
-          const s = live().at(-1) as Slot;
-          await stopGracefully(s);
-          slots.splice(slots.indexOf(s), 1);
-          log(`stopped ${s.inst.name} (SIGTERM, exit ${JSON.stringify(s.inst.exit)})`);
-        }
-        return { outcome: `${from} -> ${live().length} instances` };
-      }
-    }
   }
 }
 
@@ -535,56 +395,4 @@ export function describeFault(f: Fault): string {
 
 export function faultKinds(): readonly FaultKind[] {
   return ['crash', 'kill', 'zombie', 'redis-restart', 'redis-failover', 'scale'];
-}
-
-/**
- * A TCP proxy the instances use as their Redis when a failover is scheduled: it forwards to the current
- * primary; switching drops every connection, so the clients reconnect to the new one.
- */
-class RedisProxy {
-  #server: Server | undefined;
-  #sockets = new Set<Socket>();
-  #port = 0;
-  #targetPort: number;
-  target: ChaosRedisServer;
-
-  constructor(target: ChaosRedisServer) {
-    this.target = target;
-    this.#targetPort = target.port;
-  }
-
-  get url(): string {
-    return `redis://127.0.0.1:${this.#port}`;
-  }
-
-  async listen(): Promise<void> {
-    this.#server = createServer((client) => {
-      const upstream = connect(this.#targetPort, '127.0.0.1');
-      this.#sockets.add(client).add(upstream);
-      client.pipe(upstream);
-      upstream.pipe(client);
-      const end = () => {
-        client.destroy();
-        upstream.destroy();
-        this.#sockets.delete(client);
-        this.#sockets.delete(upstream);
-      };
-      client.on('close', end).on('error', end);
-      upstream.on('close', end).on('error', end);
-    });
-    await new Promise<void>((r) => this.#server?.listen(0, '127.0.0.1', r));
-    const addr = this.#server.address();
-    this.#port = typeof addr === 'object' && addr ? addr.port : 0;
-  }
-
-  switchTo(target: ChaosRedisServer): void {
-    this.target = target;
-    this.#targetPort = target.port;
-    for (const s of this.#sockets) s.destroy();
-  }
-
-  async close(): Promise<void> {
-    for (const s of this.#sockets) s.destroy();
-    await new Promise<void>((r) => (this.#server ? this.#server.close(() => r()) : r()));
-  }
 }

@@ -1,30 +1,33 @@
 /**
- * Processor instances as child processes: `node --import tsx src/cli/bin.ts run examples/customer-totals.ts`
- * with the run's topics, store, group and an instance id, JSON logs on stderr parsed into lines the
- * harness can wait for, /metrics scraped for verdict counts. Every child started here is tracked and
- * SIGKILLed when the harness ends (or the process exits).
+ * Processor instances as child processes: the package's own CLI running the package's own processor
+ * module (customer-totals), `node <cli> run <module>` with the run's topics, store, group and an
+ * instance id. From the compiled package (dist/, an npm install) that is plain node on .js files; from
+ * the sources (the tests, through tsx) the same two files as .ts under tsx. JSON logs on stderr are
+ * parsed into lines the harness can wait for; /metrics is scraped for verdict counts.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ProcessingMode } from '../processor/options.js';
+import { Child, type Exit, type LogLine } from '../harness/child.js';
+import { freePort } from '../harness/port.js';
+import type { ProcessingMode } from '../index.js';
 
-/** The repository root (this file is src/chaos/ or dist/chaos/). */
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-
+export type { Exit, LogLine };
 export type Mode = ProcessingMode;
 
-export interface LogLine {
-  level?: string;
-  msg?: string;
-  [field: string]: unknown;
-}
+const HERE = fileURLToPath(import.meta.url);
+const FROM_SOURCE = HERE.endsWith('.ts');
+const EXT = FROM_SOURCE ? '.ts' : '.js';
+/** The package root (this file is src/chaos/ or dist/chaos/). */
+const ROOT = resolve(dirname(HERE), '../..');
 
-export interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
+/** How an instance is started: node's arguments before `run`, the processor module, the directory. */
+export function instanceCommand(): { node: string[]; module: string; cwd: string } {
+  const cli = join(dirname(HERE), '..', 'cli', `bin${EXT}`);
+  return {
+    node: FROM_SOURCE ? ['--import', 'tsx', cli] : [cli],
+    module: join(dirname(HERE), `customer-totals${EXT}`),
+    cwd: ROOT,
+  };
 }
 
 export interface InstanceOptions {
@@ -43,35 +46,6 @@ export interface InstanceOptions {
   env?: Record<string, string>;
   /** Keep this many log lines (the rest are only counted). */
   keepLines?: number;
-}
-
-/** A free TCP port on 127.0.0.1 (bound, then released). */
-export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => res(port));
-    });
-  });
-}
-
-const live = new Set<Instance>();
-
-/** Polls `check` every `everyMs` until it is true; throws naming `what` after the timeout. */
-export async function pollUntil(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs: number,
-  everyMs = 100,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
 }
 
 /** Sums of `redfence_verdicts_total` by verdict and `redfence_dlq_records_total` by reason. */
@@ -99,116 +73,46 @@ export function parseMetrics(text: string): Scrape {
   return { verdicts, deadLetters };
 }
 
+/** One started process of an instance id: its child, its /metrics port, its last scrape. */
 export class Instance {
   readonly id: string;
-  readonly name: string;
   readonly metricsPort: number;
-  readonly proc: ChildProcess;
-  readonly exited: Promise<Exit>;
-  readonly lines: LogLine[] = [];
-  readonly other: string[] = [];
-  /** Lines logged so far (also those not kept). */
-  count = 0;
-  exit: Exit | undefined;
+  readonly child: Child;
   stopped = false;
   /** The last successful scrape of /metrics. */
   lastScrape: Scrape | undefined;
-  readonly #keep: number;
-  #buf = '';
-  #waiters = new Set<{ pred: (l: LogLine) => boolean; resolve: () => void }>();
 
-  constructor(name: string, id: string, proc: ChildProcess, metricsPort: number, keep: number) {
-    this.name = name;
+  constructor(id: string, child: Child, metricsPort: number) {
     this.id = id;
-    this.proc = proc;
+    this.child = child;
     this.metricsPort = metricsPort;
-    this.#keep = keep;
-    proc.stderr?.setEncoding('utf8');
-    proc.stderr?.on('data', (chunk: string) => this.#onData(chunk));
-    proc.stdout?.resume();
-    this.exited = new Promise<Exit>((res) => {
-      proc.once('exit', (code, signal) => {
-        this.exit = { code, signal };
-        live.delete(this);
-        res(this.exit);
-      });
-    });
-    live.add(this);
   }
 
+  get name(): string {
+    return this.child.name;
+  }
   get alive(): boolean {
-    return this.exit === undefined;
+    return this.child.alive;
   }
-
+  get exit(): Exit | undefined {
+    return this.child.exit;
+  }
   get pid(): number {
-    return this.proc.pid ?? -1;
+    return this.child.pid;
   }
-
-  #onData(chunk: string): void {
-    this.#buf += chunk;
-    for (let i = this.#buf.indexOf('\n'); i >= 0; i = this.#buf.indexOf('\n')) {
-      const text = this.#buf.slice(0, i);
-      this.#buf = this.#buf.slice(i + 1);
-      if (text.trim() === '') continue;
-      let line: LogLine | undefined;
-      try {
-        const v = JSON.parse(text) as unknown;
-        if (v && typeof v === 'object' && 'level' in v) line = v as LogLine;
-      } catch {
-        // not a log line
-      }
-      if (!line) {
-        this.other.push(text);
-        if (this.other.length > 50) this.other.shift();
-        continue;
-      }
-      this.count++;
-      this.lines.push(line);
-      if (this.lines.length > this.#keep) this.lines.shift();
-      for (const w of [...this.#waiters]) {
-        if (w.pred(line)) {
-          this.#waiters.delete(w);
-          w.resolve();
-        }
-      }
-    }
+  /** Log lines so far: a mark for `seen` and `waitFor`. */
+  get count(): number {
+    return this.child.log.count;
   }
 
   /** True once a line matching `pred` has been logged since `sinceCount` (a value of `count`). */
   seen(pred: (l: LogLine) => boolean, sinceCount = 0): boolean {
-    const skip = Math.max(0, this.lines.length - (this.count - sinceCount));
-    return this.lines.slice(skip).some(pred);
+    return this.child.log.seen(pred, sinceCount);
   }
 
   /** Waits for a line matching `pred` logged after `sinceCount`; rejects on exit or timeout. */
   async waitFor(what: string, pred: (l: LogLine) => boolean, timeoutMs: number, sinceCount = 0) {
-    if (this.seen(pred, sinceCount)) return;
-    if (!this.alive) throw new Error(`${this.name} exited ${JSON.stringify(this.exit)} before ${what}`);
-    let timer: NodeJS.Timeout | undefined;
-    let waiter: { pred: (l: LogLine) => boolean; resolve: () => void } | undefined;
-    try {
-      await Promise.race([
-        new Promise<void>((resolve) => {
-          waiter = { pred, resolve };
-          this.#waiters.add(waiter);
-        }),
-        this.exited.then((e) => {
-          throw new Error(`${this.name} exited ${JSON.stringify(e)} before ${what}${this.tail()}`);
-        }),
-        new Promise<never>((_, rej) => {
-          timer = setTimeout(
-            () =>
-              rej(
-                new Error(`${this.name}: timed out after ${timeoutMs} ms waiting for ${what}${this.tail()}`),
-              ),
-            timeoutMs,
-          );
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-      if (waiter) this.#waiters.delete(waiter);
-    }
+    await this.child.log.waitFor(what, pred, timeoutMs, sinceCount);
   }
 
   /** Scrapes /metrics (kept as lastScrape); undefined when it does not answer. */
@@ -228,73 +132,53 @@ export class Instance {
   }
 
   signal(sig: NodeJS.Signals): void {
-    if (this.alive) this.proc.kill(sig);
+    this.child.signal(sig);
     if (sig === 'SIGSTOP') this.stopped = true;
     if (sig === 'SIGCONT') this.stopped = false;
   }
 
-  async kill(): Promise<Exit> {
-    this.signal('SIGKILL');
-    return this.exited;
+  kill(): Promise<Exit> {
+    return this.child.kill();
   }
 
   /** The exit, or a rejection after `timeoutMs`. */
-  async waitExit(timeoutMs: number): Promise<Exit> {
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      this.exited,
-      new Promise<never>((_, rej) => {
-        timer = setTimeout(
-          () => rej(new Error(`${this.name} did not exit within ${timeoutMs} ms${this.tail()}`)),
-          timeoutMs,
-        );
-      }),
-    ]).finally(() => clearTimeout(timer));
+  waitExit(timeoutMs: number): Promise<Exit> {
+    return this.child.waitExit(timeoutMs);
   }
 
   tail(n = 12): string {
-    const lines = this.lines.slice(-n).map((l) => JSON.stringify(l));
-    const other = this.other.slice(-5);
-    return (
-      `\n--- ${this.name} log tail ---\n${lines.join('\n')}` +
-      (other.length > 0 ? `\n--- other stderr ---\n${other.join('\n')}` : '')
-    );
+    return this.child.tail(n);
   }
-}
-
-/** The CLI entry the children run: src/cli/bin.ts through tsx (the processor module is TypeScript). */
-function cliEntry(): string {
-  const src = resolve(ROOT, 'src/cli/bin.ts');
-  return existsSync(src) ? src : resolve(ROOT, 'dist/cli/bin.js');
 }
 
 export async function startInstance(o: InstanceOptions): Promise<Instance> {
   const metricsPort = await freePort();
-  const args = [
-    '--import',
-    'tsx',
-    cliEntry(),
-    'run',
-    'examples/customer-totals.ts',
-    '--brokers',
-    o.brokers.join(','),
-    '--redis',
-    o.redisUrl,
-    '--mode',
-    o.mode,
-    '--group',
-    o.group,
-    '--instance',
-    o.id,
-    '--metrics-port',
-    String(metricsPort),
-    '--session-timeout',
-    String(o.sessionTimeoutMs),
-    '--log',
-    'info',
-  ];
-  const proc = spawn(process.execPath, args, {
-    cwd: ROOT,
+  const cmd = instanceCommand();
+  const child = new Child({
+    name: `${o.id}#${o.generation}`,
+    command: process.execPath,
+    args: [
+      ...cmd.node,
+      'run',
+      cmd.module,
+      '--brokers',
+      o.brokers.join(','),
+      '--redis',
+      o.redisUrl,
+      '--mode',
+      o.mode,
+      '--group',
+      o.group,
+      '--instance',
+      o.id,
+      '--metrics-port',
+      String(metricsPort),
+      '--session-timeout',
+      String(o.sessionTimeoutMs),
+      '--log',
+      'info',
+    ],
+    cwd: cmd.cwd,
     env: {
       ...process.env,
       ORDERS_TOPIC: o.orders,
@@ -304,16 +188,8 @@ export async function startInstance(o: InstanceOptions): Promise<Instance> {
       REDFENCE_CRASH_AFTER: '',
       ...o.env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    keepLines: o.keepLines ?? 400,
+    keepOutput: 50,
   });
-  return new Instance(`${o.id}#${o.generation}`, o.id, proc, metricsPort, o.keepLines ?? 400);
+  return new Instance(o.id, child, metricsPort);
 }
-
-/** SIGKILLs every instance still alive (stopped ones too). */
-export async function killAllInstances(): Promise<void> {
-  await Promise.all([...live].map((i) => i.kill()));
-}
-
-process.on('exit', () => {
-  for (const i of live) i.proc.kill('SIGKILL');
-});

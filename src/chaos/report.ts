@@ -47,7 +47,7 @@ export function formatReport(r: ChaosReport): string {
     const k = f.fault.kind === 'crash' ? `crash ${f.fault.point}` : f.fault.kind;
     const e = byKind.get(k) ?? { n: 0, ok: 0 };
     e.n++;
-    if (!/^failed|not reached|^skipped|did not move|^exited/.test(f.outcome)) e.ok++;
+    if (f.failure === undefined) e.ok++;
     byKind.set(k, e);
   }
   const faultRows: Array<[string, string]> = [];
@@ -56,6 +56,7 @@ export function formatReport(r: ChaosReport): string {
       if (k === kind || k.startsWith(`${kind} `)) faultRows.push([k, `${e.ok} of ${e.n}`]);
     }
   }
+  faultRows.push(['scheduled, never ran', String(r.schedule.length - r.faults.length)]);
   faultRows.push(['instance exits not caused', String(r.unexpectedExits.length)]);
   out.push(table('Faults (as intended / injected)', faultRows));
   const verdictRows: Array<[string, number]> = [...r.verdicts].sort().map(([k, n]) => [k, n]);
@@ -75,7 +76,10 @@ export function formatReport(r: ChaosReport): string {
   for (const x of v?.violations ?? []) out.push(`  VIOLATION [${x.check}] ${x.message}`);
   for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
   for (const e of r.unexpectedExits) out.push(`  EXIT ${e.split('\n')[0]}`);
-  out.push(r.ok ? 'VERDICT: OK' : 'VERDICT: FAILED');
+  for (const f of r.faults)
+    if (f.failure !== undefined)
+      out.push(`  FAULT #${f.fault.index} ${describeFault(f.fault)}: ${f.failure}`);
+  out.push(r.ok ? 'VERDICT: OK' : `VERDICT: FAILED (${r.failures.length} reasons)`);
   return out.join('\n');
 }
 
@@ -88,4 +92,62 @@ export function formatFaults(r: ChaosReport): string {
         `${describeFault(f.fault).padEnd(26)} ${(f.target ?? '-').padEnd(12)} ${f.outcome} (${f.tookMs} ms)`,
     )
     .join('\n');
+}
+
+const n = (x: number | undefined) => (x === undefined ? '-' : x.toLocaleString('en-US'));
+
+/** Faults by kind (crash by point): how many ran, and how many did what they are meant to. */
+function faultCounts(r: ChaosReport): Array<{ kind: string; scheduled: number; ran: number; ok: number }> {
+  const rows = new Map<string, { kind: string; scheduled: number; ran: number; ok: number }>();
+  const kindOf = (f: ChaosReport['schedule'][number]) => (f.kind === 'crash' ? `crash ${f.point}` : f.kind);
+  const row = (k: string) => {
+    const e = rows.get(k) ?? { kind: k, scheduled: 0, ran: 0, ok: 0 };
+    rows.set(k, e);
+    return e;
+  };
+  for (const f of r.schedule) row(kindOf(f)).scheduled++;
+  for (const f of r.faults) {
+    const e = row(kindOf(f.fault));
+    e.ran++;
+    if (f.failure === undefined) e.ok++;
+  }
+  const order = (k: string) => FAULT_KINDS.findIndex((x) => k === x || k.startsWith(`${x} `));
+  return [...rows.values()].sort((a, b) => order(a.kind) - order(b.kind) || a.kind.localeCompare(b.kind));
+}
+
+/**
+ * A markdown block for docs/chaos.md's list of long runs: date, command, duration, faults by kind and
+ * outcome, records, violations, verdict.
+ */
+export function formatSummary(r: ChaosReport, command: string): string {
+  const v = r.verify;
+  const o = r.options;
+  const poison = v ? v.inputRecords - v.validRecords : undefined;
+  const reasons = v
+    ? [...v.poisonByReason]
+        .sort()
+        .map(([k, x]) => `${k} ${n(x)}`)
+        .join(', ')
+    : '';
+  const lines = [
+    `### ${r.startedAt.slice(0, 10)}: ${o.mode}, seed ${r.seed}: ${r.ok ? 'OK' : 'FAILED'}`,
+    '',
+    `\`${command}\``,
+    '',
+    '| | |',
+    '| --- | --- |',
+    `| duration | ${n(Math.round(r.totalSeconds))} s (produced in ${n(Math.round(r.produceSeconds))} s, drained in ${r.drainSeconds.toFixed(1)} s) |`,
+    `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
+    `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
+    `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
+    `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+    `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,
+    `| instance exits no fault caused | ${r.unexpectedExits.length} |`,
+    '',
+    '| fault | scheduled | ran | as expected |',
+    '| --- | ---: | ---: | ---: |',
+    ...faultCounts(r).map((e) => `| ${e.kind} | ${e.scheduled} | ${e.ran} | ${e.ok} |`),
+  ];
+  if (r.failures.length > 0) lines.push('', 'Failed because:', ...r.failures.map((f) => `- ${f}`));
+  return lines.join('\n');
 }

@@ -1,8 +1,9 @@
 /**
  * The chaos verifier. It shares no code with the processing path (nothing from src/runtime, src/fence,
  * src/state, src/keys, src/partitioner, src/kafka): its own murmur2, its own reading of Kafka and of the
- * Redis hashes, its own model of examples/customer-totals.ts (a customer's state after n valid orders is
- * `{"total":<sum of their amounts>,"count":n}`, in offset order on the key's partition).
+ * Redis hashes, its own model of the customer-totals processor (src/chaos/customer-totals.ts): a
+ * customer's state after n valid orders is `{"total":<sum of their amounts>,"count":n}`, in offset order
+ * on the key's partition.
  *
  * Checks:
  * - input: classified record by record (null key; key not on its murmur2 partition; value not JSON or

@@ -1,6 +1,6 @@
 /**
  * `redfence chaos`: runs the fault harness (src/chaos) against real Kafka and a redis-server of its own,
- * prints the report table, and exits 1 when the verifier finds a violation (2 on bad options).
+ * prints the report table, and exits 1 when the run fails (src/chaos/verdict.ts; 2 on bad options).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -10,15 +10,18 @@ import {
   DEFAULTS,
   formatFaults,
   formatReport,
+  formatSummary,
   runChaos,
 } from '../chaos/index.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
 
 export const CHAOS_HELP = `redfence chaos [options]
 
-Runs examples/customer-totals.ts as child processes against real Kafka and a redis-server the harness
-starts itself, produces a skewed workload with poison records while injecting faults, then verifies
-outputs, state, dead letters and committed offsets. Exit 0: no violation; 1: violations; 2: bad options.
+Runs the package's own customer-totals processor as child processes against real Kafka and a
+redis-server the harness starts itself (redis-server must be on the PATH), produces a skewed workload
+with poison records while injecting faults, then verifies outputs, state, dead letters and committed
+offsets. Exit 0: every fault did what it is meant to and no violation; 1: a violation, a fault that did
+not, or an instance exit no fault caused; 2: bad options.
 
 Options (defaults in brackets):
   --mode <m>               exactly-once | at-least-once | both [exactly-once]
@@ -156,6 +159,11 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
   return parsed;
 }
 
+/** Where the markdown summary of `--report <file>` goes: the same name with `.md`. */
+export function summaryPath(report: string): string {
+  return `${report.replace(/\.txt$/, '')}.md`;
+}
+
 export async function chaos(args: readonly string[], out: (s: string) => void): Promise<number> {
   let parsed: ParsedChaos;
   try {
@@ -171,6 +179,7 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
   }
   const reports: ChaosReport[] = [];
   const texts: string[] = [];
+  const summaries: string[] = [];
   for (const mode of parsed.modes) {
     const { pointsFor } = await import('../chaos/schedule.js');
     const crashes = parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length;
@@ -186,11 +195,14 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
     reports.push(report);
     const text = `${formatReport(report)}\nFaults:\n${formatFaults(report)}\n`;
     texts.push(text);
+    summaries.push(formatSummary(report, `redfence chaos ${args.join(' ')}`));
     out(`\n${text}\n`);
   }
   if (parsed.report) {
+    // the report, and beside it the markdown summary for docs/chaos.md's list of long runs
     await mkdir(dirname(parsed.report), { recursive: true });
     await writeFile(parsed.report, texts.join('\n'));
+    await writeFile(summaryPath(parsed.report), `${summaries.join('\n\n')}\n`);
   }
   return reports.every((r) => r.ok) ? 0 : 1;
 }

@@ -14,6 +14,7 @@ import type {
   KafkaPort,
   OutRecord,
   TopicPartition,
+  TopicSpec,
 } from './types.js';
 import { tpKey } from './types.js';
 
@@ -40,6 +41,7 @@ export interface ConfluentOptions {
 }
 
 type Consumer = KafkaJS.Consumer;
+type Admin = KafkaJS.Admin;
 
 function fatal(what: string, cause: unknown): RedfenceError {
   const message = cause instanceof Error ? cause.message : String(cause);
@@ -79,7 +81,8 @@ export class ConfluentKafka implements KafkaPort {
   readonly #kafka: KafkaJS.Kafka;
   #consumer: Consumer | undefined;
   #producer: Producer | undefined;
-  #admin: KafkaJS.Admin | undefined;
+  /** Connected on first use, so topics can be checked before start(); closed by stop(). */
+  #admin: Promise<Admin> | undefined;
   #stopped = false;
   #commitTimeoutMs = 30_000;
 
@@ -115,8 +118,6 @@ export class ConfluentKafka implements KafkaPort {
     } as KafkaJS.ProducerConstructorConfig);
     await producer.connect();
     this.#producer = producer;
-    this.#admin = this.#kafka.admin({ kafkaJS: quiet } as KafkaJS.AdminConstructorConfig);
-    await this.#admin.connect();
 
     const consumer = this.#kafka.consumer({
       'group.id': o.groupId,
@@ -175,8 +176,22 @@ export class ConfluentKafka implements KafkaPort {
 
   #ready(): { consumer: Consumer; producer: Producer } {
     if (!this.#consumer || !this.#producer)
-      throw new RedfenceError('RF_INVALID_ARGUMENT', 'the Kafka adapter is not started');
+      throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is not started');
     return { consumer: this.#consumer, producer: this.#producer };
+  }
+
+  /** The admin client, connecting it on first use; a failed connect is tried again by the next call. */
+  async #adminClient(): Promise<Admin> {
+    if (this.#stopped) throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is stopped');
+    if (this.#admin === undefined) {
+      const admin = this.#kafka.admin({ kafkaJS: quiet } as KafkaJS.AdminConstructorConfig);
+      const connecting = admin.connect().then(() => admin);
+      this.#admin = connecting;
+      connecting.catch(() => {
+        if (this.#admin === connecting) this.#admin = undefined;
+      });
+    }
+    return this.#admin;
   }
 
   async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
@@ -278,17 +293,50 @@ export class ConfluentKafka implements KafkaPort {
   }
 
   async partitionCount(topic: string): Promise<number> {
-    if (!this.#admin) throw new RedfenceError('RF_INVALID_ARGUMENT', 'the Kafka adapter is not started');
-    const meta = await this.#admin.fetchTopicMetadata({ topics: [topic] });
-    const n = meta[0]?.partitions.length ?? 0;
-    if (n < 1)
-      throw new RedfenceError('RF_INVALID_OPTIONS', `topic ${topic} does not exist or has no partitions`);
+    const n = (await this.describeTopics([topic])).get(topic);
+    if (n === undefined) throw new RedfenceError('RF_TOPIC_MISSING', `topic ${topic} does not exist`);
     return n;
   }
 
+  async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
+    const admin = await this.#adminClient();
+    const out = new Map<string, number>();
+    // One request per topic: a request naming a missing topic fails as a whole.
+    await Promise.all(
+      [...new Set(topics)].map(async (topic) => {
+        try {
+          const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+          const n = meta[0]?.partitions.length ?? 0;
+          if (n > 0) out.set(topic, n);
+        } catch (err) {
+          if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
+        }
+      }),
+    );
+    return out;
+  }
+
+  async createTopics(topics: readonly TopicSpec[]): Promise<void> {
+    if (topics.length === 0) return;
+    const admin = await this.#adminClient();
+    try {
+      // A topic that exists already (another instance made it meanwhile) is not an error here.
+      await admin.createTopics({
+        topics: topics.map((t) => ({
+          topic: t.topic,
+          numPartitions: t.partitions,
+          replicationFactor: t.replicationFactor ?? -1,
+        })),
+      });
+    } catch (err) {
+      const inner = (err as { errors?: unknown })?.errors;
+      const reasons = Array.isArray(inner) ? inner.map((e) => (e as Error)?.message).join('; ') : '';
+      throw new Error(`Kafka: cannot create topics: ${reasons || (err as Error)?.message}`, { cause: err });
+    }
+  }
+
   async highWatermarks(topic: string): Promise<Map<number, number>> {
-    if (!this.#admin) throw new RedfenceError('RF_INVALID_ARGUMENT', 'the Kafka adapter is not started');
-    const rows = await this.#admin.fetchTopicOffsets(topic);
+    const rows = await (await this.#adminClient()).fetchTopicOffsets(topic);
     return new Map(rows.map((r) => [r.partition, Number(r.high)]));
   }
 
@@ -319,6 +367,8 @@ export class ConfluentKafka implements KafkaPort {
     this.#stopped = true;
     await this.#consumer?.disconnect().catch(() => undefined);
     await this.#producer?.disconnect().catch(() => undefined);
-    await this.#admin?.disconnect().catch(() => undefined);
+    const admin = this.#admin;
+    this.#admin = undefined;
+    await admin?.then((a) => a.disconnect()).catch(() => undefined);
   }
 }

@@ -29,6 +29,14 @@ export interface OutRecord {
   readonly timestamp?: string;
 }
 
+/** A topic to create. */
+export interface TopicSpec {
+  readonly topic: string;
+  readonly partitions: number;
+  /** Omitted: the broker's default (`default.replication.factor`). */
+  readonly replicationFactor?: number;
+}
+
 /** An offset to commit: the next offset to consume. */
 export interface CommitOffset extends TopicPartition {
   readonly offset: number;
@@ -61,14 +69,25 @@ export interface KafkaPort {
   ): Promise<void>;
   /** The group's committed offsets (-1 when none). */
   committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>>;
+  /** The partition count of a topic; RF_TOPIC_MISSING when it does not exist. */
   partitionCount(topic: string): Promise<number>;
+  /**
+   * Which of `topics` exist, with their partition counts (a missing topic is absent from the map).
+   * Works before start().
+   */
+  describeTopics(topics: readonly string[]): Promise<Map<string, number>>;
+  /**
+   * Creates topics. One that exists already (made meanwhile by another instance) is not an error.
+   * Works before start().
+   */
+  createTopics(topics: readonly TopicSpec[]): Promise<void>;
   /** High watermarks (next offset to be written) of a topic's partitions. */
   highWatermarks(topic: string): Promise<Map<number, number>>;
   /** Moves the fetch position of a partition (used to restart a stalled fetch). */
   seek(partition: TopicPartition, offset: number): void;
   pause(partitions: readonly TopicPartition[]): void;
   resume(partitions: readonly TopicPartition[]): void;
-  /** Stops consuming (after the batch in flight), disconnects consumer and producer. Idempotent. */
+  /** Stops consuming (after the batch in flight), disconnects every client. Idempotent. */
   stop(): Promise<void>;
 }
 

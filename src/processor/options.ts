@@ -203,6 +203,8 @@ const PORT_METHODS: Record<keyof KafkaPort, true> = {
   produceTransactionally: true,
   committed: true,
   partitionCount: true,
+  describeTopics: true,
+  createTopics: true,
   highWatermarks: true,
   seek: true,
   pause: true,

@@ -12,19 +12,21 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import {
+  type Fault,
+  type FaultOutcome,
   formatFaults,
   formatReport,
+  judge,
   makeSchedule,
   pointsFor,
   runChaos,
   verify,
 } from '../../src/chaos/index.js';
-import { freePort } from '../../src/chaos/instances.js';
 import { ChaosKafka } from '../../src/chaos/kafka.js';
 import { kafkaMurmur2, kafkaPartition } from '../../src/chaos/murmur2.js';
-import { ChaosRedisServer } from '../../src/chaos/redis-server.js';
 import { Workload } from '../../src/chaos/workload.js';
 import { parseChaosArgs } from '../../src/cli/chaos.js';
+import { RedisServer } from '../../src/harness/index.js';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 
 const brokers = KAFKA_BROKERS.split(',');
@@ -89,13 +91,88 @@ describe('chaos harness without services', () => {
   });
 });
 
+describe('the verdict fails a run whose faults did not do what they were meant to', () => {
+  const at = (kind: Fault['kind'], index: number, extra: Partial<Fault> = {}): Fault => ({
+    index,
+    kind,
+    at: 0.1 * (index + 1),
+    pick: 0,
+    pauseMs: 0,
+    ...extra,
+  });
+  const outcome = (fault: Fault, facts: FaultOutcome['facts']): FaultOutcome => ({
+    fault,
+    outcome: '-',
+    facts,
+    startedAt: 0,
+    tookMs: 0,
+  });
+  const killed = { exit: { code: null, signal: 'SIGKILL' as const }, restarted: true };
+  const clean = {
+    schedule: [
+      at('kill', 0),
+      at('crash', 1, { point: 'after-commit', after: 1 }),
+      at('zombie', 2),
+      at('redis-restart', 3),
+      at('scale', 4, { to: 3 }),
+    ],
+    unexpectedExits: [],
+    harnessErrors: [],
+    verify: { violations: [] },
+  };
+  const faults = (): FaultOutcome[] => [
+    outcome(clean.schedule[0] as Fault, killed),
+    outcome(clean.schedule[1] as Fault, killed),
+    outcome(clean.schedule[2] as Fault, { partitionsMoved: true, woke: 'fenced' }),
+    outcome(clean.schedule[3] as Fault, { serverKilled: true, serverBack: true, paused: 1, resumed: 1 }),
+    outcome(clean.schedule[4] as Fault, { instances: 3, stoppedCleanly: true }),
+  ];
+
+  it('a run whose every fault did its work, with no unexpected exit and no violation, is OK', () => {
+    assert.deepEqual(judge({ ...clean, faults: faults() }), []);
+  });
+
+  it('a fault that did nothing, or a scheduled fault that never ran, fails the run', () => {
+    const cases: Array<[number, FaultOutcome['facts'], RegExp]> = [
+      [0, { exit: { code: 0, signal: null } }, /#0 kill: the target did not die of the SIGKILL/],
+      [1, { restarted: true }, /#1 crash: crash point after-commit not reached/],
+      [1, { exit: { code: 1, signal: null }, restarted: true }, /#1 crash: exited before reaching/],
+      [2, { partitionsMoved: false, woke: 'fenced' }, /#2 zombie: its partitions did not move/],
+      [2, { partitionsMoved: true, woke: 'silent' }, /#2 zombie: woke, logged no FENCE/],
+      [3, { serverKilled: false, serverBack: true }, /#3 redis-restart: Redis was not running/],
+      [3, { serverKilled: true, serverBack: true, paused: 2, resumed: 1 }, /1 of 2 paused instances/],
+      [4, { instances: 2, stoppedCleanly: true }, /#4 scale: 2 live instances, not 3/],
+      [0, { skipped: 'no live instance' }, /#0 kill: not attempted/],
+      [0, { error: 'redis-server exited' }, /#0 kill: could not be carried out/],
+    ];
+    for (const [i, facts, why] of cases) {
+      const f = faults();
+      f[i] = outcome(clean.schedule[i] as Fault, facts);
+      const failures = judge({ ...clean, faults: f });
+      assert.equal(failures.length, 1, `${why}: ${failures.join('; ')}`);
+      assert.match(failures[0] as string, why);
+    }
+    const missing = judge({ ...clean, faults: faults().slice(0, 4) });
+    assert.deepEqual(missing, ['fault #4 scale: never ran']);
+  });
+
+  it('an instance exit no fault caused, a harness error, or no verification fails the run', () => {
+    const exit = 'i1#0 exited on its own {"code":1,"signal":null}\n--- log tail ---';
+    assert.deepEqual(judge({ ...clean, faults: faults(), unexpectedExits: [exit] }), [
+      'instance exit not caused by a fault: i1#0 exited on its own {"code":1,"signal":null}',
+    ]);
+    assert.equal(judge({ ...clean, faults: faults(), harnessErrors: ['no drain'] }).length, 1);
+    assert.deepEqual(judge({ ...clean, faults: faults(), verify: undefined }), ['not verified']);
+  });
+});
+
 describe('the verifier catches broken results', { timeout: 120_000 }, () => {
   it('flags a lost output, a duplicate, a double-applied state, a missing and a wrong dead letter, offsets', async () => {
     const ns = uniqueName('chaos-verifier');
     const names = { input: `${ns}-orders`, output: `${ns}-totals`, deadLetter: `${ns}-orders.DLT` };
     const kafka = new ChaosKafka(brokers);
     const dir = await mkdtemp(join(tmpdir(), 'redfence-chaos-verifier-'));
-    const server = new ChaosRedisServer({ port: await freePort(), dir, persistent: false });
+    const server = new RedisServer({ dir, persistent: false });
     const producer = kafka.producer();
     try {
       await server.start();
@@ -216,7 +293,14 @@ describe('chaos, short', { timeout: 420_000, concurrency: 2 }, () => {
       });
       console.log(`${formatReport(report)}\nFaults:\n${formatFaults(report)}`);
       assert.equal(report.harnessErrors.length, 0, report.harnessErrors.join('\n'));
+      assert.deepEqual(report.unexpectedExits, [], 'no instance exited without a fault causing it');
       assert.deepEqual(report.verify?.violations ?? ['not verified'], []);
+      assert.equal(report.faults.length, report.schedule.length, 'every scheduled fault ran');
+      assert.deepEqual(
+        report.faults.filter((f) => f.failure !== undefined).map((f) => `#${f.fault.index}: ${f.failure}`),
+        [],
+        'every fault did what it is meant to',
+      );
       const crashed = report.faults.filter((f) => f.fault.kind === 'crash' && /^crashed/.test(f.outcome));
       assert.deepEqual(
         crashed.map((f) => f.fault.point).sort(),
@@ -228,7 +312,8 @@ describe('chaos, short', { timeout: 420_000, concurrency: 2 }, () => {
           report.faults.some((f) => f.fault.kind === kind),
           `${kind} injected`,
         );
-      assert.ok(report.ok, `seed ${report.seed}`);
+      assert.deepEqual(report.failures, [], `seed ${report.seed}`);
+      assert.equal(report.ok, true);
     });
   }
 });

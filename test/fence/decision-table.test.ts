@@ -6,8 +6,18 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Cluster, Redis } from 'ioredis';
 import { decideApply, type ModelState } from '../../src/fence/model.js';
-import { type ApplyRequest, Fence, partitionFor, type RecordResult } from '../../src/index.js';
+import {
+  type ApplyRequest,
+  defineProcessor,
+  Fence,
+  Processor,
+  partitionFor,
+  type RecordResult,
+  readDeadLetterHeaders,
+} from '../../src/index.js';
+import { MemoryKafka } from '../../src/testing/index.js';
 import { uniqueName } from '../helpers/env.js';
+import { pollUntil } from '../helpers/kafka.js';
 import { TARGETS } from '../helpers/targets.js';
 
 const T = 'orders';
@@ -46,12 +56,70 @@ for (const target of TARGETS) {
       return got;
     }
 
-    it('DLQ: a key that does not hash to its partition is detected before any state is touched', async () => {
-      const key = 'dlq-key';
-      const wrong = (partitionFor(key, 6) + 1) % 6;
-      assert.notEqual(partitionFor(key, 6), wrong);
-      assert.equal(await fence.read(key), null);
-    });
+    for (const mode of ['at-least-once', 'exactly-once'] as const) {
+      it(`DLQ (${mode}): a key that does not hash to its partition is dead-lettered by the processor, its state untouched`, async () => {
+        const input = `dlq-${mode}`;
+        const key = 'dlq-key';
+        const wrong = (partitionFor(key, 6) + 1) % 6;
+        assert.notEqual(partitionFor(key, 6), wrong);
+        // a key of the same batch that does hash to it: applied, so the batch did go through apply
+        let placed = 'placed-0';
+        for (let i = 1; partitionFor(placed, 6) !== wrong; i++) placed = `placed-${i}`;
+        // both records on partition `wrong`, in one batch
+        const kafka = new MemoryKafka({ topics: { [input]: 6, [`${input}-out`]: 6, [`${input}.DLT`]: 6 } });
+        kafka.produce([
+          { topic: input, partition: wrong, key: key, value: '{}' },
+          { topic: input, partition: wrong, key: placed, value: '{}' },
+        ]);
+        const groupId = uniqueName('dt-dlq');
+        const p = new Processor({
+          definition: defineProcessor<unknown, number>({
+            input,
+            output: `${input}-out`,
+            store: fence.keys.store,
+            decode: () => ({}),
+            operation: () => ({ op: 'add', by: 1 }),
+          }),
+          redis,
+          mode,
+          fencing: target.mode,
+          groupId,
+          kafka: kafka.port({ groupId }),
+          watchdog: false,
+        });
+        await p.start();
+        try {
+          await pollUntil(
+            'both records committed',
+            () => kafka.committedOffsets(groupId, input).get(wrong) === 2,
+            15_000,
+          );
+        } finally {
+          await p.close();
+        }
+        // the row: DLQ, state untouched (no state key written)
+        assert.equal(await fence.read(key), null, 'no state for the misplaced key');
+        assert.equal(await redis.exists(fence.keys.state(key)), 0);
+        assert.equal((await fence.read(placed))?.value?.toString(), '1', 'the well-placed key applied');
+        const dead = kafka.read(`${input}.DLT`);
+        assert.equal(dead.length, 1, 'one dead letter');
+        const h = readDeadLetterHeaders(dead[0]?.headers ?? {});
+        assert.deepEqual(
+          [h.reason, h.originalTopic, h.originalPartition, h.originalOffset],
+          ['wrong-partition', input, wrong, 0n],
+        );
+        assert.deepEqual(
+          kafka.read(`${input}-out`).map((r) => String(r.key)),
+          [placed],
+          'an output for the well-placed key only',
+        );
+        assert.deepEqual(
+          [...kafka.committedOffsets(groupId, input)].filter(([, o]) => o > 0),
+          [[wrong, 2]],
+          'both committed, nothing else',
+        );
+      });
+    }
 
     it('APPLY: no state yet, then higher offsets on the same partition; holes are gaps, not errors', async () => {
       const e = await acquire(0);

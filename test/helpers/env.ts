@@ -5,9 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:16379';
+export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:16379';
 export const REDIS_CLUSTER_NODES = (
-  process.env.REDIS_CLUSTER_NODES ??
+  process.env.REDIS_CLUSTER_NODES ||
   '127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005,127.0.0.1:17006'
 )
   .split(',')
@@ -15,8 +15,8 @@ export const REDIS_CLUSTER_NODES = (
     const [host, port] = hp.trim().split(':');
     return { host: host || '127.0.0.1', port: Number(port) };
   });
-export const KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:19092';
-export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/redfence_test';
+export const KAFKA_BROKERS = process.env.KAFKA_BROKERS || '127.0.0.1:19092';
+export const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:15432/redfence_test';
 
 /** A short random name for one test's namespace (topic, group, store). */
 export function uniqueName(prefix: string): string {

@@ -1,5 +1,5 @@
 /** Real-broker helpers for tests: topics, producing, reading back (read_committed), offsets. */
-import { KafkaJS } from '@confluentinc/kafka-javascript';
+import { KafkaJS, type Message, RdKafka } from '@confluentinc/kafka-javascript';
 import { KAFKA_BROKERS, uniqueName } from './env.js';
 
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
@@ -61,7 +61,11 @@ export interface ReadRecord {
   headers: Record<string, Buffer | string | (Buffer | string)[] | undefined>;
 }
 
-/** Reads a topic from the beginning (read_committed) until `until(records)` holds or the time runs out. */
+/**
+ * Reads a topic from the beginning (read_committed) until `until(records)` holds or the time runs out,
+ * and returns what it has either way. For waiting on something to appear; never for checking what a
+ * topic holds (it stops early and never sees what comes after): use readToEnd for that.
+ */
 export async function readAll(
   topic: string,
   until: (records: ReadRecord[]) => boolean,
@@ -106,6 +110,75 @@ export async function readAll(
   }
 }
 
+/**
+ * Every record of a topic (read_committed), from the beginning up to the end offsets the topic has when
+ * called: done once each partition's position has reached its end offset (transaction markers and
+ * aborted records count, so an exactly-once topic ends too). Call it when the writers are done; records
+ * written later may or may not be included. Throws after `timeoutMs` (e.g. a transaction still open)
+ * instead of returning part of the topic.
+ */
+export async function readToEnd(topic: string, timeoutMs = 60_000): Promise<ReadRecord[]> {
+  const ends = [...(await endOffsets(topic))].filter(([, end]) => end > 0);
+  const records: ReadRecord[] = [];
+  if (ends.length === 0) return records;
+  const consumer = new RdKafka.KafkaConsumer(
+    {
+      'metadata.broker.list': KAFKA_BROKERS,
+      'group.id': uniqueName('reader'),
+      'enable.auto.commit': false,
+      'isolation.level': 'read_committed',
+    },
+    { 'auto.offset.reset': 'earliest' },
+  );
+  await new Promise<void>((resolve, reject) => {
+    consumer.connect({ timeout: 30_000 }, (err) => (err ? reject(err) : resolve()));
+  });
+  try {
+    const tps = ends.map(([partition]) => ({ topic, partition }));
+    consumer.assign(tps.map((tp) => ({ ...tp, offset: 0 })));
+    consumer.setDefaultConsumeTimeout(200);
+    const behind = () => {
+      const at = new Map(consumer.position(tps).map((p) => [p.partition, p.offset]));
+      return ends
+        .filter(([p, end]) => !((at.get(p) ?? -1) >= end))
+        .map(([p, end]) => `${p}: ${at.get(p)} of ${end}`);
+    };
+    const deadline = Date.now() + timeoutMs;
+    while (behind().length > 0) {
+      if (Date.now() > deadline)
+        throw new Error(
+          `reading ${topic} to its end timed out after ${timeoutMs} ms (partition: position of end ${behind().join(', ')})`,
+        );
+      const batch = await new Promise<Message[]>((resolve, reject) => {
+        consumer.consume(1000, (err, messages) => (err ? reject(err) : resolve(messages)));
+      });
+      for (const m of batch) records.push(toReadRecord(m));
+    }
+    return records;
+  } finally {
+    await new Promise<void>((resolve) => consumer.disconnect(() => resolve()));
+  }
+}
+
+/** A consumed record in the shape readAll returns (headers: one value, or every value when repeated). */
+function toReadRecord(m: Message): ReadRecord {
+  const headers: ReadRecord['headers'] = {};
+  for (const h of m.headers ?? []) {
+    for (const [name, v] of Object.entries(h)) {
+      const prev = headers[name];
+      headers[name] = prev === undefined ? v : [...(Array.isArray(prev) ? prev : [prev]), v];
+    }
+  }
+  return {
+    key: m.key === undefined || m.key === null ? null : m.key.toString(),
+    value: m.value?.toString() ?? null,
+    partition: m.partition,
+    offset: String(m.offset),
+    timestamp: String(m.timestamp ?? ''),
+    headers,
+  };
+}
+
 /** Sum of a topic's end offsets (records + transaction markers). */
 export async function endOffsets(topic: string): Promise<Map<number, number>> {
   const admin = kafka.admin();
@@ -130,15 +203,5 @@ export async function committedOffsets(groupId: string, topic: string): Promise<
   }
 }
 
-/** Polls `check` every 100 ms until it returns true; fails with `what` after the timeout. */
-export async function pollUntil(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 60_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Polls a condition until it holds, with a bound (src/harness/poll.ts). */
+export { pollUntil } from '../../src/harness/poll.js';

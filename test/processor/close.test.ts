@@ -8,7 +8,15 @@ import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { defineProcessor, Processor } from '../../src/index.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
-import { committedOffsets, createTopics, endOffsets, pollUntil, produce } from '../helpers/kafka.js';
+import {
+  committedOffsets,
+  createTopics,
+  endOffsets,
+  pollUntil,
+  produce,
+  readToEnd,
+} from '../helpers/kafka.js';
+import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
 
 const ORDERS = 20_000;
 const BATCH = 100;
@@ -79,9 +87,24 @@ describe('close() with a backlog', { timeout: 180_000 }, () => {
       } finally {
         await b.close();
       }
-      let total = 0;
-      for (let i = 0; i < 50; i++) total += Number((await b.fence.read(`k${i}`))?.value?.toString() ?? 0);
-      assert.equal(total, ORDERS, 'each order applied once');
+      // each key's count: its share of the orders (k0..k49, ORDERS / 50 each), each applied once
+      for (let i = 0; i < 50; i++)
+        assert.equal(
+          (await b.fence.read(`k${i}`))?.value?.toString(),
+          String(ORDERS / 50),
+          `state of k${i}: each of its orders applied once`,
+        );
+      // at-least-once outputs: every key's counts 1..400, each at least once, no other key
+      const perKey = new Map(Array.from({ length: 50 }, (_, i) => [`k${i}`, ORDERS / 50]));
+      assertPerKey(
+        'at least one output per order',
+        await readToEnd(`${ns}-out`),
+        countOf,
+        countsUpTo(perKey),
+        {
+          duplicates: 'allowed',
+        },
+      );
     } finally {
       await drop();
     }

@@ -13,15 +13,13 @@
  * the Redis outage one, which runs in-process to watch its logs and counters.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
+import { RedisServer, TcpProxy } from '../../src/harness/index.js';
 import { defineProcessor, Fence, Processor } from '../../src/index.js';
 import { freePort, killLeftovers, LogBook, type LogLine, startProcessorChild } from '../helpers/child.js';
 import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
@@ -32,15 +30,15 @@ import {
   kafka,
   type Msg,
   pollUntil,
-  readAll,
+  readToEnd,
 } from '../helpers/kafka.js';
+import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
 
 const PARTITIONS = 4;
 const CUSTOMERS = 40;
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 /** Progress notes (timings) in the test output. */
 const log = (s: string) => console.log(s);
-const run = promisify(execFile);
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Totals {
@@ -239,30 +237,28 @@ async function assertState(
 }
 
 /**
- * Outputs (read_committed) against the input: every output is the customer's exact totals after some
- * prefix of its orders; `exact`: one output per order (counts 1..n once each), else at least one.
+ * Outputs (read_committed, to the end offsets) against the input: every output is the customer's exact
+ * totals after some prefix of its orders; per customer, `exact`: counts 1..n once each (n: all its
+ * orders, or `upTo`), else each at least once; no other key. Returns how many outputs there are.
  */
 async function assertOutputs(n: Names, orders: Orders, exact: boolean, upTo?: Map<string, number>) {
-  const want = (c: string) => upTo?.get(c) ?? orders.amounts.get(c)?.length ?? 0;
-  let expected = 0;
-  for (const c of orders.amounts.keys()) expected += want(c);
-  const outputs = await readAll(n.totals, (r) => r.length >= expected, 30_000);
-  const seen = new Map<string, number[]>();
+  const want = new Map(
+    [...orders.amounts.keys()].map((c) => [c, upTo?.get(c) ?? orders.amounts.get(c)?.length ?? 0]),
+  );
+  const outputs = await readToEnd(n.totals);
   for (const o of outputs) {
     const v = JSON.parse(o.value ?? 'null') as Totals;
     const c = o.key ?? '';
-    assert.deepEqual(v, orders.prefix(c, v.count), `output ${o.value} of ${c} at ${o.partition}/${o.offset}`);
-    const list = seen.get(c) ?? [];
-    if (list.length === 0) seen.set(c, list);
-    list.push(v.count);
+    assert.deepEqual(v, orders.prefix(c, v.count), `output of ${c} at ${o.partition}/${o.offset}`);
   }
-  for (const c of orders.amounts.keys()) {
-    const counts = (seen.get(c) ?? []).sort((a, b) => a - b);
-    const all = Array.from({ length: want(c) }, (_, i) => i + 1);
-    if (exact) assert.deepEqual(counts, all, `${c}: one output per order`);
-    else assert.deepEqual([...new Set(counts)], all, `${c}: at least one output per order`);
-  }
-  if (exact) assert.equal(outputs.length, expected, 'exactly one committed output per order');
+  assertPerKey(
+    exact ? 'exactly one committed output per order' : 'at least one output per order',
+    outputs,
+    countOf,
+    // a customer with nothing committed yet has no outputs
+    countsUpTo(new Map([...want].filter(([, k]) => k > 0))),
+    exact ? {} : { duplicates: 'allowed' },
+  );
   return outputs.length;
 }
 
@@ -274,146 +270,6 @@ async function dropStore(redis: Redis, store: string): Promise<void> {
     cursor = next;
     if (keys.length > 0) await redis.del(...keys);
   } while (cursor !== '0');
-}
-
-/**
- * A TCP proxy in front of Redis for one client, with a gate: while held, what the client sends is kept
- * here (not forwarded); release() forwards it. It pins a frozen instance's freeze point to "in the
- * middle of a batch, Redis call sent, no answer yet".
- */
-class RedisGate {
-  readonly #server: Server;
-  readonly #sockets = new Set<Socket>();
-  readonly #pending: Array<() => void> = [];
-  #held = false;
-  #match: RegExp | undefined;
-  /** Bytes the client sent while held. */
-  heldBytes = 0;
-  port = 0;
-
-  constructor(target: { host: string; port: number }) {
-    this.#server = createServer((client) => {
-      const upstream = connect(target.port, target.host);
-      this.#sockets.add(client).add(upstream);
-      client.on('data', (d) => {
-        if (!this.#held && this.#match?.test(d.toString('latin1'))) this.#held = true;
-        if (!this.#held) upstream.write(d);
-        else {
-          this.heldBytes += d.length;
-          this.#pending.push(() => upstream.write(d));
-        }
-      });
-      upstream.on('data', (d) => client.write(d));
-      const end = () => {
-        client.destroy();
-        upstream.destroy();
-        this.#sockets.delete(client);
-        this.#sockets.delete(upstream);
-      };
-      client.on('close', end).on('error', end);
-      upstream.on('close', end).on('error', end);
-    });
-  }
-
-  async listen(): Promise<string> {
-    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', r));
-    this.port = (this.#server.address() as AddressInfo).port;
-    return `redis://127.0.0.1:${this.port}`;
-  }
-
-  /**
-   * Forwards as usual until the client sends a chunk matching `match`, then holds that chunk and all
-   * that follows until release().
-   */
-  holdFrom(match: RegExp): void {
-    this.#match = match;
-    this.heldBytes = 0;
-  }
-
-  release(): void {
-    this.#held = false;
-    this.#match = undefined;
-    for (const f of this.#pending.splice(0)) f();
-  }
-
-  async close(): Promise<void> {
-    for (const s of this.#sockets) s.destroy();
-    await new Promise<void>((r) => this.#server.close(() => r()));
-  }
-}
-
-/** A redis-server of this test's own (AOF on every write, no RDB), restartable on the same dir. */
-class RedisServer {
-  readonly port: number;
-  readonly dir: string;
-  #proc: ChildProcess | undefined;
-  #exited: Promise<void> = Promise.resolve();
-
-  constructor(port: number, dir: string) {
-    this.port = port;
-    this.dir = dir;
-  }
-
-  get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
-  }
-
-  async start(): Promise<void> {
-    const proc = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(this.port),
-        '--bind',
-        '127.0.0.1',
-        '--appendonly',
-        'yes',
-        '--appendfsync',
-        'always',
-        '--dir',
-        this.dir,
-        '--save',
-        '',
-        '--maxmemory-policy',
-        'noeviction',
-      ],
-      { stdio: 'ignore' },
-    );
-    this.#proc = proc;
-    this.#exited = new Promise((r) => proc.once('exit', () => r()));
-    await pollUntil(`redis-server on ${this.port} answers PING`, () => this.#ping(), 15_000);
-  }
-
-  async #ping(): Promise<boolean> {
-    return run('redis-cli', ['-p', String(this.port), 'ping']).then(
-      (r) => r.stdout.trim() === 'PONG',
-      () => false,
-    );
-  }
-
-  /** SHUTDOWN (AOF already fsynced), waiting for the process to exit. */
-  async shutdown(): Promise<void> {
-    await run('redis-cli', ['-p', String(this.port), 'shutdown']).catch(() => undefined);
-    await this.#exitWithin(10_000);
-  }
-
-  async #exitWithin(ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.#exited,
-      new Promise<never>((_, rej) => {
-        timer = setTimeout(() => rej(new Error(`redis-server on ${this.port} did not exit in ${ms} ms`)), ms);
-      }),
-    ]).finally(() => clearTimeout(timer));
-  }
-
-  /** Ends it for good (SIGKILL if it lingers). */
-  async kill(): Promise<void> {
-    if (this.#proc && this.#proc.exitCode === null && this.#proc.signalCode === null) {
-      this.#proc.kill('SIGTERM');
-      await this.#exitWithin(5000).catch(() => this.#proc?.kill('SIGKILL'));
-    }
-  }
 }
 
 /** The definition examples/customer-totals.ts exports, on this test's topics and store (in-process). */
@@ -430,7 +286,7 @@ function totalsDefinition(n: Names) {
 
 /** How many of each customer's orders lie below the committed offset of their partition. */
 async function committedPerCustomer(n: Names, total: number, committed: Map<number, number>) {
-  const input = await readAll(n.orders, (r) => r.length >= total, 30_000);
+  const input = await readToEnd(n.orders);
   assert.equal(input.length, total, 'every order read back from the input topic');
   const below = new Map<string, number>();
   for (const r of input) {
@@ -476,7 +332,7 @@ describe('faults', { timeout: 240_000 }, () => {
       const orders = new Orders();
       const feeder = new Feeder(n.orders, orders);
       const watch = new OffsetWatch(n.group, n.orders);
-      const gate = new RedisGate(redisTarget());
+      const gate = new TcpProxy(redisTarget());
       const t0 = Date.now();
       const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
       const isFence = (l: LogLine) => /^FENCE: a newer owner holds this partition/.test(l.msg ?? '');
@@ -484,7 +340,12 @@ describe('faults', { timeout: 240_000 }, () => {
         await feeder.send(2000);
         await watch.start();
         // A reaches Redis through the gate; B directly
-        const a = await startProcessorChild({ ...n, mode, instance: 'A', redisUrl: await gate.listen() });
+        const a = await startProcessorChild({
+          ...n,
+          mode,
+          instance: 'A',
+          redisUrl: `redis://127.0.0.1:${await gate.listen()}`,
+        });
         assert.deepEqual((await a.log.waitAssigned()).sort(), [0, 1, 2, 3], 'A owns every partition');
         feeder.start(100, 20); // keeps A busy
         await pollUntil('A committed some input', async () => sum(await watch.sample()) >= 1500, 60_000);
@@ -599,7 +460,7 @@ describe('faults', { timeout: 240_000 }, () => {
     const n = names('outage');
     const cleanup = await setup(n);
     const dir = await mkdtemp(join(tmpdir(), 'redfence-outage-'));
-    const server = new RedisServer(await freePort(), dir);
+    const server = new RedisServer({ port: await freePort(), dir, persistent: true });
     const orders = new Orders();
     const feeder = new Feeder(n.orders, orders);
     const watch = new OffsetWatch(n.group, n.orders);
@@ -678,7 +539,7 @@ describe('faults', { timeout: 240_000 }, () => {
       await watch.stop().catch(() => undefined);
       await feeder.close().catch(() => undefined);
       redis?.disconnect();
-      await server.kill();
+      await server.stop();
       await rm(dir, { recursive: true, force: true });
       await cleanup();
     }
@@ -693,7 +554,7 @@ describe('faults', { timeout: 240_000 }, () => {
     const t0 = Date.now();
     const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
     const deadline = 10_000;
-    const gate = new RedisGate(redisTarget());
+    const gate = new TcpProxy(redisTarget());
     try {
       await feeder.send(5000);
       const a = await startProcessorChild({
@@ -701,7 +562,7 @@ describe('faults', { timeout: 240_000 }, () => {
         mode: 'exactly-once',
         instance: 'A',
         shutdownTimeoutMs: deadline,
-        redisUrl: await gate.listen(),
+        redisUrl: `redis://127.0.0.1:${await gate.listen()}`,
       });
       assert.deepEqual((await a.log.waitAssigned()).sort(), [0, 1, 2, 3]);
       feeder.start(100, 20);

@@ -7,7 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { defineProcessor, Processor } from '../../src/index.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import { committedOffsets, createTopics, type Msg, pollUntil, produce, readAll } from '../helpers/kafka.js';
+import { committedOffsets, createTopics, type Msg, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
+import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
 
 function setup(ns: string) {
   return createTopics([
@@ -28,6 +29,12 @@ function counter(ns: string) {
 
 const inputs = (n: number): Msg[] =>
   Array.from({ length: n }, (_, i) => ({ key: `k${i % 9}`, value: JSON.stringify({ n: 1 }) }));
+/** key -> how many of `inputs(n)` it gets. */
+function perKey(n: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of inputs(n)) out.set(m.key ?? '', (out.get(m.key ?? '') ?? 0) + 1);
+  return out;
+}
 
 describe('group protocol, static membership and WAIT', { timeout: 180_000 }, () => {
   let redis: Redis;
@@ -57,11 +64,11 @@ describe('group protocol, static membership and WAIT', { timeout: 180_000 }, () 
       } finally {
         await p.close();
       }
-      const out = await readAll(`${ns}-out`, (r) => r.length >= 300, 30_000);
-      assert.equal(out.length, 300);
-      let sum = 0;
-      for (let i = 0; i < 9; i++) sum += Number((await p.fence.read(`k${i}`))?.value?.toString() ?? 0);
-      assert.equal(sum, 300);
+      const want = perKey(300);
+      for (const [key, count] of want)
+        assert.equal((await p.fence.read(key))?.value?.toString(), String(count), `state of ${key}`);
+      const out = await readToEnd(`${ns}-out`);
+      assertPerKey('one committed output per input', out, countOf, countsUpTo(want));
     } finally {
       await cleanup();
     }
@@ -92,6 +99,8 @@ describe('group protocol, static membership and WAIT', { timeout: 180_000 }, () 
         [...committed.values()].reduce((a, b) => a + b, 0),
         90,
       );
+      for (const [key, count] of perKey(90))
+        assert.equal((await ok.fence.read(key))?.value?.toString(), String(count), `state of ${key}`);
 
       // Asking for two replicas cannot be met: the processor applies, WAIT fails, and it never commits.
       await produce(`${ns}-in`, inputs(30));

@@ -9,6 +9,7 @@ import type {
   KafkaPort,
   OutRecord,
   TopicPartition,
+  TopicSpec,
 } from '../../src/kafka/types.js';
 
 export interface Gate {
@@ -75,6 +76,12 @@ export class StubKafka implements KafkaPort {
     if (this.partitionCountError) throw this.partitionCountError;
     return this.partitions;
   }
+
+  async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
+    return new Map(topics.map((t) => [t, this.partitions]));
+  }
+
+  async createTopics(_topics: readonly TopicSpec[]): Promise<void> {}
 
   async highWatermarks(_topic: string): Promise<Map<number, number>> {
     return new Map();

@@ -1,0 +1,32 @@
+/**
+ * The processor every chaos instance runs (`redfence run <this module, compiled>`): per-customer order
+ * total and count, on the run's topics and store (ORDERS_TOPIC, TOTALS_TOPIC, TOTALS_STORE). The
+ * verifier's model of it: a customer's state after its first n valid orders is exactly
+ * `{"total":<sum>,"count":n}`; an order whose value is not JSON or whose amount is not an integer is
+ * undecodable (dead-lettered).
+ */
+import { defineProcessor } from '../index.js';
+
+interface Order {
+  customer: string;
+  amount: number;
+}
+interface Totals {
+  total: number;
+  count: number;
+}
+
+export default defineProcessor<Order, Totals>({
+  input: process.env.ORDERS_TOPIC ?? 'orders',
+  output: process.env.TOTALS_TOPIC ?? 'customer-totals',
+  store: process.env.TOTALS_STORE ?? 'customer-totals',
+  decode: (value) => {
+    const order = JSON.parse(value?.toString('utf8') ?? '') as Order;
+    if (typeof order.amount !== 'number' || !Number.isInteger(order.amount))
+      throw new TypeError('amount must be an integer');
+    return order;
+  },
+  reduce: (state, order) => ({
+    state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 },
+  }),
+});

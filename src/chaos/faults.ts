@@ -1,0 +1,266 @@
+/**
+ * Carrying out one scheduled fault on a running chaos harness, through a narrow context (the instance
+ * slots and the Redis servers). Each fault returns what it observed (facts, judged in verdict.ts) and a
+ * line for people. The only sleeps are the schedule's pacing: how long a process or Redis stays down.
+ */
+import type { Exit } from '../harness/child.js';
+import { pollUntil } from '../harness/poll.js';
+import type { TcpProxy } from '../harness/proxy.js';
+import { type RedisServer, redisCommand, redisInfo } from '../harness/redis-server.js';
+import type { Instance } from './instances.js';
+import type { Fault } from './schedule.js';
+import type { FaultFacts } from './verdict.js';
+
+export interface Slot {
+  id: string;
+  generation: number;
+  inst: Instance;
+  /** An exit the harness caused (or awaits): the supervisor leaves it alone. */
+  expecting: boolean;
+}
+
+/** The Redis side of a run: the server the instances use (through the proxy when there is a replica). */
+export interface RedisSide {
+  primary: RedisServer;
+  replica?: RedisServer;
+  proxy?: TcpProxy;
+}
+
+export interface FaultContext {
+  sessionTimeoutMs: number;
+  crashTimeoutMs: number;
+  redis: RedisSide;
+  slots: Slot[];
+  live(): Slot[];
+  addInstance(): Promise<Slot>;
+  /** Starts the slot's next generation; without `env`, waits for `processor started`. */
+  restart(slot: Slot, env?: Record<string, string>): Promise<void>;
+  /** SIGTERM, waiting for the exit (SIGKILL after a bound: `forced`). */
+  stopGracefully(slot: Slot): Promise<{ exit: Exit; forced: boolean }>;
+  /** True once the input is all produced and committed (no batch will come). */
+  inputDone(): Promise<boolean>;
+}
+
+export interface Injected {
+  target?: string;
+  outcome: string;
+  facts: FaultFacts;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function pickLive(c: FaultContext, f: Fault): Slot {
+  const l = c.live().filter((s) => !s.expecting);
+  if (l.length === 0) throw new Error('no live instance to inject a fault into');
+  return l[f.pick % l.length] as Slot;
+}
+
+export async function inject(c: FaultContext, f: Fault): Promise<Injected> {
+  switch (f.kind) {
+    case 'kill':
+      return kill(c, f);
+    case 'crash':
+      return crash(c, f);
+    case 'zombie':
+      return zombie(c, f);
+    case 'redis-restart':
+      return redisRestart(c, f);
+    case 'redis-failover':
+      return redisFailover(c, f);
+    case 'scale':
+      return scale(c, f);
+  }
+}
+
+async function kill(c: FaultContext, f: Fault): Promise<Injected> {
+  const s = pickLive(c, f);
+  const name = s.inst.name;
+  s.expecting = true;
+  await s.inst.scrape();
+  const exit = await s.inst.kill();
+  if (exit.signal !== 'SIGKILL') {
+    await c.restart(s);
+    return { target: name, outcome: `had already exited ${JSON.stringify(exit)}`, facts: { exit } };
+  }
+  await sleep(f.pauseMs); // pacing: how long it stays down
+  await c.restart(s);
+  return {
+    target: name,
+    outcome: `killed, restarted after ${f.pauseMs} ms`,
+    facts: { exit, restarted: true },
+  };
+}
+
+async function crash(c: FaultContext, f: Fault): Promise<Injected> {
+  // a crash point is reached only by a batch: with the input all produced and consumed, none comes
+  if (await c.inputDone())
+    return {
+      outcome: 'skipped: input all produced and committed',
+      facts: { skipped: 'the input was all produced and committed' },
+    };
+  const s = pickLive(c, f);
+  const name = s.inst.name;
+  await c.stopGracefully(s);
+  await c.restart(s, { REDFENCE_CRASH_AT: f.point as string, REDFENCE_CRASH_AFTER: String(f.after) });
+  s.expecting = true;
+  const armed = s.inst;
+  let outcome: string;
+  const exit = await armed.waitExit(c.crashTimeoutMs).catch(() => undefined);
+  if (exit?.signal === 'SIGKILL') outcome = `crashed at ${f.point} (pass ${f.after})`;
+  else if (exit) outcome = `exited ${JSON.stringify(exit)} before reaching ${f.point}`;
+  else {
+    await armed.scrape();
+    await armed.kill();
+    outcome = `not reached within ${c.crashTimeoutMs} ms: SIGKILLed`;
+  }
+  await c.restart(s);
+  return {
+    target: `${name} -> ${armed.name}`,
+    outcome,
+    facts: { ...(exit ? { exit } : {}), restarted: true },
+  };
+}
+
+async function zombie(c: FaultContext, f: Fault): Promise<Injected> {
+  let helper: Slot | undefined;
+  if (c.live().filter((s) => !s.expecting).length < 2) helper = await c.addInstance();
+  const candidates = c.live().filter((s) => !s.expecting && s !== helper);
+  const s = candidates[f.pick % candidates.length] as Slot;
+  s.expecting = true; // a zombie may die of its stale work (fatal Kafka error): not unexpected
+  const others = c.live().filter((x) => x !== s);
+  const marks = new Map(others.map((x) => [x, x.inst.count]));
+  const stoppedAt = Date.now();
+  s.inst.signal('SIGSTOP');
+  const moved = await pollUntil(
+    'its partitions to move',
+    () =>
+      others.some((x) =>
+        x.inst.seen(
+          (l) => l.msg === 'partitions assigned' && Array.isArray(l.partitions) && l.partitions.length > 0,
+          marks.get(x) ?? 0,
+        ),
+      ),
+    c.sessionTimeoutMs * 3 + 15_000,
+  ).then(
+    () => true,
+    () => false,
+  );
+  const movedMs = Date.now() - stoppedAt;
+  await sleep(f.pauseMs); // pacing: the new owners work while it sleeps
+  const mark = s.inst.count;
+  s.inst.signal('SIGCONT');
+  const fenced = () => s.inst.seen((l) => /^FENCE/.test(l.msg ?? ''), mark);
+  const rebalanced = () =>
+    s.inst.seen((l) => l.msg === 'partitions revoked' || l.msg === 'partitions assigned', mark);
+  const noticed = await pollUntil(
+    'the zombie to notice',
+    () => !s.inst.alive || fenced() || rebalanced(),
+    60_000,
+  ).then(
+    () => true,
+    () => false,
+  );
+  const facts: FaultFacts = { partitionsMoved: moved };
+  let what: string;
+  if (!s.inst.alive) {
+    what = `exited ${JSON.stringify(s.inst.exit)} after waking`;
+    facts.woke = 'exited';
+    await c.restart(s);
+    facts.restarted = true;
+  } else if (fenced()) {
+    what = 'FENCEd';
+    facts.woke = 'fenced';
+  } else if (noticed) {
+    what = 'woke';
+    facts.woke = 'rebalanced';
+  } else {
+    what = 'woke, nothing logged within 60 s';
+    facts.woke = 'silent';
+  }
+  s.expecting = false;
+  if (helper) {
+    await c.stopGracefully(helper);
+    c.slots.splice(c.slots.indexOf(helper), 1);
+  }
+  return {
+    target: s.inst.name,
+    outcome: `${moved ? `partitions moved after ${movedMs} ms` : 'partitions did not move'}, ${what}${helper ? ' (helper instance added for it)' : ''}`,
+    facts,
+  };
+}
+
+async function redisRestart(c: FaultContext, f: Fault): Promise<Injected> {
+  const marks = new Map(c.live().map((x) => [x, x.inst.count]));
+  const target = c.redis.primary;
+  const exit = await target.kill();
+  const serverKilled = exit?.signal === 'SIGKILL';
+  await sleep(f.pauseMs); // pacing: the outage
+  await target.start();
+  const outage = (x: Slot) => x.inst.seen((l) => /^Redis unavailable/.test(l.msg ?? ''), marks.get(x) ?? 0);
+  const paused = c.live().filter(outage);
+  const resumed = await Promise.all(
+    paused.map((x) =>
+      x.inst
+        .waitFor(
+          'Redis is back: resumed',
+          (l) => l.msg === 'Redis is back: resumed',
+          90_000,
+          marks.get(x) ?? 0,
+        )
+        .then(
+          () => true,
+          () => false,
+        ),
+    ),
+  );
+  const n = resumed.filter(Boolean).length;
+  return {
+    target: `redis :${target.port}`,
+    outcome:
+      `${serverKilled ? `down ${f.pauseMs} ms (SIGKILL, AOF always)` : 'was not running'}; ` +
+      `${paused.length} logged the outage, ${n} resumed`,
+    facts: { serverKilled, serverBack: target.running, paused: paused.length, resumed: n },
+  };
+}
+
+async function redisFailover(c: FaultContext, f: Fault): Promise<Injected> {
+  const r = c.redis;
+  if (!r.proxy || !r.replica) return { outcome: 'skipped: no replica', facts: { skipped: 'no replica' } };
+  const old = r.primary;
+  const next = r.replica;
+  await pollUntil(
+    'the replica to be linked to its primary',
+    async () => /master_link_status:up/.test((await redisInfo(next.port, 'replication')) ?? ''),
+    30_000,
+  );
+  const exit = await old.kill();
+  await sleep(f.pauseMs);
+  const promoted = (await redisCommand(next.port, 'REPLICAOF NO ONE')) === '+OK';
+  r.proxy.switchTo({ host: '127.0.0.1', port: next.port });
+  r.primary = next;
+  r.replica = old;
+  // the old primary comes back as a replica of the new one (its data is replaced)
+  await old.restartAsReplicaOf(next.port);
+  return {
+    target: `redis :${old.port} -> :${next.port}`,
+    outcome: `primary killed, replica ${promoted ? 'promoted' : 'NOT promoted'} (no WAIT)`,
+    facts: { serverKilled: exit?.signal === 'SIGKILL', promoted, serverBack: old.running },
+  };
+}
+
+async function scale(c: FaultContext, f: Fault): Promise<Injected> {
+  const to = f.to ?? 1;
+  const from = c.live().length;
+  let stoppedCleanly = true;
+  while (c.live().length < to) await c.addInstance();
+  while (c.live().length > to) {
+    const s = c.live().at(-1) as Slot;
+    const { exit, forced } = await c.stopGracefully(s);
+    if (forced || exit.code !== 0) stoppedCleanly = false;
+    c.slots.splice(c.slots.indexOf(s), 1);
+  }
+  return {
+    outcome: `${from} -> ${c.live().length} instances${stoppedCleanly ? '' : ' (one did not exit 0)'}`,
+    facts: { instances: c.live().length, stoppedCleanly },
+  };
+}

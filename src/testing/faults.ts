@@ -1,0 +1,99 @@
+/**
+ * Failures and pauses a test injects into a memory port's Kafka steps: the next produce, commit or
+ * transaction fails (retriably, or fatally), or waits until the test releases it (to make batches
+ * pile up behind it deterministically, e.g. to see group commit).
+ */
+import { RedfenceError } from '../errors/index.js';
+
+/** The Kafka steps of the commit path. */
+export type KafkaStep = 'produce' | 'commit' | 'transaction';
+
+const STEPS = new Set<string>(['produce', 'commit', 'transaction']);
+
+export interface FailOptions {
+  /**
+   * A fatal error: on produce and commit an error with `fatal: true` (as the client raises for a
+   * fatal idempotent-producer error), on a transaction RF_KAFKA_FATAL (as the default adapter raises
+   * for a fenced transactional producer). Default: a retriable error.
+   */
+  fatal?: boolean;
+  /** Throw exactly this instead. */
+  error?: Error;
+  /**
+   * produce: the records reach the log although the call fails (a lost delivery report): the caller
+   * will write them again. Default false: nothing is written.
+   */
+  written?: boolean;
+}
+
+export interface HeldStep {
+  readonly step: KafkaStep;
+  /** Resolves once a step of this kind has arrived and is waiting to be released. */
+  readonly reached: Promise<void>;
+  /** Lets the held step go on (idempotent). */
+  release(): void;
+}
+
+interface Hold {
+  arrived(): void;
+  released: Promise<void>;
+}
+
+function checkStep(step: unknown): asserts step is KafkaStep {
+  if (typeof step !== 'string' || !STEPS.has(step))
+    throw new RedfenceError(
+      'RF_INVALID_ARGUMENT',
+      `the Kafka step must be one of ${[...STEPS].join(', ')}, got ${JSON.stringify(step)}`,
+    );
+}
+
+export class Faults {
+  readonly #fails = new Map<KafkaStep, FailOptions[]>();
+  readonly #holds = new Map<KafkaStep, Hold[]>();
+  readonly #releases = new Set<() => void>();
+
+  /** The next step of this kind fails (calls queue up: two calls fail the next two). */
+  failNext(step: KafkaStep, options: FailOptions = {}): void {
+    checkStep(step);
+    const list = this.#fails.get(step) ?? [];
+    list.push({ ...options });
+    this.#fails.set(step, list);
+  }
+
+  /** The next step of this kind waits, before it touches the log, until `release()`. */
+  hold(step: KafkaStep): HeldStep {
+    checkStep(step);
+    let arrived: () => void = () => undefined;
+    let release: () => void = () => undefined;
+    const reached = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const done = () => {
+      this.#releases.delete(done);
+      release();
+    };
+    this.#releases.add(done);
+    const list = this.#holds.get(step) ?? [];
+    list.push({ arrived, released });
+    this.#holds.set(step, list);
+    return { step, reached, release: done };
+  }
+
+  /** Entered by every step: waits at a hold, then hands back the failure to inject, if any. */
+  async enter(step: KafkaStep): Promise<FailOptions | undefined> {
+    const hold = this.#holds.get(step)?.shift();
+    if (hold !== undefined) {
+      hold.arrived();
+      await hold.released;
+    }
+    return this.#fails.get(step)?.shift();
+  }
+
+  /** Releases every hold (a stopping port must not hang on one). */
+  releaseAll(): void {
+    for (const release of [...this.#releases]) release();
+  }
+}

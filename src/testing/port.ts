@@ -1,0 +1,333 @@
+/**
+ * One consumer instance on a MemoryKafka cluster, implementing the whole KafkaPort: it joins its
+ * group on start() and gets partitions in rebalances (onAssign / onRevoke awaited, never while one of
+ * its batches is in flight, as with the real client's one-batch-at-a-time delivery), delivers batches
+ * of up to maxBatchSize records of one partition (read_committed), and runs the Kafka steps against
+ * the cluster: produce, commit, or one transaction with the offsets (atomic, aborted on failure).
+ * A test injects failures and holds through failNext() and hold().
+ */
+import { randomBytes } from 'node:crypto';
+import { RedfenceError } from '../errors/index.js';
+import {
+  type CommitOffset,
+  type ConsumerHandlers,
+  type KafkaPort,
+  type OutRecord,
+  type TopicPartition,
+  type TopicSpec,
+  tpKey,
+} from '../kafka/types.js';
+import type { Cluster } from './cluster.js';
+import { GroupConsumer } from './consumer.js';
+import { MemoryKafkaError } from './errors.js';
+import { type FailOptions, Faults, type HeldStep, type KafkaStep } from './faults.js';
+import type { Group } from './group.js';
+
+export interface MemoryPortOptions {
+  /** The consumer group; give the processor the same `groupId`. */
+  groupId: string;
+  /**
+   * The transactional id: a port started later with the same id fences this one (its next
+   * transaction fails with RF_KAFKA_FATAL). Default: an id of its own.
+   */
+  transactionalId?: string;
+  /** Records per batch, at most. Default 500. */
+  maxBatchSize?: number;
+  /** Names the port in its step records. Default: the group id and a random suffix. */
+  name?: string;
+}
+
+/** One Kafka step as the port ran it. */
+export interface StepRecord {
+  readonly kind: KafkaStep;
+  readonly records: number;
+  readonly offsets: readonly CommitOffset[];
+  readonly outcome: 'ok' | 'failed';
+}
+
+export type MemoryPortState = 'idle' | 'running' | 'stopping' | 'stopped';
+
+const OPTION_NAMES = new Set(['groupId', 'transactionalId', 'maxBatchSize', 'name']);
+
+function invalid(message: string): RedfenceError {
+  return new RedfenceError('RF_INVALID_OPTIONS', `memory Kafka port: ${message}`);
+}
+
+export class MemoryKafkaPort implements KafkaPort {
+  readonly name: string;
+  readonly groupId: string;
+  /** Every Kafka step this port ran, in order. */
+  readonly steps: StepRecord[] = [];
+  /** Errors thrown by the handlers (a throwing onBatch is delivered again). */
+  readonly handlerErrors: unknown[] = [];
+  readonly #cluster: Cluster;
+  readonly #group: Group;
+  readonly #faults = new Faults();
+  readonly #transactionalId: string;
+  #producerEpoch = 0;
+  #state: MemoryPortState = 'idle';
+  #stopping: Promise<void> | undefined;
+  readonly #consumer: GroupConsumer;
+
+  /** @internal Made by MemoryKafka.port(). */
+  constructor(cluster: Cluster, options: MemoryPortOptions) {
+    if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
+    for (const k of Object.keys(options))
+      if (!OPTION_NAMES.has(k))
+        throw invalid(`unknown option "${k}"; known: ${[...OPTION_NAMES].join(', ')}`);
+    if (typeof options.groupId !== 'string' || options.groupId.length === 0)
+      throw invalid('"groupId" must be a non-empty string');
+    const max = options.maxBatchSize ?? 500;
+    if (!Number.isSafeInteger(max) || max < 1)
+      throw invalid(`"maxBatchSize" must be an integer >= 1, got ${JSON.stringify(options.maxBatchSize)}`);
+    for (const k of ['transactionalId', 'name'] as const) {
+      const v = options[k];
+      if (v !== undefined && (typeof v !== 'string' || v.length === 0))
+        throw invalid(`"${k}" must be a non-empty string`);
+    }
+    this.#cluster = cluster;
+    this.groupId = options.groupId;
+    this.#group = cluster.group(options.groupId);
+    this.name = options.name ?? `${options.groupId}-${randomBytes(3).toString('hex')}`;
+    this.#transactionalId = options.transactionalId ?? `${this.name}-txn`;
+    this.#consumer = new GroupConsumer(cluster, this.#group, max, this.handlerErrors);
+  }
+
+  get state(): MemoryPortState {
+    return this.#state;
+  }
+
+  /** The partitions this port owns now. */
+  get assignment(): TopicPartition[] {
+    return this.#consumer.assignment;
+  }
+
+  /** Records handed to onBatch so far (redeliveries included). */
+  get delivered(): number {
+    return this.#consumer.delivered;
+  }
+
+  /**
+   * Resolves once this consumer has no batch in flight and nothing to deliver (every owned, unpaused
+   * partition read to its end); at once after stop().
+   */
+  idle(): Promise<void> {
+    return this.#consumer.idle();
+  }
+
+  /** The next step of this kind fails; see FailOptions. */
+  failNext(step: KafkaStep, options?: FailOptions): void {
+    this.#faults.failNext(step, options);
+  }
+
+  /** The next step of this kind waits until the test releases it. */
+  hold(step: KafkaStep): HeldStep {
+    return this.#faults.hold(step);
+  }
+
+  /** The group loses this member's assignment (a missed session): onRevoke(…, lost = true), then a rebalance. */
+  expire(): Promise<void> {
+    return this.#consumer.expire();
+  }
+
+  async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
+    if (this.#state !== 'idle')
+      throw new RedfenceError('RF_INVALID_STATE', `memory Kafka port: start() called when ${this.#state}`);
+    if (!Array.isArray(topics) || topics.length === 0 || !topics.every((t) => typeof t === 'string' && t))
+      throw new RedfenceError('RF_INVALID_ARGUMENT', 'start(): topics must be a non-empty list of names');
+    this.#producerEpoch = this.#cluster.initProducer(this.#transactionalId);
+    this.#state = 'running';
+    this.#consumer.start(topics, handlers);
+  }
+
+  #ready(what: string): void {
+    if (this.#state === 'idle' || this.#state === 'stopped')
+      throw new RedfenceError('RF_INVALID_STATE', `memory Kafka port: ${what} when ${this.#state}`);
+  }
+
+  #record(kind: KafkaStep, records: number, offsets: readonly CommitOffset[], ok: boolean): void {
+    this.steps.push({
+      kind,
+      records,
+      offsets: offsets.map((o) => ({ ...o })),
+      outcome: ok ? 'ok' : 'failed',
+    });
+  }
+
+  #failure(step: KafkaStep, fail: FailOptions): Error {
+    if (fail.error) return fail.error;
+    if (!fail.fatal) return new MemoryKafkaError('INJECTED', `injected ${step} failure`, { retriable: true });
+    const cause = new MemoryKafkaError('INJECTED_FATAL', `injected fatal ${step} failure`, { fatal: true });
+    return step === 'transaction'
+      ? new RedfenceError(
+          'RF_KAFKA_FATAL',
+          `Kafka: the transactional producer failed fatally: ${cause.message}`,
+          {
+            cause,
+          },
+        )
+      : cause;
+  }
+
+  async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
+    this.#ready('produce()');
+    if (records.length === 0) return;
+    handedOver?.();
+    let ok = false;
+    try {
+      const fail = await this.#faults.enter('produce');
+      if (fail) {
+        if (fail.written) this.#cluster.append(records);
+        throw this.#failure('produce', fail);
+      }
+      this.#cluster.append(records);
+      ok = true;
+    } finally {
+      this.#record('produce', records.length, [], ok);
+    }
+  }
+
+  #checkOffsets(offsets: readonly CommitOffset[]): void {
+    for (const o of offsets)
+      if (!Number.isSafeInteger(o.offset) || o.offset < 0)
+        throw new RedfenceError(
+          'RF_INVALID_ARGUMENT',
+          `commit: offset of ${o.topic}/${o.partition} must be >= 0`,
+        );
+  }
+
+  #checkMember(): void {
+    if (!this.#consumer.isMember())
+      throw new MemoryKafkaError('UNKNOWN_MEMBER_ID', 'this consumer is not a member of its group', {
+        retriable: true,
+      });
+  }
+
+  async commit(offsets: readonly CommitOffset[]): Promise<void> {
+    this.#ready('commit()');
+    if (offsets.length === 0) return;
+    this.#checkOffsets(offsets);
+    let ok = false;
+    try {
+      const fail = await this.#faults.enter('commit');
+      if (fail) throw this.#failure('commit', fail);
+      this.#checkMember();
+      this.#group.commit(offsets);
+      ok = true;
+    } finally {
+      this.#record('commit', 0, offsets, ok);
+    }
+  }
+
+  async produceTransactionally(
+    records: readonly OutRecord[],
+    offsets: readonly CommitOffset[],
+    beforeCommit?: () => void,
+  ): Promise<void> {
+    this.#ready('produceTransactionally()');
+    this.#checkOffsets(offsets);
+    let ok = false;
+    try {
+      const fail = await this.#faults.enter('transaction');
+      if (this.#cluster.producerEpoch(this.#transactionalId) !== this.#producerEpoch)
+        throw new RedfenceError(
+          'RF_KAFKA_FATAL',
+          `Kafka: cannot begin a transaction: producer ${this.#transactionalId} was fenced by a newer one`,
+          { cause: new MemoryKafkaError('PRODUCER_FENCED', 'fenced', { fatal: true }) },
+        );
+      const txn = this.#cluster.beginTransaction();
+      try {
+        this.#cluster.append(records, txn);
+        if (fail) throw this.#failure('transaction', fail);
+        this.#checkMember();
+        beforeCommit?.();
+        this.#cluster.endTransaction(txn, 'committed', { groupId: this.groupId, offsets });
+      } catch (err) {
+        this.#cluster.endTransaction(txn, 'aborted');
+        throw err;
+      }
+      ok = true;
+    } finally {
+      this.#record('transaction', records.length, offsets, ok);
+    }
+  }
+
+  async committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>> {
+    this.#ready('committed()');
+    return new Map(partitions.map((tp) => [tpKey(tp.topic, tp.partition), this.#group.committed(tp)]));
+  }
+
+  #admin(what: string): void {
+    if (this.#state === 'stopped')
+      throw new RedfenceError('RF_INVALID_STATE', `memory Kafka port: ${what} after stop()`);
+  }
+
+  async partitionCount(topic: string): Promise<number> {
+    this.#admin('partitionCount()');
+    const n = this.#cluster.partitionCount(topic);
+    if (n === undefined) throw new RedfenceError('RF_TOPIC_MISSING', `topic ${topic} does not exist`);
+    return n;
+  }
+
+  async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
+    this.#admin('describeTopics()');
+    const out = new Map<string, number>();
+    for (const t of topics) {
+      const n = this.#cluster.partitionCount(t);
+      if (n !== undefined) out.set(t, n);
+    }
+    return out;
+  }
+
+  async createTopics(topics: readonly TopicSpec[]): Promise<void> {
+    this.#admin('createTopics()');
+    for (const t of topics) {
+      const rf = t.replicationFactor;
+      if (rf !== undefined && (!Number.isSafeInteger(rf) || rf < 1))
+        throw new MemoryKafkaError('INVALID_REPLICATION_FACTOR', `topic ${t.topic}: bad replication factor`, {
+          retriable: false,
+        });
+    }
+    for (const t of topics) this.#cluster.createTopic(t.topic, t.partitions);
+  }
+
+  async highWatermarks(topic: string): Promise<Map<number, number>> {
+    this.#admin('highWatermarks()');
+    if (this.#cluster.partitionCount(topic) === undefined)
+      throw new RedfenceError('RF_TOPIC_MISSING', `topic ${topic} does not exist`);
+    return new Map(this.#cluster.logs(topic).map((log, p) => [p, log.highWatermark]));
+  }
+
+  seek(partition: TopicPartition, offset: number): void {
+    if (!Number.isSafeInteger(offset) || offset < 0)
+      throw new RedfenceError('RF_INVALID_ARGUMENT', `seek: offset must be an integer >= 0, got ${offset}`);
+    this.#consumer.seek(partition, offset);
+  }
+
+  /** Paused partitions stay paused across a revocation and a new assignment, as in the real client. */
+  pause(partitions: readonly TopicPartition[]): void {
+    this.#consumer.pause(partitions);
+  }
+
+  resume(partitions: readonly TopicPartition[]): void {
+    this.#consumer.resume(partitions);
+  }
+
+  /** Ends delivery after the batch in flight, revokes this port's partitions (awaited) and leaves the group. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
+    if (this.#state === 'idle') {
+      this.#state = 'stopped';
+      return;
+    }
+    this.#state = 'stopping';
+    this.#faults.releaseAll();
+    await this.#consumer.stop();
+    this.#state = 'stopped';
+    this.#cluster.changed();
+  }
+}
