@@ -59,12 +59,14 @@ for (const target of TARGETS) {
     for (const mode of ['at-least-once', 'exactly-once'] as const) {
       it(`DLQ (${mode}): a key that does not hash to its partition is dead-lettered by the processor, its state untouched`, async () => {
         const input = `dlq-${mode}`;
-        const key = 'dlq-key';
+        // keys of their own per mode: the two runs share the store, and a key the other run applied and
+        // committed would be a replay here (SKIP), not a first apply
+        const key = `dlq-key-${mode}`;
         const wrong = (partitionFor(key, 6) + 1) % 6;
         assert.notEqual(partitionFor(key, 6), wrong);
         // a key of the same batch that does hash to it: applied, so the batch did go through apply
-        let placed = 'placed-0';
-        for (let i = 1; partitionFor(placed, 6) !== wrong; i++) placed = `placed-${i}`;
+        let placed = `placed-${mode}-0`;
+        for (let i = 1; partitionFor(placed, 6) !== wrong; i++) placed = `placed-${mode}-${i}`;
         // both records on partition `wrong`, in one batch
         const kafka = new MemoryKafka({ topics: { [input]: 6, [`${input}-out`]: 6, [`${input}.DLT`]: 6 } });
         kafka.produce([
