@@ -6,12 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { loadScripts } from '../../src/fence/index.js';
+import { startRedisServer } from '../../src/harness/index.js';
 import { defineProcessor, Fence, HealthState, Processor, RedfenceMetrics } from '../../src/index.js';
 import { standalone, uniqueName } from '../helpers/env.js';
-import { privateRedis } from './private-redis.js';
 import { gate, StubKafka } from './stub-kafka.js';
 
 /** Counts the intervals created and not cleared while `fn` runs code that creates them. */
@@ -152,11 +152,13 @@ describe('processor lifecycle', () => {
 
   it('reports `scripts` ready only once every fence script is loaded in Redis', async (t) => {
     // a Redis of its own that never ran a redfence script
-    const server = await privateRedis();
+    const server = await startRedisServer();
     t.after(() => server.stop());
+    const client = new Redis(server.url);
+    t.after(() => client.disconnect());
     const shas = [...loadScripts().values()].map((s) => s.sha);
     assert.deepEqual(
-      await server.client.script('EXISTS', ...shas),
+      await client.script('EXISTS', ...shas),
       shas.map(() => 0),
     );
     const health = new HealthState();
@@ -168,14 +170,14 @@ describe('processor lifecycle', () => {
         store: ns,
         operation: () => ({ op: 'add', by: 1 }),
       }),
-      redis: server.client,
+      redis: client,
       kafka: new StubKafka(),
       health,
     });
     t.after(() => p.close());
     await p.start();
     assert.equal(health.snapshot().parts.scripts, true);
-    const exists = (await server.client.script('EXISTS', ...shas)) as number[];
+    const exists = (await client.script('EXISTS', ...shas)) as number[];
     assert.deepEqual(
       exists,
       shas.map(() => 1),
