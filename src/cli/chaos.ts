@@ -13,7 +13,7 @@ import {
   runChaos,
 } from '../chaos/index.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
-import { RedfenceError } from '../index.js';
+import { RedfenceError } from '../errors/index.js';
 import {
   choiceOption,
   helpText,

@@ -1,5 +1,5 @@
 /** `redfence inspect <store> <key>`: prints a key's stored value, fence and pending entries as JSON. */
-import { Fence, RedfenceError } from '../index.js';
+import { RedfenceError } from '../errors/index.js';
 import { jsonLogger } from './log.js';
 import { helpText, parseOptions } from './options.js';
 import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
@@ -31,7 +31,8 @@ export async function inspect(args: readonly string[], out: (s: string) => void)
       `${extra.length > 0 ? `unexpected arguments ${extra.join(' ')}` : 'missing <store> <key>'}: redfence inspect <store> <key> [options] (redfence inspect --help)`,
     );
   const target = redisTarget(o, sources);
-  const redis = redisClient(target, jsonLogger('error', '-'));
+  const { Fence } = await import('../index.js');
+  const redis = await redisClient(target, jsonLogger('error', '-'));
   try {
     const fence = new Fence({ redis, store, mode: target.kind === 'cluster' ? 'cluster' : 'strict' });
     await connectRedis(redis, target, o['connect-timeout']);

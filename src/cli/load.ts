@@ -13,7 +13,8 @@
 import { existsSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { defineProcessor, type ProcessorDefinition, RedfenceError } from '../index.js';
+import { RedfenceError } from '../errors/index.js';
+import type { ProcessorDefinition } from '../index.js';
 
 const TYPESCRIPT = ['.ts', '.mts', '.cts'];
 const JAVASCRIPT = ['.js', '.mjs', '.cjs'];
@@ -67,6 +68,7 @@ export async function loadDefinition(file: string): Promise<ProcessorDefinition>
     );
   if (typeof found !== 'object' || found === null)
     throw bad(`${file} exports a ${found === null ? 'null' : typeof found}, not a processor definition`);
+  const { defineProcessor } = await import('../index.js');
   try {
     return defineProcessor(found as ProcessorDefinition);
   } catch (err) {

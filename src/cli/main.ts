@@ -3,7 +3,8 @@
  * failure ends as one line on stderr, `redfence <verb>: <message> [<code>]`, and exit 2 for what the
  * user must fix in the command (options, the module, a missing topic), 1 otherwise.
  */
-import { type ErrorCode, RedfenceError } from '../index.js';
+// Only the error class here: --help, --version and bad options answer without loading the runtime.
+import { type ErrorCode, RedfenceError } from '../errors/index.js';
 import { VERSION } from '../version.js';
 
 const HELP = `redfence ${VERSION}: effectively-once Kafka stream processing with state in Redis

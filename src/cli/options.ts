@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { RedfenceError } from '../index.js';
+import { RedfenceError } from '../errors/index.js';
 
 /** A value the parser refused; `tail` follows the option's name in the message. */
 export class Invalid {

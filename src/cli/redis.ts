@@ -5,8 +5,9 @@
  * within --connect-timeout or the verb fails with RF_REDIS_UNAVAILABLE. A URL's password never appears
  * in a message: `showRedisUrl` masks it.
  */
-import { Cluster, Redis } from 'ioredis';
-import { type Logger, RedfenceError } from '../index.js';
+import type { Cluster, Redis } from 'ioredis';
+import { RedfenceError } from '../errors/index.js';
+import type { Logger } from '../index.js';
 import { hostPort, listOption, numberOption, RANK, type Source, textOption } from './options.js';
 
 /** Masks the password (and only it) of a Redis URL; text that is not a URL is shown as `<unparsable>`. */
@@ -82,11 +83,12 @@ const message = (err: unknown) => (err instanceof Error ? err.message : String(e
  * ready, logged once per outage (at `warn`; the processor's own guard pauses and retries), then quiet
  * until it is ready again.
  */
-export function redisClient(target: RedisTarget, logger: Logger): Redis | Cluster {
+export async function redisClient(target: RedisTarget, logger: Logger): Promise<Redis | Cluster> {
+  const ioredis = await import('ioredis');
   const client =
     target.kind === 'standalone'
-      ? new Redis(target.url, { lazyConnect: true, enableAutoPipelining: true })
-      : new Cluster(target.nodes, { lazyConnect: true, enableAutoPipelining: true });
+      ? new ioredis.Redis(target.url, { lazyConnect: true, enableAutoPipelining: true })
+      : new ioredis.Cluster(target.nodes, { lazyConnect: true, enableAutoPipelining: true });
   // Before the first 'ready', connectRedis reports the failure; afterwards each outage is logged once.
   let reported = true;
   client.on('error', (err: unknown) => {
@@ -98,7 +100,7 @@ export function redisClient(target: RedisTarget, logger: Logger): Redis | Cluste
     reported = false;
   });
   // A Cluster also reports each node's errors; they are handled by its own reconnects.
-  if (client instanceof Cluster) client.on('node error', () => undefined);
+  if (client instanceof ioredis.Cluster) client.on('node error', () => undefined);
   return client;
 }
 

@@ -4,15 +4,8 @@
  * second signal exits at once). Every option is checked and the module loaded before any connection.
  */
 import { randomBytes } from 'node:crypto';
-import {
-  HealthState,
-  type ProcessingMode,
-  Processor,
-  type ProcessorOptions,
-  RedfenceError,
-  RedfenceMetrics,
-  startMetricsServer,
-} from '../index.js';
+import { RedfenceError } from '../errors/index.js';
+import type { ProcessingMode, Processor, ProcessorOptions, startMetricsServer } from '../index.js';
 import { loadDefinition } from './load.js';
 import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
@@ -169,7 +162,9 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const logger = jsonLogger(o.log, instance);
   const definition = await loadDefinition(file);
 
-  const redis = redisClient(target, logger);
+  // The runtime loads only now: bad options are refused without it.
+  const { HealthState, Processor, RedfenceMetrics, startMetricsServer } = await import('../index.js');
+  const redis = await redisClient(target, logger);
   const metrics = new RedfenceMetrics();
   const health = new HealthState();
   let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
