@@ -17,6 +17,7 @@ import {
   parseOptions,
   switchOption,
   textOption,
+  type Values,
 } from './options.js';
 import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
 
@@ -104,6 +105,19 @@ export const RUN_OPTIONS = {
     defaultText: '20',
     min: 1,
   }),
+  'wait-replicas': numberOption('<n>', {
+    description:
+      "after each cycle's Redis writes and each epoch raise, WAIT for n replicas to have them before committing",
+    env: 'REDFENCE_WAIT_REPLICAS',
+    min: 1,
+    max: 100,
+  }),
+  'wait-timeout': numberOption('<ms>', {
+    description: 'how long --wait-replicas waits for the replicas',
+    env: 'REDFENCE_WAIT_TIMEOUT_MS',
+    default: 1000,
+    min: 1,
+  }),
   'create-topics': switchOption({
     description:
       "create missing output and dead-letter topics with the input's partition count (otherwise a missing topic stops start-up)",
@@ -139,6 +153,36 @@ export const RUN_HELP = helpText(
   RUN_OPTIONS,
 );
 
+/** What the options set on the processor: everything but the definition, the clients and the hooks. */
+export type ProcessorSettings = Omit<
+  ProcessorOptions,
+  'definition' | 'redis' | 'logger' | 'metrics' | 'health' | 'onFatal'
+>;
+
+export function processorSettings(o: Values<typeof RUN_OPTIONS>, instance: string): ProcessorSettings {
+  const kafka: Extract<ProcessorOptions['kafka'], { brokers: string[] }> = { brokers: o.brokers };
+  if (o['session-timeout'] !== undefined) kafka.sessionTimeoutMs = o['session-timeout'];
+  if (o.static) kafka.groupInstanceId = instance;
+  if (o['group-protocol'] !== undefined) kafka.groupProtocol = o['group-protocol'];
+  if (o['max-batch-size'] !== undefined) kafka.maxBatchSize = o['max-batch-size'];
+  if (o['transaction-timeout'] !== undefined) kafka.transactionTimeoutMs = o['transaction-timeout'];
+  const s: ProcessorSettings = {
+    kafka,
+    mode: o.mode,
+    instanceId: instance,
+    requireNoEviction: !o['allow-eviction'],
+  };
+  if (o.group !== undefined) s.groupId = o.group;
+  if (o['group-commit-records'] !== undefined) s.groupCommitRecords = o['group-commit-records'];
+  if (o['user-retries'] !== undefined) s.userRetries = o['user-retries'];
+  if (o['sweep-every'] !== undefined) s.sweepEvery = o['sweep-every'];
+  if (o['wait-replicas'] !== undefined)
+    s.waitReplicas = { replicas: o['wait-replicas'], timeoutMs: o['wait-timeout'] };
+  if (o['create-topics']) s.createTopics = true;
+  if (o['replication-factor'] !== undefined) s.replicationFactor = o['replication-factor'];
+  return s;
+}
+
 const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
 
 export async function run(args: readonly string[], out: (s: string) => void): Promise<number> {
@@ -156,6 +200,8 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     throw invalid('--static needs --instance <id> (the id a replacement reuses to take over)');
   if (o['replication-factor'] !== undefined && !o['create-topics'])
     throw invalid('--replication-factor applies to the topics --create-topics makes; add --create-topics');
+  if (sources['wait-timeout'] !== 'default' && o['wait-replicas'] === undefined)
+    throw invalid('--wait-timeout applies to --wait-replicas; add --wait-replicas <n>');
   const target = redisTarget(o, sources);
   // The processor's own default, chosen here so that every log line carries it.
   const instance = o.instance ?? randomBytes(4).toString('hex');
@@ -168,18 +214,10 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const metrics = new RedfenceMetrics();
   const health = new HealthState();
   let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
-  const kafka: Extract<ProcessorOptions['kafka'], { brokers: string[] }> = { brokers: o.brokers };
-  if (o['session-timeout'] !== undefined) kafka.sessionTimeoutMs = o['session-timeout'];
-  if (o.static && o.instance !== undefined) kafka.groupInstanceId = o.instance;
-  if (o['group-protocol'] !== undefined) kafka.groupProtocol = o['group-protocol'];
-  if (o['max-batch-size'] !== undefined) kafka.maxBatchSize = o['max-batch-size'];
-  if (o['transaction-timeout'] !== undefined) kafka.transactionTimeoutMs = o['transaction-timeout'];
   const options: ProcessorOptions = {
+    ...processorSettings(o, instance),
     definition,
     redis,
-    kafka,
-    mode: o.mode,
-    requireNoEviction: !o['allow-eviction'],
     onFatal: (err) => {
       logger.error({ err: err.message }, 'processor stopped after a fatal error');
       void server?.close();
@@ -190,13 +228,6 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     metrics,
     health,
   };
-  if (o.group !== undefined) options.groupId = o.group;
-  options.instanceId = instance;
-  if (o['group-commit-records'] !== undefined) options.groupCommitRecords = o['group-commit-records'];
-  if (o['user-retries'] !== undefined) options.userRetries = o['user-retries'];
-  if (o['sweep-every'] !== undefined) options.sweepEvery = o['sweep-every'];
-  if (o['create-topics']) options.createTopics = true;
-  if (o['replication-factor'] !== undefined) options.replicationFactor = o['replication-factor'];
   let processor: Processor;
   try {
     processor = new Processor(options);

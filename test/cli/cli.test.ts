@@ -135,6 +135,8 @@ describe('redfence CLI', () => {
       [['--instance', 'a b'], {}, /--instance must be letters, digits/],
       [['--static'], {}, /--static needs --instance/],
       [['--sweep-every', '0'], {}, /--sweep-every must be an integer >= 1, got "0"/],
+      [['--wait-replicas', '0'], {}, /--wait-replicas must be an integer >= 1 and <= 100, got "0"/],
+      [['--wait-timeout', '500'], {}, /--wait-timeout applies to --wait-replicas/],
       [['--connect-timeout', 'soon'], {}, /--connect-timeout must be an integer >= 1/],
       [['--frobnicate', '1'], {}, /^redfence run: unknown option --frobnicate/],
       [['--create-topics=no'], {}, /--create-topics takes no value/],

@@ -11,7 +11,7 @@ import { CHAOS_HELP, CHAOS_OPTIONS, parseChaosArgs } from '../../src/cli/chaos.j
 import { INSPECT_HELP, INSPECT_OPTIONS } from '../../src/cli/inspect.js';
 import { parseOptions, type Table } from '../../src/cli/options.js';
 import { redisTarget, showRedisUrl } from '../../src/cli/redis.js';
-import { RUN_HELP, RUN_OPTIONS } from '../../src/cli/run.js';
+import { processorSettings, RUN_HELP, RUN_OPTIONS } from '../../src/cli/run.js';
 import { RedfenceError } from '../../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'redfence-cli-options-'));
@@ -153,6 +153,66 @@ describe('CLI options', () => {
         );
       }
     }
+  });
+
+  it('flags map to the processor options: --create-topics, --replication-factor and the rest', () => {
+    const { values } = run([
+      'm.ts',
+      '--create-topics',
+      '--replication-factor',
+      '3',
+      '--static',
+      '--instance',
+      'i-7',
+      '--session-timeout',
+      '6000',
+      '--group-protocol',
+      'consumer',
+      '--max-batch-size',
+      '500',
+      '--transaction-timeout',
+      '20000',
+      '--group',
+      'g',
+      '--group-commit-records',
+      '0',
+      '--user-retries',
+      '5',
+      '--sweep-every',
+      '7',
+      '--wait-replicas',
+      '1',
+      '--allow-eviction',
+      '--mode',
+      'at-least-once',
+    ]);
+    assert.deepEqual(processorSettings(values, 'i-7'), {
+      kafka: {
+        brokers: ['127.0.0.1:9092'],
+        sessionTimeoutMs: 6000,
+        groupInstanceId: 'i-7',
+        groupProtocol: 'consumer',
+        maxBatchSize: 500,
+        transactionTimeoutMs: 20000,
+      },
+      mode: 'at-least-once',
+      instanceId: 'i-7',
+      requireNoEviction: false,
+      groupId: 'g',
+      groupCommitRecords: 0,
+      userRetries: 5,
+      sweepEvery: 7,
+      waitReplicas: { replicas: 1, timeoutMs: 1000 },
+      createTopics: true,
+      replicationFactor: 3,
+    });
+    // nothing given: only what the CLI decides; the processor keeps its own defaults
+    assert.deepEqual(processorSettings(run(['m.ts']).values, 'x'), {
+      kafka: { brokers: ['127.0.0.1:9092'] },
+      mode: 'exactly-once',
+      instanceId: 'x',
+      requireNoEviction: true,
+    });
   });
 
   it('--redis and --cluster: the stronger source wins, the same source twice is refused', () => {
