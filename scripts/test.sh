@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install.sh
+# Node 22 and 24 beside the machine's, for the install test (test/cli/pack.test.ts runs on each)
+bash scripts/dev-node.sh
 npm run --silent build
 bash dev/up
 npx biome check .

@@ -14,71 +14,133 @@ import {
   runChaos,
 } from '../chaos/index.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
+import { RedfenceError } from '../errors/index.js';
+import {
+  choiceOption,
+  helpText,
+  hostPort,
+  Invalid,
+  listOption,
+  numberOption,
+  parseOptions,
+  switchOption,
+  textOption,
+} from './options.js';
 
-export const CHAOS_HELP = `redfence chaos [options]
+const count = (description: string, dflt: number, min = 0) =>
+  numberOption('<n>', { description, defaultText: String(dflt), min });
 
-Runs the package's own customer-totals processor as child processes against real Kafka and a
+/** The options of `redfence chaos`; values left unset take the harness's defaults (src/chaos). */
+export const CHAOS_OPTIONS = {
+  mode: choiceOption(['exactly-once', 'at-least-once', 'both'] as const, {
+    description: 'processing mode of the instances; both: one run per mode, same seed',
+    default: 'exactly-once',
+  }),
+  seed: numberOption('<n>', {
+    description: "reproduce a run's workload and fault schedule",
+    defaultText: 'random, printed',
+    min: 0,
+    max: 2 ** 32 - 1,
+  }),
+  brokers: listOption('<list>', {
+    description: 'Kafka bootstrap servers host:port,...',
+    env: 'KAFKA_BROKERS',
+    default: ['127.0.0.1:19092'],
+    allowed: 'host:port[,host:port...]',
+    item: (s) => (hostPort(s) ? s : undefined),
+  }),
+  records: count('orders to produce', DEFAULTS.records, 1),
+  customers: count('distinct customers (keys)', DEFAULTS.customers, 1),
+  skew: numberOption('<s>', {
+    description: 'Zipf exponent of customer popularity',
+    defaultText: String(DEFAULTS.skew),
+    min: 0,
+    fraction: true,
+  }),
+  partitions: numberOption('<n>', {
+    description: 'input and output partitions',
+    defaultText: String(DEFAULTS.partitions),
+    min: 2,
+    max: 1000,
+  }),
+  duration: numberOption('<s>', {
+    description: 'production window in seconds (rate = records / duration)',
+    defaultText: String(DEFAULTS.durationS),
+    min: 0.1,
+    fraction: true,
+  }),
+  'poison-rate': numberOption('<f>', {
+    description: 'fraction of poison records',
+    defaultText: String(DEFAULTS.poisonRate),
+    min: 0,
+    max: 1,
+    fraction: true,
+  }),
+  large: count('valid orders padded to just under 1 MB', DEFAULTS.large),
+  kills: count('random SIGKILLs (each followed by a restart)', DEFAULTS.kills),
+  crashes: numberOption('<n>', {
+    description: 'crash-point faults, cycling through --points',
+    defaultText: 'one per point of the mode',
+    min: 0,
+  }),
+  points: listOption('<list>', {
+    description: `crash points: ${ALL_POINTS.join(',')}`,
+    allowed: `crash points from ${ALL_POINTS.join(', ')}`,
+    item: (p) => ((ALL_POINTS as readonly string[]).includes(p) ? (p as CrashPointName) : undefined),
+    explain: (raw) => {
+      const wrong = raw.split(',').find((p) => !(ALL_POINTS as readonly string[]).includes(p.trim()));
+      return wrong === undefined
+        ? undefined
+        : new Invalid(`: unknown crash point ${JSON.stringify(wrong)} (known: ${ALL_POINTS.join(', ')})`);
+    },
+  }),
+  zombies: count('SIGSTOP an owner past its session timeout, then SIGCONT', DEFAULTS.zombies),
+  'redis-restarts': count(
+    "SIGKILL the harness's Redis (AOF, appendfsync always) and restart it",
+    DEFAULTS.redisRestarts,
+  ),
+  'redis-failovers': count(
+    'kill the Redis primary and promote its replica (no WAIT)',
+    DEFAULTS.redisFailovers,
+  ),
+  scale: listOption('<list>', {
+    description: 'instance counts: start, then one scale fault per further count',
+    defaultText: DEFAULTS.scale.join(','),
+    allowed: 'instance counts from 1 to 20 like 1,3,2',
+    item: (s) => {
+      const n = Number(s);
+      return Number.isInteger(n) && n >= 1 && n <= 20 ? n : undefined;
+    },
+  }),
+  'session-timeout': numberOption('<ms>', {
+    description: "the instances' consumer session timeout",
+    defaultText: String(DEFAULTS.sessionTimeoutMs),
+    min: 1000,
+  }),
+  'crash-timeout': numberOption('<ms>', {
+    description: 'give up on a crash point not reached after this long',
+    defaultText: String(DEFAULTS.crashTimeoutMs),
+    min: 1000,
+  }),
+  'drain-timeout': numberOption('<ms>', {
+    description: 'wait this long for the group to commit the whole input',
+    defaultText: String(DEFAULTS.drainTimeoutMs),
+    min: 1000,
+  }),
+  report: textOption('<file>', { description: 'also write the report to this file' }),
+  keep: switchOption({ description: 'keep the topics and the Redis directory' }),
+  quiet: switchOption({ description: 'print only the report' }),
+};
+
+export const CHAOS_HELP = helpText(
+  'redfence chaos [options]',
+  `Runs the package's own customer-totals processor as child processes against real Kafka and a
 redis-server the harness starts itself (redis-server must be on the PATH), produces a skewed workload
 with poison records while injecting faults, then verifies outputs, state, dead letters and committed
 offsets. Exit 0: every fault did what it is meant to and no violation; 1: a violation, a fault that did
-not, or an instance exit no fault caused; 2: bad options.
-
-Options (defaults in brackets):
-  --mode <m>               exactly-once | at-least-once | both [exactly-once]
-  --seed <n>               reproduce a run's workload and fault schedule [random, printed]
-  --brokers <list>         Kafka bootstrap servers [KAFKA_BROKERS or 127.0.0.1:19092]
-  --records <n>            orders to produce [${DEFAULTS.records}]
-  --customers <n>          distinct customers (keys) [${DEFAULTS.customers}]
-  --skew <s>               Zipf exponent of customer popularity [${DEFAULTS.skew}]
-  --partitions <n>         input and output partitions [${DEFAULTS.partitions}]
-  --duration <s>           production window in seconds (rate = records / duration) [${DEFAULTS.durationS}]
-  --poison-rate <f>        fraction of poison records (0..1) [${DEFAULTS.poisonRate}]
-  --large <n>              valid orders padded to just under 1 MB [${DEFAULTS.large}]
-  --kills <n>              random SIGKILLs (each followed by a restart) [${DEFAULTS.kills}]
-  --crashes <n>            crash-point faults, cycling through --points [one per point of the mode]
-  --points <list>          crash points: ${ALL_POINTS.join(',')}
-  --zombies <n>            SIGSTOP an owner past its session timeout, then SIGCONT [${DEFAULTS.zombies}]
-  --redis-restarts <n>     SIGKILL the harness's Redis (AOF, appendfsync always) and restart it [${DEFAULTS.redisRestarts}]
-  --redis-failovers <n>    kill the Redis primary and promote its replica (no WAIT) [${DEFAULTS.redisFailovers}]
-  --scale <list>           instance counts: start, then one scale fault per further count [${DEFAULTS.scale.join(',')}]
-  --session-timeout <ms>   the instances' consumer session timeout [${DEFAULTS.sessionTimeoutMs}]
-  --crash-timeout <ms>     give up on a crash point not reached after this long [${DEFAULTS.crashTimeoutMs}]
-  --drain-timeout <ms>     wait this long for the group to commit the whole input [${DEFAULTS.drainTimeoutMs}]
-  --report <file>          also write the report to this file
-  --keep                   keep the topics and the Redis directory
-  --quiet                  print only the report
-  --help                   show this help
-`;
-
-class OptionError extends Error {}
-
-type Numeric = Exclude<
-  {
-    [K in keyof ChaosOptions]: ChaosOptions[K] extends number | undefined ? K : never;
-  }[keyof ChaosOptions],
-  undefined
->;
-
-const NUMBERS: Record<string, { key: Numeric; integer: boolean; min: number; max?: number }> = {
-  seed: { key: 'seed', integer: true, min: 0, max: 2 ** 32 - 1 },
-  records: { key: 'records', integer: true, min: 1 },
-  customers: { key: 'customers', integer: true, min: 1 },
-  skew: { key: 'skew', integer: false, min: 0 },
-  partitions: { key: 'partitions', integer: true, min: 2, max: 1000 },
-  duration: { key: 'durationS', integer: false, min: 0.1 },
-  'poison-rate': { key: 'poisonRate', integer: false, min: 0, max: 1 },
-  large: { key: 'large', integer: true, min: 0 },
-  kills: { key: 'kills', integer: true, min: 0 },
-  crashes: { key: 'crashes', integer: true, min: 0 },
-  zombies: { key: 'zombies', integer: true, min: 0 },
-  'redis-restarts': { key: 'redisRestarts', integer: true, min: 0 },
-  'redis-failovers': { key: 'redisFailovers', integer: true, min: 0 },
-  'session-timeout': { key: 'sessionTimeoutMs', integer: true, min: 1000 },
-  'crash-timeout': { key: 'crashTimeoutMs', integer: true, min: 1000 },
-  'drain-timeout': { key: 'drainTimeoutMs', integer: true, min: 1000 },
-};
-const STRINGS = new Set(['mode', 'brokers', 'points', 'scale', 'report']);
-const FLAGS = new Set(['keep', 'quiet', 'help']);
+not, or an instance exit no fault caused; 2: bad options.`,
+  CHAOS_OPTIONS,
+);
 
 export interface ParsedChaos {
   modes: Array<ChaosOptions['mode']>;
@@ -89,74 +151,45 @@ export interface ParsedChaos {
   help: boolean;
 }
 
+/** Parses `redfence chaos` arguments; throws RF_INVALID_OPTIONS naming a bad option. */
 export function parseChaosArgs(args: readonly string[], env = process.env): ParsedChaos {
+  const { values: o, positionals, help } = parseOptions(CHAOS_OPTIONS, args, env);
+  if (positionals.length > 0)
+    throw new RedfenceError('RF_INVALID_OPTIONS', `unexpected argument "${positionals[0]}"`);
   const options: Partial<ChaosOptions> = {};
-  const parsed: ParsedChaos = {
-    modes: ['exactly-once'],
-    options,
-    brokers: (env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
-    quiet: false,
-    help: false,
-  };
-  let crashesGiven = false;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i] as string;
-    if (!a.startsWith('--')) throw new OptionError(`unexpected argument "${a}"`);
-    const name = a.slice(2);
-    if (FLAGS.has(name)) {
-      if (name === 'keep') options.keep = true;
-      if (name === 'quiet') parsed.quiet = true;
-      if (name === 'help') parsed.help = true;
-      continue;
-    }
-    const num = NUMBERS[name];
-    if (!num && !STRINGS.has(name)) throw new OptionError(`unknown option ${a}`);
-    const value = args[++i];
-    if (value === undefined || value.startsWith('--')) throw new OptionError(`option ${a} needs a value`);
-    if (num) {
-      const n = Number(value);
-      if (
-        value.trim() === '' ||
-        !Number.isFinite(n) ||
-        (num.integer && !Number.isInteger(n)) ||
-        n < num.min ||
-        (num.max !== undefined && n > num.max)
-      )
-        throw new OptionError(
-          `option ${a} must be ${num.integer ? 'an integer' : 'a number'} >= ${num.min}` +
-            `${num.max === undefined ? '' : ` and <= ${num.max}`}, got "${value}"`,
-        );
-      (options as Record<string, number>)[num.key] = n;
-      if (name === 'crashes') crashesGiven = true;
-      continue;
-    }
-    if (name === 'mode') {
-      if (value === 'both') parsed.modes = ['exactly-once', 'at-least-once'];
-      else if (value === 'exactly-once' || value === 'at-least-once') parsed.modes = [value];
-      else throw new OptionError(`option --mode must be exactly-once, at-least-once or both, got "${value}"`);
-    } else if (name === 'brokers') {
-      parsed.brokers = value.split(',').filter((b) => b !== '');
-      if (parsed.brokers.length === 0)
-        throw new OptionError('option --brokers needs host:port[,host:port...]');
-    } else if (name === 'points') {
-      const points = value.split(',');
-      for (const p of points)
-        if (!(ALL_POINTS as readonly string[]).includes(p))
-          throw new OptionError(
-            `option --points: unknown crash point "${p}" (known: ${ALL_POINTS.join(', ')})`,
-          );
-      options.points = points as CrashPointName[];
-    } else if (name === 'scale') {
-      const counts = value.split(',').map(Number);
-      if (counts.some((n) => !Number.isInteger(n) || n < 1 || n > 20))
-        throw new OptionError(
-          `option --scale must be instance counts from 1 to 20 like 1,3,2, got "${value}"`,
-        );
-      options.scale = counts;
-    } else if (name === 'report') parsed.report = value;
+  const numbers = {
+    seed: 'seed',
+    records: 'records',
+    customers: 'customers',
+    skew: 'skew',
+    partitions: 'partitions',
+    duration: 'durationS',
+    'poison-rate': 'poisonRate',
+    large: 'large',
+    kills: 'kills',
+    crashes: 'crashes',
+    zombies: 'zombies',
+    'redis-restarts': 'redisRestarts',
+    'redis-failovers': 'redisFailovers',
+    'session-timeout': 'sessionTimeoutMs',
+    'crash-timeout': 'crashTimeoutMs',
+    'drain-timeout': 'drainTimeoutMs',
+  } as const satisfies Partial<Record<keyof typeof CHAOS_OPTIONS, keyof ChaosOptions>>;
+  for (const [flag, key] of Object.entries(numbers)) {
+    const v = o[flag as keyof typeof numbers];
+    if (v !== undefined) options[key] = v;
   }
-  if (!crashesGiven) delete options.crashes;
-  return parsed;
+  if (o.points !== undefined) options.points = o.points;
+  if (o.scale !== undefined) options.scale = o.scale;
+  if (o.keep) options.keep = true;
+  return {
+    modes: o.mode === 'both' ? ['exactly-once', 'at-least-once'] : [o.mode],
+    options,
+    brokers: o.brokers,
+    ...(o.report === undefined ? {} : { report: o.report }),
+    quiet: o.quiet,
+    help,
+  };
 }
 
 /** Where the markdown summary of `--report <file>` goes: the same name with `.md`. */
@@ -165,14 +198,8 @@ export function summaryPath(report: string): string {
 }
 
 export async function chaos(args: readonly string[], out: (s: string) => void): Promise<number> {
-  let parsed: ParsedChaos;
-  try {
-    parsed = parseChaosArgs(args);
-  } catch (err) {
-    if (!(err instanceof OptionError)) throw err;
-    process.stderr.write(`redfence chaos: ${err.message}\n\n${CHAOS_HELP}`);
-    return 2;
-  }
+  // Bad options throw RF_INVALID_OPTIONS; the command line prints it and exits 2.
+  const parsed = parseChaosArgs(args);
   if (parsed.help) {
     out(CHAOS_HELP);
     return 0;

@@ -1,10 +1,16 @@
-import { Cluster, Redis } from 'ioredis';
-import { Fence } from '../fence/index.js';
+/** `redfence inspect <store> <key>`: prints a key's stored value, fence and pending entries as JSON. */
+import { RedfenceError } from '../errors/index.js';
+import { jsonLogger } from './log.js';
+import { helpText, parseOptions } from './options.js';
+import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
 
-function flag(args: readonly string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
+export const INSPECT_OPTIONS = REDIS_OPTIONS;
+
+export const INSPECT_HELP = helpText(
+  'redfence inspect <store> <key> [options]',
+  "Prints a key's value, fence (partition, offset, epoch) and pending entries as JSON. Exit 0: found;\n3: the key has no state.",
+  INSPECT_OPTIONS,
+);
 
 function show(b: Buffer | null): string | null {
   if (b === null) return null;
@@ -12,30 +18,24 @@ function show(b: Buffer | null): string | null {
   return Buffer.from(t, 'utf8').equals(b) ? t : `base64:${b.toString('base64')}`;
 }
 
-/** `redfence inspect <store> <key>`: prints a key's stored value, fence and pending entries as JSON. */
 export async function inspect(args: readonly string[], out: (s: string) => void): Promise<number> {
-  const positional = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'));
-  const [store, key] = positional;
-  if (store === undefined || key === undefined) {
-    process.stderr.write(
-      'usage: redfence inspect <store> <key> [--redis <url>] [--cluster <host:port,...>]\n',
-    );
-    return 2;
+  const { values: o, sources, positionals, help } = parseOptions(INSPECT_OPTIONS, args);
+  if (help) {
+    out(INSPECT_HELP);
+    return 0;
   }
-  const clusterNodes = flag(args, '--cluster') ?? process.env.REDIS_CLUSTER_NODES;
-  const redis = clusterNodes
-    ? new Cluster(
-        clusterNodes.split(',').map((hp) => {
-          const [host, port] = hp.split(':');
-          return { host: host ?? '127.0.0.1', port: Number(port ?? 6379) };
-        }),
-      )
-    : new Redis(flag(args, '--redis') ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
-        lazyConnect: true,
-        maxRetriesPerRequest: 1,
-      });
+  const [store, key, ...extra] = positionals;
+  if (store === undefined || key === undefined || extra.length > 0)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      `${extra.length > 0 ? `unexpected arguments ${extra.join(' ')}` : 'missing <store> <key>'}: redfence inspect <store> <key> [options] (redfence inspect --help)`,
+    );
+  const target = redisTarget(o, sources);
+  const { Fence } = await import('../index.js');
+  const redis = await redisClient(target, jsonLogger('error', '-'));
   try {
-    const fence = new Fence({ redis, store, mode: clusterNodes ? 'cluster' : 'strict' });
+    const fence = new Fence({ redis, store, mode: target.kind === 'cluster' ? 'cluster' : 'strict' });
+    await connectRedis(redis, target, o['connect-timeout']);
     const state = await fence.read(key);
     const view =
       state === null

@@ -1,7 +1,10 @@
 /**
- * The `redfence` command line. Subcommands arrive with the processor (run, inspect, lag, reconcile,
- * chaos, dlq replay); today it answers --help and --version and reads a key's fence (inspect).
+ * The `redfence` command line: one file per verb, each with its option table (options.ts). A verb's
+ * failure ends as one line on stderr, `redfence <verb>: <message> [<code>]`, and exit 2 for what the
+ * user must fix in the command (options, the module, a missing topic), 1 otherwise.
  */
+// Only the error class here: --help, --version and bad options answer without loading the runtime.
+import { type ErrorCode, RedfenceError } from '../errors/index.js';
 import { VERSION } from '../version.js';
 
 const HELP = `redfence ${VERSION}: effectively-once Kafka stream processing with state in Redis
@@ -11,19 +14,33 @@ Usage:
   redfence --version           print the version
   redfence run <module> [options]
                                run the processor a module exports (redfence run --help for options)
-  redfence inspect <store> <key> [--redis <url>] [--cluster <host:port,...>]
+  redfence inspect <store> <key> [options]
                                print a key's value, fence (partition, offset, epoch) and pending entries
+                               (redfence inspect --help for options)
   redfence chaos [options]     run the fault harness against real Kafka and its own Redis, verify the
                                results (redfence chaos --help for options)
 
-Environment:
-  REDIS_URL                    default Redis for inspect (redis://127.0.0.1:6379)
-  REDIS_CLUSTER_NODES          use Redis Cluster seeds instead (host:port,host:port,...)
+Every verb reads its options from flags, then environment variables, then a JSON file given with
+--config <file>, then defaults; its --help lists them.
 `;
+
+/** Codes that mean "fix the command line or what it names": exit 2. */
+const USAGE: ReadonlySet<ErrorCode> = new Set([
+  'RF_INVALID_OPTIONS',
+  'RF_MODULE_INVALID',
+  'RF_TOPIC_MISSING',
+]);
+
+const VERBS = {
+  run: async () => (await import('./run.js')).run,
+  inspect: async () => (await import('./inspect.js')).inspect,
+  chaos: async () => (await import('./chaos.js')).chaos,
+} as const;
 
 export async function main(
   argv: readonly string[],
   out: (s: string) => void = (s) => process.stdout.write(s),
+  err: (s: string) => void = (s) => process.stderr.write(s),
 ): Promise<number> {
   const [cmd, ...rest] = argv;
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
@@ -34,18 +51,20 @@ export async function main(
     out(`${VERSION}\n`);
     return 0;
   }
-  if (cmd === 'run') {
-    const { run } = await import('./run.js');
-    return run(rest, out);
+  if (!Object.hasOwn(VERBS, cmd)) {
+    err(`redfence: unknown command "${cmd}" (redfence --help lists them)\n`);
+    return 2;
   }
-  if (cmd === 'inspect') {
-    const { inspect } = await import('./inspect.js');
-    return inspect(rest, out);
+  try {
+    const verb = await VERBS[cmd as keyof typeof VERBS]();
+    return await verb(rest, out);
+  } catch (e) {
+    const message = (e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, ' ');
+    if (RedfenceError.is(e)) {
+      err(`redfence ${cmd}: ${message} [${e.code}]\n`);
+      return USAGE.has(e.code) ? 2 : 1;
+    }
+    err(`redfence ${cmd}: ${message}\n`);
+    return 1;
   }
-  if (cmd === 'chaos') {
-    const { chaos } = await import('./chaos.js');
-    return chaos(rest, out);
-  }
-  process.stderr.write(`redfence: unknown command "${cmd}"\n\n${HELP}`);
-  return 2;
 }

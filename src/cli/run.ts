@@ -1,130 +1,223 @@
 /**
  * `redfence run <module>`: loads a module whose default export (or `processor` export) is a processor
  * definition, and runs it until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a
- * second signal exits at once).
+ * second signal exits at once). Every option is checked and the module loaded before any connection.
  */
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { Cluster, Redis } from 'ioredis';
-import type { ProcessorDefinition } from '../definition/definition.js';
-import { HealthState, RedfenceMetrics, startMetricsServer } from '../metrics/index.js';
-import type { Logger } from '../processor/logger.js';
-import type { ProcessingMode } from '../processor/options.js';
-import { Processor } from '../processor/processor.js';
+import { randomBytes } from 'node:crypto';
+import { RedfenceError } from '../errors/index.js';
+import type { ProcessingMode, Processor, ProcessorOptions, startMetricsServer } from '../index.js';
+import { loadDefinition } from './load.js';
+import { jsonLogger, LOG_LEVELS } from './log.js';
+import {
+  choiceOption,
+  helpText,
+  hostPort,
+  listOption,
+  numberOption,
+  parseOptions,
+  switchOption,
+  textOption,
+  type Values,
+} from './options.js';
+import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
 
-export const RUN_HELP = `redfence run <module> [options]
+const MODES: readonly ProcessingMode[] = ['exactly-once', 'at-least-once'];
 
-Runs the processor exported by <module> (default export or "processor").
+export const RUN_OPTIONS = {
+  brokers: listOption('<list>', {
+    description: 'Kafka bootstrap servers host:port,...',
+    env: 'KAFKA_BROKERS',
+    default: ['127.0.0.1:9092'],
+    allowed: 'host:port[,host:port...]',
+    item: (s) => (hostPort(s) ? s : undefined),
+  }),
+  ...REDIS_OPTIONS,
+  mode: choiceOption(MODES, {
+    description: 'processing mode',
+    env: 'REDFENCE_MODE',
+    default: 'exactly-once',
+  }),
+  group: textOption('<id>', {
+    description: 'consumer group',
+    env: 'REDFENCE_GROUP',
+    defaultText: 'redfence-<store>',
+  }),
+  instance: textOption('<id>', {
+    description: "this instance's id, part of its transactional id (and its group.instance.id with --static)",
+    env: 'REDFENCE_INSTANCE',
+    defaultText: 'random',
+    allowed: 'letters, digits, ".", "_" or "-" (at most 200)',
+    pattern: /^[A-Za-z0-9._-]{1,200}$/,
+  }),
+  'metrics-port': numberOption('<n>', {
+    description: 'serve /metrics, /livez and /readyz on 127.0.0.1:<n>',
+    env: 'REDFENCE_METRICS_PORT',
+    min: 1,
+    max: 65535,
+  }),
+  'session-timeout': numberOption('<ms>', {
+    description: 'consumer session timeout',
+    env: 'REDFENCE_SESSION_TIMEOUT_MS',
+    defaultText: '10000',
+    min: 1000,
+    max: 3_600_000,
+  }),
+  static: switchOption({
+    description:
+      "static group membership: --instance is the consumer's group.instance.id, so a replacement started with the same --instance takes over its partitions at once, without waiting for the session timeout (needs --instance)",
+    env: 'REDFENCE_STATIC',
+  }),
+  'group-protocol': choiceOption(['classic', 'consumer'] as const, {
+    description: 'consumer group protocol (consumer: KIP-848)',
+    env: 'REDFENCE_GROUP_PROTOCOL',
+    defaultText: 'classic',
+  }),
+  'group-commit-records': numberOption('<n>', {
+    description:
+      'at most n applied records wait for the Kafka step in flight to go together in the next one; 0: one produce + commit (or transaction) per batch',
+    env: 'REDFENCE_GROUP_COMMIT_RECORDS',
+    defaultText: '2000',
+    min: 0,
+  }),
+  'max-batch-size': numberOption('<n>', {
+    description: 'most records handed to the processor in one batch',
+    env: 'REDFENCE_MAX_BATCH_SIZE',
+    defaultText: 'the Kafka adapter default',
+    min: 1,
+  }),
+  'transaction-timeout': numberOption('<ms>', {
+    description: "exactly-once: the broker aborts a dead instance's open transaction after this long",
+    env: 'REDFENCE_TRANSACTION_TIMEOUT_MS',
+    defaultText: '10000',
+    min: 1000,
+    max: 900_000,
+  }),
+  'user-retries': numberOption('<n>', {
+    description: 'retries of a user function that throws a retriable error, before dead-lettering',
+    env: 'REDFENCE_USER_RETRIES',
+    defaultText: '3',
+    min: 0,
+    max: 100,
+  }),
+  'sweep-every': numberOption('<n>', {
+    description: 'sweep pending outputs of keys not written again every n committed batches per partition',
+    env: 'REDFENCE_SWEEP_EVERY',
+    defaultText: '20',
+    min: 1,
+  }),
+  'wait-replicas': numberOption('<n>', {
+    description:
+      "after each cycle's Redis writes and each epoch raise, WAIT for n replicas to have them before committing",
+    env: 'REDFENCE_WAIT_REPLICAS',
+    min: 1,
+    max: 100,
+  }),
+  'wait-timeout': numberOption('<ms>', {
+    description: 'how long --wait-replicas waits for the replicas',
+    env: 'REDFENCE_WAIT_TIMEOUT_MS',
+    default: 1000,
+    min: 1,
+  }),
+  'create-topics': switchOption({
+    description:
+      "create missing output and dead-letter topics with the input's partition count (otherwise a missing topic stops start-up)",
+    env: 'REDFENCE_CREATE_TOPICS',
+  }),
+  'replication-factor': numberOption('<n>', {
+    description: 'replication factor of the topics --create-topics makes',
+    env: 'REDFENCE_REPLICATION_FACTOR',
+    defaultText: "the broker's default",
+    min: 1,
+    max: 32767,
+  }),
+  'allow-eviction': switchOption({
+    description: "start even if Redis' maxmemory-policy is not noeviction",
+    env: 'REDFENCE_ALLOW_EVICTION',
+  }),
+  'shutdown-timeout': numberOption('<ms>', {
+    description: 'graceful shutdown deadline',
+    env: 'REDFENCE_SHUTDOWN_TIMEOUT_MS',
+    default: 15_000,
+    min: 1,
+  }),
+  log: choiceOption(LOG_LEVELS, {
+    description: 'JSON logs to stderr at this level',
+    env: 'REDFENCE_LOG',
+    default: 'info',
+  }),
+};
 
-Options (environment variable in brackets):
-  --brokers <list>          Kafka bootstrap servers [KAFKA_BROKERS] (127.0.0.1:9092)
-  --redis <url>             standalone Redis [REDIS_URL] (redis://127.0.0.1:6379)
-  --cluster <list>          Redis Cluster seeds host:port,... [REDIS_CLUSTER_NODES]
-  --mode <m>                exactly-once | at-least-once [REDFENCE_MODE] (exactly-once)
-  --group <id>              consumer group [REDFENCE_GROUP] (redfence-<store>)
-  --instance <id>           instance id, used in the transactional id [REDFENCE_INSTANCE] (random)
-  --metrics-port <n>        serve /metrics, /livez, /readyz on 127.0.0.1:<n> [REDFENCE_METRICS_PORT]
-  --session-timeout <ms>    consumer session timeout [REDFENCE_SESSION_TIMEOUT_MS] (10000)
-  --static                  static group membership: the instance id is the consumer's
-                            group.instance.id, so a replacement started with the same --instance
-                            takes over its partitions at once, without waiting for the session
-                            timeout [REDFENCE_STATIC=1] (needs --instance)
-  --group-protocol <p>      classic | consumer (KIP-848) [REDFENCE_GROUP_PROTOCOL] (classic)
-  --group-commit-records <n>  at most n applied records wait for the Kafka step in flight to go
-                            together in the next one; 0: one produce + commit (or transaction) per
-                            batch [REDFENCE_GROUP_COMMIT_RECORDS] (2000)
-  --allow-eviction          start even if Redis' maxmemory-policy is not noeviction
-  --shutdown-timeout <ms>   graceful shutdown deadline (15000)
-  --log <level>             json logs to stderr at this level: debug|info|warn|error|silent (info)
-`;
+export const RUN_HELP = helpText(
+  'redfence run <module> [options]',
+  'Runs the processor exported by <module> (default export or "processor"): a .ts, .mts, .cts, .js, .mjs or\n.cjs file.',
+  RUN_OPTIONS,
+);
 
-function flags(args: readonly string[]): { positional: string[]; opts: Map<string, string> } {
-  const positional: string[] = [];
-  const opts = new Map<string, string>();
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i] as string;
-    if (!a.startsWith('--')) positional.push(a);
-    else if (a === '--allow-eviction' || a === '--help' || a === '--static') opts.set(a.slice(2), 'true');
-    else {
-      const v = args[i + 1];
-      if (v === undefined) throw new Error(`option ${a} needs a value`);
-      opts.set(a.slice(2), v);
-      i++;
-    }
-  }
-  return { positional, opts };
-}
+/** What the options set on the processor: everything but the definition, the clients and the hooks. */
+export type ProcessorSettings = Omit<
+  ProcessorOptions,
+  'definition' | 'redis' | 'logger' | 'metrics' | 'health' | 'onFatal'
+>;
 
-const LEVELS = ['debug', 'info', 'warn', 'error'] as const;
-function jsonLogger(level: string, instance: string): Logger {
-  const min = level === 'silent' ? 99 : Math.max(0, LEVELS.indexOf(level as (typeof LEVELS)[number]));
-  const at = (i: number) => (obj: object, msg?: string) => {
-    if (i >= min)
-      process.stderr.write(
-        `${JSON.stringify({ time: new Date().toISOString(), level: LEVELS[i], instance, msg, ...obj })}\n`,
-      );
+export function processorSettings(o: Values<typeof RUN_OPTIONS>, instance: string): ProcessorSettings {
+  const kafka: Extract<ProcessorOptions['kafka'], { brokers: string[] }> = { brokers: o.brokers };
+  if (o['session-timeout'] !== undefined) kafka.sessionTimeoutMs = o['session-timeout'];
+  if (o.static) kafka.groupInstanceId = instance;
+  if (o['group-protocol'] !== undefined) kafka.groupProtocol = o['group-protocol'];
+  if (o['max-batch-size'] !== undefined) kafka.maxBatchSize = o['max-batch-size'];
+  if (o['transaction-timeout'] !== undefined) kafka.transactionTimeoutMs = o['transaction-timeout'];
+  const s: ProcessorSettings = {
+    kafka,
+    mode: o.mode,
+    instanceId: instance,
+    requireNoEviction: !o['allow-eviction'],
   };
-  return { debug: at(0), info: at(1), warn: at(2), error: at(3) };
+  if (o.group !== undefined) s.groupId = o.group;
+  if (o['group-commit-records'] !== undefined) s.groupCommitRecords = o['group-commit-records'];
+  if (o['user-retries'] !== undefined) s.userRetries = o['user-retries'];
+  if (o['sweep-every'] !== undefined) s.sweepEvery = o['sweep-every'];
+  if (o['wait-replicas'] !== undefined)
+    s.waitReplicas = { replicas: o['wait-replicas'], timeoutMs: o['wait-timeout'] };
+  if (o['create-topics']) s.createTopics = true;
+  if (o['replication-factor'] !== undefined) s.replicationFactor = o['replication-factor'];
+  return s;
 }
+
+const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
 
 export async function run(args: readonly string[], out: (s: string) => void): Promise<number> {
-  const { positional, opts } = flags(args);
-  const file = positional[0];
-  if (opts.has('help')) {
+  const { values: o, sources, positionals, help } = parseOptions(RUN_OPTIONS, args);
+  if (help) {
     out(RUN_HELP);
     return 0;
   }
-  if (file === undefined) {
-    process.stderr.write(RUN_HELP);
-    return 2;
-  }
-  const env = process.env;
-  const instance = opts.get('instance') ?? env.REDFENCE_INSTANCE;
-  const isStatic = opts.has('static') || env.REDFENCE_STATIC === '1' || env.REDFENCE_STATIC === 'true';
-  if (isStatic && instance === undefined)
-    throw new Error('--static needs --instance <id> (the id a replacement reuses to take over)');
-  const groupCommit = opts.get('group-commit-records') ?? env.REDFENCE_GROUP_COMMIT_RECORDS;
-  if (groupCommit !== undefined && !/^\d+$/.test(groupCommit))
-    throw new Error(`--group-commit-records must be an integer >= 0, got ${JSON.stringify(groupCommit)}`);
-  const groupProtocol = opts.get('group-protocol') ?? env.REDFENCE_GROUP_PROTOCOL;
-  if (groupProtocol !== undefined && groupProtocol !== 'classic' && groupProtocol !== 'consumer')
-    throw new Error(`--group-protocol must be classic or consumer, got ${JSON.stringify(groupProtocol)}`);
-  const mod = (await import(pathToFileURL(resolve(file)).href)) as { default?: unknown; processor?: unknown };
-  const definition = (mod.default ?? mod.processor) as ProcessorDefinition | undefined;
-  if (definition === undefined)
-    throw new Error(`${file} exports no processor (default export or "processor")`);
+  const [file, ...extra] = positionals;
+  if (file === undefined)
+    throw invalid('missing <module>: redfence run <module> [options] (redfence run --help)');
+  if (extra.length > 0)
+    throw invalid(`unexpected ${extra.length === 1 ? 'argument' : 'arguments'} ${extra.join(' ')}`);
+  if (o.static && o.instance === undefined)
+    throw invalid('--static needs --instance <id> (the id a replacement reuses to take over)');
+  if (o['replication-factor'] !== undefined && !o['create-topics'])
+    throw invalid('--replication-factor applies to the topics --create-topics makes; add --create-topics');
+  if (sources['wait-timeout'] !== 'default' && o['wait-replicas'] === undefined)
+    throw invalid('--wait-timeout applies to --wait-replicas; add --wait-replicas <n>');
+  const target = redisTarget(o, sources);
+  // The processor's own default, chosen here so that every log line carries it.
+  const instance = o.instance ?? randomBytes(4).toString('hex');
+  const logger = jsonLogger(o.log, instance);
+  const definition = await loadDefinition(file);
 
-  const clusterNodes = opts.get('cluster') ?? env.REDIS_CLUSTER_NODES;
-  const redis = clusterNodes
-    ? new Cluster(
-        clusterNodes.split(',').map((hp) => {
-          const [host, port] = hp.split(':');
-          return { host: host || '127.0.0.1', port: Number(port) };
-        }),
-        { enableAutoPipelining: true },
-      )
-    : new Redis(opts.get('redis') ?? env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
-        enableAutoPipelining: true,
-      });
+  // The runtime loads only now: bad options are refused without it.
+  const { HealthState, Processor, RedfenceMetrics, startMetricsServer } = await import('../index.js');
+  const redis = await redisClient(target, logger);
   const metrics = new RedfenceMetrics();
   const health = new HealthState();
-  const logger = jsonLogger(opts.get('log') ?? 'info', instance ?? '-');
-  const group = opts.get('group') ?? env.REDFENCE_GROUP;
-  const sessionTimeout = opts.get('session-timeout') ?? env.REDFENCE_SESSION_TIMEOUT_MS;
-  const processor = new Processor({
+  let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  const options: ProcessorOptions = {
+    ...processorSettings(o, instance),
     definition,
     redis,
-    kafka: {
-      brokers: (opts.get('brokers') ?? env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
-      ...(sessionTimeout ? { sessionTimeoutMs: Number(sessionTimeout) } : {}),
-      ...(isStatic && instance !== undefined ? { groupInstanceId: instance } : {}),
-      ...(groupProtocol ? { groupProtocol } : {}),
-    },
-    mode: (opts.get('mode') ?? env.REDFENCE_MODE ?? 'exactly-once') as ProcessingMode,
-    ...(group ? { groupId: group } : {}),
-    ...(instance ? { instanceId: instance } : {}),
-    requireNoEviction: !opts.has('allow-eviction'),
-    ...(groupCommit !== undefined ? { groupCommitRecords: Number(groupCommit) } : {}),
     onFatal: (err) => {
       logger.error({ err: err.message }, 'processor stopped after a fatal error');
       void server?.close();
@@ -134,13 +227,16 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     logger,
     metrics,
     health,
-  });
-  const metricsPort = opts.get('metrics-port') ?? env.REDFENCE_METRICS_PORT;
-  const server = metricsPort
-    ? await startMetricsServer({ metrics, health, port: Number(metricsPort) })
-    : undefined;
+  };
+  let processor: Processor;
+  try {
+    processor = new Processor(options);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
 
-  const deadline = Number(opts.get('shutdown-timeout') ?? 15_000);
+  const deadline = o['shutdown-timeout'];
   let signals = 0;
   const stopped = new Promise<number>((resolveStop) => {
     const onSignal = (sig: string) => {
@@ -167,17 +263,9 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     process.on('SIGINT', () => onSignal('SIGINT'));
   });
   try {
-    // Fail fast with a clear message when Redis cannot be reached (ioredis would retry forever).
-    let pingTimer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      redis.ping(),
-      new Promise<never>((_, reject) => {
-        pingTimer = setTimeout(
-          () => reject(new Error('Redis did not answer PING within 10 s (check --redis / --cluster)')),
-          10_000,
-        );
-      }),
-    ]).finally(() => clearTimeout(pingTimer));
+    await connectRedis(redis, target, o['connect-timeout']);
+    if (o['metrics-port'] !== undefined)
+      server = await startMetricsServer({ metrics, health, port: o['metrics-port'] });
     await processor.start();
   } catch (err) {
     // A failed start must not leave the process hanging on open clients or the metrics server.

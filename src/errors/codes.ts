@@ -58,6 +58,10 @@ export const ERROR_CODES = {
     retriable: true,
     summary: 'A compare-and-set on a key kept conflicting: another writer changes it concurrently.',
   },
+  RF_MODULE_INVALID: {
+    retriable: false,
+    summary: 'The module given to `redfence run` cannot be loaded or exports no valid processor definition.',
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

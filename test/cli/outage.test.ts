@@ -1,0 +1,126 @@
+/**
+ * Redis going away under a running `redfence run` (the built CLI): the client's error events are
+ * handled (ioredis prints "[ioredis] Unhandled error event" for each one otherwise), logged once per
+ * outage as a JSON line, and SIGTERM still ends the process. The Redis is a private redis-server; once
+ * it is killed, a socket on its port that drops every connection counts the client's reconnect attempts.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { freePort } from '../helpers/child.js';
+import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
+import { createTopics, pollUntil } from '../helpers/kafka.js';
+
+const BIN = new URL('../../dist/cli/bin.js', import.meta.url).pathname;
+const dir = mkdtempSync(join(tmpdir(), 'redfence-cli-outage-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.once('exit', (code) => resolve(code));
+  });
+}
+
+describe('redfence run while Redis is down', { timeout: 90_000 }, () => {
+  it('handles every client error event, logs the outage once, and still stops on SIGTERM', async (t) => {
+    const port = await freePort();
+    const redis = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      { stdio: 'ignore' },
+    );
+    t.after(() => {
+      redis.kill('SIGKILL');
+    });
+    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
+    probe.on('error', () => undefined);
+    await pollUntil(
+      'the private redis-server answers',
+      () =>
+        probe.ping().then(
+          (r) => r === 'PONG',
+          () => false,
+        ),
+      10_000,
+    );
+    probe.disconnect();
+
+    const ns = uniqueName('cli-outage');
+    t.after(
+      await createTopics([
+        { topic: `${ns}-in`, partitions: 1 },
+        { topic: `${ns}-out`, partitions: 1 },
+        { topic: `${ns}-in.DLT`, partitions: 1 },
+      ]),
+    );
+    const module = join(dir, 'm.mjs');
+    writeFileSync(
+      module,
+      `export default { input: '${ns}-in', output: '${ns}-out', store: '${ns}', reduce: (s, r) => ({ state: r }) };\n`,
+    );
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !/^(REDIS_|REDFENCE_)/.test(k)),
+    );
+    const child = spawn(
+      process.execPath,
+      [
+        BIN,
+        'run',
+        module,
+        '--brokers',
+        KAFKA_BROKERS,
+        '--redis',
+        `redis://:pw-never-shown@127.0.0.1:${port}`,
+        '--group',
+        ns,
+        '--allow-eviction',
+        '--shutdown-timeout',
+        '5000',
+        '--session-timeout',
+        '6000',
+      ],
+      { env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    t.after(() => {
+      child.kill('SIGKILL');
+    });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    await pollUntil('the processor started', () => stderr.includes('"msg":"processor started"'), 40_000);
+
+    // Redis dies; its port then drops every connection, so each reconnect attempt fails with an error event
+    redis.kill('SIGKILL');
+    await exited(redis);
+    let attempts = 0;
+    const dropper: Server = createServer((s) => {
+      attempts++;
+      s.destroy();
+    });
+    await new Promise<void>((r) => dropper.listen(port, '127.0.0.1', r));
+    t.after(() => new Promise<void>((r) => dropper.close(() => r())));
+    await pollUntil('the client tried to reconnect three times', () => attempts >= 3, 30_000);
+
+    assert.doesNotMatch(stderr, /Unhandled error event/);
+    assert.doesNotMatch(stderr, /pw-never-shown/);
+    const outage = stderr.split('\n').filter((l) => l.includes('"msg":"Redis connection error"'));
+    assert.equal(outage.length, 1, stderr);
+    assert.match(outage[0] as string, /"level":"warn"/);
+
+    // shutting down with Redis gone ends within --shutdown-timeout (5 s): at once or by the deadline
+    const sent = Date.now();
+    child.kill('SIGTERM');
+    const code = await exited(child);
+    assert.ok(code === 0 || code === 1, `exit ${code}`);
+    assert.ok(Date.now() - sent < 5000 + 3000, `stopped after ${Date.now() - sent} ms`);
+    assert.match(stderr, /"msg":"shutting down"/);
+    assert.doesNotMatch(stderr, /Unhandled error event/);
+  });
+});
