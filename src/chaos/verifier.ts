@@ -1,6 +1,6 @@
 /**
- * The chaos verifier. It shares no code with the processing path (nothing from src/runtime, src/fence,
- * src/state, src/keys, src/partitioner, src/kafka): its own murmur2, its own reading of Kafka and of the
+ * The chaos verifier. It shares no code with the processing path (nothing from src/processor, src/fence,
+ * src/definition, src/keys, src/partitioner, src/kafka): its own murmur2, its own reading of Kafka and of the
  * Redis hashes, its own model of the customer-totals processor (src/chaos/customer-totals.ts): a
  * customer's state after n valid orders is `{"total":<sum of their amounts>,"count":n}`, in offset order
  * on the key's partition.
