@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
+import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { type BatchContext, processBatch } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
@@ -254,12 +255,11 @@ export class Processor<T = unknown, S = unknown> {
     o.health?.setReady('redis', true);
     await loadFenceScripts(o.redis);
     o.health?.setReady('scripts', true);
+    await this.#checkTopics();
     this.#stillStarting();
     this.#liveness.start();
     this.#watchdog?.start();
     this.#sweeper.start();
-    // Topics: the check that the input, output and dead-letter topics exist (RF_TOPIC_MISSING), or
-    // their creation with `createTopics` / `replicationFactor`, belongs here, before the consumer starts.
     await this.#kafka.start([o.definition.input], {
       onAssign: (tps) => assign(this.#rebalance, tps),
       onRevoke: (tps, lost) => revoke(this.#rebalance, tps, lost),
@@ -270,6 +270,33 @@ export class Processor<T = unknown, S = unknown> {
     o.health?.setReady('kafka', true);
     this.#state = 'running';
     this.#log.info({ group: this.groupId, instance: this.instanceId, mode: this.mode }, 'processor started');
+  }
+
+  /**
+   * The input, output and dead-letter topics exist before anything is consumed (RF_TOPIC_MISSING
+   * otherwise: a missing output would show only as produce timeouts and endless redelivery), or the
+   * missing outputs are created with the input's partition count when `createTopics` is set.
+   */
+  async #checkTopics(): Promise<void> {
+    const o = this.#o;
+    const output = o.definition.output;
+    const found = await ensureTopics(this.#kafka, {
+      input: o.definition.input,
+      outputs: [...new Set([output, o.deadLetterTopic])],
+      create: o.createTopics,
+      ...(o.replicationFactor > 0 ? { replicationFactor: o.replicationFactor } : {}),
+    });
+    if (found.created.length > 0)
+      this.#log.info(
+        { topics: found.created, partitions: found.inputPartitions },
+        'created missing topics with the input partition count',
+      );
+    for (const m of found.mismatched)
+      if (m.topic === output)
+        this.#log.warn(
+          { topic: m.topic, partitions: m.partitions, inputPartitions: found.inputPartitions },
+          'the output topic is not co-partitioned with the input (its partition count differs)',
+        );
   }
 
   #stillStarting(): void {
