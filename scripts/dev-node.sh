@@ -42,6 +42,9 @@ for v in "${versions[@]}"; do
   rm -rf "$dir/kafka/build/Release"
   (
     cd "$dir/kafka"
+    # Under `npm test` npm exports its configuration (e.g. a global nodedir=/usr) as npm_config_*,
+    # which node-gyp prefers to --nodedir: the binding would be built for the machine's Node again.
+    while read -r var; do unset "$var"; done < <(compgen -e | grep -i '^npm_config_')
     export PATH="$PWD/../bin:$PATH" CKJS_LINKING=dynamic
     { "$PWD/../bin/node" "$gyp" configure --nodedir="$PWD/.." &&
       "$PWD/../bin/node" "$gyp" build --jobs=2; } >"$PWD/../build.log" 2>&1 ||
