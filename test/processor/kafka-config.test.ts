@@ -32,7 +32,9 @@ describe('librdkafka pass-through properties', { timeout: 120_000 }, () => {
 
   it('consumerConfig reaches the consumer (its client.id is what the group coordinator sees)', async () => {
     const ns = uniqueName('cconf');
-    const drop = await createTopics([{ topic: `${ns}-in`, partitions: 1 }]);
+    const drop = await createTopics(
+      [`${ns}-in`, `${ns}-out`, `${ns}-in.DLT`].map((topic) => ({ topic, partitions: 1 })),
+    );
     const p = make(ns, { consumerConfig: { 'client.id': `cc-${ns}` } });
     const admin = kafka.admin();
     await admin.connect();
@@ -53,7 +55,9 @@ describe('librdkafka pass-through properties', { timeout: 120_000 }, () => {
 
   it('producerConfig reaches the producer (a value librdkafka refuses fails start(), which rolls back)', async () => {
     const ns = uniqueName('pconf');
-    const drop = await createTopics([{ topic: `${ns}-in`, partitions: 1 }]);
+    const drop = await createTopics(
+      [`${ns}-in`, `${ns}-out`, `${ns}-in.DLT`].map((topic) => ({ topic, partitions: 1 })),
+    );
     const p = make(ns, { producerConfig: { 'linger.ms': 'soon' } });
     try {
       await assert.rejects(p.start(), /Invalid value for configuration property "queue.buffering.max.ms"/);
