@@ -5,11 +5,11 @@
  * and the records flow. The same through the built CLI: one coded line and exit 2, or `--create-topics`.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { Child } from '../../src/harness/child.js';
 import { defineProcessor, Processor, RedfenceError } from '../../src/index.js';
 import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
 import { committedOffsets, createTopics, kafka, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
@@ -125,40 +125,32 @@ describe('start-up topic check', { timeout: 120_000 }, () => {
       file,
       `export default { input: '${ns}-in', output: '${ns}-out', store: '${ns}', operation: () => ({ op: 'add', by: 1 }) };\n`,
     );
-    const args = ['run', file, '--brokers', KAFKA_BROKERS, '--redis', REDIS_URL, '--log', 'silent'];
-    const missing = await runCli(args, 30_000);
-    assert.equal(missing.status, 2, missing.stderr);
-    assert.match(missing.stderr, /^redfence run: [^\n]*RF_TOPIC_MISSING[^\n]*\n$/);
-    assert.match(missing.stderr, new RegExp(`${ns}-out`));
+    const args = [BIN, 'run', file, '--brokers', KAFKA_BROKERS, '--redis', REDIS_URL];
+    const missing = new Child({
+      name: 'missing',
+      command: process.execPath,
+      args: [...args, '--log', 'silent'],
+    });
+    const exit = await missing.waitExit(30_000);
+    const lines = missing.output.tail(5);
+    assert.equal(exit.code, 2, lines);
+    assert.equal(missing.output.count, 1, `one line: ${lines}`);
+    assert.match(lines, /redfence run: [^\n]*RF_TOPIC_MISSING/);
+    assert.match(lines, new RegExp(`${ns}-out`));
 
     await produce(`${ns}-in`, [{ key: 'x', value: '{}' }]);
-    const running = spawn(process.execPath, [BIN, ...args, '--create-topics', '--group', `${ns}-g`], {
-      stdio: ['ignore', 'ignore', 'pipe'],
+    const running = new Child({
+      name: 'create',
+      command: process.execPath,
+      args: [...args, '--create-topics', '--group', `${ns}-g`],
     });
-    const exited = new Promise<number | null>((r) => running.on('close', r));
-    t.after(() => running.kill('SIGKILL'));
+    t.after(() => running.kill());
     await pollUntil('the record committed', async () => {
       const c = await committedOffsets(`${ns}-g`, `${ns}-in`);
       return [...c.values()].some((o) => o === 1);
     });
-    running.kill('SIGTERM');
-    assert.equal(await exited, 0);
+    const stopped = await running.terminate(15_000);
+    assert.deepEqual([stopped.exit.code, stopped.forced], [0, false], running.tail());
     assert.equal(await partitionsOf(`${ns}-out`), 2);
   });
 });
-
-function runCli(args: string[], timeoutMs: number): Promise<{ status: number | null; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stderr });
-    });
-  });
-}
