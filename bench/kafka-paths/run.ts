@@ -65,7 +65,7 @@ const PATHS: Path[] = [
   { id: 'd', label: 'd. low-level, one transaction per ~2,000 records, linger 1 ms', transactional: true },
   {
     id: 'e',
-    label: 'e. @platformatic/kafka, <= 5,000 per fetch, linger 1 ms',
+    label: 'e. @platformatic/kafka, <= 5,000 fetched records per step (send() has no linger)',
     transactional: false,
     entry: 'platformatic.ts',
   },
