@@ -141,7 +141,8 @@ export async function startLowLevel(opts: PathOptions, n: number, lingerMs: numb
 /**
  * d: one transaction per ~`per` records: beginTransaction, consume(n) until `per` records (or an empty
  * poll), produce each unchanged, sendOffsetsToTransaction with the consumer (group metadata), then
- * commitTransaction (which waits for every delivery report of the transaction).
+ * commitTransaction (which waits for the broker's acknowledgement of every record of the transaction);
+ * the transaction counts once its delivery reports have all arrived here.
  */
 export async function startTransactional(opts: PathOptions, per: number, lingerMs: number): Promise<Running> {
   const c = await consumer(opts);
@@ -152,9 +153,12 @@ export async function startTransactional(opts: PathOptions, per: number, lingerM
     stopping: false,
     finished: Promise.resolve(),
   };
+  let waiter: (() => void) | undefined;
+  let produced = 0;
   p.on('delivery-report', (err) => {
     if (err) loop.stats.failure = `delivery failed: ${err.message}`;
     loop.stats.delivered++;
+    if (waiter && loop.stats.delivered >= produced) waiter();
   });
   loop.finished = (async () => {
     while (!loop.stopping && loop.stats.failure === undefined) {
@@ -166,6 +170,7 @@ export async function startTransactional(opts: PathOptions, per: number, lingerM
       let batch = first;
       for (;;) {
         for (const m of batch) p.produce(opts.output, null, m.value, m.key, m.timestamp);
+        produced += batch.length;
         nextOffsets(batch, offsets);
         count += batch.length;
         if (count >= per) break;
@@ -174,6 +179,9 @@ export async function startTransactional(opts: PathOptions, per: number, lingerM
       }
       await cb((done) => p.sendOffsetsToTransaction([...offsets.values()], c, 30_000, done));
       await cb((done) => p.commitTransaction(30_000, done));
+      // the commit waited for the broker's acknowledgements; their reports reach this thread just after
+      if (loop.stats.delivered < produced) await new Promise<void>((r) => (waiter = r));
+      waiter = undefined;
       loop.stats.records += count;
       loop.stats.batches++;
     }
