@@ -93,13 +93,13 @@ export async function preload(
 /** The processor's producer and consumer settings, connected and subscribed to `input`. */
 async function connectPair(
   kafka: KafkaJS.Kafka,
-  opts: { input: string; groupId: string; maxBatchSize: number },
+  opts: { input: string; groupId: string; maxBatchSize: number; lingerMs?: number },
 ): Promise<{ producer: KafkaJS.Producer; consumer: KafkaJS.Consumer }> {
   const producer = kafka.producer({
     partitioner: 'murmur2_random',
     'enable.idempotence': true,
     acks: -1,
-    'linger.ms': 5,
+    'linger.ms': opts.lingerMs ?? 5,
     kafkaJS: quiet,
   } as KafkaJS.ProducerConstructorConfig);
   await producer.connect();
@@ -188,10 +188,11 @@ export interface Passthrough {
  * The Kafka I/O ceiling: the processor's consumer and producer settings (read_committed, cooperative-sticky,
  * idempotent acks=all producer, linger 5 ms), eachBatch with one partition at a time; each record is produced
  * unchanged (key, value, timestamp) to `output`, delivery awaited, then the batch's offset committed.
+ * `lingerMs` (5) is the producer's linger.ms.
  */
 export async function startPassthrough(
   kafka: KafkaJS.Kafka,
-  opts: { input: string; output: string; groupId: string; maxBatchSize: number },
+  opts: { input: string; output: string; groupId: string; maxBatchSize: number; lingerMs?: number },
 ): Promise<Passthrough> {
   const { producer, consumer } = await connectPair(kafka, opts);
   const stats = { records: 0, batches: 0 };
