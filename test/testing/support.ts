@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { Redis } from 'ioredis';
+import { pollUntil } from '../../src/harness/poll.js';
 import { defineProcessor, type ProcessingMode, Processor, type ProcessorOptions } from '../../src/index.js';
 import { MemoryKafka, type MemoryKafkaPort } from '../../src/testing/index.js';
 import { REDIS_URL, uniqueName } from '../helpers/env.js';
@@ -13,12 +14,8 @@ import { REDIS_URL, uniqueName } from '../helpers/env.js';
 export const MODES: ProcessingMode[] = ['exactly-once', 'at-least-once'];
 
 /** Polls `check` every few milliseconds until it holds; fails naming `what` after the timeout. */
-export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
+export function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
+  return pollUntil(what, check, timeoutMs, 2);
 }
 
 /** Awaits `promise`, failing naming `what` if it has not settled within the timeout. */
