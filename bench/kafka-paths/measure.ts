@@ -4,6 +4,7 @@
  * on another Node and imports only this.
  */
 import { readFileSync } from 'node:fs';
+import { untilDone } from '../processor/support.js';
 
 export interface PathOptions {
   brokers: string[];
@@ -63,34 +64,13 @@ export async function timed(
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const h = await go();
-  let tFirst: number | undefined;
-  let firstRecords = 0;
-  try {
-    for (;;) {
-      const failed = h.failure();
-      if (failed !== undefined) throw new Error(failed);
-      const done = h.progress();
-      const now = performance.now();
-      if (done > 0 && tFirst === undefined) {
-        tFirst = now;
-        firstRecords = done;
-      }
-      if (done >= records) break;
-      if (now - t0 > TIMEOUT_MS)
-        throw new Error(`timed out after ${TIMEOUT_MS / 1000} s with ${done} of ${records} records`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  } catch (err) {
-    await h.stop();
-    throw err;
-  }
-  const t1 = performance.now();
+  const { t1, tFirst, firstRecords } = await untilDone(client, h, records, t0, TIMEOUT_MS);
   const cpu = process.cpuUsage(cpu0);
   const batches = h.batches();
   const delivered = h.delivered();
   await h.stop();
   const seconds = (t1 - t0) / 1000;
-  const steadySeconds = (t1 - (tFirst ?? t0)) / 1000;
+  const steadySeconds = (t1 - tFirst) / 1000;
   return {
     records,
     seconds,

@@ -25,7 +25,7 @@ import {
   startPassthrough,
 } from './kafka.js';
 import { cpuSeconds, devPid } from './procstat.js';
-import { dropStore, redisCpuSeconds, selected, writeResults } from './support.js';
+import { dropStore, redisCpuSeconds, selected, untilDone, writeResults } from './support.js';
 
 const opts = {
   records: envInt('BENCH_RECORDS', 100_000),
@@ -111,26 +111,7 @@ async function timed(
   const calls0 = await scriptCalls();
   const t0 = performance.now();
   const h = await go();
-  let tFirst: number | undefined;
-  let firstRecords = 0;
-  try {
-    for (;;) {
-      const done = h.progress();
-      const now = performance.now();
-      if (done > 0 && tFirst === undefined) {
-        tFirst = now;
-        firstRecords = done;
-      }
-      if (done >= n) break;
-      if (now - t0 > TIMEOUT_MS)
-        throw new Error(`${label}: timed out after ${TIMEOUT_MS / 1000} s with ${done} of ${n} records`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  } catch (err) {
-    await h.stop();
-    throw err;
-  }
-  const t1 = performance.now();
+  const { t1, tFirst, firstRecords } = await untilDone(label, h, n, t0, TIMEOUT_MS);
   const cpu = process.cpuUsage(cpu0);
   const rcpu = (await redisCpuSeconds(redis)) - rcpu0;
   const bcpu = cpuSeconds(devPid('kafka')) - bcpu0;
@@ -138,7 +119,7 @@ async function timed(
   const batches = h.batches();
   await h.stop();
   const seconds = (t1 - t0) / 1000;
-  const steadySeconds = (t1 - (tFirst ?? t0)) / 1000;
+  const steadySeconds = (t1 - tFirst) / 1000;
   return {
     label,
     records: n,

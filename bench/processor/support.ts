@@ -40,3 +40,47 @@ export function writeResults(name: string, options: unknown, results: unknown): 
   writeFileSync(file, `${JSON.stringify({ date, options, host, results }, null, 2)}\n`);
   return file;
 }
+
+/** A running contender as the wait loop sees it. */
+export interface Progressing {
+  /** Records done (committed) so far. */
+  progress(): number;
+  /** A failure the contender saw, or undefined. */
+  failure?(): string | undefined;
+  stop(): Promise<void>;
+}
+
+/**
+ * Polls `h` every 10 ms until `records` are done: the end time and the first time any progress was
+ * seen (with the records done then), for the total and the steady rate. A failure or the timeout
+ * stops `h` and throws naming `label`.
+ */
+export async function untilDone(
+  label: string,
+  h: Progressing,
+  records: number,
+  t0: number,
+  timeoutMs: number,
+): Promise<{ t1: number; tFirst: number; firstRecords: number }> {
+  let tFirst: number | undefined;
+  let firstRecords = 0;
+  try {
+    for (;;) {
+      const failed = h.failure?.();
+      if (failed !== undefined) throw new Error(`${label}: ${failed}`);
+      const done = h.progress();
+      const now = performance.now();
+      if (done > 0 && tFirst === undefined) {
+        tFirst = now;
+        firstRecords = done;
+      }
+      if (done >= records) return { t1: now, tFirst: tFirst ?? t0, firstRecords };
+      if (now - t0 > timeoutMs)
+        throw new Error(`${label}: timed out after ${timeoutMs / 1000} s with ${done} of ${records} records`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } catch (err) {
+    await h.stop();
+    throw err;
+  }
+}
