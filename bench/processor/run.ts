@@ -24,6 +24,7 @@ import {
   startNaive,
   startPassthrough,
 } from './kafka.js';
+import { startLowLevel } from '../kafka-paths/lowlevel.js';
 import { cpuSeconds, devPid } from './procstat.js';
 import { dropStore, redisCpuSeconds, selected, untilDone, writeResults } from './support.js';
 
@@ -137,11 +138,37 @@ async function timed(
   };
 }
 
+/**
+ * The ceiling of the client the processor uses: its low-level API, consume(batch x partitions), each
+ * record produced unchanged, the delivery reports awaited, then the batch's offsets committed.
+ */
 async function passthrough(): Promise<Result> {
   const output = `bench-proc-${run}-out-pass`;
   topics.push(output);
   await createTopics(kafka, [output], opts.partitions);
   return timed('passthrough', output, async () => {
+    const p = await startLowLevel(
+      {
+        brokers: opts.brokers,
+        input,
+        output,
+        groupId: `bench-proc-${run}-pass`,
+        records: opts.records,
+        partitions: opts.partitions,
+      },
+      opts.maxBatchSize * opts.partitions,
+      5,
+    );
+    return { progress: () => p.progress(), batches: () => p.batches(), stop: () => p.stop() };
+  });
+}
+
+/** The same through the promise (KafkaJS-style) API: eachBatch, one partition at a time. */
+async function passthroughPromise(): Promise<Result> {
+  const output = `bench-proc-${run}-out-pass-promise`;
+  topics.push(output);
+  await createTopics(kafka, [output], opts.partitions);
+  return timed('passthrough (promise API)', output, async () => {
     const p = await startPassthrough(kafka, {
       input,
       output,
@@ -257,6 +284,7 @@ async function main(): Promise<void> {
 
   const configs: Array<[string, () => Promise<Result>]> = [
     ['passthrough', passthrough],
+    ['passthrough (promise API)', passthroughPromise],
     ['naive', naive],
     ['redfence at-least-once', () => redfence('at-least-once')],
     ['redfence exactly-once', () => redfence('exactly-once')],

@@ -1,15 +1,21 @@
 /**
- * The default Kafka adapter, over @confluentinc/kafka-javascript's promise API (librdkafka inside).
- * Consumer: auto-commit off, rebalance callback awaited, cooperative-sticky (or the KIP-848 `consumer`
- * protocol), optional static membership. Producer: idempotent, acks=all, partitioner murmur2_random
- * (librdkafka's default is CRC32). Exactly-once: a transactional producer whose sendOffsets carries the
- * consumer's group metadata (KIP-447).
+ * The default Kafka adapter, over the low-level (librdkafka) API of @confluentinc/kafka-javascript
+ * (docs/architecture.md says why this API and not the promise one). One consume loop fetches up to
+ * `maxBatchSize` records per assigned partition in one call, splits them by partition and hands each
+ * partition's run to the handler in turn. Rebalances are served by the same loop between batches: the
+ * handler's onAssign / onRevoke is awaited before librdkafka is told (incremental assign / unassign),
+ * so a revocation always waits for the batch in flight. Consumer: auto-commit off, read_committed,
+ * cooperative-sticky (or the KIP-848 `consumer` protocol), optional static membership. Producer:
+ * idempotent, acks=all, murmur2 (src/kafka/producer.ts).
  */
-import { KafkaJS } from '@confluentinc/kafka-javascript';
+import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
+import { KafkaAdmin } from './admin.js';
+import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
 import type {
   CommitOffset,
   ConsumerHandlers,
+  Headers,
   InRecord,
   KafkaPort,
   OutRecord,
@@ -34,56 +40,72 @@ export interface ConfluentOptions {
   /** Static membership (`group.instance.id`). */
   groupInstanceId?: string;
   sessionTimeoutMs?: number;
+  /** Most records of one partition handed to the handler at once. Default 500. */
   maxBatchSize?: number;
   /** Extra librdkafka properties for the consumer / producer. */
   consumerConfig?: Record<string, string | number | boolean>;
   producerConfig?: Record<string, string | number | boolean>;
 }
 
-type Consumer = KafkaJS.Consumer;
-type Admin = KafkaJS.Admin;
+/** Methods of the consumer that its type declarations leave out. */
+type NativeConsumer = BaseConsumer & {
+  setDefaultIsTimeoutOnlyForFirstMessage(on: boolean): void;
+  assignmentLost(): boolean;
+  incrementalAssign(partitions: TopicPartition[]): void;
+  incrementalUnassign(partitions: TopicPartition[]): void;
+};
 
-function fatal(what: string, cause: unknown): RedfenceError {
-  const message = cause instanceof Error ? cause.message : String(cause);
-  return new RedfenceError('RF_KAFKA_FATAL', `Kafka: ${what}: ${message}`, { cause });
+/** Most records fetched by one consume call, whatever the number of partitions. */
+const MAX_FETCH = 20_000;
+/** How long one consume call waits for a first record (rebalances are served between calls). */
+const CONSUME_WAIT_MS = 100;
+const ERR_ASSIGN = -175;
+
+interface Rebalance {
+  readonly assign: boolean;
+  readonly partitions: TopicPartition[];
+  readonly lost: boolean;
 }
-type Producer = KafkaJS.Producer;
-const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 
-function group(offsets: readonly CommitOffset[]) {
-  const byTopic = new Map<string, { partition: number; offset: string }[]>();
-  for (const o of offsets) {
-    const list = byTopic.get(o.topic) ?? [];
-    if (list.length === 0) byTopic.set(o.topic, list);
-    list.push({ partition: o.partition, offset: String(o.offset) });
+function inRecord(m: RdKafka.Message): InRecord {
+  let h: Headers = {};
+  if (m.headers !== undefined && m.headers.length > 0) {
+    h = {};
+    for (const entry of m.headers) {
+      for (const [k, v] of Object.entries(entry)) {
+        const prev = h[k];
+        const x = v as Buffer;
+        h[k] = prev === undefined ? x : Array.isArray(prev) ? [...prev, x] : [prev, x];
+      }
+    }
   }
-  return [...byTopic].map(([topic, partitions]) => ({ topic, partitions }));
-}
-
-function messages(records: readonly OutRecord[]) {
-  const byTopic = new Map<string, KafkaJS.Message[]>();
-  for (const r of records) {
-    const list = byTopic.get(r.topic) ?? [];
-    if (list.length === 0) byTopic.set(r.topic, list);
-    list.push({
-      key: r.key,
-      value: r.value,
-      ...(r.headers ? { headers: r.headers } : {}),
-      ...(r.partition === undefined ? {} : { partition: r.partition }),
-      ...(r.timestamp === undefined ? {} : { timestamp: r.timestamp }),
-    });
-  }
-  return [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs }));
+  return {
+    topic: m.topic,
+    partition: m.partition,
+    offset: String(m.offset),
+    key: m.key === undefined || m.key === null ? null : Buffer.isBuffer(m.key) ? m.key : Buffer.from(m.key),
+    value: m.value ?? null,
+    headers: h,
+    timestamp: String(m.timestamp ?? -1),
+  };
 }
 
 export class ConfluentKafka implements KafkaPort {
   readonly #options: ConfluentOptions;
-  readonly #kafka: KafkaJS.Kafka;
-  #consumer: Consumer | undefined;
-  #producer: Producer | undefined;
-  /** Connected on first use, so topics can be checked before start(); closed by stop(). */
-  #admin: Promise<Admin> | undefined;
+  readonly #admin: KafkaAdmin;
+  #consumer: NativeConsumer | undefined;
+  #producer: DeliveryProducer | undefined;
+  #handlers: ConsumerHandlers | undefined;
   #stopped = false;
+  #stopping = false;
+  #loop: Promise<void> | undefined;
+  readonly #rebalances: Rebalance[] = [];
+  /** Owned partitions (librdkafka told), by tpKey. */
+  readonly #assigned = new Map<string, TopicPartition>();
+  readonly #paused = new Set<string>();
+  /** Per partition, the first offset not yet handed to the handler: a pause seeks back to it. */
+  readonly #next = new Map<string, number>();
+  #fatal: Error | undefined;
   #commitTimeoutMs = 30_000;
 
   constructor(options: ConfluentOptions) {
@@ -91,121 +113,196 @@ export class ConfluentKafka implements KafkaPort {
       throw new RedfenceError('RF_INVALID_OPTIONS', 'kafka.brokers must list at least one host:port');
     }
     this.#options = options;
-    this.#kafka = new KafkaJS.Kafka({
-      'client.id': options.clientId ?? 'redfence',
-      kafkaJS: { brokers: options.brokers, ...quiet },
-    });
+    this.#admin = new KafkaAdmin(options.brokers, options.clientId ?? 'redfence');
   }
 
   async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
     const o = this.#options;
     const protocol = o.groupProtocol ?? 'classic';
-    const producer = this.#kafka.producer({
-      partitioner: 'murmur2_random',
-      'enable.idempotence': true,
-      acks: -1,
-      'linger.ms': 5,
-      ...(o.transactionalId
-        ? {
-            'transactional.id': o.transactionalId,
-            'transaction.timeout.ms': o.transactionTimeoutMs ?? 10_000,
-            // librdkafka requires socket.timeout.ms <= transaction.timeout.ms + 100
-            'socket.timeout.ms': Math.min(60_000, o.transactionTimeoutMs ?? 10_000),
-          }
-        : {}),
-      ...o.producerConfig,
-      kafkaJS: quiet,
-    } as KafkaJS.ProducerConstructorConfig);
-    await producer.connect();
-    this.#producer = producer;
-
-    const consumer = this.#kafka.consumer({
-      'group.id': o.groupId,
-      'enable.auto.commit': false,
-      'auto.offset.reset': 'earliest',
-      'isolation.level': 'read_committed',
-      'js.consumer.max.batch.size': o.maxBatchSize ?? 500,
-      // Prefetch a few batches per partition, not librdkafka's 100,000 records / 64 MiB: the memory of
-      // an instance started on a long backlog stays bounded (docs/benchmarks.md, peak RSS).
-      'queued.min.messages': Math.max(1000, 2 * (o.maxBatchSize ?? 500)),
-      'queued.max.messages.kbytes': 16_384,
-      ...(protocol === 'consumer'
-        ? { 'group.protocol': 'consumer' }
-        : {
-            'partition.assignment.strategy': 'cooperative-sticky',
-            'session.timeout.ms': o.sessionTimeoutMs ?? 10_000,
-            'heartbeat.interval.ms': Math.max(500, Math.floor((o.sessionTimeoutMs ?? 10_000) / 5)),
-          }),
-      ...(o.groupInstanceId ? { 'group.instance.id': o.groupInstanceId } : {}),
-      rebalance_cb: async (
-        err: { code: number },
-        assignment: TopicPartition[],
-        fns: { assignmentLost(): boolean },
-      ) => {
-        const tps = assignment.map((a) => ({ topic: a.topic, partition: a.partition }));
-        if (err.code === KafkaJS.ErrorCodes.ERR__ASSIGN_PARTITIONS) await handlers.onAssign(tps);
-        else await handlers.onRevoke(tps, fns.assignmentLost());
+    const common = { 'bootstrap.servers': o.brokers.join(','), 'client.id': o.clientId ?? 'redfence' };
+    this.#producer = await DeliveryProducer.connect(
+      {
+        ...common,
+        partitioner: 'murmur2_random',
+        'enable.idempotence': true,
+        acks: -1,
+        'linger.ms': 5,
+        ...(o.transactionalId
+          ? {
+              'transactional.id': o.transactionalId,
+              'transaction.timeout.ms': o.transactionTimeoutMs ?? 10_000,
+              // librdkafka requires socket.timeout.ms <= transaction.timeout.ms + 100
+              'socket.timeout.ms': Math.min(60_000, o.transactionTimeoutMs ?? 10_000),
+            }
+          : {}),
+        ...o.producerConfig,
       },
-      ...o.consumerConfig,
-      kafkaJS: { ...quiet },
-    } as unknown as KafkaJS.ConsumerConstructorConfig);
-    await consumer.connect();
+      o.transactionTimeoutMs,
+    );
+    const batch = o.maxBatchSize ?? 500;
+    const consumer = new RdKafka.KafkaConsumer(
+      {
+        ...common,
+        'group.id': o.groupId,
+        'enable.auto.commit': false,
+        'enable.auto.offset.store': false,
+        'isolation.level': 'read_committed',
+        // Prefetch a few batches per partition, not librdkafka's 100,000 records / 64 MiB: the memory of
+        // an instance started on a long backlog stays bounded (docs/benchmarks.md, peak RSS).
+        'queued.min.messages': Math.max(1000, 2 * batch),
+        'queued.max.messages.kbytes': 16_384,
+        ...(protocol === 'consumer'
+          ? { 'group.protocol': 'consumer' }
+          : {
+              'partition.assignment.strategy': 'cooperative-sticky',
+              'session.timeout.ms': o.sessionTimeoutMs ?? 10_000,
+              'heartbeat.interval.ms': Math.max(500, Math.floor((o.sessionTimeoutMs ?? 10_000) / 5)),
+            }),
+        ...(o.groupInstanceId ? { 'group.instance.id': o.groupInstanceId } : {}),
+        ...o.consumerConfig,
+        rebalance_cb: (err: { code: number }, assignment: TopicPartition[]) =>
+          this.#onRebalance(err, assignment),
+      },
+      { 'auto.offset.reset': 'earliest' },
+    ) as NativeConsumer;
+    consumer.on('event.error', (err) => {
+      if ((err as { isFatal?: unknown }).isFatal === true) this.#fatal ??= fatal('the consumer failed', err);
+    });
+    try {
+      await new Promise<void>((resolve, reject) =>
+        consumer.connect({}, (err) => (err ? reject(err) : resolve())),
+      );
+    } catch (err) {
+      await this.#producer.close();
+      throw err;
+    }
+    consumer.setDefaultConsumeTimeout(CONSUME_WAIT_MS);
+    // return what is fetched already once a first record is there, instead of waiting to fill the call
+    consumer.setDefaultIsTimeoutOnlyForFirstMessage(true);
     this.#consumer = consumer;
+    this.#handlers = handlers;
     this.#commitTimeoutMs = Math.max(
       30_000,
       Number(o.consumerConfig?.['socket.timeout.ms'] ?? 0),
       2 * (o.sessionTimeoutMs ?? 10_000),
     );
-    await consumer.subscribe({ topics });
-    await consumer.run({
-      partitionsConsumedConcurrently: 1,
-      eachBatch: async ({ batch }) => {
-        const records: InRecord[] = batch.messages.map((m) => ({
-          topic: batch.topic,
-          partition: batch.partition,
-          offset: m.offset,
-          key: m.key ?? null,
-          value: m.value ?? null,
-          headers: (m.headers ?? {}) as InRecord['headers'],
-          timestamp: m.timestamp,
-        }));
-        await handlers.onBatch(batch.topic, batch.partition, records, batch.highWatermark);
-      },
-    });
+    consumer.subscribe(topics);
+    this.#loop = this.#run(consumer, handlers, batch);
   }
 
-  #ready(): { consumer: Consumer; producer: Producer } {
+  /** Called by librdkafka (through the consume call); queued for the loop, or served now when closing. */
+  #onRebalance(err: { code: number }, assignment: TopicPartition[]): void {
+    const partitions = assignment.map((a) => ({ topic: a.topic, partition: a.partition }));
+    const lost = this.#consumer?.assignmentLost() ?? false;
+    const r: Rebalance = { assign: err.code === ERR_ASSIGN, partitions, lost };
+    if (this.#stopping && !r.assign) {
+      // the loop has ended: the handler has drained already, librdkafka's close waits for the unassign
+      void this.#serve(r).catch(() => undefined);
+      return;
+    }
+    this.#rebalances.push(r);
+  }
+
+  async #serve(r: Rebalance): Promise<void> {
+    const c = this.#consumer;
+    const h = this.#handlers;
+    if (!c || !h) return;
+    if (r.assign) {
+      await h.onAssign(r.partitions);
+      for (const tp of r.partitions) this.#assigned.set(tpKey(tp.topic, tp.partition), tp);
+      c.incrementalAssign(r.partitions);
+      // librdkafka keeps a partition's pause across a revocation and a new assignment: apply what the
+      // handler wants now (it pauses or resumes during onAssign, before the partition is assigned)
+      const paused = r.partitions.filter((p) => this.#paused.has(tpKey(p.topic, p.partition)));
+      const running = r.partitions.filter((p) => !this.#paused.has(tpKey(p.topic, p.partition)));
+      if (paused.length > 0) c.pause(paused);
+      if (running.length > 0) c.resume(running);
+    } else {
+      try {
+        await h.onRevoke(r.partitions, r.lost);
+      } finally {
+        for (const tp of r.partitions) {
+          const k = tpKey(tp.topic, tp.partition);
+          this.#assigned.delete(k);
+          this.#next.delete(k);
+        }
+        if (c.isConnected()) c.incrementalUnassign(r.partitions);
+      }
+    }
+  }
+
+  async #run(c: NativeConsumer, h: ConsumerHandlers, batch: number): Promise<void> {
+    while (!this.#stopping) {
+      while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
+      if (this.#stopping) break;
+      const n = Math.min(MAX_FETCH, batch * Math.max(1, this.#assigned.size));
+      let messages: RdKafka.Message[];
+      try {
+        messages = await new Promise((resolve, reject) =>
+          c.consume(n, (err, m) => (err ? reject(err) : resolve(m))),
+        );
+      } catch (err) {
+        if ((err as { isFatal?: unknown }).isFatal === true) {
+          this.#fatal ??= fatal('the consumer failed', err);
+          return;
+        }
+        // e.g. a subscribed topic that does not exist (yet): reported, consumption goes on
+        continue;
+      }
+      if (messages.length === 0) continue;
+      while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
+      await this.#dispatch(c, h, messages, batch);
+    }
+  }
+
+  /** Each partition's records in offset order, at most `batch` at a time, partitions in turn. */
+  async #dispatch(c: NativeConsumer, h: ConsumerHandlers, messages: RdKafka.Message[], batch: number) {
+    const runs = new Map<string, RdKafka.Message[]>();
+    for (const m of messages) {
+      const k = tpKey(m.topic, m.partition);
+      const run = runs.get(k);
+      if (run === undefined) runs.set(k, [m]);
+      else run.push(m);
+    }
+    for (const [k, run] of runs) {
+      for (let i = 0; i < run.length; i += batch) {
+        if (this.#stopping || !this.#assigned.has(k) || this.#paused.has(k)) break;
+        const part = run.slice(i, i + batch);
+        const first = part[0] as RdKafka.Message;
+        const last = part[part.length - 1] as RdKafka.Message;
+        this.#next.set(k, last.offset + 1);
+        let high = last.offset + 1;
+        try {
+          const w = c.getWatermarkOffsets(first.topic, first.partition);
+          if (w.highOffset > high) high = w.highOffset;
+        } catch {
+          // not known yet: the batch's own end
+        }
+        try {
+          await h.onBatch(first.topic, first.partition, part.map(inRecord), String(high));
+        } catch {
+          // redelivered from its first record
+          this.seek({ topic: first.topic, partition: first.partition }, first.offset);
+          break;
+        }
+      }
+    }
+  }
+
+  #ready(): { consumer: NativeConsumer; producer: DeliveryProducer } {
+    if (this.#fatal) throw this.#fatal;
     if (!this.#consumer || !this.#producer)
       throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is not started');
     return { consumer: this.#consumer, producer: this.#producer };
   }
 
-  /** The admin client, connecting it on first use; a failed connect is tried again by the next call. */
-  async #adminClient(): Promise<Admin> {
-    if (this.#stopped) throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is stopped');
-    if (this.#admin === undefined) {
-      const admin = this.#kafka.admin({ kafkaJS: quiet } as KafkaJS.AdminConstructorConfig);
-      const connecting = admin.connect().then(() => admin);
-      this.#admin = connecting;
-      connecting.catch(() => {
-        if (this.#admin === connecting) this.#admin = undefined;
-      });
-    }
-    return this.#admin;
-  }
-
   async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
-    if (records.length === 0) return;
-    const sent = this.#ready().producer.sendBatch({ topicMessages: messages(records) });
-    handedOver?.();
-    await sent;
+    await this.#ready().producer.produce(records, handedOver);
   }
 
   /**
-   * Commits and resolves only once the group coordinator has stored the offsets. The client's
-   * commitOffsets() resolves when the commit is queued (librdkafka commitAsync), not when it is stored:
-   * a process killed right after it could lose the commit, and a refused commit would go unnoticed.
-   * librdkafka reports the outcome through the consumer's poll loop, which waits for the batch handler
+   * Commits and resolves only once the group coordinator has stored the offsets. librdkafka commits
+   * asynchronously and reports the outcome through the consume call, which waits for the batch handler
    * that is calling this, so the outcome is read back instead: committed offsets are fetched from the
    * coordinator (which answers from what it has appended to __consumer_offsets) until they reach these
    * ones. Typically one round trip.
@@ -214,23 +311,15 @@ export class ConfluentKafka implements KafkaPort {
     if (offsets.length === 0) return;
     const { consumer } = this.#ready();
     const send = () =>
-      consumer.commitOffsets(
-        offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset) })),
-      );
-    await send();
-    const tps = offsets.map((o) => ({ topic: o.topic, partition: o.partition }));
+      consumer.commit(offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset })));
+    send();
     const started = Date.now();
     const deadline = started + this.#commitTimeoutMs;
     let sentAt = started;
     for (let delay = 0; ; delay = Math.min(250, delay === 0 ? 5 : delay * 2)) {
       if (delay > 0) await new Promise((r) => setTimeout(r, delay));
-      const stored = await consumer.committed(tps, Math.max(1, deadline - Date.now()));
-      const behind = offsets.filter(
-        (o) =>
-          !stored.some(
-            (r) => r.topic === o.topic && r.partition === o.partition && Number(r.offset) >= o.offset,
-          ),
-      );
+      const stored = await this.#committedRaw(consumer, offsets, Math.max(1, deadline - Date.now()));
+      const behind = offsets.filter((o) => (stored.get(tpKey(o.topic, o.partition)) ?? -1) < o.offset);
       if (behind.length === 0) return;
       if (Date.now() >= deadline)
         throw new RedfenceError(
@@ -240,10 +329,10 @@ export class ConfluentKafka implements KafkaPort {
             ')',
         );
       // A refused commit (e.g. REBALANCE_IN_PROGRESS while the group changes generation) is reported
-      // only through the poll loop: send it again (commits are idempotent) until the coordinator has it.
+      // only through the consume call: send it again (commits are idempotent) until the coordinator has it.
       if (Date.now() - sentAt >= 1000) {
         sentAt = Date.now();
-        await send();
+        send();
       }
     }
   }
@@ -254,42 +343,34 @@ export class ConfluentKafka implements KafkaPort {
     beforeCommit?: () => void,
   ): Promise<void> {
     const { consumer, producer } = this.#ready();
-    let txn: KafkaJS.Transaction;
-    try {
-      txn = await producer.transaction();
-    } catch (err) {
-      throw fatal('cannot begin a transaction', err);
-    }
-    try {
-      if (records.length > 0) await txn.sendBatch({ topicMessages: messages(records) });
-      await txn.sendOffsets({ consumer, topics: group(offsets) });
-      beforeCommit?.();
-      await txn.commit();
-    } catch (err) {
-      if ((err as { fatal?: unknown })?.fatal === true)
-        throw fatal('the transactional producer failed fatally', err);
-      try {
-        await txn.abort();
-      } catch {
-        // A transaction that can be neither committed nor aborted leaves the producer unusable
-        // (every later transaction fails): typically it was fenced by a newer producer.
-        throw fatal('a failed transaction could not be aborted', err);
-      }
-      throw err;
-    }
+    await producer.transaction(records, offsets, consumer, beforeCommit);
+  }
+
+  #committedRaw(
+    c: NativeConsumer,
+    partitions: readonly TopicPartition[],
+    timeoutMs: number,
+  ): Promise<Map<string, number>> {
+    return new Promise((resolve, reject) =>
+      c.committed(
+        partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
+        timeoutMs,
+        (err, rows) => {
+          if (err) return reject(err);
+          const out = new Map<string, number>();
+          for (const r of rows) {
+            const n = Number(r.offset);
+            out.set(tpKey(r.topic, r.partition), Number.isFinite(n) && n >= 0 ? n : -1);
+          }
+          resolve(out);
+        },
+      ),
+    );
   }
 
   async committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
-    if (partitions.length === 0) return out;
-    const rows = await this.#ready().consumer.committed(
-      partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
-    );
-    for (const r of rows) {
-      const n = Number(r.offset);
-      out.set(tpKey(r.topic, r.partition), Number.isFinite(n) && n >= 0 ? n : -1);
-    }
-    return out;
+    if (partitions.length === 0) return new Map();
+    return this.#committedRaw(this.#ready().consumer, partitions, this.#commitTimeoutMs);
   }
 
   async partitionCount(topic: string): Promise<number> {
@@ -298,77 +379,72 @@ export class ConfluentKafka implements KafkaPort {
     return n;
   }
 
-  async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
-    const admin = await this.#adminClient();
-    const out = new Map<string, number>();
-    // One request per topic: a request naming a missing topic fails as a whole.
-    await Promise.all(
-      [...new Set(topics)].map(async (topic) => {
-        try {
-          const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-          const n = meta[0]?.partitions.length ?? 0;
-          if (n > 0) out.set(topic, n);
-        } catch (err) {
-          if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
-        }
-      }),
-    );
-    return out;
+  describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
+    return this.#admin.describeTopics(topics);
   }
 
-  async createTopics(topics: readonly TopicSpec[]): Promise<void> {
-    if (topics.length === 0) return;
-    const admin = await this.#adminClient();
-    try {
-      // A topic that exists already (another instance made it meanwhile) is not an error here.
-      await admin.createTopics({
-        topics: topics.map((t) => ({
-          topic: t.topic,
-          numPartitions: t.partitions,
-          replicationFactor: t.replicationFactor ?? -1,
-        })),
-      });
-    } catch (err) {
-      const inner = (err as { errors?: unknown })?.errors;
-      const reasons = Array.isArray(inner) ? inner.map((e) => (e as Error)?.message).join('; ') : '';
-      throw new Error(`Kafka: cannot create topics: ${reasons || (err as Error)?.message}`, { cause: err });
-    }
+  createTopics(topics: readonly TopicSpec[]): Promise<void> {
+    return this.#admin.createTopics(topics);
   }
 
-  async highWatermarks(topic: string): Promise<Map<number, number>> {
-    const rows = await (await this.#adminClient()).fetchTopicOffsets(topic);
-    return new Map(rows.map((r) => [r.partition, Number(r.high)]));
+  highWatermarks(topic: string): Promise<Map<number, number>> {
+    return this.#admin.highWatermarks(topic);
   }
 
   seek(partition: TopicPartition, offset: number): void {
-    this.#consumer?.seek({ topic: partition.topic, partition: partition.partition, offset: String(offset) });
+    const c = this.#consumer;
+    const k = tpKey(partition.topic, partition.partition);
+    if (!c || !this.#assigned.has(k)) return;
+    this.#next.set(k, offset);
+    // asynchronous (timeout 0); a partition that went meanwhile is not an error
+    c.seek({ topic: partition.topic, partition: partition.partition, offset }, 0, () => undefined);
   }
 
+  /** Remembered for partitions not assigned yet (applied when they are); librdkafka told for owned ones. */
   pause(partitions: readonly TopicPartition[]): void {
-    this.#consumer?.pause(
-      group(partitions.map((p) => ({ ...p, offset: 0 }))).map((g) => ({
-        topic: g.topic,
-        partitions: g.partitions.map((x) => x.partition),
-      })),
-    );
+    const c = this.#consumer;
+    if (!c) return;
+    for (const p of partitions) this.#paused.add(tpKey(p.topic, p.partition));
+    const owned = partitions.filter((p) => this.#assigned.has(tpKey(p.topic, p.partition)));
+    if (owned.length === 0) return;
+    c.pause(owned.map((p) => ({ topic: p.topic, partition: p.partition })));
+    for (const p of owned) {
+      const k = tpKey(p.topic, p.partition);
+      // records fetched but not handed over are dropped: fetch again from the first of them on resume
+      const next = this.#next.get(k);
+      if (next !== undefined)
+        c.seek({ topic: p.topic, partition: p.partition, offset: next }, 0, () => undefined);
+    }
   }
 
   resume(partitions: readonly TopicPartition[]): void {
-    this.#consumer?.resume(
-      group(partitions.map((p) => ({ ...p, offset: 0 }))).map((g) => ({
-        topic: g.topic,
-        partitions: g.partitions.map((x) => x.partition),
-      })),
-    );
+    const c = this.#consumer;
+    if (!c) return;
+    for (const p of partitions) this.#paused.delete(tpKey(p.topic, p.partition));
+    const owned = partitions.filter((p) => this.#assigned.has(tpKey(p.topic, p.partition)));
+    if (owned.length === 0) return;
+    c.resume(owned.map((p) => ({ topic: p.topic, partition: p.partition })));
   }
 
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    await this.#consumer?.disconnect().catch(() => undefined);
-    await this.#producer?.disconnect().catch(() => undefined);
-    const admin = this.#admin;
-    this.#admin = undefined;
-    await admin?.then((a) => a.disconnect()).catch(() => undefined);
+    this.#stopping = true;
+    await this.#loop?.catch(() => undefined);
+    const c = this.#consumer;
+    if (c) {
+      // revocations queued but not served: served now (librdkafka waits for them)
+      for (const r of this.#rebalances.splice(0)) if (!r.assign) await this.#serve(r).catch(() => undefined);
+      await new Promise<void>((resolve) => {
+        try {
+          c.unsubscribe();
+        } catch {
+          // not subscribed
+        }
+        c.disconnect(() => resolve());
+      });
+    }
+    await this.#producer?.close();
+    await this.#admin.close();
   }
 }

@@ -2,9 +2,9 @@
  * Crash at every boundary of the pipeline, on the real broker and Redis. For each (mode, crash point)
  * pair: instance A (`redfence run examples/customer-totals.ts` with REDFENCE_CRASH_AT=<point>,
  * REDFENCE_CRASH_AFTER=3) SIGKILLs itself the 3rd time it reaches the point, i.e. after two (after-commit:
- * three) committed batches, with most of the 600 orders (produced up front) still to process. The client
- * hands out the first batches small (typically 1, 1, then ~120 records: several per customer), so the
- * crashed batch is a large one. Instance B (no crash variables) takes over once A's session expires and
+ * three) committed batches, with most of the 600 orders (produced up front) still to process: A takes
+ * batches of at most 40 records (REDFENCE_MAX_BATCH_SIZE), so three batches never hold the whole input,
+ * and the crashed batch still holds several records per customer. Instance B (no crash variables) takes over once A's session expires and
  * finishes; then:
  * - every customer's state in Redis is the fold of all its orders, each applied exactly once;
  * - outputs (read_committed): exactly-once, one per order (counts 1..n once each); at-least-once, every
@@ -151,6 +151,7 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
           // one Kafka step per batch, so "the 3rd commit" is the 3rd batch's (group commit could fold
           // the whole input into three steps); crashes inside grouped steps: test/chaos
           REDFENCE_GROUP_COMMIT_RECORDS: '0',
+          REDFENCE_MAX_BATCH_SIZE: '40',
         });
         children.push(a);
         const aExit = await a.waitExit(60_000);

@@ -1,0 +1,180 @@
+/**
+ * The producer half of the Kafka adapter, over the low-level (librdkafka) API of
+ * @confluentinc/kafka-javascript: records are handed to librdkafka without a promise per record, and
+ * one delivery tracker per call counts the delivery reports (polled on a background thread). A call
+ * resolves when every report arrived, and fails on the first failed one. Exactly-once: one transaction
+ * per call, with the consumer's offsets and group metadata (KIP-447).
+ */
+import { RdKafka } from '@confluentinc/kafka-javascript';
+import { RedfenceError } from '../errors/index.js';
+import type { CommitOffset, OutRecord } from './types.js';
+
+export type NativeProducer = InstanceType<typeof RdKafka.Producer>;
+export type NativeConsumer = InstanceType<typeof RdKafka.KafkaConsumer>;
+type Config = Record<string, string | number | boolean>;
+type Header = { [key: string]: Buffer | string };
+
+/** librdkafka's local queue is full: wait for reports, then hand the record over again. */
+const ERR_QUEUE_FULL = -184;
+
+interface Tracker {
+  remaining: number;
+  failed: boolean;
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+export function fatal(what: string, cause: unknown): RedfenceError {
+  const message = cause instanceof Error ? cause.message : String(cause);
+  return new RedfenceError('RF_KAFKA_FATAL', `Kafka: ${what}: ${message}`, { cause });
+}
+
+export function callback(fn: (done: (err: unknown) => void) => void): Promise<void> {
+  return new Promise((resolve, reject) => fn((err) => (err ? reject(err) : resolve())));
+}
+
+function headers(h: OutRecord['headers']): Header[] | undefined {
+  if (h === undefined) return undefined;
+  const out: Header[] = [];
+  for (const [k, v] of Object.entries(h)) {
+    if (Array.isArray(v)) for (const x of v) out.push({ [k]: x });
+    else out.push({ [k]: v });
+  }
+  return out;
+}
+
+function value(v: Buffer | string | null): Buffer | null {
+  return typeof v === 'string' ? Buffer.from(v) : v;
+}
+
+export class DeliveryProducer {
+  readonly #p: NativeProducer;
+  readonly #transactional: boolean;
+  readonly #txnTimeoutMs: number;
+  /** Resolved by the next delivery report: a full local queue waits on it. */
+  #reported: { promise: Promise<void>; resolve(): void } | undefined;
+
+  private constructor(p: NativeProducer, transactional: boolean, txnTimeoutMs: number) {
+    this.#p = p;
+    this.#transactional = transactional;
+    this.#txnTimeoutMs = txnTimeoutMs;
+    p.on('delivery-report', (err, report) => {
+      const t = (report as { opaque?: Tracker } | undefined)?.opaque;
+      const r = this.#reported;
+      this.#reported = undefined;
+      r?.resolve();
+      if (t === undefined || t.failed) return;
+      if (err) {
+        t.failed = true;
+        t.reject(new Error(`Kafka: delivery failed: ${err.message}`, { cause: err }));
+      } else if (--t.remaining === 0) t.resolve();
+    });
+    // without a listener an error event would throw; failures surface through reports and calls
+    p.on('event.error', () => undefined);
+  }
+
+  static async connect(config: Config, transactionTimeoutMs?: number): Promise<DeliveryProducer> {
+    const transactional = config['transactional.id'] !== undefined;
+    const p = new RdKafka.Producer({ ...config, dr_cb: true });
+    await callback((done) => p.connect({}, done));
+    p.setPollInBackground(true);
+    const timeout = Math.max(30_000, transactionTimeoutMs ?? 0);
+    if (transactional) {
+      try {
+        await callback((done) => p.initTransactions(timeout, done));
+      } catch (err) {
+        await callback((done) => p.disconnect(done)).catch(() => undefined);
+        throw fatal('cannot initialise transactions', err);
+      }
+    }
+    return new DeliveryProducer(p, transactional, timeout);
+  }
+
+  /** Hands every record to librdkafka, in order; a full local queue waits for delivery reports. */
+  async #send(records: readonly OutRecord[], tracker: Tracker | undefined): Promise<void> {
+    for (let i = 0; i < records.length; ) {
+      const r = records[i] as OutRecord;
+      try {
+        this.#p.produce(
+          r.topic,
+          r.partition ?? null,
+          value(r.value),
+          r.key,
+          r.timestamp === undefined ? null : Number(r.timestamp),
+          tracker,
+          headers(r.headers),
+        );
+        i++;
+      } catch (err) {
+        if ((err as { code?: unknown })?.code !== ERR_QUEUE_FULL) throw err;
+        if (this.#reported === undefined) {
+          let resolve!: () => void;
+          const promise = new Promise<void>((r) => (resolve = r));
+          this.#reported = { promise, resolve };
+        }
+        await this.#reported.promise;
+      }
+    }
+  }
+
+  /** At-least-once: resolves once every record's delivery report arrived (acks=all). */
+  async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
+    if (records.length === 0) {
+      handedOver?.();
+      return;
+    }
+    let tracker!: Tracker;
+    const delivered = new Promise<void>((resolve, reject) => {
+      tracker = { remaining: records.length, failed: false, resolve, reject };
+    });
+    try {
+      await this.#send(records, tracker);
+    } catch (err) {
+      tracker.failed = true;
+      throw err;
+    }
+    handedOver?.();
+    await delivered;
+  }
+
+  /** Exactly-once: one transaction with the records and the consumer offsets; aborted on failure. */
+  async transaction(
+    records: readonly OutRecord[],
+    offsets: readonly CommitOffset[],
+    consumer: NativeConsumer,
+    beforeCommit?: () => void,
+  ): Promise<void> {
+    if (!this.#transactional)
+      throw new RedfenceError('RF_INVALID_STATE', 'the producer is not transactional');
+    const p = this.#p;
+    try {
+      await callback((done) => p.beginTransaction(done));
+    } catch (err) {
+      throw fatal('cannot begin a transaction', err);
+    }
+    try {
+      await this.#send(records, undefined);
+      const tpo = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }));
+      await callback((done) => p.sendOffsetsToTransaction(tpo, consumer, this.#txnTimeoutMs, done));
+      beforeCommit?.();
+      await callback((done) => p.commitTransaction(this.#txnTimeoutMs, done));
+    } catch (err) {
+      if ((err as { isFatal?: unknown })?.isFatal === true)
+        throw fatal('the transactional producer failed fatally', err);
+      try {
+        await callback((done) => p.abortTransaction(this.#txnTimeoutMs, done));
+      } catch {
+        // A transaction that can be neither committed nor aborted leaves the producer unusable
+        // (every later transaction fails): typically it was fenced by a newer producer.
+        throw fatal('a failed transaction could not be aborted', err);
+      }
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    const p = this.#p;
+    await callback((done) => p.flush(10_000, done)).catch(() => undefined);
+    await callback((done) => p.disconnect(done)).catch(() => undefined);
+  }
+}
