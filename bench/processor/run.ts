@@ -13,6 +13,7 @@
  */
 import { Redis } from 'ioredis';
 import { defineProcessor, type ProcessingMode, Processor, RedfenceMetrics } from '../../src/index.js';
+import { startLowLevel } from '../kafka-paths/lowlevel.js';
 import {
   createTopics,
   deleteTopics,
@@ -24,7 +25,6 @@ import {
   startNaive,
   startPassthrough,
 } from './kafka.js';
-import { startLowLevel } from '../kafka-paths/lowlevel.js';
 import { cpuSeconds, devPid } from './procstat.js';
 import { dropStore, redisCpuSeconds, selected, untilDone, writeResults } from './support.js';
 
