@@ -172,7 +172,7 @@ async function passthroughPromise(): Promise<Result> {
     const p = await startPassthrough(kafka, {
       input,
       output,
-      groupId: `bench-proc-${run}-pass`,
+      groupId: `bench-proc-${run}-pass-promise`,
       maxBatchSize: opts.maxBatchSize,
     });
     return { progress: () => p.stats.records, batches: () => p.stats.batches, stop: () => p.stop() };

@@ -82,7 +82,8 @@ async function applyOperations(
   for (const [key, list] of byKey) {
     const recs: FenceRecord[] = [];
     for (const p of list) {
-      const op = await ctx.callUser(() => operation(p.value, p.meta));
+      const call = ctx.callUser(() => operation(p.value, p.meta));
+      const op = call instanceof Promise ? await call : call;
       if (!op.ok) {
         deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: op.error });
         continue;
@@ -140,7 +141,8 @@ async function applyReductions(
           });
           continue;
         }
-        const red = await ctx.callUser(() => reduce(current, p.value, p.meta));
+        const call = ctx.callUser(() => reduce(current, p.value, p.meta));
+        const red = call instanceof Promise ? await call : call;
         if (!red.ok) {
           deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: red.error });
           continue;

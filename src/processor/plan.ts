@@ -56,7 +56,8 @@ export async function plan(
       out.push({ record, meta, dead: { reason: 'wrong-partition', error } });
       continue;
     }
-    const d = await ctx.callUser(() => ctx.decode(record.value, meta));
+    const call = ctx.callUser(() => ctx.decode(record.value, meta));
+    const d = call instanceof Promise ? await call : call;
     out.push(
       d.ok
         ? { record, meta, value: d.value }
