@@ -8,6 +8,8 @@
  * - a worker SIGKILLed mid-stream: the supervisor logs it, stops the other worker cleanly and exits 1
  *   (the documented rule: no restart in place); started again (as a supervisor would), the instance
  *   finishes with the outputs and totals exact (exactly-once);
+ * - a worker that cannot stop (SIGSTOPped) is SIGKILLed at --shutdown-timeout, and the exit is 1;
+ * - workers whose supervisor is SIGKILLed (their IPC channel closes) exit by themselves;
  * - a module that cannot load is refused once by the supervisor (exit 2), before any worker is forked.
  * Every wait polls with a bound; no sleep synchronises anything.
  */
@@ -268,6 +270,29 @@ describe('redfence run --workers', { timeout: 240_000 }, () => {
       c.log.seen((l) => ofWorker(n, 1)(l) && l.msg === 'processor closed'),
       'worker 1 closed',
     );
+  });
+
+  it('workers whose supervisor is SIGKILLed shut down by themselves', async (t) => {
+    const n = names('cli-workers-orphans');
+    t.after(await topics(n));
+    const c = startInstance(n, 'orphaned', ['--shutdown-timeout', '5000']);
+    t.after(() => c.kill());
+    await bothAssigned(c, n);
+    const pids = c.log.find((l) => l.msg === 'worker forked').map((l) => l.pid as number);
+    assert.equal(pids.length, 2);
+    const running = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    t.after(() => {
+      for (const pid of pids.filter(running)) process.kill(pid, 'SIGKILL');
+    });
+    await c.kill();
+    await pollUntil('both workers exited', () => !pids.some(running), 5000 + 5000);
   });
 
   it('a module that cannot load is refused once, before any worker is forked (exit 2)', async () => {
