@@ -10,6 +10,7 @@
  *   finishes with the outputs and totals exact (exactly-once);
  * - a worker that cannot stop (SIGSTOPped) is SIGKILLed at --shutdown-timeout, and the exit is 1;
  * - workers whose supervisor is SIGKILLed (their IPC channel closes) exit by themselves;
+ * - two workers on a 1-partition input: the supervisor warns once that some will be idle;
  * - a module that cannot load is refused once by the supervisor (exit 2), before any worker is forked.
  * Every wait polls with a bound; no sleep synchronises anything.
  */
@@ -293,6 +294,28 @@ describe('redfence run --workers', { timeout: 240_000 }, () => {
     });
     await c.kill();
     await pollUntil('both workers exited', () => !pids.some(running), 5000 + 5000);
+  });
+
+  it('more workers than input partitions: a warning that some will be idle', async (t) => {
+    const n = names('cli-workers-idle');
+    t.after(
+      await createTopics([
+        { topic: n.orders, partitions: 1 },
+        { topic: n.totals, partitions: 1 },
+        { topic: `${n.orders}.DLT`, partitions: 1 },
+      ]),
+    );
+    const c = startInstance(n, 'idle');
+    t.after(() => c.kill());
+    await c.log.waitFor('workers started', (l) => l.msg === 'workers started', 60_000);
+    const warned = c.log.find(
+      (l) => l.msg === 'more workers than input partitions: some workers will be idle',
+    );
+    assert.equal(warned.length, 1, c.tail(30));
+    assert.equal(warned[0]?.level, 'warn');
+    assert.deepEqual([warned[0]?.workers, warned[0]?.partitions], [2, 1]);
+    c.signal('SIGTERM');
+    assert.deepEqual(await c.waitExit(30_000), { code: 0, signal: null }, c.tail(30));
   });
 
   it('a module that cannot load is refused once, before any worker is forked (exit 2)', async () => {
