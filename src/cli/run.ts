@@ -2,6 +2,8 @@
  * `redfence run <module>`: loads a module whose default export (or `processor` export) is a processor
  * definition, and runs it until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a
  * second signal exits at once). Every option is checked and the module loaded before any connection.
+ * With --workers n > 1 this process supervises n workers instead (workers.ts), each running this verb
+ * as worker i of n.
  */
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
@@ -20,8 +22,10 @@ import {
   type Values,
 } from './options.js';
 import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
+import { superviseWorkers, watchSupervisor, workerRole, workerStarted } from './workers.js';
 
 const MODES: readonly ProcessingMode[] = ['exactly-once', 'at-least-once'];
+const INSTANCE_ID = /^[A-Za-z0-9._-]{1,200}$/;
 
 export const RUN_OPTIONS = {
   brokers: listOption('<list>', {
@@ -47,10 +51,18 @@ export const RUN_OPTIONS = {
     env: 'REDFENCE_INSTANCE',
     defaultText: 'random',
     allowed: 'letters, digits, ".", "_" or "-" (at most 200)',
-    pattern: /^[A-Za-z0-9._-]{1,200}$/,
+    pattern: INSTANCE_ID,
+  }),
+  workers: numberOption('<n>', {
+    description:
+      'worker processes, one core each: worker i runs one processor of the group as instance <instance>-<i> (with --metrics-port p, serving on p+i); 1: this process runs it',
+    env: 'REDFENCE_WORKERS',
+    default: 1,
+    min: 1,
+    max: 64,
   }),
   'metrics-port': numberOption('<n>', {
-    description: 'serve /metrics, /livez and /readyz on 127.0.0.1:<n>',
+    description: 'serve /metrics, /livez and /readyz on 127.0.0.1:<n> (with --workers: worker i on <n>+i)',
     env: 'REDFENCE_METRICS_PORT',
     min: 1,
     max: 65535,
@@ -203,10 +215,23 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   if (sources['wait-timeout'] !== 'default' && o['wait-replicas'] === undefined)
     throw invalid('--wait-timeout applies to --wait-replicas; add --wait-replicas <n>');
   const target = redisTarget(o, sources);
-  // The processor's own default, chosen here so that every log line carries it.
-  const instance = o.instance ?? randomBytes(4).toString('hex');
-  const logger = jsonLogger(o.log, instance);
+  const worker = workerRole();
+  const workers = worker === undefined ? o.workers : 1;
+  if (workers > 1) checkWorkers(o);
+  // The processor's own default, chosen here so that every log line carries it (and every worker shares it).
+  const base = worker?.base ?? o.instance ?? randomBytes(4).toString('hex');
+  const instance = worker === undefined ? base : `${base}-${worker.index}`;
+  const logger = jsonLogger(o.log, instance, worker === undefined ? {} : { worker: worker.index });
   const definition = await loadDefinition(file);
+  if (workers > 1)
+    return superviseWorkers({
+      count: workers,
+      instance: base,
+      args,
+      shutdownTimeoutMs: o['shutdown-timeout'],
+      logger,
+    });
+  const metricsPort = o['metrics-port'] === undefined ? undefined : o['metrics-port'] + (worker?.index ?? 0);
 
   // The runtime loads only now: bad options are refused without it.
   const { HealthState, Processor, RedfenceMetrics, startMetricsServer } = await import('../index.js');
@@ -238,10 +263,14 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
 
   const deadline = o['shutdown-timeout'];
   let signals = 0;
+  let release: (() => void) | undefined;
   const stopped = new Promise<number>((resolveStop) => {
     const onSignal = (sig: string) => {
       signals++;
-      if (signals > 1) process.exit(130); // second signal: exit at once
+      // A second signal exits at once; a worker's supervisor enforces the deadline itself, and a worker
+      // may get a signal twice (the supervisor's forward and a terminal's or systemd's to the group).
+      if (signals > 1 && worker === undefined) process.exit(130);
+      if (signals > 1) return;
       logger.info({ signal: sig }, 'shutting down');
       const timer = setTimeout(() => {
         logger.error({ deadline }, 'graceful shutdown timed out');
@@ -261,18 +290,34 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     };
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
+    if (worker !== undefined) release = watchSupervisor(() => onSignal('supervisor gone'));
   });
   try {
     await connectRedis(redis, target, o['connect-timeout']);
-    if (o['metrics-port'] !== undefined)
-      server = await startMetricsServer({ metrics, health, port: o['metrics-port'] });
+    if (metricsPort !== undefined) server = await startMetricsServer({ metrics, health, port: metricsPort });
     await processor.start();
   } catch (err) {
     // A failed start must not leave the process hanging on open clients or the metrics server.
     await processor.close().catch(() => undefined);
     await server?.close().catch(() => undefined);
     redis.disconnect();
+    release?.();
     throw err;
   }
-  return stopped;
+  if (worker !== undefined) workerStarted(processor.inputPartitions);
+  return stopped.finally(() => release?.());
+}
+
+/** What --workers adds to the checks: every worker's metrics port and instance id must be valid. */
+function checkWorkers(o: Values<typeof RUN_OPTIONS>): void {
+  const last = o.workers - 1;
+  const port = o['metrics-port'];
+  if (port !== undefined && port + last > 65535)
+    throw invalid(
+      `--metrics-port ${port} with --workers ${o.workers}: worker i serves on ${port}+i, and ${port + last} is above 65535`,
+    );
+  if (o.instance !== undefined && !INSTANCE_ID.test(`${o.instance}-${last}`))
+    throw invalid(
+      `--instance with --workers ${o.workers}: worker ids are <instance>-<i>, and "${o.instance}-${last}" is longer than 200 characters`,
+    );
 }

@@ -209,6 +209,11 @@ export class Processor<T = unknown, S = unknown> {
     return this.#table.active().map(topicPartition);
   }
 
+  /** The input topic's partition count: 0 until start() has read it. */
+  get inputPartitions(): number {
+    return this.#partitions;
+  }
+
   /** What this processor has done since it started: a read-only snapshot (the metrics have the same and more). */
   counts(): ProcessorCounts {
     return this.#counts.snapshot();

@@ -119,6 +119,8 @@ describe('redfence CLI', () => {
     const good = module('good.mjs', `export default ${DEFINITION};\n`);
     const redis = `redis://127.0.0.1:${silentPort}`;
     const brokers = `127.0.0.1:${silentPort}`;
+    const workersConfig = join(dir, 'workers.json');
+    writeFileSync(workersConfig, JSON.stringify({ workers: 100 }));
     const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
       [['--mode', 'bogus'], {}, /^redfence run: --mode must be exactly-once or at-least-once, got "bogus"/],
       [['--session-timeout', 'abc'], {}, /^redfence run: --session-timeout must be an integer >= 1000/],
@@ -138,6 +140,27 @@ describe('redfence CLI', () => {
       [['--wait-replicas', '0'], {}, /--wait-replicas must be an integer >= 1 and <= 100, got "0"/],
       [['--wait-timeout', '500'], {}, /--wait-timeout applies to --wait-replicas/],
       [['--connect-timeout', 'soon'], {}, /--connect-timeout must be an integer >= 1/],
+      [['--workers', '0'], {}, /--workers must be an integer >= 1 and <= 64, got "0"/],
+      [['--workers', '65'], {}, /--workers must be an integer >= 1 and <= 64, got "65"/],
+      [['--workers', '1.5'], {}, /--workers must be an integer >= 1 and <= 64, got "1.5"/],
+      [['--workers', 'two'], {}, /--workers must be an integer >= 1 and <= 64, got "two"/],
+      [['--workers'], {}, /--workers needs a value/],
+      [[], { REDFENCE_WORKERS: '-2' }, /REDFENCE_WORKERS \(--workers\) must be an integer >= 1 and <= 64/],
+      [
+        ['--config', workersConfig],
+        {},
+        /--config .*workers\.json: "workers" must be an integer >= 1 and <= 64, got "100"/,
+      ],
+      [
+        ['--workers', '2', '--metrics-port', '65535'],
+        {},
+        /--metrics-port 65535 with --workers 2: worker i serves on 65535\+i, and 65536 is above 65535/,
+      ],
+      [
+        ['--workers', '3', '--instance', 'x'.repeat(199)],
+        {},
+        /--instance with --workers 3: worker ids are <instance>-<i>, and "x+-2" is longer than 200 characters/,
+      ],
       [['--frobnicate', '1'], {}, /^redfence run: unknown option --frobnicate/],
       [['--create-topics=no'], {}, /--create-topics takes no value/],
       [
