@@ -40,6 +40,8 @@ export function emit(
 ): OutRecord[] {
   const { results, outputs, deadFromUser } = applied;
   const out: OutRecord[] = [];
+  // the metric is counted once per verdict kind per batch, not per record
+  const tally = new Map<string, number>();
   for (const p of planned) {
     const dead = p.dead ?? deadFromUser.get(p.meta.offset);
     if (dead) {
@@ -49,7 +51,7 @@ export function emit(
     const r = results.get(p.meta.offset);
     if (r === undefined) continue;
     ctx.counts.verdict(r.verdict);
-    ctx.metrics?.verdict(topic, partition, r.verdict);
+    tally.set(r.verdict, (tally.get(r.verdict) ?? 0) + 1);
     if (r.verdict === 'REBASE')
       ctx.log.warn(
         { topic, partition, previousPartition: r.previousPartition },
@@ -63,6 +65,7 @@ export function emit(
       if (value !== undefined) out.push(output(ctx, p.record, value));
     }
   }
+  if (ctx.metrics) for (const [verdict, n] of tally) ctx.metrics.verdict(topic, partition, verdict, n);
   return out;
 }
 
