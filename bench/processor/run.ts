@@ -35,6 +35,8 @@ const opts = {
   maxBatchSize: envInt('BENCH_BATCH', 500),
   /** redfence's groupCommitRecords (unset: the default; 0 turns group commit off). */
   groupCommitRecords: process.env.BENCH_GROUP_COMMIT === '0' ? 0 : envInt('BENCH_GROUP_COMMIT', 2000),
+  /** redfence's commitIntervalMs (0: a Kafka step starts as soon as the previous one finished). */
+  commitIntervalMs: process.env.BENCH_COMMIT_INTERVAL ? Number(process.env.BENCH_COMMIT_INTERVAL) : 0,
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
 };
@@ -220,6 +222,7 @@ async function redfence(mode: ProcessingMode): Promise<Result> {
       mode,
       groupId: `bench-proc-${run}-${tag}`,
       groupCommitRecords: opts.groupCommitRecords,
+      commitIntervalMs: opts.commitIntervalMs,
       metrics,
       kafka: { brokers: opts.brokers, maxBatchSize: opts.maxBatchSize },
     });

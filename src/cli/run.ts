@@ -91,6 +91,14 @@ export const RUN_OPTIONS = {
     defaultText: '2000',
     min: 0,
   }),
+  'commit-interval': numberOption('<ms>', {
+    description:
+      'least time between two Kafka steps (as Kafka Streams commit.interval.ms): fewer, larger transactions for that much more latency',
+    env: 'REDFENCE_COMMIT_INTERVAL_MS',
+    defaultText: '0',
+    min: 0,
+    max: 60_000,
+  }),
   'max-batch-size': numberOption('<n>', {
     description: 'most records handed to the processor in one batch',
     env: 'REDFENCE_MAX_BATCH_SIZE',
@@ -186,6 +194,7 @@ export function processorSettings(o: Values<typeof RUN_OPTIONS>, instance: strin
   };
   if (o.group !== undefined) s.groupId = o.group;
   if (o['group-commit-records'] !== undefined) s.groupCommitRecords = o['group-commit-records'];
+  if (o['commit-interval'] !== undefined) s.commitIntervalMs = o['commit-interval'];
   if (o['user-retries'] !== undefined) s.userRetries = o['user-retries'];
   if (o['sweep-every'] !== undefined) s.sweepEvery = o['sweep-every'];
   if (o['wait-replicas'] !== undefined)

@@ -5,6 +5,9 @@
  * so commits stay in order and exactly-once keeps one open transaction at a time.
  *
  * - Back-pressure: past `groupCommitRecords` waiting records, enqueue() waits for the step in flight.
+ * - Commit interval: with `commitIntervalMs` > 0 a step starts no sooner than that long after the
+ *   previous one started, unless `groupCommitRecords` are waiting or a drain asks for it (as Kafka
+ *   Streams' commit.interval.ms): fewer, larger transactions for some latency.
  * - Seek-back: when a step fails, every partition in it and in the queue behind it is sought back to
  *   its first unproduced offset (`rewound` in the partition table) and the queue is dropped.
  * - Fatal latch: a fatal Kafka error (a fenced producer) drops the queue and starts no further step.
@@ -36,6 +39,8 @@ export interface CommitContext {
   readonly log: Logger;
   readonly metrics: RedfenceMetrics | undefined;
   readonly groupCommitRecords: number;
+  /** Least time between the starts of two Kafka steps (0: a step starts as soon as there is work). */
+  readonly commitIntervalMs?: number;
   /** A fatal Kafka error: the latch is set; the owner closes the processor. */
   fatal(error: Error): void;
   /** Runs inside the step, in order, for each batch it committed (counts, sweep cadence). */
@@ -55,6 +60,10 @@ export class CommitPipeline {
   #queued: QueuedBatch[] = [];
   #queuedRecords = 0;
   #broken = false;
+  /** When the last step started (performance.now()), and the timer of a step held by the interval. */
+  #lastStart = Number.NEGATIVE_INFINITY;
+  #held: NodeJS.Timeout | undefined;
+  #draining = 0;
 
   constructor(ctx: CommitContext) {
     this.#ctx = ctx;
@@ -84,12 +93,33 @@ export class CommitPipeline {
 
   /** Waits until every queued batch has had its Kafka step. */
   async drain(): Promise<void> {
-    for (let tail = this.#tail; tail !== undefined; tail = this.#tail) await tail.catch(() => undefined);
+    this.#draining++;
+    try {
+      this.#kick();
+      for (let tail = this.#tail; tail !== undefined; tail = this.#tail) await tail.catch(() => undefined);
+    } finally {
+      this.#draining--;
+    }
   }
 
   #kick(): void {
     if (this.#broken) this.#dropQueue();
     if (this.#tail !== undefined || this.#queued.length === 0) return;
+    const interval = this.#ctx.commitIntervalMs ?? 0;
+    const wait = this.#lastStart + interval - performance.now();
+    if (wait > 0 && this.#draining === 0 && this.#queuedRecords < this.#ctx.groupCommitRecords) {
+      this.#held ??= setTimeout(() => {
+        this.#held = undefined;
+        this.#kick();
+      }, Math.ceil(wait));
+      this.#held.unref();
+      return;
+    }
+    if (this.#held !== undefined) {
+      clearTimeout(this.#held);
+      this.#held = undefined;
+    }
+    this.#lastStart = performance.now();
     const batches = this.#queued;
     this.#dropQueue();
     const step = this.#step(batches).finally(() => {

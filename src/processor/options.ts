@@ -111,6 +111,13 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
    */
   groupCommitRecords?: number;
   /**
+   * Least time between the starts of two Kafka steps, as Kafka Streams' `commit.interval.ms`: applied
+   * batches wait up to this long to go together (unless `groupCommitRecords` are waiting), giving fewer,
+   * larger transactions and commits for that much more latency. Default 0: a Kafka step starts as soon
+   * as the previous one has finished.
+   */
+  commitIntervalMs?: number;
+  /**
    * Stalled-consumer watchdog: with lag and no batch delivered for `stallMs`, seek the owned partitions
    * back to their committed offsets; after `maxRecoveries` stop reporting liveness. `false` turns it off.
    */
@@ -149,6 +156,7 @@ export interface ResolvedOptions {
   readonly sweepEvery: number;
   readonly sweepIntervalMs: number;
   readonly groupCommitRecords: number;
+  readonly commitIntervalMs: number;
   readonly watchdog: Required<WatchdogOptions> | undefined;
   readonly onFatal: ((error: Error) => void) | undefined;
   readonly createTopics: boolean;
@@ -175,6 +183,7 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   sweepEvery: true,
   sweepIntervalMs: true,
   groupCommitRecords: true,
+  commitIntervalMs: true,
   watchdog: true,
   onFatal: true,
   createTopics: true,
@@ -376,6 +385,7 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     sweepEvery: integer('sweepEvery', o.sweepEvery, 1, Number.MAX_SAFE_INTEGER, 20),
     sweepIntervalMs: integer('sweepIntervalMs', o.sweepIntervalMs, 1, MAX_TIMER_MS, 5000),
     groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),
+    commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 0, 60_000, 0),
     watchdog: watchdogOptions(o.watchdog),
     onFatal: o.onFatal === undefined ? undefined : fn('onFatal', o.onFatal),
     createTopics: bool('createTopics', o.createTopics, false),

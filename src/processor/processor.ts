@@ -134,6 +134,7 @@ export class Processor<T = unknown, S = unknown> {
       log,
       metrics,
       groupCommitRecords: o.groupCommitRecords,
+      commitIntervalMs: o.commitIntervalMs,
       fatal: (err) => this.#fatal(err),
       committed: async (b) => {
         this.#counts.committed(b.count, b.out, o.deadLetterTopic);
