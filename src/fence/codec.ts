@@ -14,7 +14,7 @@ import type {
   StoredState,
 } from './types.js';
 
-export const PROTOCOL = '3';
+export const PROTOCOL = '4';
 
 function bad(message: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', message);
@@ -45,86 +45,114 @@ export function tokenText(token: FenceToken | null): string {
   return token === null ? '-' : `${token.partition}:${token.offset}`;
 }
 
-function operationArgs(op: Operation, where: string): [string, string | Buffer, string] {
+/** Where record i's operation is, for an error message (built only when one is thrown). */
+const at = (i: number): string => `records[${i}].operation`;
+
+/**
+ * Pushes a record's operation onto `args`: the op letter and output mode (one string), arg1 and, for
+ * cas, the expected token. Returns the op letter.
+ */
+function pushOperation(op: Operation, mode: string, args: RedisArg[], i: number): string {
   switch (op?.op) {
     case 'set':
-      return ['set', bytes(op.value, `${where}.value`), ''];
+      args.push(`s${mode}`, bytes(op.value, `${at(i)}.value`));
+      return 's';
     case 'add': {
       const by = op.by;
       if (typeof by === 'bigint') {
         if (by < -(2n ** 63n) || by >= 2n ** 63n)
-          throw bad(`${where}.by is outside the 64-bit integer range`);
-        return ['add', by.toString(), ''];
+          throw bad(`${at(i)}.by is outside the 64-bit integer range`);
+        args.push(`a${mode}`, by.toString());
+        return 'a';
       }
       if (!Number.isSafeInteger(by))
-        throw bad(`${where}.by must be a safe integer or a bigint, got ${String(by)}`);
-      return ['add', String(by), ''];
+        throw bad(`${at(i)}.by must be a safe integer or a bigint, got ${String(by)}`);
+      args.push(`a${mode}`, String(by));
+      return 'a';
     }
     case 'addFloat':
-      return ['addf', finite(op.by, `${where}.by`), ''];
+      args.push(`f${mode}`, finite(op.by, `${at(i)}.by`));
+      return 'f';
     case 'max':
+      args.push(`x${mode}`, finite(op.value, `${at(i)}.value`));
+      return 'x';
     case 'min':
-      return [op.op, finite(op.value, `${where}.value`), ''];
+      args.push(`n${mode}`, finite(op.value, `${at(i)}.value`));
+      return 'n';
     case 'delete':
-      return ['del', '', ''];
+      args.push(`d${mode}`, '');
+      return 'd';
     case 'cas':
       if (op.expected !== null) {
-        checkOffset(op.expected?.offset, `${where}.expected.offset`);
-        checkOffset(op.expected?.partition, `${where}.expected.partition`);
+        checkOffset(op.expected?.offset, `${at(i)}.expected.offset`);
+        checkOffset(op.expected?.partition, `${at(i)}.expected.partition`);
       }
-      return ['cas', bytes(op.value, `${where}.value`), tokenText(op.expected)];
+      args.push(`c${mode}`, bytes(op.value, `${at(i)}.value`), tokenText(op.expected));
+      return 'c';
     default:
       throw bad(
-        `${where}.op must be one of set, add, addFloat, max, min, delete, cas; got ${JSON.stringify((op as { op?: unknown })?.op)}`,
+        `${at(i)}.op must be one of set, add, addFloat, max, min, delete, cas; got ${JSON.stringify((op as { op?: unknown })?.op)}`,
       );
   }
 }
 
-/** ARGV for applyRecords / applyRecordsStrict. Validates the whole request first: nothing is sent on bad input. */
-export function encodeApply(req: ApplyRequest, ttlMs: number): RedisArg[] {
+/**
+ * ARGV for the apply scripts (protocol 4, see lua/includes/applyCore.lua): the header, the index flag
+ * (`index`: the script adds the key to the pending index itself), n and the records. Validates the
+ * whole request first: nothing is sent on bad input. The many-key scripts take the header and flag of
+ * one request and, per key, everything from index {@link KEY_ARGS} on.
+ */
+export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): RedisArg[] {
   if (!Number.isSafeInteger(req.epoch) || req.epoch < 0)
     throw bad(`epoch must be a non-negative integer, got ${String(req.epoch)}`);
   if (!Number.isSafeInteger(req.committedOffset) || req.committedOffset < -1) {
     throw bad(`committedOffset must be an integer >= -1, got ${String(req.committedOffset)}`);
   }
-  if (!Array.isArray(req.records) || req.records.length === 0) throw bad('records must be a non-empty array');
+  const records = req.records;
+  if (!Array.isArray(records) || records.length === 0) throw bad('records must be a non-empty array');
   const args: RedisArg[] = [
     PROTOCOL,
     String(req.partition),
     String(req.epoch),
     String(req.committedOffset),
     String(ttlMs),
-    String(req.records.length),
+    index ? '1' : '0',
+    String(records.length),
   ];
   let last = -1;
-  req.records.forEach((r, i) => {
-    const where = `records[${i}]`;
-    const offset = checkOffset(r?.offset, `${where}.offset`);
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i] as (typeof records)[number];
+    const offset = r?.offset;
+    if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0)
+      checkOffset(offset, `records[${i}].offset`);
     if (offset <= last)
-      throw bad(`${where}.offset must be greater than the previous record's (${last}), got ${offset}`);
+      throw bad(`records[${i}].offset must be greater than the previous record's (${last}), got ${offset}`);
     last = offset;
-    const [op, a1, a2] = operationArgs(r.operation, `${where}.operation`);
+    const output = r.output;
     let mode = '0';
-    let out: string | Buffer = '';
-    if (r.output === 'state') {
+    let out: string | Buffer | undefined;
+    if (output === 'state') {
       mode = '2';
-    } else if (r.output !== undefined) {
-      if (r.output === null || typeof r.output !== 'object' || !('value' in r.output)) {
-        throw bad(`${where}.output must be omitted, 'state', or { value: bytes | string | null }`);
+    } else if (output !== undefined) {
+      if (output === null || typeof output !== 'object' || !('value' in output)) {
+        throw bad(`records[${i}].output must be omitted, 'state', or { value: bytes | string | null }`);
       }
-      if (r.output.value === null) {
+      if (output.value === null) {
         mode = '3';
       } else {
         mode = '1';
-        out = bytes(r.output.value, `${where}.output.value`);
+        out = bytes(output.value, `records[${i}].output.value`);
       }
     }
-    args.push(String(offset), op + mode, a1);
-    if (op === 'cas') args.push(a2);
-    if (mode === '1') args.push(out);
-  });
+    args.push(String(offset));
+    pushOperation(r.operation, mode, args, i);
+    if (out !== undefined) args.push(out);
+  }
   return args;
 }
+
+/** Where a request's own part of {@link encodeApply}'s arguments starts (its n, then its records). */
+export const KEY_ARGS = 6;
 
 function text(x: unknown): string {
   if (Buffer.isBuffer(x)) return x.toString('utf8');
@@ -166,11 +194,12 @@ export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
       `apply replied with ${Array.isArray(reply) ? reply.length : typeof reply} entries`,
     );
   }
+  const records = req.records;
   const letters = text(reply[0]);
-  if (letters.length !== req.records.length) {
+  if (letters.length !== records.length) {
     throw new RedfenceError(
       'RF_BAD_REPLY',
-      `apply replied with ${letters.length} verdicts for ${req.records.length} records`,
+      `apply replied with ${letters.length} verdicts for ${records.length} records`,
     );
   }
   const number = num(reply[1]);
@@ -180,50 +209,65 @@ export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
     if (next >= reply.length) throw new RedfenceError('RF_BAD_REPLY', 'apply reply is missing a payload');
     return reply[next++];
   };
+  /** The output of an APPLY/REBASE with output 'state' (the entry the script wrote). */
+  const stateOutput = (): Output | undefined => {
+    const e = decodeEntry(payload() as Buffer);
+    return 'output' in e ? e.output : undefined;
+  };
   let last = number; // the fence offset before each record (-1: none)
-  const results: RecordResult[] = [];
+  const results: RecordResult[] = new Array(letters.length);
   for (let i = 0; i < letters.length; i++) {
-    const rec = req.records[i] as { offset: number; output?: unknown };
+    const rec = records[i] as { offset: number; output?: unknown };
     const offset = rec.offset;
-    const stateOutput = (): { output?: Output } => {
-      if (rec.output !== 'state') return {};
-      const e = decodeEntry(payload() as Buffer);
-      return 'output' in e ? { output: e.output } : {};
-    };
-    switch (letters[i]) {
-      case 'A':
-        results.push({ verdict: 'APPLY', offset, gap: last < 0 ? -1 : offset - last - 1, ...stateOutput() });
-        last = offset;
+    let r: RecordResult;
+    switch (letters.charCodeAt(i)) {
+      case 65 /* A */:
+        {
+          const gap = last < 0 ? -1 : offset - last - 1;
+          const output = rec.output === 'state' ? stateOutput() : undefined;
+          r =
+            output === undefined
+              ? { verdict: 'APPLY', offset, gap }
+              : { verdict: 'APPLY', offset, gap, output };
+          last = offset;
+          break;
+        }
+      case 66 /* B */:
+        {
+          const output = rec.output === 'state' ? stateOutput() : undefined;
+          r =
+            output === undefined
+              ? { verdict: 'REBASE', offset, previousPartition }
+              : { verdict: 'REBASE', offset, previousPartition, output };
+          last = offset;
+          break;
+        }
+      case 83 /* S */:
+        r = { verdict: 'SKIP', offset };
         break;
-      case 'B':
-        results.push({ verdict: 'REBASE', offset, previousPartition, ...stateOutput() });
-        last = offset;
+      case 82 /* R */:
+        {
+          const e = decodeEntry(payload() as Buffer);
+          r =
+            'output' in e
+              ? { verdict: 'REEMIT', offset, output: e.output }
+              : { verdict: 'REEMIT', offset, deadLetter: e.deadLetter };
+          break;
+        }
+      case 70 /* F */:
+        r = { verdict: 'FENCE', offset, epoch: number };
         break;
-      case 'S':
-        results.push({ verdict: 'SKIP', offset });
+      case 67 /* C */:
+        r = { verdict: 'CONFLICT', offset, current: parseToken(text(payload())) };
         break;
-      case 'R': {
-        const e = decodeEntry(payload() as Buffer);
-        results.push(
-          'output' in e
-            ? { verdict: 'REEMIT', offset, output: e.output }
-            : { verdict: 'REEMIT', offset, deadLetter: e.deadLetter },
-        );
-        break;
-      }
-      case 'F':
-        results.push({ verdict: 'FENCE', offset, epoch: number });
-        break;
-      case 'C':
-        results.push({ verdict: 'CONFLICT', offset, current: parseToken(text(payload())) });
-        break;
-      case 'X':
-        results.push({ verdict: 'REJECT', offset, reason: text(payload()) });
+      case 88 /* X */:
+        r = { verdict: 'REJECT', offset, reason: text(payload()) };
         last = offset;
         break;
       default:
         throw new RedfenceError('RF_BAD_REPLY', `unknown verdict letter ${JSON.stringify(letters[i])}`);
     }
+    results[i] = r;
   }
   if (next !== reply.length)
     throw new RedfenceError('RF_BAD_REPLY', `apply reply has ${reply.length - next} unread payloads`);

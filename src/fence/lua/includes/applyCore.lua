@@ -1,7 +1,7 @@
 --[[
-  applyCore: the decision table of the fence, shared by applyRecords-1 (cluster fencing) and
-  applyRecordsStrict-2 (strict fencing). Handles every record of ONE key from ONE partition batch,
-  in offset order, atomically.
+  applyCore: the decision table of the fence, shared by the apply scripts (applyRecords-1 and
+  applyMany-N: cluster fencing; applyRecordsStrict-3 and applyManyStrict-N: strict fencing). Handles
+  every record of each key of ONE partition batch, in offset order, atomically.
 
   Hash fields of a state key:
     v            the value (absent after a delete: tombstone)
@@ -13,23 +13,26 @@
                    'n'            a null (tombstone) output to (re-)emit
                    'd' .. reason  a dead letter to (re-)emit (the record was rejected)
 
-  ARGV (see the scripts' headers):
-    [1] protocol version, must be '3'
+  ARGV (protocol 4, the same for the one-key and the many-key scripts):
+    [1] protocol version, must be '4'
     [2] partition of every record in this call
     [3] caller epoch (the partition epoch the caller acquired)
     [4] watermark: the partition's committed offset (next offset to consume); -1 when unknown.
         Pending entries with offset < watermark are pruned.
     [5] TTL in milliseconds, refreshed on every write; 0 for none
-    [6] n, the number of records
-    then per record, in increasing offset order, 3 to 5 entries:
+    [6] '1': add each key that gets a pending output to the partition's pending index (ZADD GT <highest
+        offset with an output>; only the strict scripts have the index key); '0': the caller does it
+    then per key, in KEYS order: n, the number of its records, then its records in increasing offset
+    order, 3 to 5 entries each:
       offset, op .. mode, arg1, [expected token, only for cas], [output bytes, only for mode 1]
-      op:   set (arg1 = value) | add (arg1 = integer) | addf (arg1 = float) | max (arg1) | min (arg1)
-            | del (arg1 = '') | cas (arg1 = new value, then the expected fence token '<partition>:<offset>'
-            or '-')
-      mode (one digit appended to op): '0' no output | '1' the given bytes | '2' the value after this
+      op (one letter): s set (arg1 = value) | a add (arg1 = canonical decimal integer) | f addf (arg1 =
+            float) | x max (arg1) | n min (arg1) | d del (arg1 = '') | c cas (arg1 = new value, then the
+            expected fence token '<partition>:<offset>' or '-')
+      mode (one digit after the letter): '0' no output | '1' the given bytes | '2' the value after this
             record | '3' a null output
 
-  Returns {verdicts, number, previousPartition, payload...}
+  Returns, per key (the one-key scripts: that reply alone; the many-key scripts: one per key, in KEYS
+  order): {verdicts, number, previousPartition, payload...}
     verdicts: one letter per record, in order:
       'A' APPLY    'B' REBASE   'S' SKIP   'R' REEMIT   'F' FENCE (then every letter is F)
       'C' CONFLICT (compare-and-set: the fence moved; nothing written for that record)
@@ -38,12 +41,19 @@
     previousPartition: the key's partition before the call (-1: none)
     payload: one per record that has one, in order: R -> the stored entry; A/B with mode '2' -> the
       new entry; C -> the current fence token ('-' when none); X -> the reason
-  Writes: all at the end, one HDEL (pruned entries, tombstone) and one HSET (value, fence, new entries),
-  except when an operation needs Redis itself to decide (float add, integers beyond 2^53).
+  Writes per key: all at the end, one HDEL (pruned entries, tombstone) and one HSET (value, fence, new
+  entries), except when an operation needs Redis itself to decide (float add, integers beyond 2^53).
+  Every key's arguments are checked before anything is read or written. With the epoch key (strict
+  fencing) the partition's epoch is read once: a stale caller gets F for every record of every key.
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing written).
+
+  Cost notes (Redis CPU is mostly this script's Lua): offsets are converted to numbers once, op and
+  mode are read with one string.byte (no string.sub), an integer value is parsed once per call and
+  then carried as a number, and the argument list is read in place (no per-key copies).
 ]]
 local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below it
 
+-- A canonical decimal integer of the exact range, or nil (the stored value: any bytes).
 local function rf_int(s)
   if s == '0' or (s and string.find(s, '^-?[1-9]%d*$')) then
     local n = tonumber(s)
@@ -54,52 +64,21 @@ local function rf_int(s)
   return nil
 end
 
-local function rf_apply(stateKey, epochKey, argv)
-  if argv[1] ~= '3' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 3, got ' .. tostring(argv[1]))
+local function rf_flush(key, v)
+  if v == nil then
+    redis.call('HDEL', key, 'v')
+  else
+    redis.call('HSET', key, 'v', v)
   end
-  local partition = argv[2]
-  local epoch = tonumber(argv[3])
-  local watermark = tonumber(argv[4])
-  local ttl = tonumber(argv[5])
-  local n = tonumber(argv[6])
-  if not (epoch and watermark and ttl and n) or #argv < 6 + n * 3 then
-    return redis.error_reply('RF_ARGS malformed apply arguments')
-  end
+end
 
-  -- Validate the argument layout before anything is read or written.
-  local starts = {}
-  local c = 7 -- cursor into argv
-  for i = 1, n do
-    local opMode = argv[c + 1]
-    if not tonumber(argv[c]) or not opMode or argv[c + 2] == nil then
-      return redis.error_reply('RF_ARGS record ' .. i .. ' is malformed')
-    end
-    starts[i] = c
-    c = c + 3
-    if string.sub(opMode, 1, 3) == 'cas' then
-      c = c + 1
-    end
-    if string.sub(opMode, -1) == '1' then
-      c = c + 1
-    end
-  end
-  if c ~= #argv + 1 then
-    return redis.error_reply('RF_ARGS malformed apply arguments')
-  end
-
-  -- Strict fencing: a single Redis can read the partition's epoch itself (another hash slot).
-  if epochKey then
-    local current = tonumber(redis.call('GET', epochKey) or '0')
-    if epoch < current then
-      return { string.rep('F', n), current, -1 }
-    end
-  end
-
+-- One key: its n records start at argv[c]; offs[c'] holds the number of the offset at argv[c'].
+-- Returns the key's reply.
+local function rf_key(key, argv, c, n, offs, partition, epoch, watermark, ttl)
   local p, o, e, v
   local pendingVal = {}
   local pendingList = {}
-  local flat = redis.call('HGETALL', stateKey)
+  local flat = redis.call('HGETALL', key)
   for i = 1, #flat, 2 do
     local f = flat[i]
     if f == 'v' then
@@ -137,33 +116,20 @@ local function rf_apply(stateKey, epochKey, argv)
   end
 
   local vDirty = false
-  local function flushValue()
-    if vDirty then
-      if v == nil then
-        redis.call('HDEL', stateKey, 'v')
-      else
-        redis.call('HSET', stateKey, 'v', v)
-      end
-      vDirty = false
-    end
-  end
-
+  local vnum -- v as an exact integer (false: not one), nil until an add needs it
   local fenceDirty = false
   for i = 1, n do
-    c = starts[i]
     local offStr = argv[c]
-    local off = tonumber(offStr)
-    local opMode = argv[c + 1]
-    local op = string.sub(opMode, 1, -2)
-    local mode = string.sub(opMode, -1)
+    local off = offs[c]
+    local ob, mb = string.byte(argv[c + 1], 1, 2)
     local a1 = argv[c + 2]
     c = c + 3
     local expected, given
-    if op == 'cas' then
+    if ob == 99 then -- c: cas
       expected = argv[c]
       c = c + 1
     end
-    if mode == '1' then
+    if mb == 49 then -- '1'
       given = argv[c]
       c = c + 1
     end
@@ -192,49 +158,71 @@ local function rf_apply(stateKey, epochKey, argv)
       end
     else
       local reason, conflict
-      if op == 'set' then
-        v = a1
-        vDirty = true
-      elseif op == 'add' then
-        local cur = (v == nil) and 0 or rf_int(v)
-        local by = rf_int(a1)
-        local sum = cur and by and (cur + by)
+      if ob == 97 then -- a: add
+        if vnum == nil then
+          if v == nil then
+            vnum = 0
+          else
+            vnum = rf_int(v) or false
+          end
+        end
+        local by = tonumber(a1)
+        local sum
+        if vnum and by and by % 1 == 0 and by > -RF_EXACT and by < RF_EXACT then
+          sum = vnum + by
+        end
         if sum and sum > -RF_EXACT and sum < RF_EXACT then
+          vnum = sum
           v = string.format('%d', sum)
           vDirty = true
         else
           -- Let Redis decide: 64-bit range, or an error on a non-integer value.
-          flushValue()
-          local r = redis.pcall('HINCRBY', stateKey, 'v', a1)
+          if vDirty then
+            rf_flush(key, v)
+            vDirty = false
+          end
+          vnum = nil
+          local r = redis.pcall('HINCRBY', key, 'v', a1)
           if type(r) == 'table' and r.err then
             reason = 'add failed: ' .. r.err
           else
-            v = redis.call('HGET', stateKey, 'v')
+            v = redis.call('HGET', key, 'v')
           end
         end
-      elseif op == 'addf' then
-        flushValue()
-        local r = redis.pcall('HINCRBYFLOAT', stateKey, 'v', a1)
+      elseif ob == 115 then -- s: set
+        v = a1
+        vnum = nil
+        vDirty = true
+      elseif ob == 102 then -- f: addf
+        if vDirty then
+          rf_flush(key, v)
+          vDirty = false
+        end
+        vnum = nil
+        local r = redis.pcall('HINCRBYFLOAT', key, 'v', a1)
         if type(r) == 'table' and r.err then
           reason = 'addf failed: ' .. r.err
         else
           v = r
         end
-      elseif op == 'max' or op == 'min' then
+      elseif ob == 120 or ob == 110 then -- x: max, n: min
+        local name = ob == 120 and 'max' or 'min'
         local x = tonumber(a1)
         local cur = v and tonumber(v)
         if x == nil then
-          reason = op .. ' failed: operand is not a number'
+          reason = name .. ' failed: operand is not a number'
         elseif v ~= nil and cur == nil then
-          reason = op .. ' failed: stored value is not a number'
-        elseif cur == nil or (op == 'max' and x > cur) or (op == 'min' and x < cur) then
+          reason = name .. ' failed: stored value is not a number'
+        elseif cur == nil or (ob == 120 and x > cur) or (ob == 110 and x < cur) then
           v = a1
+          vnum = nil
           vDirty = true
         end
-      elseif op == 'del' then
+      elseif ob == 100 then -- d: del
         v = nil
+        vnum = nil
         vDirty = true
-      elseif op == 'cas' then
+      else -- c: cas (the letters were checked before)
         local token = '-'
         if o ~= nil then
           token = p .. ':' .. string.format('%d', o)
@@ -243,10 +231,9 @@ local function rf_apply(stateKey, epochKey, argv)
           conflict = token
         else
           v = a1
+          vnum = nil
           vDirty = true
         end
-      else
-        return redis.error_reply('RF_ARGS unknown operation ' .. tostring(op) .. ' in record ' .. i)
       end
 
       if conflict then
@@ -266,11 +253,11 @@ local function rf_apply(stateKey, epochKey, argv)
         local entry
         if reason then
           entry = 'd' .. reason
-        elseif mode == '1' then
-          entry = 'o' .. given
-        elseif mode == '2' then
+        elseif mb == 50 then -- '2'
           entry = v == nil and 'n' or ('o' .. v)
-        elseif mode == '3' then
+        elseif mb == 49 then
+          entry = 'o' .. given
+        elseif mb == 51 then
           entry = 'n'
         end
         if entry then
@@ -282,7 +269,7 @@ local function rf_apply(stateKey, epochKey, argv)
           reply[#reply + 1] = reason
         else
           letters[i] = verdict
-          if mode == '2' then
+          if mb == 50 then
             reply[#reply + 1] = entry
           end
         end
@@ -307,78 +294,75 @@ local function rf_apply(stateKey, epochKey, argv)
     hset[#hset + 1] = string.format('%d', e)
   end
   if #hdel > 0 then
-    redis.call('HDEL', stateKey, unpack(hdel))
+    redis.call('HDEL', key, unpack(hdel))
   end
   if #hset > 0 then
-    redis.call('HSET', stateKey, unpack(hset))
+    redis.call('HSET', key, unpack(hset))
     if ttl > 0 then
-      redis.call('PEXPIRE', stateKey, ttl)
+      redis.call('PEXPIRE', key, ttl)
     end
   end
   reply[1] = table.concat(letters)
   return reply
 end
 
---[[
-  rf_apply_many: rf_apply for many keys of ONE partition batch in one call (applyMany, applyManyStrict).
-  keys[first..]: the state hashes. argv:
-    [1] protocol '3', [2] partition, [3] caller epoch, [4] watermark, [5] TTL ms (as rf_apply)
-    [6] '1': add each key that gets a pending output to indexKey (ZADD GT <offset of its last output>)
-    then per key, in keys order: n, then its n records (as rf_apply)
-  Every key's arguments are checked before anything is written. With epochKey (strict fencing) the
-  partition's epoch is read once: a stale caller gets F for every record of every key.
-  Returns one rf_apply reply per key, in keys order.
-]]
-local RF_OPS = { set = true, add = true, addf = true, max = true, min = true, del = true, cas = true }
+-- Record length by op letter (s a f x n d c) before the output bytes; nil: unknown op.
+local RF_LEN = { [115] = 3, [97] = 3, [102] = 3, [120] = 3, [110] = 3, [100] = 3, [99] = 4 }
 
-local function rf_apply_many(keys, first, epochKey, indexKey, argv)
-  if argv[1] ~= '3' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 3, got ' .. tostring(argv[1]))
+--[[
+  rf_apply_many: keys[first..last] are the state hashes, their records in argv (see above). epochKey:
+  strict fencing (nil: cluster fencing); indexKey: the partition's pending index (nil: none).
+  Returns the list of the keys' replies, or an error reply.
+]]
+local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
+  if argv[1] ~= '4' then
+    return redis.error_reply('RF_PROTOCOL expected protocol 4, got ' .. tostring(argv[1]))
   end
+  local partition = argv[2]
   local epoch = tonumber(argv[3])
-  if not (tonumber(argv[2]) and epoch and tonumber(argv[4]) and tonumber(argv[5])) then
+  local watermark = tonumber(argv[4])
+  local ttl = tonumber(argv[5])
+  if not (tonumber(partition) and epoch and watermark and ttl) then
     return redis.error_reply('RF_ARGS malformed apply arguments')
   end
   local useIndex = argv[6] == '1' and indexKey ~= nil
-  local subs = {}
+
+  -- Check every key's arguments before anything is read or written.
+  local offs = {}
+  local starts = {}
+  local counts = {}
   local tops = {}
   local c = 7
-  for k = first, #keys do
-    local which = 'key ' .. (k - first + 1)
+  for k = first, last do
     local n = tonumber(argv[c])
     if not n or n < 1 then
-      return redis.error_reply('RF_ARGS ' .. which .. ': bad record count')
+      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': bad record count')
     end
-    local sub = { argv[1], argv[2], argv[3], argv[4], argv[5], argv[c] }
+    starts[k] = c + 1
+    counts[k] = n
     c = c + 1
-    local top = -1
+    local top
     for i = 1, n do
-      local offStr = argv[c]
-      local opMode = argv[c + 1]
-      if not tonumber(offStr) or not opMode or argv[c + 2] == nil or not RF_OPS[string.sub(opMode, 1, -2)] then
-        return redis.error_reply('RF_ARGS ' .. which .. ' record ' .. i .. ' is malformed')
+      local off = tonumber(argv[c])
+      local om = argv[c + 1]
+      local len = om and #om == 2 and RF_LEN[string.byte(om, 1)]
+      local mb = len and string.byte(om, 2)
+      if not off or not len or mb < 48 or mb > 51 or argv[c + 2] == nil then
+        return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
-      local mode = string.sub(opMode, -1)
-      local len = 3
-      if string.sub(opMode, 1, 3) == 'cas' then
-        len = len + 1
-      end
-      if mode == '1' then
-        len = len + 1
-      end
-      if mode ~= '0' then
-        top = tonumber(offStr)
-      end
-      for j = 0, len - 1 do
-        if argv[c + j] == nil then
-          return redis.error_reply('RF_ARGS ' .. which .. ' record ' .. i .. ' is malformed')
+      offs[c] = off
+      if mb ~= 48 then
+        top = argv[c]
+        if mb == 49 then
+          len = len + 1
         end
-        sub[#sub + 1] = argv[c + j]
       end
       c = c + len
+      if argv[c - 1] == nil then
+        return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
+      end
     end
-    subs[#subs + 1] = sub
-    tops[#tops + 1] = top
+    tops[k] = top
   end
   if c ~= #argv + 1 then
     return redis.error_reply('RF_ARGS malformed apply arguments')
@@ -388,22 +372,19 @@ local function rf_apply_many(keys, first, epochKey, indexKey, argv)
   if epochKey then
     local current = tonumber(redis.call('GET', epochKey) or '0')
     if epoch < current then
-      for i, sub in ipairs(subs) do
-        out[i] = { string.rep('F', tonumber(sub[6])), current, -1 }
+      for k = first, last do
+        out[#out + 1] = { string.rep('F', counts[k]), current, -1 }
       end
       return out
     end
   end
   local zadd = {}
-  for i, sub in ipairs(subs) do
-    local key = keys[first + i - 1]
-    local r = rf_apply(key, nil, sub)
-    if r.err then
-      return r -- not reached: the arguments were checked above
-    end
-    out[i] = r
-    if useIndex and tops[i] >= 0 and string.sub(r[1], 1, 1) ~= 'F' then
-      zadd[#zadd + 1] = tops[i]
+  for k = first, last do
+    local key = keys[k]
+    local r = rf_key(key, argv, starts[k], counts[k], offs, partition, epoch, watermark, ttl)
+    out[#out + 1] = r
+    if useIndex and tops[k] and string.byte(r[1], 1) ~= 70 then -- not F
+      zadd[#zadd + 1] = tops[k]
       zadd[#zadd + 1] = key
     end
   end
@@ -411,4 +392,13 @@ local function rf_apply_many(keys, first, epochKey, indexKey, argv)
     redis.call('ZADD', indexKey, 'GT', unpack(zadd))
   end
   return out
+end
+
+-- The one-key scripts: the key's reply alone (or the error).
+local function rf_apply_one(key, epochKey, indexKey, argv)
+  local out = rf_apply_many({ key }, 1, 1, epochKey, indexKey, argv)
+  if out.err then
+    return out
+  end
+  return out[1]
 end
