@@ -27,16 +27,18 @@ function checkOffset(offset: unknown, what: string): number {
   return offset;
 }
 
-function bytes(value: string | Uint8Array, what: string): string | Buffer {
+function bytes(value: string | Uint8Array, i: number, what: string): string | Buffer {
   if (typeof value === 'string') return value;
   if (value instanceof Uint8Array)
     return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  throw bad(`${what} must be a string or a Uint8Array/Buffer, got ${value === null ? 'null' : typeof value}`);
+  throw bad(
+    `records[${i}].${what} must be a string or a Uint8Array/Buffer, got ${value === null ? 'null' : typeof value}`,
+  );
 }
 
-function finite(n: unknown, what: string): string {
+function finite(n: unknown, i: number, what: string): string {
   if (typeof n !== 'number' || !Number.isFinite(n))
-    throw bad(`${what} must be a finite number, got ${String(n)}`);
+    throw bad(`records[${i}].${what} must be a finite number, got ${String(n)}`);
   return String(n);
 }
 
@@ -45,62 +47,54 @@ export function tokenText(token: FenceToken | null): string {
   return token === null ? '-' : `${token.partition}:${token.offset}`;
 }
 
-/** Where record i's operation is, for an error message (built only when one is thrown). */
-const at = (i: number): string => `records[${i}].operation`;
-
 /**
- * Pushes a record's operation onto `args`: the op letter and output mode (one string), arg1 and, for
- * cas, the expected token. Returns the op letter.
+ * Appends record i's operation: returns its part of the record text (`<op letter><mode>,<numeric
+ * arg1>`) and pushes its binary arguments (set/cas value, cas token) onto `extra`.
  */
-function pushOperation(op: Operation, mode: string, args: RedisArg[], i: number): string {
+function operationText(op: Operation, mode: string, extra: RedisArg[], i: number): string {
   switch (op?.op) {
     case 'set':
-      args.push(`s${mode}`, bytes(op.value, `${at(i)}.value`));
-      return 's';
+      extra.push(bytes(op.value, i, 'operation.value'));
+      return `s${mode},`;
     case 'add': {
       const by = op.by;
       if (typeof by === 'bigint') {
         if (by < -(2n ** 63n) || by >= 2n ** 63n)
-          throw bad(`${at(i)}.by is outside the 64-bit integer range`);
-        args.push(`a${mode}`, by.toString());
-        return 'a';
+          throw bad(`records[${i}].operation.by is outside the 64-bit integer range`);
+        return `a${mode},${by.toString()}`;
       }
       if (!Number.isSafeInteger(by))
-        throw bad(`${at(i)}.by must be a safe integer or a bigint, got ${String(by)}`);
-      args.push(`a${mode}`, String(by));
-      return 'a';
+        throw bad(`records[${i}].operation.by must be a safe integer or a bigint, got ${String(by)}`);
+      return `a${mode},${by}`;
     }
     case 'addFloat':
-      args.push(`f${mode}`, finite(op.by, `${at(i)}.by`));
-      return 'f';
+      return `f${mode},${finite(op.by, i, 'operation.by')}`;
     case 'max':
-      args.push(`x${mode}`, finite(op.value, `${at(i)}.value`));
-      return 'x';
+      return `x${mode},${finite(op.value, i, 'operation.value')}`;
     case 'min':
-      args.push(`n${mode}`, finite(op.value, `${at(i)}.value`));
-      return 'n';
+      return `n${mode},${finite(op.value, i, 'operation.value')}`;
     case 'delete':
-      args.push(`d${mode}`, '');
-      return 'd';
+      return `d${mode},`;
     case 'cas':
       if (op.expected !== null) {
-        checkOffset(op.expected?.offset, `${at(i)}.expected.offset`);
-        checkOffset(op.expected?.partition, `${at(i)}.expected.partition`);
+        checkOffset(op.expected?.offset, `records[${i}].operation.expected.offset`);
+        checkOffset(op.expected?.partition, `records[${i}].operation.expected.partition`);
       }
-      args.push(`c${mode}`, bytes(op.value, `${at(i)}.value`), tokenText(op.expected));
-      return 'c';
+      extra.push(bytes(op.value, i, 'operation.value'), tokenText(op.expected));
+      return `c${mode},`;
     default:
       throw bad(
-        `${at(i)}.op must be one of set, add, addFloat, max, min, delete, cas; got ${JSON.stringify((op as { op?: unknown })?.op)}`,
+        `records[${i}].operation.op must be one of set, add, addFloat, max, min, delete, cas; got ${JSON.stringify((op as { op?: unknown })?.op)}`,
       );
   }
 }
 
 /**
  * ARGV for the apply scripts (protocol 4, see lua/includes/applyCore.lua): the header, the index flag
- * (`index`: the script adds the key to the pending index itself), n and the records. Validates the
- * whole request first: nothing is sent on bad input. The many-key scripts take the header and flag of
- * one request and, per key, everything from index {@link KEY_ARGS} on.
+ * (`index`: the script adds the key to the pending index itself), then n, the record text (offset, op
+ * and mode, numeric argument of every record in one string) and the records' binary arguments.
+ * Validates the whole request first: nothing is sent on bad input. The many-key scripts take the
+ * header and flag of one request and, per key, everything from index {@link KEY_ARGS} on.
  */
 export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): RedisArg[] {
   if (!Number.isSafeInteger(req.epoch) || req.epoch < 0)
@@ -110,15 +104,8 @@ export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): Re
   }
   const records = req.records;
   if (!Array.isArray(records) || records.length === 0) throw bad('records must be a non-empty array');
-  const args: RedisArg[] = [
-    PROTOCOL,
-    String(req.partition),
-    String(req.epoch),
-    String(req.committedOffset),
-    String(ttlMs),
-    index ? '1' : '0',
-    String(records.length),
-  ];
+  const extra: RedisArg[] = [];
+  let spec = '';
   let last = -1;
   for (let i = 0; i < records.length; i++) {
     const r = records[i] as (typeof records)[number];
@@ -141,14 +128,23 @@ export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): Re
         mode = '3';
       } else {
         mode = '1';
-        out = bytes(output.value, `records[${i}].output.value`);
+        out = bytes(output.value, i, 'output.value');
       }
     }
-    args.push(String(offset));
-    pushOperation(r.operation, mode, args, i);
-    if (out !== undefined) args.push(out);
+    spec += `${offset},${operationText(r.operation, mode, extra, i)};`;
+    if (out !== undefined) extra.push(out);
   }
-  return args;
+  return [
+    PROTOCOL,
+    String(req.partition),
+    String(req.epoch),
+    String(req.committedOffset),
+    String(ttlMs),
+    index ? '1' : '0',
+    String(records.length),
+    spec,
+    ...extra,
+  ];
 }
 
 /** Where a request's own part of {@link encodeApply}'s arguments starts (its n, then its records). */

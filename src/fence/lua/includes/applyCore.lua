@@ -22,15 +22,15 @@
     [5] TTL in milliseconds, refreshed on every write; 0 for none
     [6] '1': add each key that gets a pending output to the partition's pending index (ZADD GT <highest
         offset with an output>; only the strict scripts have the index key); '0': the caller does it
-    then per key, in KEYS order: n, the number of its records, then its records in increasing offset
-    order, 3 to 5 entries each:
-      offset, op .. mode, arg1, [expected token, only for cas], [output bytes, only for mode 1]
-      op (one letter): s set (arg1 = value) | a add (arg1 = canonical decimal integer) | f addf (arg1 =
-            float) | x max (arg1) | n min (arg1) | d del (arg1 = '') | c cas (arg1 = new value, then the
-            expected fence token '<partition>:<offset>' or '-')
-      mode (one digit after the letter): '0' no output | '1' the given bytes | '2' the value after this
-            record | '3' a null output
-
+    then per key, in KEYS order:
+      n, the number of its records
+      the record text: per record, in increasing offset order, '<offset>,<op><mode>,<number>;'
+        op (one letter): s set | a add (number = a canonical decimal integer) | f addf (a float)
+              | x max | n min | d del | c cas; <number> is empty for s, d and c
+        mode (one digit): '0' no output | '1' the given bytes | '2' the value after this record
+              | '3' a null output
+      then the records' binary arguments, in record order: s -> the value; c -> the new value, then the
+        expected fence token '<partition>:<offset>' or '-'; mode 1 -> the output bytes (after those)
   Returns, per key (the one-key scripts: that reply alone; the many-key scripts: one per key, in KEYS
   order): {verdicts, number, previousPartition, payload...}
     verdicts: one letter per record, in order:
@@ -47,9 +47,10 @@
   fencing) the partition's epoch is read once: a stale caller gets F for every record of every key.
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing written).
 
-  Cost notes (Redis CPU is mostly this script's Lua): offsets are converted to numbers once, op and
-  mode are read with one string.byte (no string.sub), an integer value is parsed once per call and
-  then carried as a number, and the argument list is read in place (no per-key copies).
+  Cost notes (Redis CPU is mostly this script's Lua; the client's is mostly per argument): a record
+  is one anchored string.find over the record text (no ARGV entries for offsets, ops and numbers),
+  offsets are converted to numbers once, op and mode are bytes, and an integer value is parsed once
+  per call and then carried as a number.
 ]]
 local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below it
 
@@ -72,9 +73,9 @@ local function rf_flush(key, v)
   end
 end
 
--- One key: its n records start at argv[c]; offs[c'] holds the number of the offset at argv[c'].
--- Returns the key's reply.
-local function rf_key(key, argv, c, n, offs, partition, epoch, watermark, ttl)
+-- One key: its n records are R's records j .. j + n - 1 (see rf_apply_many). Returns the key's reply.
+local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
+  local offs, offStrs, obs, mbs, a1s = R.off, R.offStr, R.ob, R.mb, R.a1
   local p, o, e, v
   local pendingVal = {}
   local pendingList = {}
@@ -119,20 +120,12 @@ local function rf_key(key, argv, c, n, offs, partition, epoch, watermark, ttl)
   local vnum -- v as an exact integer (false: not one), nil until an add needs it
   local fenceDirty = false
   for i = 1, n do
-    local offStr = argv[c]
-    local off = offs[c]
-    local ob, mb = string.byte(argv[c + 1], 1, 2)
-    local a1 = argv[c + 2]
-    c = c + 3
-    local expected, given
-    if ob == 99 then -- c: cas
-      expected = argv[c]
-      c = c + 1
-    end
-    if mb == 49 then -- '1'
-      given = argv[c]
-      c = c + 1
-    end
+    local offStr = offStrs[j]
+    local off = offs[j]
+    local ob, mb = obs[j], mbs[j]
+    local a1 = a1s[j]
+    local expected, given = R.expected[j], R.given[j]
+    j = j + 1
 
     local verdict
     if o == nil then
@@ -306,8 +299,8 @@ local function rf_key(key, argv, c, n, offs, partition, epoch, watermark, ttl)
   return reply
 end
 
--- Record length by op letter (s a f x n d c) before the output bytes; nil: unknown op.
-local RF_LEN = { [115] = 3, [97] = 3, [102] = 3, [120] = 3, [110] = 3, [100] = 3, [99] = 4 }
+-- Binary arguments by op letter (s a f x n d c), before the output bytes; nil: unknown op.
+local RF_EXTRA = { [115] = 1, [97] = 0, [102] = 0, [120] = 0, [110] = 0, [100] = 0, [99] = 2 }
 
 --[[
   rf_apply_many: keys[first..last] are the state hashes, their records in argv (see above). epochKey:
@@ -327,40 +320,60 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   end
   local useIndex = argv[6] == '1' and indexKey ~= nil
 
-  -- Check every key's arguments before anything is read or written.
-  local offs = {}
-  local starts = {}
+  -- Check every key's arguments before anything is read or written, and split the record texts.
+  local R = { off = {}, offStr = {}, ob = {}, mb = {}, a1 = {}, expected = {}, given = {} }
+  local offs, offStrs, obs, mbs, a1s = R.off, R.offStr, R.ob, R.mb, R.a1
+  local firsts = {}
   local counts = {}
   local tops = {}
-  local c = 7
+  local c = 7 -- cursor into argv
+  local j = 1 -- record number over all keys
   for k = first, last do
     local n = tonumber(argv[c])
-    if not n or n < 1 then
+    local spec = argv[c + 1]
+    if not n or n < 1 or not spec then
       return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': bad record count')
     end
-    starts[k] = c + 1
+    c = c + 2
+    firsts[k] = j
     counts[k] = n
-    c = c + 1
+    local pos = 1
     local top
     for i = 1, n do
-      local off = tonumber(argv[c])
-      local om = argv[c + 1]
-      local len = om and #om == 2 and RF_LEN[string.byte(om, 1)]
-      local mb = len and string.byte(om, 2)
-      if not off or not len or mb < 48 or mb > 51 or argv[c + 2] == nil then
+      local _, e, offStr, om, num = string.find(spec, '^(%d+),(%a%d),([^;]*);', pos)
+      local ob, mb
+      if e then
+        ob, mb = string.byte(om, 1, 2)
+      end
+      local len = ob and RF_EXTRA[ob]
+      if not len or mb > 51 then
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
-      offs[c] = off
-      if mb ~= 48 then
-        top = argv[c]
-        if mb == 49 then
-          len = len + 1
+      pos = e + 1
+      offs[j], offStrs[j], obs[j], mbs[j] = tonumber(offStr), offStr, ob, mb
+      if len == 0 then
+        a1s[j] = num
+      else
+        a1s[j] = argv[c]
+        if ob == 99 then
+          R.expected[j] = argv[c + 1]
         end
       end
       c = c + len
+      if mb ~= 48 then
+        top = offStr
+        if mb == 49 then
+          R.given[j] = argv[c]
+          c = c + 1
+        end
+      end
       if argv[c - 1] == nil then
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
+      j = j + 1
+    end
+    if pos ~= #spec + 1 then
+      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': record text longer than n records')
     end
     tops[k] = top
   end
@@ -381,7 +394,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   local zadd = {}
   for k = first, last do
     local key = keys[k]
-    local r = rf_key(key, argv, starts[k], counts[k], offs, partition, epoch, watermark, ttl)
+    local r = rf_key(key, R, firsts[k], counts[k], partition, epoch, watermark, ttl)
     out[#out + 1] = r
     if useIndex and tops[k] and string.byte(r[1], 1) ~= 70 then -- not F
       zadd[#zadd + 1] = tops[k]
