@@ -77,8 +77,8 @@ end
 local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
   local offs, offStrs, obs, mbs, a1s = R.off, R.offStr, R.ob, R.mb, R.a1
   local p, o, e, v
-  local pendingVal = {}
-  local pendingList = {}
+  local pend = {} -- indexes into flat of the pending entries' fields
+  local pendingVal -- field -> entry, built on the first replay only
   local flat = redis.call('HGETALL', key)
   for i = 1, #flat, 2 do
     local f = flat[i]
@@ -91,8 +91,7 @@ local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
     elseif f == 'e' then
       e = tonumber(flat[i + 1])
     elseif string.byte(f, 1) == 35 then -- '#'
-      pendingVal[f] = flat[i + 1]
-      pendingList[#pendingList + 1] = f
+      pend[#pend + 1] = i
     end
   end
 
@@ -106,13 +105,26 @@ local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
   local hdel = {}
   local hset = {}
 
-  -- Prune pending entries the committed offset has passed (same partition only).
-  if p == partition and watermark >= 0 then
-    for _, f in ipairs(pendingList) do
-      if tonumber(string.sub(f, 2)) < watermark then
-        hdel[#hdel + 1] = f
-        pendingVal[f] = nil
+  -- Prune pending entries the committed offset has passed (same partition only). Every pending entry
+  -- is at or below the fence offset o (entries are written by records that move the fence, and a
+  -- REBASE drops the old partition's), so a watermark above o prunes them all without reading one.
+  if p == partition and watermark >= 0 and #pend > 0 then
+    if watermark > o then
+      for _, i in ipairs(pend) do
+        hdel[#hdel + 1] = flat[i]
       end
+      pend = {}
+    else
+      local keep = {}
+      for _, i in ipairs(pend) do
+        local f = flat[i]
+        if tonumber(string.sub(f, 2)) < watermark then
+          hdel[#hdel + 1] = f
+        else
+          keep[#keep + 1] = i
+        end
+      end
+      pend = keep
     end
   end
 
@@ -138,6 +150,12 @@ local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
 
     if verdict == nil then
       -- offset <= fence on the same partition: already applied
+      if not pendingVal then
+        pendingVal = {}
+        for _, i in ipairs(pend) do
+          pendingVal[flat[i]] = flat[i + 1]
+        end
+      end
       local stored = pendingVal['#' .. offStr]
       if stored then
         letters[i] = 'R'
@@ -235,11 +253,11 @@ local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
       else
         if verdict == 'B' then
           -- Offsets of the old partition are incomparable with ours: its pending entries go.
-          for _, f in ipairs(pendingList) do
-            hdel[#hdel + 1] = f
+          for _, i in ipairs(pend) do
+            hdel[#hdel + 1] = flat[i]
           end
+          pend = {}
           pendingVal = {}
-          pendingList = {}
         end
         p, o, e = partition, off, epoch
         fenceDirty = true
