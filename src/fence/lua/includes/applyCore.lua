@@ -73,9 +73,10 @@ local function rf_flush(key, v)
   end
 end
 
--- One key: its n records are R's records j .. j + n - 1 (see rf_apply_many). Returns the key's reply.
-local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
-  local offs, offStrs, obs, mbs, a1s = R.off, R.offStr, R.ob, R.mb, R.a1
+-- One key: its n records are records j .. j + n - 1 of the split record texts (see rf_apply_many:
+-- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
+-- nil when no record has one). Returns the key's reply.
+local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, epoch, watermark, ttl)
   local p, o, e, v
   local pend = {} -- indexes into flat of the pending entries' fields
   local pendingVal -- field -> entry, built on the first replay only
@@ -136,7 +137,8 @@ local function rf_key(key, R, j, n, partition, epoch, watermark, ttl)
     local off = offs[j]
     local ob, mb = obs[j], mbs[j]
     local a1 = a1s[j]
-    local expected, given = R.expected[j], R.given[j]
+    local expected = exps and exps[j]
+    local given = givens and givens[j]
     j = j + 1
 
     local verdict
@@ -339,8 +341,8 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   local useIndex = argv[6] == '1' and indexKey ~= nil
 
   -- Check every key's arguments before anything is read or written, and split the record texts.
-  local R = { off = {}, offStr = {}, ob = {}, mb = {}, a1 = {}, expected = {}, given = {} }
-  local offs, offStrs, obs, mbs, a1s = R.off, R.offStr, R.ob, R.mb, R.a1
+  local offs, offStrs, obs, mbs, a1s = {}, {}, {}, {}, {}
+  local exps, givens -- only when a record has one
   local firsts = {}
   local counts = {}
   local tops = {}
@@ -374,14 +376,16 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
       else
         a1s[j] = argv[c]
         if ob == 99 then
-          R.expected[j] = argv[c + 1]
+          exps = exps or {}
+          exps[j] = argv[c + 1]
         end
       end
       c = c + len
       if mb ~= 48 then
         top = offStr
         if mb == 49 then
-          R.given[j] = argv[c]
+          givens = givens or {}
+          givens[j] = argv[c]
           c = c + 1
         end
       end
@@ -412,7 +416,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   local zadd = {}
   for k = first, last do
     local key = keys[k]
-    local r = rf_key(key, R, firsts[k], counts[k], partition, epoch, watermark, ttl)
+    local r = rf_key(key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, epoch, watermark, ttl)
     out[#out + 1] = r
     if useIndex and tops[k] and string.byte(r[1], 1) ~= 70 then -- not F
       zadd[#zadd + 1] = tops[k]
