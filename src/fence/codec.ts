@@ -14,7 +14,7 @@ import type {
   StoredState,
 } from './types.js';
 
-export const PROTOCOL = '3';
+export const PROTOCOL = '4';
 
 function bad(message: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', message);
@@ -27,16 +27,18 @@ function checkOffset(offset: unknown, what: string): number {
   return offset;
 }
 
-function bytes(value: string | Uint8Array, what: string): string | Buffer {
+function bytes(value: string | Uint8Array, i: number, what: string): string | Buffer {
   if (typeof value === 'string') return value;
   if (value instanceof Uint8Array)
     return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  throw bad(`${what} must be a string or a Uint8Array/Buffer, got ${value === null ? 'null' : typeof value}`);
+  throw bad(
+    `records[${i}].${what} must be a string or a Uint8Array/Buffer, got ${value === null ? 'null' : typeof value}`,
+  );
 }
 
-function finite(n: unknown, what: string): string {
+function finite(n: unknown, i: number, what: string): string {
   if (typeof n !== 'number' || !Number.isFinite(n))
-    throw bad(`${what} must be a finite number, got ${String(n)}`);
+    throw bad(`records[${i}].${what} must be a finite number, got ${String(n)}`);
   return String(n);
 }
 
@@ -45,86 +47,108 @@ export function tokenText(token: FenceToken | null): string {
   return token === null ? '-' : `${token.partition}:${token.offset}`;
 }
 
-function operationArgs(op: Operation, where: string): [string, string | Buffer, string] {
+/**
+ * Appends record i's operation: returns its part of the record text (`<op letter><mode>,<numeric
+ * arg1>`) and pushes its binary arguments (set/cas value, cas token) onto `extra`.
+ */
+function operationText(op: Operation, mode: string, extra: RedisArg[], i: number): string {
   switch (op?.op) {
     case 'set':
-      return ['set', bytes(op.value, `${where}.value`), ''];
+      extra.push(bytes(op.value, i, 'operation.value'));
+      return `s${mode},`;
     case 'add': {
       const by = op.by;
       if (typeof by === 'bigint') {
         if (by < -(2n ** 63n) || by >= 2n ** 63n)
-          throw bad(`${where}.by is outside the 64-bit integer range`);
-        return ['add', by.toString(), ''];
+          throw bad(`records[${i}].operation.by is outside the 64-bit integer range`);
+        return `a${mode},${by.toString()}`;
       }
       if (!Number.isSafeInteger(by))
-        throw bad(`${where}.by must be a safe integer or a bigint, got ${String(by)}`);
-      return ['add', String(by), ''];
+        throw bad(`records[${i}].operation.by must be a safe integer or a bigint, got ${String(by)}`);
+      return `a${mode},${by}`;
     }
     case 'addFloat':
-      return ['addf', finite(op.by, `${where}.by`), ''];
+      return `f${mode},${finite(op.by, i, 'operation.by')}`;
     case 'max':
+      return `x${mode},${finite(op.value, i, 'operation.value')}`;
     case 'min':
-      return [op.op, finite(op.value, `${where}.value`), ''];
+      return `n${mode},${finite(op.value, i, 'operation.value')}`;
     case 'delete':
-      return ['del', '', ''];
+      return `d${mode},`;
     case 'cas':
       if (op.expected !== null) {
-        checkOffset(op.expected?.offset, `${where}.expected.offset`);
-        checkOffset(op.expected?.partition, `${where}.expected.partition`);
+        checkOffset(op.expected?.offset, `records[${i}].operation.expected.offset`);
+        checkOffset(op.expected?.partition, `records[${i}].operation.expected.partition`);
       }
-      return ['cas', bytes(op.value, `${where}.value`), tokenText(op.expected)];
+      extra.push(bytes(op.value, i, 'operation.value'), tokenText(op.expected));
+      return `c${mode},`;
     default:
       throw bad(
-        `${where}.op must be one of set, add, addFloat, max, min, delete, cas; got ${JSON.stringify((op as { op?: unknown })?.op)}`,
+        `records[${i}].operation.op must be one of set, add, addFloat, max, min, delete, cas; got ${JSON.stringify((op as { op?: unknown })?.op)}`,
       );
   }
 }
 
-/** ARGV for applyRecords / applyRecordsStrict. Validates the whole request first: nothing is sent on bad input. */
-export function encodeApply(req: ApplyRequest, ttlMs: number): RedisArg[] {
+/**
+ * ARGV for the apply scripts (protocol 4, see lua/includes/applyCore.lua): the header, the index flag
+ * (`index`: the script adds the key to the pending index itself), then n, the record text (offset, op
+ * and mode, numeric argument of every record in one string) and the records' binary arguments.
+ * Validates the whole request first: nothing is sent on bad input. The many-key scripts take the
+ * header and flag of one request and, per key, everything from index {@link KEY_ARGS} on.
+ */
+export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): RedisArg[] {
   if (!Number.isSafeInteger(req.epoch) || req.epoch < 0)
     throw bad(`epoch must be a non-negative integer, got ${String(req.epoch)}`);
   if (!Number.isSafeInteger(req.committedOffset) || req.committedOffset < -1) {
     throw bad(`committedOffset must be an integer >= -1, got ${String(req.committedOffset)}`);
   }
-  if (!Array.isArray(req.records) || req.records.length === 0) throw bad('records must be a non-empty array');
-  const args: RedisArg[] = [
+  const records = req.records;
+  if (!Array.isArray(records) || records.length === 0) throw bad('records must be a non-empty array');
+  const extra: RedisArg[] = [];
+  let spec = '';
+  let last = -1;
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i] as (typeof records)[number];
+    const offset = r?.offset;
+    if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0)
+      checkOffset(offset, `records[${i}].offset`);
+    if (offset <= last)
+      throw bad(`records[${i}].offset must be greater than the previous record's (${last}), got ${offset}`);
+    last = offset;
+    const output = r.output;
+    let mode = '0';
+    let out: string | Buffer | undefined;
+    if (output === 'state') {
+      mode = '2';
+    } else if (output !== undefined) {
+      if (output === null || typeof output !== 'object' || !('value' in output)) {
+        throw bad(`records[${i}].output must be omitted, 'state', or { value: bytes | string | null }`);
+      }
+      if (output.value === null) {
+        mode = '3';
+      } else {
+        mode = '1';
+        out = bytes(output.value, i, 'output.value');
+      }
+    }
+    spec += `${offset},${operationText(r.operation, mode, extra, i)};`;
+    if (out !== undefined) extra.push(out);
+  }
+  return [
     PROTOCOL,
     String(req.partition),
     String(req.epoch),
     String(req.committedOffset),
     String(ttlMs),
-    String(req.records.length),
+    index ? '1' : '0',
+    String(records.length),
+    spec,
+    ...extra,
   ];
-  let last = -1;
-  req.records.forEach((r, i) => {
-    const where = `records[${i}]`;
-    const offset = checkOffset(r?.offset, `${where}.offset`);
-    if (offset <= last)
-      throw bad(`${where}.offset must be greater than the previous record's (${last}), got ${offset}`);
-    last = offset;
-    const [op, a1, a2] = operationArgs(r.operation, `${where}.operation`);
-    let mode = '0';
-    let out: string | Buffer = '';
-    if (r.output === 'state') {
-      mode = '2';
-    } else if (r.output !== undefined) {
-      if (r.output === null || typeof r.output !== 'object' || !('value' in r.output)) {
-        throw bad(`${where}.output must be omitted, 'state', or { value: bytes | string | null }`);
-      }
-      if (r.output.value === null) {
-        mode = '3';
-      } else {
-        mode = '1';
-        out = bytes(r.output.value, `${where}.output.value`);
-      }
-    }
-    args.push(String(offset), op + mode, a1);
-    if (op === 'cas') args.push(a2);
-    if (mode === '1') args.push(out);
-  });
-  return args;
 }
+
+/** Where a request's own part of {@link encodeApply}'s arguments starts (its n, then its records). */
+export const KEY_ARGS = 6;
 
 function text(x: unknown): string {
   if (Buffer.isBuffer(x)) return x.toString('utf8');
@@ -166,11 +190,12 @@ export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
       `apply replied with ${Array.isArray(reply) ? reply.length : typeof reply} entries`,
     );
   }
+  const records = req.records;
   const letters = text(reply[0]);
-  if (letters.length !== req.records.length) {
+  if (letters.length !== records.length) {
     throw new RedfenceError(
       'RF_BAD_REPLY',
-      `apply replied with ${letters.length} verdicts for ${req.records.length} records`,
+      `apply replied with ${letters.length} verdicts for ${records.length} records`,
     );
   }
   const number = num(reply[1]);
@@ -180,50 +205,65 @@ export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
     if (next >= reply.length) throw new RedfenceError('RF_BAD_REPLY', 'apply reply is missing a payload');
     return reply[next++];
   };
+  /** The output of an APPLY/REBASE with output 'state' (the entry the script wrote). */
+  const stateOutput = (): Output | undefined => {
+    const e = decodeEntry(payload() as Buffer);
+    return 'output' in e ? e.output : undefined;
+  };
   let last = number; // the fence offset before each record (-1: none)
-  const results: RecordResult[] = [];
+  const results: RecordResult[] = new Array(letters.length);
   for (let i = 0; i < letters.length; i++) {
-    const rec = req.records[i] as { offset: number; output?: unknown };
+    const rec = records[i] as { offset: number; output?: unknown };
     const offset = rec.offset;
-    const stateOutput = (): { output?: Output } => {
-      if (rec.output !== 'state') return {};
-      const e = decodeEntry(payload() as Buffer);
-      return 'output' in e ? { output: e.output } : {};
-    };
-    switch (letters[i]) {
-      case 'A':
-        results.push({ verdict: 'APPLY', offset, gap: last < 0 ? -1 : offset - last - 1, ...stateOutput() });
-        last = offset;
+    let r: RecordResult;
+    switch (letters.charCodeAt(i)) {
+      case 65 /* A */:
+        {
+          const gap = last < 0 ? -1 : offset - last - 1;
+          const output = rec.output === 'state' ? stateOutput() : undefined;
+          r =
+            output === undefined
+              ? { verdict: 'APPLY', offset, gap }
+              : { verdict: 'APPLY', offset, gap, output };
+          last = offset;
+          break;
+        }
+      case 66 /* B */:
+        {
+          const output = rec.output === 'state' ? stateOutput() : undefined;
+          r =
+            output === undefined
+              ? { verdict: 'REBASE', offset, previousPartition }
+              : { verdict: 'REBASE', offset, previousPartition, output };
+          last = offset;
+          break;
+        }
+      case 83 /* S */:
+        r = { verdict: 'SKIP', offset };
         break;
-      case 'B':
-        results.push({ verdict: 'REBASE', offset, previousPartition, ...stateOutput() });
-        last = offset;
+      case 82 /* R */:
+        {
+          const e = decodeEntry(payload() as Buffer);
+          r =
+            'output' in e
+              ? { verdict: 'REEMIT', offset, output: e.output }
+              : { verdict: 'REEMIT', offset, deadLetter: e.deadLetter };
+          break;
+        }
+      case 70 /* F */:
+        r = { verdict: 'FENCE', offset, epoch: number };
         break;
-      case 'S':
-        results.push({ verdict: 'SKIP', offset });
+      case 67 /* C */:
+        r = { verdict: 'CONFLICT', offset, current: parseToken(text(payload())) };
         break;
-      case 'R': {
-        const e = decodeEntry(payload() as Buffer);
-        results.push(
-          'output' in e
-            ? { verdict: 'REEMIT', offset, output: e.output }
-            : { verdict: 'REEMIT', offset, deadLetter: e.deadLetter },
-        );
-        break;
-      }
-      case 'F':
-        results.push({ verdict: 'FENCE', offset, epoch: number });
-        break;
-      case 'C':
-        results.push({ verdict: 'CONFLICT', offset, current: parseToken(text(payload())) });
-        break;
-      case 'X':
-        results.push({ verdict: 'REJECT', offset, reason: text(payload()) });
+      case 88 /* X */:
+        r = { verdict: 'REJECT', offset, reason: text(payload()) };
         last = offset;
         break;
       default:
         throw new RedfenceError('RF_BAD_REPLY', `unknown verdict letter ${JSON.stringify(letters[i])}`);
     }
+    results[i] = r;
   }
   if (next !== reply.length)
     throw new RedfenceError('RF_BAD_REPLY', `apply reply has ${reply.length - next} unread payloads`);

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { checkPartition, checkTopic, type KeyEncoding, KeySpace, keySlot } from '../keys/index.js';
-import { decodeApply, decodeState, encodeApply } from './codec.js';
+import { decodeApply, decodeState, encodeApply, KEY_ARGS } from './codec.js';
 import { asFenceRedis, type FenceRedis, type RedisArg } from './redis-port.js';
 import { type LoadedScript, loadScripts } from './script-loader.js';
 import { runScript, wrapRedisError } from './script-runner.js';
@@ -147,13 +147,26 @@ export class Fence {
    */
   async applyBatch(requests: readonly ApplyRequest[]): Promise<RecordResult[][]> {
     const strict = this.mode === 'strict';
+    // Strict calls add their keys to the pending index themselves (same script, same call).
+    const selfIndex = strict && this.#index;
     const prepared = requests.map((req, i) => {
       checkTopic(req.topic);
       checkPartition(req.partition);
       const stateKey = this.keys.state(req.key);
-      return { i, req, stateKey, args: encodeApply(req, this.ttlMs) };
+      return { i, req, stateKey, args: encodeApply(req, this.ttlMs, selfIndex) };
     });
     type Prepared = (typeof prepared)[number];
+    if (prepared.length === 1 && (selfIndex || !this.#index)) {
+      // One key, nothing else to send: no grouping.
+      const p = prepared[0] as Prepared;
+      const reply = await runScript(
+        this.#redis,
+        script(strict ? 'applyRecordsStrict' : 'applyRecords'),
+        strict ? this.#strictKeys(p.stateKey, p.req) : [p.stateKey],
+        p.args,
+      );
+      return [decodeApply(p.req, reply)];
+    }
 
     // Group: one partition batch (and, on a cluster, one slot) per group.
     const groups = new Map<string, Prepared[]>();
@@ -167,11 +180,10 @@ export class Fence {
 
     const results: RecordResult[][] = new Array(requests.length);
     const calls: Promise<unknown>[] = [];
-    const indexed = new Set<Prepared>(); // strict multi-key calls index their own keys
     for (const list of groups.values()) {
       if (list.length === 1) {
         const p = list[0] as Prepared;
-        const keys = strict ? [p.stateKey, this.keys.epoch(p.req.topic, p.req.partition)] : [p.stateKey];
+        const keys = strict ? this.#strictKeys(p.stateKey, p.req) : [p.stateKey];
         calls.push(
           runScript(this.#redis, script(strict ? 'applyRecordsStrict' : 'applyRecords'), keys, p.args).then(
             (reply) => {
@@ -185,15 +197,14 @@ export class Fence {
         const chunk = list.slice(from, from + MAX_KEYS_PER_CALL);
         const head = chunk[0] as Prepared;
         const { topic, partition } = head.req;
-        // head args: protocol, partition, epoch, watermark, ttl; then per key its n and records
-        const args: RedisArg[] = head.args.slice(0, 5);
-        args.push(strict && this.#index ? '1' : '0');
-        for (const p of chunk) for (let k = 5; k < p.args.length; k++) args.push(p.args[k] as RedisArg);
+        // head args: protocol, partition, epoch, watermark, ttl, index flag; then per key its n and records
+        const args: RedisArg[] = head.args.slice(0, KEY_ARGS);
+        for (const p of chunk)
+          for (let k = KEY_ARGS; k < p.args.length; k++) args.push(p.args[k] as RedisArg);
         const stateKeys = chunk.map((p) => p.stateKey);
         const keys = strict
           ? [this.keys.epoch(topic, partition), this.keys.pendingIndex(topic, partition), ...stateKeys]
           : stateKeys;
-        if (strict) for (const p of chunk) indexed.add(p);
         calls.push(
           runScript(this.#redis, script(strict ? 'applyManyStrict' : 'applyMany'), keys, args).then(
             (reply) => {
@@ -211,10 +222,9 @@ export class Fence {
       }
     }
 
-    if (this.#index) {
+    if (this.#index && !selfIndex) {
       const byPartition = new Map<string, RedisArg[]>();
       for (const p of prepared) {
-        if (indexed.has(p)) continue;
         let top = -1;
         for (const r of p.req.records) if (r.output !== undefined && r.offset > top) top = r.offset;
         if (top < 0) continue;
@@ -233,6 +243,15 @@ export class Fence {
     }
     await Promise.all(calls);
     return results;
+  }
+
+  /** KEYS of applyRecordsStrict: the state hash, the partition's epoch and pending index. */
+  #strictKeys(stateKey: string, req: ApplyRequest): string[] {
+    return [
+      stateKey,
+      this.keys.epoch(req.topic, req.partition),
+      this.keys.pendingIndex(req.topic, req.partition),
+    ];
   }
 
   /** The stored value and fence of a key, or null when it has none. */

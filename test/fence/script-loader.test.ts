@@ -25,7 +25,7 @@ describe('script loader', () => {
       'sweepIndex',
     ]);
     const apply = scripts.get('applyRecordsStrict');
-    assert.equal(apply?.numberOfKeys, 2);
+    assert.equal(apply?.numberOfKeys, 3);
     assert.equal(apply?.id, 'applyRecordsStrict@9.9.9');
     assert.ok(apply?.source.startsWith('-- redfence script applyRecordsStrict@9.9.9\n'));
     assert.ok(apply?.source.includes('local function rf_apply'), 'include resolved');

@@ -5,8 +5,8 @@
   KEYS     the keys' state hashes                  rf:{<store>:<key>} ...
   ARGV     protocol, partition, caller epoch, watermark, ttl ms, '0' (no index here: the client adds
            the keys to the pending index itself, another slot), then per key: n and its n records
-           -- see rf_apply_many in includes/applyCore.lua
+           -- see includes/applyCore.lua
   Returns  one applyRecords reply per key, in KEYS order
 ]]
 --@include "applyCore"
-return rf_apply_many(KEYS, 1, nil, nil, ARGV)
+return rf_apply_many(KEYS, 1, #KEYS, nil, nil, ARGV)

@@ -7,8 +7,8 @@
   KEYS[3..] the keys' state hashes                 rf:{<store>:<key>} ...
   ARGV     protocol, partition, caller epoch, watermark, ttl ms, index flag ('1': ZADD GT each key
            with a new pending output), then per key: n and its n records
-           -- see rf_apply_many in includes/applyCore.lua
+           -- see includes/applyCore.lua
   Returns  one applyRecords reply per state key, in KEYS order
 ]]
 --@include "applyCore"
-return rf_apply_many(KEYS, 3, KEYS[1], KEYS[2], ARGV)
+return rf_apply_many(KEYS, 3, #KEYS, KEYS[1], KEYS[2], ARGV)

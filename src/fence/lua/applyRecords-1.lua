@@ -4,9 +4,11 @@
   key's last writer, kept in the state hash.
 
   KEYS[1]  the key's state hash            rf:{<store>:<key>}
-  ARGV     protocol, partition, caller epoch, watermark, ttl ms, n, then 6 per record
-           (offset, op, arg1, arg2, output mode, output bytes) -- see includes/applyCore.lua
-  Returns  3 entries per record: verdict letter, number, payload -- see includes/applyCore.lua
+  ARGV     protocol, partition, caller epoch, watermark, ttl ms, '0' (no index here: the client adds
+           the key to the pending index itself, another slot), n, then the n records
+           -- see includes/applyCore.lua
+  Returns  the key's reply: verdict letters, number, previous partition, payloads
+           -- see includes/applyCore.lua
 ]]
 --@include "applyCore"
-return rf_apply(KEYS[1], nil, ARGV)
+return rf_apply_one(KEYS[1], nil, nil, ARGV)

@@ -1,7 +1,7 @@
 --[[
-  applyCore: the decision table of the fence, shared by applyRecords-1 (cluster fencing) and
-  applyRecordsStrict-2 (strict fencing). Handles every record of ONE key from ONE partition batch,
-  in offset order, atomically.
+  applyCore: the decision table of the fence, shared by the apply scripts (applyRecords-1 and
+  applyMany-N: cluster fencing; applyRecordsStrict-3 and applyManyStrict-N: strict fencing). Handles
+  every record of each key of ONE partition batch, in offset order, atomically.
 
   Hash fields of a state key:
     v            the value (absent after a delete: tombstone)
@@ -13,23 +13,26 @@
                    'n'            a null (tombstone) output to (re-)emit
                    'd' .. reason  a dead letter to (re-)emit (the record was rejected)
 
-  ARGV (see the scripts' headers):
-    [1] protocol version, must be '3'
+  ARGV (protocol 4, the same for the one-key and the many-key scripts):
+    [1] protocol version, must be '4'
     [2] partition of every record in this call
     [3] caller epoch (the partition epoch the caller acquired)
     [4] watermark: the partition's committed offset (next offset to consume); -1 when unknown.
         Pending entries with offset < watermark are pruned.
     [5] TTL in milliseconds, refreshed on every write; 0 for none
-    [6] n, the number of records
-    then per record, in increasing offset order, 3 to 5 entries:
-      offset, op .. mode, arg1, [expected token, only for cas], [output bytes, only for mode 1]
-      op:   set (arg1 = value) | add (arg1 = integer) | addf (arg1 = float) | max (arg1) | min (arg1)
-            | del (arg1 = '') | cas (arg1 = new value, then the expected fence token '<partition>:<offset>'
-            or '-')
-      mode (one digit appended to op): '0' no output | '1' the given bytes | '2' the value after this
-            record | '3' a null output
-
-  Returns {verdicts, number, previousPartition, payload...}
+    [6] '1': add each key that gets a pending output to the partition's pending index (ZADD GT <highest
+        offset with an output>; only the strict scripts have the index key); '0': the caller does it
+    then per key, in KEYS order:
+      n, the number of its records
+      the record text: per record, in increasing offset order, '<offset>,<op><mode>,<number>;'
+        op (one letter): s set | a add (number = a canonical decimal integer) | f addf (a float)
+              | x max | n min | d del | c cas; <number> is empty for s, d and c
+        mode (one digit): '0' no output | '1' the given bytes | '2' the value after this record
+              | '3' a null output
+      then the records' binary arguments, in record order: s -> the value; c -> the new value, then the
+        expected fence token '<partition>:<offset>' or '-'; mode 1 -> the output bytes (after those)
+  Returns, per key (the one-key scripts: that reply alone; the many-key scripts: one per key, in KEYS
+  order): {verdicts, number, previousPartition, payload...}
     verdicts: one letter per record, in order:
       'A' APPLY    'B' REBASE   'S' SKIP   'R' REEMIT   'F' FENCE (then every letter is F)
       'C' CONFLICT (compare-and-set: the fence moved; nothing written for that record)
@@ -38,12 +41,20 @@
     previousPartition: the key's partition before the call (-1: none)
     payload: one per record that has one, in order: R -> the stored entry; A/B with mode '2' -> the
       new entry; C -> the current fence token ('-' when none); X -> the reason
-  Writes: all at the end, one HDEL (pruned entries, tombstone) and one HSET (value, fence, new entries),
-  except when an operation needs Redis itself to decide (float add, integers beyond 2^53).
+  Writes per key: all at the end, one HDEL (pruned entries, tombstone) and one HSET (value, fence, new
+  entries), except when an operation needs Redis itself to decide (float add, integers beyond 2^53).
+  Every key's arguments are checked before anything is read or written. With the epoch key (strict
+  fencing) the partition's epoch is read once: a stale caller gets F for every record of every key.
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing written).
+
+  Cost notes (Redis CPU is mostly this script's Lua; the client's is mostly per argument): a record
+  is one anchored string.find over the record text (no ARGV entries for offsets, ops and numbers),
+  offsets are converted to numbers once, op and mode are bytes, and an integer value is parsed once
+  per call and then carried as a number.
 ]]
 local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below it
 
+-- A canonical decimal integer of the exact range, or nil (the stored value: any bytes).
 local function rf_int(s)
   if s == '0' or (s and string.find(s, '^-?[1-9]%d*$')) then
     local n = tonumber(s)
@@ -54,52 +65,22 @@ local function rf_int(s)
   return nil
 end
 
-local function rf_apply(stateKey, epochKey, argv)
-  if argv[1] ~= '3' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 3, got ' .. tostring(argv[1]))
+local function rf_flush(key, v)
+  if v == nil then
+    redis.call('HDEL', key, 'v')
+  else
+    redis.call('HSET', key, 'v', v)
   end
-  local partition = argv[2]
-  local epoch = tonumber(argv[3])
-  local watermark = tonumber(argv[4])
-  local ttl = tonumber(argv[5])
-  local n = tonumber(argv[6])
-  if not (epoch and watermark and ttl and n) or #argv < 6 + n * 3 then
-    return redis.error_reply('RF_ARGS malformed apply arguments')
-  end
+end
 
-  -- Validate the argument layout before anything is read or written.
-  local starts = {}
-  local c = 7 -- cursor into argv
-  for i = 1, n do
-    local opMode = argv[c + 1]
-    if not tonumber(argv[c]) or not opMode or argv[c + 2] == nil then
-      return redis.error_reply('RF_ARGS record ' .. i .. ' is malformed')
-    end
-    starts[i] = c
-    c = c + 3
-    if string.sub(opMode, 1, 3) == 'cas' then
-      c = c + 1
-    end
-    if string.sub(opMode, -1) == '1' then
-      c = c + 1
-    end
-  end
-  if c ~= #argv + 1 then
-    return redis.error_reply('RF_ARGS malformed apply arguments')
-  end
-
-  -- Strict fencing: a single Redis can read the partition's epoch itself (another hash slot).
-  if epochKey then
-    local current = tonumber(redis.call('GET', epochKey) or '0')
-    if epoch < current then
-      return { string.rep('F', n), current, -1 }
-    end
-  end
-
+-- One key: its n records are records j .. j + n - 1 of the split record texts (see rf_apply_many:
+-- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
+-- nil when no record has one). Returns the key's reply.
+local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, epoch, watermark, ttl)
   local p, o, e, v
-  local pendingVal = {}
-  local pendingList = {}
-  local flat = redis.call('HGETALL', stateKey)
+  local pend = {} -- indexes into flat of the pending entries' fields
+  local pendingVal -- field -> entry, built on the first replay only
+  local flat = redis.call('HGETALL', key)
   for i = 1, #flat, 2 do
     local f = flat[i]
     if f == 'v' then
@@ -111,8 +92,7 @@ local function rf_apply(stateKey, epochKey, argv)
     elseif f == 'e' then
       e = tonumber(flat[i + 1])
     elseif string.byte(f, 1) == 35 then -- '#'
-      pendingVal[f] = flat[i + 1]
-      pendingList[#pendingList + 1] = f
+      pend[#pend + 1] = i
     end
   end
 
@@ -126,47 +106,40 @@ local function rf_apply(stateKey, epochKey, argv)
   local hdel = {}
   local hset = {}
 
-  -- Prune pending entries the committed offset has passed (same partition only).
-  if p == partition and watermark >= 0 then
-    for _, f in ipairs(pendingList) do
-      if tonumber(string.sub(f, 2)) < watermark then
-        hdel[#hdel + 1] = f
-        pendingVal[f] = nil
+  -- Prune pending entries the committed offset has passed (same partition only). Every pending entry
+  -- is at or below the fence offset o (entries are written by records that move the fence, and a
+  -- REBASE drops the old partition's), so a watermark above o prunes them all without reading one.
+  if p == partition and watermark >= 0 and #pend > 0 then
+    if watermark > o then
+      for _, i in ipairs(pend) do
+        hdel[#hdel + 1] = flat[i]
       end
+      pend = {}
+    else
+      local keep = {}
+      for _, i in ipairs(pend) do
+        local f = flat[i]
+        if tonumber(string.sub(f, 2)) < watermark then
+          hdel[#hdel + 1] = f
+        else
+          keep[#keep + 1] = i
+        end
+      end
+      pend = keep
     end
   end
 
   local vDirty = false
-  local function flushValue()
-    if vDirty then
-      if v == nil then
-        redis.call('HDEL', stateKey, 'v')
-      else
-        redis.call('HSET', stateKey, 'v', v)
-      end
-      vDirty = false
-    end
-  end
-
+  local vnum -- v as an exact integer (false: not one), nil until an add needs it
   local fenceDirty = false
   for i = 1, n do
-    c = starts[i]
-    local offStr = argv[c]
-    local off = tonumber(offStr)
-    local opMode = argv[c + 1]
-    local op = string.sub(opMode, 1, -2)
-    local mode = string.sub(opMode, -1)
-    local a1 = argv[c + 2]
-    c = c + 3
-    local expected, given
-    if op == 'cas' then
-      expected = argv[c]
-      c = c + 1
-    end
-    if mode == '1' then
-      given = argv[c]
-      c = c + 1
-    end
+    local offStr = offStrs[j]
+    local off = offs[j]
+    local ob, mb = obs[j], mbs[j]
+    local a1 = a1s[j]
+    local expected = exps and exps[j]
+    local given = givens and givens[j]
+    j = j + 1
 
     local verdict
     if o == nil then
@@ -179,6 +152,12 @@ local function rf_apply(stateKey, epochKey, argv)
 
     if verdict == nil then
       -- offset <= fence on the same partition: already applied
+      if not pendingVal then
+        pendingVal = {}
+        for _, i in ipairs(pend) do
+          pendingVal[flat[i]] = flat[i + 1]
+        end
+      end
       local stored = pendingVal['#' .. offStr]
       if stored then
         letters[i] = 'R'
@@ -192,49 +171,71 @@ local function rf_apply(stateKey, epochKey, argv)
       end
     else
       local reason, conflict
-      if op == 'set' then
-        v = a1
-        vDirty = true
-      elseif op == 'add' then
-        local cur = (v == nil) and 0 or rf_int(v)
-        local by = rf_int(a1)
-        local sum = cur and by and (cur + by)
+      if ob == 97 then -- a: add
+        if vnum == nil then
+          if v == nil then
+            vnum = 0
+          else
+            vnum = rf_int(v) or false
+          end
+        end
+        local by = tonumber(a1)
+        local sum
+        if vnum and by and by % 1 == 0 and by > -RF_EXACT and by < RF_EXACT then
+          sum = vnum + by
+        end
         if sum and sum > -RF_EXACT and sum < RF_EXACT then
+          vnum = sum
           v = string.format('%d', sum)
           vDirty = true
         else
           -- Let Redis decide: 64-bit range, or an error on a non-integer value.
-          flushValue()
-          local r = redis.pcall('HINCRBY', stateKey, 'v', a1)
+          if vDirty then
+            rf_flush(key, v)
+            vDirty = false
+          end
+          vnum = nil
+          local r = redis.pcall('HINCRBY', key, 'v', a1)
           if type(r) == 'table' and r.err then
             reason = 'add failed: ' .. r.err
           else
-            v = redis.call('HGET', stateKey, 'v')
+            v = redis.call('HGET', key, 'v')
           end
         end
-      elseif op == 'addf' then
-        flushValue()
-        local r = redis.pcall('HINCRBYFLOAT', stateKey, 'v', a1)
+      elseif ob == 115 then -- s: set
+        v = a1
+        vnum = nil
+        vDirty = true
+      elseif ob == 102 then -- f: addf
+        if vDirty then
+          rf_flush(key, v)
+          vDirty = false
+        end
+        vnum = nil
+        local r = redis.pcall('HINCRBYFLOAT', key, 'v', a1)
         if type(r) == 'table' and r.err then
           reason = 'addf failed: ' .. r.err
         else
           v = r
         end
-      elseif op == 'max' or op == 'min' then
+      elseif ob == 120 or ob == 110 then -- x: max, n: min
+        local name = ob == 120 and 'max' or 'min'
         local x = tonumber(a1)
         local cur = v and tonumber(v)
         if x == nil then
-          reason = op .. ' failed: operand is not a number'
+          reason = name .. ' failed: operand is not a number'
         elseif v ~= nil and cur == nil then
-          reason = op .. ' failed: stored value is not a number'
-        elseif cur == nil or (op == 'max' and x > cur) or (op == 'min' and x < cur) then
+          reason = name .. ' failed: stored value is not a number'
+        elseif cur == nil or (ob == 120 and x > cur) or (ob == 110 and x < cur) then
           v = a1
+          vnum = nil
           vDirty = true
         end
-      elseif op == 'del' then
+      elseif ob == 100 then -- d: del
         v = nil
+        vnum = nil
         vDirty = true
-      elseif op == 'cas' then
+      else -- c: cas (the letters were checked before)
         local token = '-'
         if o ~= nil then
           token = p .. ':' .. string.format('%d', o)
@@ -243,10 +244,9 @@ local function rf_apply(stateKey, epochKey, argv)
           conflict = token
         else
           v = a1
+          vnum = nil
           vDirty = true
         end
-      else
-        return redis.error_reply('RF_ARGS unknown operation ' .. tostring(op) .. ' in record ' .. i)
       end
 
       if conflict then
@@ -255,22 +255,22 @@ local function rf_apply(stateKey, epochKey, argv)
       else
         if verdict == 'B' then
           -- Offsets of the old partition are incomparable with ours: its pending entries go.
-          for _, f in ipairs(pendingList) do
-            hdel[#hdel + 1] = f
+          for _, i in ipairs(pend) do
+            hdel[#hdel + 1] = flat[i]
           end
+          pend = {}
           pendingVal = {}
-          pendingList = {}
         end
         p, o, e = partition, off, epoch
         fenceDirty = true
         local entry
         if reason then
           entry = 'd' .. reason
-        elseif mode == '1' then
-          entry = 'o' .. given
-        elseif mode == '2' then
+        elseif mb == 50 then -- '2'
           entry = v == nil and 'n' or ('o' .. v)
-        elseif mode == '3' then
+        elseif mb == 49 then
+          entry = 'o' .. given
+        elseif mb == 51 then
           entry = 'n'
         end
         if entry then
@@ -282,7 +282,7 @@ local function rf_apply(stateKey, epochKey, argv)
           reply[#reply + 1] = reason
         else
           letters[i] = verdict
-          if mode == '2' then
+          if mb == 50 then
             reply[#reply + 1] = entry
           end
         end
@@ -307,78 +307,97 @@ local function rf_apply(stateKey, epochKey, argv)
     hset[#hset + 1] = string.format('%d', e)
   end
   if #hdel > 0 then
-    redis.call('HDEL', stateKey, unpack(hdel))
+    redis.call('HDEL', key, unpack(hdel))
   end
   if #hset > 0 then
-    redis.call('HSET', stateKey, unpack(hset))
+    redis.call('HSET', key, unpack(hset))
     if ttl > 0 then
-      redis.call('PEXPIRE', stateKey, ttl)
+      redis.call('PEXPIRE', key, ttl)
     end
   end
   reply[1] = table.concat(letters)
   return reply
 end
 
---[[
-  rf_apply_many: rf_apply for many keys of ONE partition batch in one call (applyMany, applyManyStrict).
-  keys[first..]: the state hashes. argv:
-    [1] protocol '3', [2] partition, [3] caller epoch, [4] watermark, [5] TTL ms (as rf_apply)
-    [6] '1': add each key that gets a pending output to indexKey (ZADD GT <offset of its last output>)
-    then per key, in keys order: n, then its n records (as rf_apply)
-  Every key's arguments are checked before anything is written. With epochKey (strict fencing) the
-  partition's epoch is read once: a stale caller gets F for every record of every key.
-  Returns one rf_apply reply per key, in keys order.
-]]
-local RF_OPS = { set = true, add = true, addf = true, max = true, min = true, del = true, cas = true }
+-- Binary arguments by op letter (s a f x n d c), before the output bytes; nil: unknown op.
+local RF_EXTRA = { [115] = 1, [97] = 0, [102] = 0, [120] = 0, [110] = 0, [100] = 0, [99] = 2 }
 
-local function rf_apply_many(keys, first, epochKey, indexKey, argv)
-  if argv[1] ~= '3' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 3, got ' .. tostring(argv[1]))
+--[[
+  rf_apply_many: keys[first..last] are the state hashes, their records in argv (see above). epochKey:
+  strict fencing (nil: cluster fencing); indexKey: the partition's pending index (nil: none).
+  Returns the list of the keys' replies, or an error reply.
+]]
+local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
+  if argv[1] ~= '4' then
+    return redis.error_reply('RF_PROTOCOL expected protocol 4, got ' .. tostring(argv[1]))
   end
+  local partition = argv[2]
   local epoch = tonumber(argv[3])
-  if not (tonumber(argv[2]) and epoch and tonumber(argv[4]) and tonumber(argv[5])) then
+  local watermark = tonumber(argv[4])
+  local ttl = tonumber(argv[5])
+  if not (tonumber(partition) and epoch and watermark and ttl) then
     return redis.error_reply('RF_ARGS malformed apply arguments')
   end
   local useIndex = argv[6] == '1' and indexKey ~= nil
-  local subs = {}
+
+  -- Check every key's arguments before anything is read or written, and split the record texts.
+  local offs, offStrs, obs, mbs, a1s = {}, {}, {}, {}, {}
+  local exps, givens -- only when a record has one
+  local firsts = {}
+  local counts = {}
   local tops = {}
-  local c = 7
-  for k = first, #keys do
-    local which = 'key ' .. (k - first + 1)
+  local c = 7 -- cursor into argv
+  local j = 1 -- record number over all keys
+  for k = first, last do
     local n = tonumber(argv[c])
-    if not n or n < 1 then
-      return redis.error_reply('RF_ARGS ' .. which .. ': bad record count')
+    local spec = argv[c + 1]
+    if not n or n < 1 or not spec then
+      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': bad record count')
     end
-    local sub = { argv[1], argv[2], argv[3], argv[4], argv[5], argv[c] }
-    c = c + 1
-    local top = -1
+    c = c + 2
+    firsts[k] = j
+    counts[k] = n
+    local pos = 1
+    local top
     for i = 1, n do
-      local offStr = argv[c]
-      local opMode = argv[c + 1]
-      if not tonumber(offStr) or not opMode or argv[c + 2] == nil or not RF_OPS[string.sub(opMode, 1, -2)] then
-        return redis.error_reply('RF_ARGS ' .. which .. ' record ' .. i .. ' is malformed')
+      local _, e, offStr, om, num = string.find(spec, '^(%d+),(%a%d),([^;]*);', pos)
+      local ob, mb
+      if e then
+        ob, mb = string.byte(om, 1, 2)
       end
-      local mode = string.sub(opMode, -1)
-      local len = 3
-      if string.sub(opMode, 1, 3) == 'cas' then
-        len = len + 1
+      local len = ob and RF_EXTRA[ob]
+      if not len or mb > 51 then
+        return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
-      if mode == '1' then
-        len = len + 1
-      end
-      if mode ~= '0' then
-        top = tonumber(offStr)
-      end
-      for j = 0, len - 1 do
-        if argv[c + j] == nil then
-          return redis.error_reply('RF_ARGS ' .. which .. ' record ' .. i .. ' is malformed')
+      pos = e + 1
+      offs[j], offStrs[j], obs[j], mbs[j] = tonumber(offStr), offStr, ob, mb
+      if len == 0 then
+        a1s[j] = num
+      else
+        a1s[j] = argv[c]
+        if ob == 99 then
+          exps = exps or {}
+          exps[j] = argv[c + 1]
         end
-        sub[#sub + 1] = argv[c + j]
       end
       c = c + len
+      if mb ~= 48 then
+        top = offStr
+        if mb == 49 then
+          givens = givens or {}
+          givens[j] = argv[c]
+          c = c + 1
+        end
+      end
+      if argv[c - 1] == nil then
+        return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
+      end
+      j = j + 1
     end
-    subs[#subs + 1] = sub
-    tops[#tops + 1] = top
+    if pos ~= #spec + 1 then
+      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': record text longer than n records')
+    end
+    tops[k] = top
   end
   if c ~= #argv + 1 then
     return redis.error_reply('RF_ARGS malformed apply arguments')
@@ -388,22 +407,19 @@ local function rf_apply_many(keys, first, epochKey, indexKey, argv)
   if epochKey then
     local current = tonumber(redis.call('GET', epochKey) or '0')
     if epoch < current then
-      for i, sub in ipairs(subs) do
-        out[i] = { string.rep('F', tonumber(sub[6])), current, -1 }
+      for k = first, last do
+        out[#out + 1] = { string.rep('F', counts[k]), current, -1 }
       end
       return out
     end
   end
   local zadd = {}
-  for i, sub in ipairs(subs) do
-    local key = keys[first + i - 1]
-    local r = rf_apply(key, nil, sub)
-    if r.err then
-      return r -- not reached: the arguments were checked above
-    end
-    out[i] = r
-    if useIndex and tops[i] >= 0 and string.sub(r[1], 1, 1) ~= 'F' then
-      zadd[#zadd + 1] = tops[i]
+  for k = first, last do
+    local key = keys[k]
+    local r = rf_key(key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, epoch, watermark, ttl)
+    out[#out + 1] = r
+    if useIndex and tops[k] and string.byte(r[1], 1) ~= 70 then -- not F
+      zadd[#zadd + 1] = tops[k]
       zadd[#zadd + 1] = key
     end
   end
@@ -411,4 +427,13 @@ local function rf_apply_many(keys, first, epochKey, indexKey, argv)
     redis.call('ZADD', indexKey, 'GT', unpack(zadd))
   end
   return out
+end
+
+-- The one-key scripts: the key's reply alone (or the error).
+local function rf_apply_one(key, epochKey, indexKey, argv)
+  local out = rf_apply_many({ key }, 1, 1, epochKey, indexKey, argv)
+  if out.err then
+    return out
+  end
+  return out[1]
 end
