@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The runs behind docs/benchmarks.md "Where redfence stands", back to back on one machine:
+#   1. bench/processor (passthrough of the client, its promise API, the naive loop, redfence at-least-once,
+#      exactly-once, exactly-once with a 100 ms commit interval) then the Kafka Streams peer (1 thread,
+#      cache 0), at 10,000 keys and at 1,000,000 keys, RECORDS records each (default 1,000,000);
+#   2. end-to-end latency at 2,000 records/s: bench/latency, then the Kafka Streams peer's --latency.
+# Needs the services (bash dev/up) and an otherwise idle machine. Tables go to stdout and to
+# bench/results/stands-<time>/ (git-ignored); each benchmark also writes its own raw JSON.
+#   RECORDS=300000 KEYS="10000" bash bench/stands.sh      # a shorter pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+records="${RECORDS:-1000000}"
+keys_list="${KEYS:-10000 1000000}"
+out="bench/results/stands-$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+step() { echo "[stands] $(date -u +%H:%M:%S) $*; load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/log.txt" >&2; }
+
+for keys in $keys_list; do
+  step "processor, $records records, $keys keys"
+  BENCH_RECORDS="$records" BENCH_KEYS="$keys" node --import tsx bench/processor/run.ts | tee "$out/processor-$keys.md"
+  step "kafka streams, $records records, $keys keys"
+  BENCH_RECORDS="$records" BENCH_KEYS="$keys" BENCH_ONLY='1 thread, cache 0' \
+    node --import tsx bench/peers/kafka-streams/run.ts | tee "$out/kafka-streams-$keys.md"
+done
+if [ "${LATENCY:-1}" != "0" ]; then
+  step "latency at 2000 records/s"
+  node --import tsx bench/latency/run.ts | tee "$out/latency.md"
+  step "kafka streams latency"
+  node --import tsx bench/peers/kafka-streams/run.ts --latency | tee "$out/kafka-streams-latency.md"
+fi
+step "done: $out"
