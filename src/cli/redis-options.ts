@@ -59,6 +59,8 @@ export const REDIS_OPTIONS = {
   'sentinel-name': textOption('<name>', {
     description: 'the master name the Sentinels monitor (with --sentinels)',
     env: 'REDIS_SENTINEL_NAME',
+    allowed: 'letters, digits, ".", "_" or "-"',
+    pattern: /^[A-Za-z0-9._-]+$/,
   }),
   'sentinel-password-file': file(
     "a file holding the Sentinels' password (or the password itself in REDFENCE_SENTINEL_PASSWORD)",
@@ -77,10 +79,14 @@ export const REDIS_OPTIONS = {
   'redis-servername': textOption('<name>', {
     description: "the name Redis' certificate must carry (SNI), when not the host connected to",
     env: 'REDFENCE_REDIS_SERVERNAME',
+    allowed: 'a host name',
+    pattern: /^[A-Za-z0-9.-]+$/,
   }),
   'redis-user': textOption('<name>', {
     description: 'ACL user (with --redis: or in the URL)',
     env: 'REDFENCE_REDIS_USER',
+    allowed: 'a user name (no spaces or commas)',
+    pattern: /^[^\s,]+$/,
   }),
   'redis-password-file': file(
     "a file holding the Redis user's password (or the password itself in REDFENCE_REDIS_PASSWORD; with --redis: or in the URL)",

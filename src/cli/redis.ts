@@ -98,6 +98,9 @@ const TLS_CODES = new Set([
  * (or a Sentinel) refused the credentials, or the TLS handshake failed on a certificate.
  */
 export function refusal(err: unknown, target: RedisTarget): string | undefined {
+  // a cluster's "Failed to refresh slots cache." carries the last node's error
+  const inner = (err as { lastNodeError?: unknown } | null)?.lastNodeError;
+  if (inner) return refusal(inner, target);
   const text = message(err);
   const code = (err as { code?: unknown } | null)?.code;
   const sentinel = /sentinel/i.test(text) && target.kind === 'sentinel';
@@ -109,6 +112,27 @@ export function refusal(err: unknown, target: RedisTarget): string | undefined {
   if (typeof code === 'string' && (TLS_CODES.has(code) || code.startsWith('ERR_SSL_')))
     return `failed the TLS handshake: ${text.replace(/^[0-9A-F]+:error:[0-9A-F]+:SSL routines:[^:]*:([^:]+):.*$/, '$1')} (${code}); check --redis-ca${code.includes('ALERT') ? ', --redis-cert and --redis-key' : ''}${code === 'ERR_TLS_CERT_ALTNAME_INVALID' ? ' and --redis-servername' : ''}`;
   return undefined;
+}
+
+/** The error of one connection to `node` with the cluster's node settings, if it fails. */
+async function probeNode(cluster: Cluster, node: { host: string; port: number }): Promise<unknown> {
+  const ioredis = await import('ioredis');
+  const r = new ioredis.Redis({
+    ...cluster.options.redisOptions,
+    ...node,
+    lazyConnect: true,
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+  });
+  let failure: unknown;
+  r.on('error', (err: unknown) => {
+    failure ??= err;
+  });
+  await r.connect().catch((err: unknown) => {
+    failure ??= err;
+  });
+  r.disconnect();
+  return failure;
 }
 
 /**
@@ -130,6 +154,15 @@ export async function connectRedis(
   // A cluster reports each node's failures as 'node error', the Sentinel connector each Sentinel's as 'sentinelError'.
   const events = ['error', 'node error', 'sentinelError'];
   for (const e of events) client.on(e, onError);
+  // A cluster's node clients hide a TLS failure behind "Connection is closed.": one plain connection to
+  // the first seed, with the same settings and no retries, tells why.
+  let probed = false;
+  const probe = () => {
+    if (probed || target.kind !== 'cluster' || target.nodes[0] === undefined) return;
+    probed = true;
+    void probeNode(client as Cluster, target.nodes[0]).then((err) => err !== undefined && onError(err));
+  };
+  client.on('error', probe);
   let timer: NodeJS.Timeout | undefined;
   try {
     await new Promise<void>((resolve, reject) => {
@@ -156,5 +189,6 @@ export async function connectRedis(
     fail = undefined;
     clearTimeout(timer);
     for (const e of events) client.off(e, onError);
+    client.off('error', probe);
   }
 }
