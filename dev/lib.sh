@@ -5,6 +5,7 @@
 #   Kafka three nodes  : brokers 19192/19292/19392, controllers 19193/19293/19393
 #   Redis standalone   : 16379 (replica of it: 16380)
 #   Redis Cluster      : 17001-17006 (3 masters + 3 replicas)
+#   Redis TLS + ACL    : 16400; TLS cluster 16411-16416 (bus 26411-26416); Sentinel: data 16421/16422, sentinels 16425-16427
 #   PostgreSQL         : a private server on 15432 (RF_PG_PORT), data under .dev/postgres, database redfence_test
 
 RF_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

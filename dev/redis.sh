@@ -3,6 +3,8 @@
 #
 #   up     [standalone|replica|cluster|all] [--aof]   start (idempotent), wait until ready
 #   down   [standalone|replica|cluster|all] [--wipe]  SHUTDOWN NOSAVE, wait for exit; --wipe deletes data
+#   up|down|status tls|tls-cluster|sentinel|secure    the TLS/ACL/Sentinel instances (dev/redis-secure.sh);
+#                                                     `all` includes them (secure) unless RF_REDIS_SECURE=0
 #   status                                            one line per instance
 #   stop <port> | kill <port> | start <port>          graceful stop / SIGKILL / restart one instance
 #   pause <port> | resume <port>                      SIGSTOP / SIGCONT
@@ -31,7 +33,7 @@ ALL_PORTS=("$STANDALONE_PORT" "$REPLICA_PORT" "${CLUSTER_PORTS[@]}")
 READY_TIMEOUT=${RF_REDIS_READY_TIMEOUT:-60}
 SELF="dev/redis.sh"
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 
 # ---------------------------------------------------------------- helpers
 
@@ -508,9 +510,15 @@ cmd_signal() { # <STOP|CONT> <port>
 
 lock() { mkdir -p "$RDIR"; exec 9>"$RDIR/.lock"; flock 9 2>/dev/null || true; }
 
+secure_wanted() { [ "${RF_REDIS_SECURE:-1}" != 0 ]; }
+
 main() {
   local cmd=${1:-} target="" wipe=no arg
   [ -n "$cmd" ] || usage
+  case $cmd:${2:-} in
+    up:tls* | up:sentinel | up:secure | down:tls* | down:sentinel | down:secure | status:tls* | status:sentinel | status:secure)
+      exec bash "$(dirname "${BASH_SOURCE[0]}")/redis-secure.sh" "$@" ;;
+  esac
   shift
   local rest=()
   for arg in "$@"; do
@@ -529,9 +537,18 @@ main() {
       case $target in standalone | replica | cluster | all) ;; *) rf_die "unknown instance group: $target (standalone|replica|cluster|all)" ;; esac ;;
   esac
   case $cmd in
-    up) lock; cmd_up "$target" ;;
-    down) lock; cmd_down "$target" "$wipe" ;;
-    status) cmd_status "$target" ;;
+    up)
+      lock; cmd_up "$target"
+      if [ "$target" = all ] && secure_wanted; then exec 9>&-; bash "$(dirname "${BASH_SOURCE[0]}")/redis-secure.sh" up secure; fi ;;
+    down)
+      lock; cmd_down "$target" "$wipe"
+      if [ "$target" = all ]; then
+        local extra=(); [ "$wipe" = yes ] && extra=(--wipe)
+        bash "$(dirname "${BASH_SOURCE[0]}")/redis-secure.sh" down secure "${extra[@]}"
+      fi ;;
+    status)
+      cmd_status "$target"
+      if [ "$target" = all ]; then bash "$(dirname "${BASH_SOURCE[0]}")/redis-secure.sh" status; fi ;;
     start) check_managed_port "$target"; lock; cmd_start "$target" ;;
     stop) check_managed_port "$target"; lock; stop_ports graceful "$target"; rf_log "stopped $(name_of "$target") ($target)" ;;
     kill) check_managed_port "$target"; lock; cmd_kill "$target" ;;

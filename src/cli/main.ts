@@ -29,6 +29,7 @@ const USAGE: ReadonlySet<ErrorCode> = new Set([
   'RF_INVALID_OPTIONS',
   'RF_MODULE_INVALID',
   'RF_TOPIC_MISSING',
+  'RF_REDIS_AUTH',
 ]);
 
 const VERBS = {

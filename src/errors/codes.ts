@@ -24,6 +24,10 @@ export const ERROR_CODES = {
     retriable: true,
     summary: 'Redis could not be reached or answered with a transient error.',
   },
+  RF_REDIS_AUTH: {
+    retriable: false,
+    summary: 'Redis refused the credentials, or the TLS handshake with it failed on a certificate.',
+  },
   RF_BAD_REPLY: {
     retriable: false,
     summary: 'A fence script replied in a shape this library version does not understand.',

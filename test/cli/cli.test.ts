@@ -121,6 +121,8 @@ describe('redfence CLI', () => {
     const brokers = `127.0.0.1:${silentPort}`;
     const workersConfig = join(dir, 'workers.json');
     writeFileSync(workersConfig, JSON.stringify({ workers: 100 }));
+    const emptyFile = join(dir, 'empty');
+    writeFileSync(emptyFile, '');
     const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
       [['--mode', 'bogus'], {}, /^redfence run: --mode must be exactly-once or at-least-once, got "bogus"/],
       [['--session-timeout', 'abc'], {}, /^redfence run: --session-timeout must be an integer >= 1000/],
@@ -169,13 +171,55 @@ describe('redfence CLI', () => {
         /REDFENCE_SESSION_TIMEOUT_MS \(--session-timeout\) must be/,
       ],
       [['--cluster', brokers], { REDIS_CLUSTER_NODES: '' }, /--redis and --cluster exclude each other/],
+      // the secure connection options (docs/operations.md, "Connecting securely")
+      [
+        ['--redis', `rediss://127.0.0.1:${silentPort}`, '--redis-ca', join(dir, 'absent.crt')],
+        {},
+        /--redis-ca .*absent\.crt: cannot read it \(no such file\)/,
+      ],
+      [['--redis-ca', workersConfig], {}, /--redis-ca needs TLS: a rediss:\/\/ URL/],
+      [['--redis-tls'], {}, /--redis-tls with --redis: use a rediss:\/\/ URL instead/],
+      [['--cluster', brokers, '--sentinels', brokers], {}, /--cluster and --sentinels exclude each other/],
+      [['--sentinels', brokers], {}, /--sentinels needs --sentinel-name <name>/],
+      [['--sentinel-name', 'm'], {}, /--sentinel-name applies to --sentinels/],
+      [['--sentinels', 'nohost', '--sentinel-name', 'm'], {}, /--sentinels must be host:port/],
+      [['--cluster', brokers, '--redis-ca', workersConfig], {}, /--redis-ca needs TLS: add --redis-tls/],
+      [
+        ['--cluster', brokers, '--redis-tls', '--redis-ca', workersConfig],
+        {},
+        /--redis-ca .*workers\.json: not a PEM certificate/,
+      ],
+      [
+        ['--cluster', brokers, '--redis-tls', '--redis-cert', workersConfig],
+        {},
+        /--redis-cert needs --redis-key \(mutual TLS takes both\)/,
+      ],
+      [
+        ['--redis-password-file', workersConfig],
+        { REDFENCE_REDIS_PASSWORD: 'pw-in-env' },
+        /--redis-password-file and REDFENCE_REDIS_PASSWORD both give a password/,
+      ],
+      [['--redis-password-file', emptyFile], {}, /--redis-password-file .*empty: the file is empty/],
+      [
+        ['--redis', `redis://u:url-pw@127.0.0.1:${silentPort}`],
+        { REDFENCE_REDIS_PASSWORD: 'pw-in-env' },
+        /the --redis URL has a password and REDFENCE_REDIS_PASSWORD or --redis-password-file gives another/,
+      ],
     ];
     for (const [args, env, expected] of cases) {
-      const r = await cli(['run', good, '--redis', redis, '--brokers', brokers, ...args], env);
+      // --sentinels and --cluster with TLS options go without the --redis flag (a flag of each is refused)
+      const alone =
+        args.includes('--sentinels') ||
+        (args.includes('--cluster') && args.some((a) => a.startsWith('--redis-')));
+      const r = await cli(
+        ['run', good, ...(alone ? [] : ['--redis', redis]), '--brokers', brokers, ...args],
+        env,
+      );
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
       const line = oneLine(r);
       assert.match(line, expected);
       assert.match(line, /\[RF_INVALID_OPTIONS\]$/);
+      assert.doesNotMatch(line, /url-pw|pw-in-env/);
       // far below the time a connection attempt to the silent port would take (5 s connect timeout)
       assert.ok(r.ms < 4000, `${args.join(' ')} took ${r.ms} ms`);
     }

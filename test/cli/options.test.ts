@@ -132,6 +132,9 @@ describe('CLI options', () => {
 
   it('every value option of every verb refuses a bad value with what it accepts', () => {
     const bad: Record<string, string> = { redis: 'http://x', instance: 'a b', group: '' };
+    // a file name can be anything but empty
+    for (const f of ['redis-ca', 'redis-cert', 'redis-key', 'redis-password-file', 'sentinel-password-file'])
+      bad[f] = '';
     for (const [verb, table] of Object.entries({
       run: RUN_OPTIONS,
       inspect: INSPECT_OPTIONS,
