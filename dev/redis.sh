@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # dev/redis.sh - real redis-server instances for tests, on non-default ports.
+# (Over 400 lines: one file owns every instance kind's start, stop and readiness so dev/up and CI have a
+# single entry point; the TLS/ACL/Sentinel instances live in dev/redis-secure.sh.)
 #
 #   up     [standalone|replica|cluster|all] [--aof]   start (idempotent), wait until ready
 #   down   [standalone|replica|cluster|all] [--wipe]  SHUTDOWN NOSAVE, wait for exit; --wipe deletes data
