@@ -40,7 +40,8 @@ const opts = {
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
 };
-const TIMEOUT_MS = 180_000;
+/** Bound of one configuration: 180 s, or 1 ms per record above 180,000 (the naive loop at 1M records). */
+const TIMEOUT_MS = Math.max(180_000, opts.records);
 
 const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
 const input = `bench-proc-${run}-in`;
@@ -101,7 +102,7 @@ function histograms(text: string): Record<string, { sum: number; count: number }
   return out;
 }
 
-/** Runs `start`, polls `progress()` until it reaches N (fails after 180 s), then `stop`. */
+/** Runs `start`, polls `progress()` until it reaches N (fails after TIMEOUT_MS), then `stop`. */
 async function timed(
   label: string,
   output: string,
