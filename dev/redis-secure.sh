@@ -246,7 +246,7 @@ cmd_down() { # <group> <wipe>
     done
   done
   if [ "$2" = yes ] && [ "$1" = secure ]; then rm -rf -- "${SDIR:?}"; fi
-  rf_log "down $1${2/yes/ (wiped)}"; true
+  if [ "${2:-no}" = yes ]; then rf_log "down $1 (wiped)"; else rf_log "down $1"; fi
 }
 
 cmd_status() {
