@@ -28,12 +28,11 @@ import {
   committedOffsets,
   createTopics,
   endOffsets,
-  type Msg,
   pollUntil,
   produce,
   readToEnd,
 } from '../helpers/kafka.js';
-import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
+import { assertPerKey, countOf, countsUpTo, customerOrders } from '../helpers/outputs.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const BIN = `${ROOT}dist/cli/bin.js`;
@@ -118,21 +117,6 @@ async function bothAssigned(c: Child, n: Names): Promise<void> {
   for (const i of [0, 1]) await c.log.waitFor(`worker ${i} assigned partitions`, assignedTo(n, i), 60_000);
 }
 
-/** Orders over `customers` customers, amounts deterministic; the amounts by customer in order. */
-function orders(count: number, customers: number): { messages: Msg[]; amounts: Map<string, number[]> } {
-  const messages: Msg[] = [];
-  const amounts = new Map<string, number[]>();
-  for (let i = 0; i < count; i++) {
-    const customer = `c-${(i * 7) % customers}`;
-    const amount = 1 + ((i * 131) % 997);
-    const list = amounts.get(customer) ?? [];
-    if (list.length === 0) amounts.set(customer, list);
-    list.push(amount);
-    messages.push({ key: customer, value: JSON.stringify({ customer, amount }) });
-  }
-  return { messages, amounts };
-}
-
 const sum = (m: Map<number, number>) => [...m.values()].reduce((s, v) => s + Math.max(0, v), 0);
 
 /** True once the group's committed offsets equal the input's end offsets on every partition. */
@@ -189,7 +173,7 @@ describe('redfence run --workers', { timeout: 240_000 }, () => {
       assert.equal(res.status, 200, `worker ${i} serves /readyz on ${port}+${i}`);
     }
 
-    const { messages, amounts } = orders(4000, 40);
+    const { messages, amounts } = customerOrders(4000, 40);
     await produce(n.orders, messages);
     await pollUntil('committed offsets at the end of the input', () => atEnd(n), 90_000, 250);
     await assertExact(n, amounts);
@@ -217,7 +201,7 @@ describe('redfence run --workers', { timeout: 240_000 }, () => {
     const pid = forked?.pid;
     assert.ok(typeof pid === 'number', `worker 1's pid logged ${first.tail()}`);
 
-    const { messages, amounts } = orders(30_000, 200);
+    const { messages, amounts } = customerOrders(30_000, 200);
     const producing = produce(n.orders, messages);
     await pollUntil(
       'some orders committed',

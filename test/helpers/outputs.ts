@@ -4,7 +4,7 @@
  * and items (counts), never record values.
  */
 import assert from 'node:assert/strict';
-import type { ReadRecord } from './kafka.js';
+import type { Msg, ReadRecord } from './kafka.js';
 
 export interface PerKeyOptions {
   /**
@@ -90,4 +90,25 @@ export function countOf(r: ReadRecord): number {
   if (!Number.isSafeInteger(n))
     throw new Error(`record at ${r.partition}/${r.offset} of ${show(r.key)} carries no count`);
   return n as number;
+}
+
+/**
+ * `count` orders over `customers` customers: order i goes to customer c-(7i mod customers), its amount
+ * is 1 + (131i mod 997). Returns the messages and each customer's amounts in order.
+ */
+export function customerOrders(
+  count: number,
+  customers: number,
+): { messages: Msg[]; amounts: Map<string, number[]> } {
+  const messages: Msg[] = [];
+  const amounts = new Map<string, number[]>();
+  for (let i = 0; i < count; i++) {
+    const customer = `c-${(i * 7) % customers}`;
+    const amount = 1 + ((i * 131) % 997);
+    const list = amounts.get(customer) ?? [];
+    if (list.length === 0) amounts.set(customer, list);
+    list.push(amount);
+    messages.push({ key: customer, value: JSON.stringify({ customer, amount }) });
+  }
+  return { messages, amounts };
 }

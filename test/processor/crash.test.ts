@@ -33,12 +33,11 @@ import {
   committedOffsets,
   createTopics,
   endOffsets,
-  type Msg,
   pollUntil,
   produce,
   readToEnd,
 } from '../helpers/kafka.js';
-import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
+import { assertPerKey, countOf, countsUpTo, customerOrders } from '../helpers/outputs.js';
 
 const PARTITIONS = 3;
 const CUSTOMERS = 30;
@@ -61,21 +60,6 @@ const CASES: Array<{ mode: Mode; point: CrashPoint }> = [
 interface Totals {
   total: number;
   count: number;
-}
-
-/** The input: order i goes to customer c-(7i mod 30) (20 orders each), amounts deterministic. */
-function makeOrders(): { messages: Msg[]; amounts: Map<string, number[]> } {
-  const messages: Msg[] = [];
-  const amounts = new Map<string, number[]>();
-  for (let i = 0; i < ORDERS; i++) {
-    const customer = `c-${(i * 7) % CUSTOMERS}`;
-    const amount = 1 + ((i * 131) % 997);
-    const list = amounts.get(customer) ?? [];
-    if (list.length === 0) amounts.set(customer, list);
-    list.push(amount);
-    messages.push({ key: customer, value: JSON.stringify({ customer, amount }) });
-  }
-  return { messages, amounts };
 }
 
 /** A customer's totals after its first `count` orders (its orders share one partition: offset order). */
@@ -139,7 +123,7 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
       const children: ProcessorChild[] = [];
       const exactlyOnce = mode === 'exactly-once';
       try {
-        const { messages, amounts } = makeOrders();
+        const { messages, amounts } = customerOrders(ORDERS, CUSTOMERS);
         await produce(n.orders, messages);
         const input = await readToEnd(n.orders);
         assert.equal(input.length, ORDERS, 'every order read back from the input topic');
