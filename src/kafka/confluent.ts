@@ -7,6 +7,8 @@
  * so a revocation always waits for the batch in flight. Consumer: auto-commit off, read_committed,
  * cooperative-sticky (or the KIP-848 `consumer` protocol), optional static membership. Producer:
  * idempotent, acks=all, murmur2 (src/kafka/producer.ts).
+ * Over 400 lines: the consume loop, the rebalance queue, the pause/seek bookkeeping and the commit
+ * read-back share one consumer's state; split, each part would need all of it.
  */
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
@@ -105,6 +107,12 @@ export class ConfluentKafka implements KafkaPort {
   readonly #paused = new Set<string>();
   /** Per partition, the first offset not yet handed to the handler: a pause seeks back to it. */
   readonly #next = new Map<string, number>();
+  /**
+   * Per partition, how many seeks (its own, or a pause's) it has had: records fetched before the last
+   * one are stale and never handed over (the seek went to or before the first of them, so they come
+   * again), even once the partition is resumed.
+   */
+  readonly #seeks = new Map<string, number>();
   #fatal: Error | undefined;
   #commitTimeoutMs = 30_000;
 
@@ -197,12 +205,22 @@ export class ConfluentKafka implements KafkaPort {
     const partitions = assignment.map((a) => ({ topic: a.topic, partition: a.partition }));
     const lost = this.#consumer?.assignmentLost() ?? false;
     const r: Rebalance = { assign: err.code === ERR_ASSIGN, partitions, lost };
-    if (this.#stopping && !r.assign) {
-      // the loop has ended: the handler has drained already, librdkafka's close waits for the unassign
-      void this.#serve(r).catch(() => undefined);
+    if (this.#stopping) {
+      // the loop has ended (or is ending): librdkafka's close waits for this rebalance to be answered
+      void this.#serveStopping(r).catch(() => undefined);
       return;
     }
     this.#rebalances.push(r);
+  }
+
+  /**
+   * A rebalance while stopping: an assignment is acknowledged to librdkafka without reaching the
+   * handler (nothing of it will be consumed; the close revokes it next); a revocation is served as usual.
+   */
+  async #serveStopping(r: Rebalance): Promise<void> {
+    const c = this.#consumer;
+    if (!r.assign) return this.#serve(r);
+    if (c?.isConnected()) c.incrementalAssign(r.partitions);
   }
 
   async #serve(r: Rebalance): Promise<void> {
@@ -253,12 +271,18 @@ export class ConfluentKafka implements KafkaPort {
       }
       if (messages.length === 0) continue;
       while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
-      await this.#dispatch(c, h, messages, batch);
+      await this.#dispatch(c, h, messages, batch, new Map(this.#seeks));
     }
   }
 
   /** Each partition's records in offset order, at most `batch` at a time, partitions in turn. */
-  async #dispatch(c: NativeConsumer, h: ConsumerHandlers, messages: RdKafka.Message[], batch: number) {
+  async #dispatch(
+    c: NativeConsumer,
+    h: ConsumerHandlers,
+    messages: RdKafka.Message[],
+    batch: number,
+    seeks: ReadonlyMap<string, number>,
+  ) {
     const runs = new Map<string, RdKafka.Message[]>();
     for (const m of messages) {
       const k = tpKey(m.topic, m.partition);
@@ -269,6 +293,7 @@ export class ConfluentKafka implements KafkaPort {
     for (const [k, run] of runs) {
       for (let i = 0; i < run.length; i += batch) {
         if (this.#stopping || !this.#assigned.has(k) || this.#paused.has(k)) break;
+        if ((this.#seeks.get(k) ?? 0) !== (seeks.get(k) ?? 0)) break; // sought since: stale
         const part = run.slice(i, i + batch);
         const first = part[0] as RdKafka.Message;
         const last = part[part.length - 1] as RdKafka.Message;
@@ -398,6 +423,7 @@ export class ConfluentKafka implements KafkaPort {
     const k = tpKey(partition.topic, partition.partition);
     if (!c || !this.#assigned.has(k)) return;
     this.#next.set(k, offset);
+    this.#seeks.set(k, (this.#seeks.get(k) ?? 0) + 1);
     // asynchronous (timeout 0); a partition that went meanwhile is not an error
     c.seek({ topic: partition.topic, partition: partition.partition, offset }, 0, () => undefined);
   }
@@ -413,9 +439,12 @@ export class ConfluentKafka implements KafkaPort {
     for (const p of owned) {
       const k = tpKey(p.topic, p.partition);
       // records fetched but not handed over are dropped: fetch again from the first of them on resume
+      // (nothing handed over yet: no seek, and the fetched records stay valid for after the resume)
       const next = this.#next.get(k);
-      if (next !== undefined)
+      if (next !== undefined) {
+        this.#seeks.set(k, (this.#seeks.get(k) ?? 0) + 1);
         c.seek({ topic: p.topic, partition: p.partition, offset: next }, 0, () => undefined);
+      }
     }
   }
 
@@ -435,8 +464,8 @@ export class ConfluentKafka implements KafkaPort {
     await this.#loop?.catch(() => undefined);
     const c = this.#consumer;
     if (c) {
-      // revocations queued but not served: served now (librdkafka waits for them)
-      for (const r of this.#rebalances.splice(0)) if (!r.assign) await this.#serve(r).catch(() => undefined);
+      // rebalances queued but not served: answered now (librdkafka's close waits for them)
+      for (const r of this.#rebalances.splice(0)) await this.#serveStopping(r).catch(() => undefined);
       await new Promise<void>((resolve) => {
         try {
           c.unsubscribe();
