@@ -1,5 +1,6 @@
 /** Real-broker helpers for tests: topics, producing, reading back (read_committed), offsets. */
 import { KafkaJS, type Message, RdKafka } from '@confluentinc/kafka-javascript';
+import { pollUntil } from '../../src/harness/poll.js';
 import { KAFKA_BROKERS, uniqueName } from './env.js';
 
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
@@ -13,6 +14,24 @@ export async function createTopics(
   await admin.createTopics({
     topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })),
   });
+  // The create call returns once the controller has the topics; another client's metadata may not show
+  // them yet (a busy broker). Tests start only when every partition has a leader.
+  await pollUntil(
+    `topics ${topics.map((t) => t.topic).join(', ')} to have leaders`,
+    async () => {
+      const seen = await admin
+        .fetchTopicMetadata({ topics: topics.map((t) => t.topic) })
+        .catch(() => undefined);
+      return (
+        seen !== undefined &&
+        topics.every((t) => {
+          const m = seen.find((x) => x.name === t.topic);
+          return m?.partitions.length === t.partitions && m.partitions.every((p) => p.leader >= 0);
+        })
+      );
+    },
+    30_000,
+  );
   return async () => {
     await admin.deleteTopics({ topics: topics.map((t) => t.topic) }).catch(() => undefined);
     await admin.disconnect();
