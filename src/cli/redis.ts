@@ -48,13 +48,22 @@ export async function redisClient(target: RedisTarget, logger: Logger): Promise<
   if (target.username !== undefined) node.username = target.username;
   if (target.password !== undefined) node.password = target.password;
   const base = { lazyConnect: true, enableAutoPipelining: true };
+  // A single node (standalone or the Sentinels' primary): a command fails after one reconnect attempt
+  // instead of ioredis' 20 (about 70 s with its backoff), so the processor's Redis guard sees the outage
+  // at once (pause, metric, readiness) and retries with its own backoff; reconnects at most 1 s apart,
+  // so work resumes within a second of Redis coming back.
+  const single = {
+    ...base,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (times: number) => Math.min(50 * 2 ** (times - 1), 1000),
+  };
   const client =
     target.kind === 'standalone'
-      ? new ioredis.Redis({ ...base, ...urlOptions(target.url), ...node })
+      ? new ioredis.Redis({ ...single, ...urlOptions(target.url), ...node })
       : target.kind === 'cluster'
         ? new ioredis.Cluster(target.nodes, { ...base, redisOptions: node })
         : new ioredis.Redis({
-            ...base,
+            ...single,
             ...node,
             sentinels: target.sentinels,
             name: target.name,

@@ -280,6 +280,17 @@ export class RedfenceMetrics {
   }
 
   /**
+   * A partition this consumer now owns: its rare-event counters (fencings, FENCE and REBASE verdicts)
+   * get a series at 0, so `increase()` and `rate()` in alert rules see the first event (a counter that
+   * first appears at 1 shows no increase).
+   */
+  owned(topic: string, partition: number): void {
+    const labels = this.#labels({ topic, partition: checkPartitionNumber(partition) });
+    this.#fenced.inc(labels, 0);
+    for (const verdict of ['FENCE', 'REBASE']) this.#verdicts.inc({ ...labels, verdict }, 0);
+  }
+
+  /**
    * Forgets the per-partition gauges of a partition this consumer no longer owns (on revocation or
    * loss), so a stale lag is not reported. Counters are kept: they stay meaningful totals.
    */

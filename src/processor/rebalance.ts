@@ -41,6 +41,7 @@ export async function assign(ctx: RebalanceContext, tps: readonly TopicPartition
     const epoch = await ctx.redisStep('acquireEpoch', () => ctx.fence.acquireEpoch(tp.topic, tp.partition));
     // the port reports committed offsets by `topic/partition`: converted here, at its boundary
     ctx.table.add(tp, epoch, committed.get(tpKey(tp.topic, tp.partition)) ?? -1);
+    ctx.metrics?.owned(tp.topic, tp.partition);
   }
   if (tps.length > 0) await ctx.waitReplicas();
   // A partition this instance paused earlier (FENCE, outage) keeps its pause in the client across a

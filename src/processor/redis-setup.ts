@@ -27,12 +27,26 @@ async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Refuses an evicting Redis (unless allowed) and warns when AOF is off. */
+/**
+ * An ioredis client keeps a command through this many reconnect attempts before failing it; the
+ * processor learns of an outage only from a failed command. Past this, warn.
+ */
+const MAX_QUIET_RETRIES = 3;
+
+/** Refuses an evicting Redis (unless allowed), warns when AOF is off or the client hides outages. */
 export async function checkRedis(
   redis: Redis | Cluster,
   requireNoEviction: boolean,
   log: Logger,
 ): Promise<void> {
+  if (!(redis instanceof Cluster)) {
+    const retries = redis.options.maxRetriesPerRequest;
+    if (retries === null || retries === undefined || retries > MAX_QUIET_RETRIES)
+      log.warn(
+        { maxRetriesPerRequest: retries ?? null },
+        'the Redis client keeps commands through many reconnects (ioredis maxRetriesPerRequest): an outage is noticed only when they fail, about a minute late with the defaults; set maxRetriesPerRequest: 1 (redfence retries with its own backoff)',
+      );
+  }
   for (const node of await masters(redis)) {
     const policy = ((await call('CONFIG GET', () => node.config('GET', 'maxmemory-policy'))) as string[])[1];
     if (policy !== 'noeviction') {
