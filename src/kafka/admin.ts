@@ -1,30 +1,51 @@
 /**
  * Topic metadata and creation for the Kafka adapter, over the admin client of
  * @confluentinc/kafka-javascript. Connected on first use (so topics can be checked before the consumer
- * starts) and closed with the adapter.
+ * starts) and closed with the adapter. It gets the same librdkafka properties as the consumer and the
+ * producer (brokers, security, `kafka.config`); its log lines are watched (connect.ts), so a refused
+ * password or certificate fails the call at once with RF_KAFKA_AUTH instead of timing out.
  */
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
+import { configError } from './client-config.js';
+import { AuthWatch } from './connect.js';
 import type { TopicSpec } from './types.js';
 
 type Admin = KafkaJS.Admin;
-const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 
 export class KafkaAdmin {
   readonly #kafka: KafkaJS.Kafka;
+  readonly #watch = new AuthWatch('admin client');
   #admin: Promise<Admin> | undefined;
   #closed = false;
 
-  constructor(brokers: readonly string[], clientId: string) {
-    this.#kafka = new KafkaJS.Kafka({ 'client.id': clientId, kafkaJS: { brokers: [...brokers], ...quiet } });
+  /** `properties`: librdkafka's, bootstrap.servers and client.id included. */
+  constructor(properties: Record<string, unknown>) {
+    // librdkafka's error lines reach the watch (and nothing else): quiet, but not blind
+    const kafkaJS = { logger: this.#watch.logger(), logLevel: KafkaJS.logLevel.ERROR };
+    this.#kafka = new KafkaJS.Kafka({ ...properties, kafkaJS } as unknown as KafkaJS.CommonConstructorConfig);
+  }
+
+  /** `call`, or RF_KAFKA_AUTH as soon as the client's lines show it cannot authenticate. */
+  async #guard<T>(call: (admin: Admin) => Promise<T>): Promise<T> {
+    if (this.#watch.error) throw this.#watch.error;
+    const admin = await Promise.race([this.#client(), this.#watch.failed]);
+    const result = await Promise.race([call(admin), this.#watch.failed]);
+    this.#watch.disarm();
+    return result;
   }
 
   /** The admin client, connecting it on first use; a failed connect is tried again by the next call. */
   async #client(): Promise<Admin> {
     if (this.#closed) throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is stopped');
     if (this.#admin === undefined) {
-      const admin = this.#kafka.admin({ kafkaJS: quiet } as KafkaJS.AdminConstructorConfig);
-      const connecting = admin.connect().then(() => admin);
+      const admin = this.#kafka.admin();
+      const connecting = admin
+        .connect()
+        .then(() => admin)
+        .catch((err: unknown) => {
+          throw configError(err, 'admin client') ?? err;
+        });
       this.#admin = connecting;
       connecting.catch(() => {
         if (this.#admin === connecting) this.#admin = undefined;
@@ -34,36 +55,39 @@ export class KafkaAdmin {
   }
 
   async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
-    const admin = await this.#client();
     const out = new Map<string, number>();
     // One request per topic: a request naming a missing topic fails as a whole.
-    await Promise.all(
-      [...new Set(topics)].map(async (topic) => {
-        try {
-          const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-          const n = meta[0]?.partitions.length ?? 0;
-          if (n > 0) out.set(topic, n);
-        } catch (err) {
-          if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
-        }
-      }),
+    await this.#guard((admin) =>
+      Promise.all(
+        [...new Set(topics)].map(async (topic) => {
+          try {
+            const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+            const n = meta[0]?.partitions.length ?? 0;
+            if (n > 0) out.set(topic, n);
+          } catch (err) {
+            if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
+          }
+        }),
+      ),
     );
     return out;
   }
 
   async createTopics(topics: readonly TopicSpec[]): Promise<void> {
     if (topics.length === 0) return;
-    const admin = await this.#client();
     try {
       // A topic that exists already (another instance made it meanwhile) is not an error here.
-      await admin.createTopics({
-        topics: topics.map((t) => ({
-          topic: t.topic,
-          numPartitions: t.partitions,
-          replicationFactor: t.replicationFactor ?? -1,
-        })),
-      });
+      await this.#guard((admin) =>
+        admin.createTopics({
+          topics: topics.map((t) => ({
+            topic: t.topic,
+            numPartitions: t.partitions,
+            replicationFactor: t.replicationFactor ?? -1,
+          })),
+        }),
+      );
     } catch (err) {
+      if (RedfenceError.is(err)) throw err;
       const inner = (err as { errors?: unknown })?.errors;
       const reasons = Array.isArray(inner) ? inner.map((e) => (e as Error)?.message).join('; ') : '';
       throw new Error(`Kafka: cannot create topics: ${reasons || (err as Error)?.message}`, { cause: err });
@@ -71,7 +95,7 @@ export class KafkaAdmin {
   }
 
   async highWatermarks(topic: string): Promise<Map<number, number>> {
-    const rows = await (await this.#client()).fetchTopicOffsets(topic);
+    const rows = await this.#guard((admin) => admin.fetchTopicOffsets(topic));
     return new Map(rows.map((r) => [r.partition, Number(r.high)]));
   }
 
