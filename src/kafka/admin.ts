@@ -18,19 +18,46 @@ export class KafkaAdmin {
   readonly #watch = new AuthWatch('admin client');
   #admin: Promise<Admin> | undefined;
   #closed = false;
+  /** Calls librdkafka has not answered yet (they are not abandoned when the watch fails first). */
+  readonly #pending = new Set<Promise<unknown>>();
+
+  /** OAUTHBEARER: settled once the first token was handed to librdkafka (or could not be had). */
+  readonly #firstToken: Promise<void>;
 
   /** `properties`: librdkafka's, bootstrap.servers and client.id included. */
   constructor(properties: Record<string, unknown>) {
     // librdkafka's error lines reach the watch (and nothing else): quiet, but not blind
     const kafkaJS = { logger: this.#watch.logger(), logLevel: KafkaJS.logLevel.ERROR };
-    this.#kafka = new KafkaJS.Kafka({ ...properties, kafkaJS } as unknown as KafkaJS.CommonConstructorConfig);
+    const props = { ...properties };
+    const refresh = props.oauthbearer_token_refresh_cb;
+    let tokenSet: () => void = () => undefined;
+    this.#firstToken =
+      typeof refresh === 'function'
+        ? new Promise<void>((resolve) => {
+            tokenSet = resolve;
+          })
+        : Promise.resolve();
+    if (typeof refresh === 'function') {
+      // A request sent before the first token is set waits for its whole timeout even once the token
+      // is there: the first call waits for it (the client sets it right after this promise settles).
+      props.oauthbearer_token_refresh_cb = (config: unknown) =>
+        (refresh as (c: unknown) => Promise<unknown>)(config).finally(() => setImmediate(tokenSet));
+    }
+    this.#kafka = new KafkaJS.Kafka({ ...props, kafkaJS } as unknown as KafkaJS.CommonConstructorConfig);
   }
 
   /** `call`, or RF_KAFKA_AUTH as soon as the client's lines show it cannot authenticate. */
   async #guard<T>(call: (admin: Admin) => Promise<T>): Promise<T> {
     if (this.#watch.error) throw this.#watch.error;
     const admin = await Promise.race([this.#client(), this.#watch.failed]);
-    const result = await Promise.race([call(admin), this.#watch.failed]);
+    const pending = call(admin);
+    const settled = pending.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#pending.add(settled);
+    void settled.then(() => this.#pending.delete(settled));
+    const result = await Promise.race([pending, this.#watch.failed]);
     this.#watch.disarm();
     return result;
   }
@@ -42,6 +69,7 @@ export class KafkaAdmin {
       const admin = this.#kafka.admin();
       const connecting = admin
         .connect()
+        .then(() => this.#firstToken)
         .then(() => admin)
         .catch((err: unknown) => {
           throw configError(err, 'admin client') ?? err;
@@ -104,6 +132,13 @@ export class KafkaAdmin {
     this.#closed = true;
     const admin = this.#admin;
     this.#admin = undefined;
-    await admin?.then((a) => a.disconnect()).catch(() => undefined);
+    const disconnect = () => admin?.then((a) => a.disconnect()).catch(() => undefined);
+    // librdkafka's disconnect blocks until the calls in flight are answered (they time out): after a
+    // failed watch it waits for them in the background instead of holding the caller
+    if (this.#watch.error !== undefined && this.#pending.size > 0) {
+      void Promise.all(this.#pending).then(disconnect);
+      return;
+    }
+    await disconnect();
   }
 }

@@ -5,10 +5,9 @@
  * key, the key's password), and `kafka.config` (any librdkafka property but the ones the runtime owns,
  * REFUSED below). Also what librdkafka's refusals and connection failures mean: a property it does not
  * know becomes RF_INVALID_OPTIONS naming the key; a refused password, an untrusted certificate or a
- * listener of another protocol becomes RF_KAFKA_AUTH. Pure, except `checkClientConfig`, which builds
- * (never connects) the clients to let librdkafka check the properties.
+ * listener of another protocol becomes RF_KAFKA_AUTH. Pure (no client is loaded here), so the CLI can
+ * check its options with it before loading the runtime.
  */
-import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 
 /** librdkafka properties: every value a string, a finite number or a boolean. */
@@ -119,9 +118,12 @@ export function passThrough(
   return out;
 }
 
-/** The protocol a security setting implies when none is named: SASL_ when `sasl`, SSL when `ssl`. */
+/**
+ * The protocol a security setting implies when none is named: SASL_SSL with `sasl` (a password is never
+ * sent in clear unless SASL_PLAINTEXT is asked for), SSL with `ssl` only, else PLAINTEXT.
+ */
 export function impliedProtocol(sasl: boolean, ssl: boolean): SecurityProtocol {
-  return sasl ? (ssl ? 'SASL_SSL' : 'SASL_PLAINTEXT') : ssl ? 'SSL' : 'PLAINTEXT';
+  return sasl ? 'SASL_SSL' : ssl ? 'SSL' : 'PLAINTEXT';
 }
 
 /** The token librdkafka's callback wants, from the provider's; a bad token is an error naming the field. */
@@ -226,29 +228,6 @@ export function configError(err: unknown, client: string): RedfenceError | undef
         ? 'librdkafka refuses its value (or the value of a property it is an alias of)'
         : 'librdkafka refuses it';
   return invalid(`Kafka ${client} configuration: "${key}": ${why}`);
-}
-
-/**
- * Lets librdkafka check the consumer's and the producer's properties by building the clients, without
- * connecting them; throws RF_INVALID_OPTIONS naming a property it refuses.
- */
-export function checkClientConfig(consumer: Record<string, unknown>, producer: Record<string, unknown>) {
-  for (const [client, build] of [
-    ['consumer', () => new RdKafka.KafkaConsumer({ ...consumer } as RdKafka.ConsumerGlobalConfig, {})],
-    ['producer', () => new RdKafka.Producer({ ...producer } as RdKafka.ProducerGlobalConfig)],
-  ] as const) {
-    try {
-      build();
-    } catch (err) {
-      // librdkafka's own words may quote a value: kept as the cause, out of the message
-      throw (
-        configError(err, client) ??
-        new RedfenceError('RF_INVALID_OPTIONS', `Kafka ${client} configuration: librdkafka refuses it`, {
-          cause: err,
-        })
-      );
-    }
-  }
 }
 
 /** What the adapter's clients are built from (src/kafka/confluent.ts ConfluentOptions). */

@@ -15,13 +15,12 @@ import { RedfenceError } from '../errors/index.js';
 import { KafkaAdmin } from './admin.js';
 import {
   type ClientConfig,
-  checkClientConfig,
   commonProperties,
   consumerProperties,
   producerProperties,
   type SecuritySettings,
 } from './client-config.js';
-import { connectWatched } from './connect.js';
+import { checkClientConfig, connectWatched } from './connect.js';
 import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
 import type {
   CommitOffset,

@@ -8,8 +8,9 @@
  * librdkafka's to retry. The same watch serves the admin client through its logger.
  */
 import type { EventEmitter } from 'node:events';
-import type { RedfenceError } from '../errors/index.js';
-import { authError, authFailure } from './client-config.js';
+import { RdKafka } from '@confluentinc/kafka-javascript';
+import { RedfenceError } from '../errors/index.js';
+import { authError, authFailure, configError } from './client-config.js';
 
 /** What a low-level client offers for this (Producer and KafkaConsumer both). */
 interface Connectable extends Pick<EventEmitter, 'on' | 'removeListener'> {
@@ -117,5 +118,28 @@ export async function connectWatched(
     if (polling !== undefined) clearInterval(polling);
     c.removeListener('event.log', onLog);
     c.removeListener('event.error', onError);
+  }
+}
+
+/**
+ * Lets librdkafka check the consumer's and the producer's properties by building the clients, without
+ * connecting them; throws RF_INVALID_OPTIONS naming a property it refuses.
+ */
+export function checkClientConfig(consumer: Record<string, unknown>, producer: Record<string, unknown>) {
+  for (const [client, build] of [
+    ['consumer', () => new RdKafka.KafkaConsumer({ ...consumer } as RdKafka.ConsumerGlobalConfig, {})],
+    ['producer', () => new RdKafka.Producer({ ...producer } as RdKafka.ProducerGlobalConfig)],
+  ] as const) {
+    try {
+      build();
+    } catch (err) {
+      // librdkafka's own words may quote a value: kept as the cause, out of the message
+      throw (
+        configError(err, client) ??
+        new RedfenceError('RF_INVALID_OPTIONS', `Kafka ${client} configuration: librdkafka refuses it`, {
+          cause: err,
+        })
+      );
+    }
   }
 }

@@ -45,9 +45,9 @@ export type KafkaSsl = SslSettings;
 export interface KafkaOptions {
   brokers: string[];
   /**
-   * PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. Default: SASL_SSL with `sasl` and `ssl`, SASL_PLAINTEXT
-   * with `sasl` only, SSL with `ssl` only, else PLAINTEXT. Give it for SASL_SSL with the system's CAs
-   * (no `ssl`), e.g. a hosted Kafka.
+   * PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. Default: SASL_SSL with `sasl` (with the system's CAs
+   * unless `ssl.ca`: a hosted Kafka needs nothing more), SSL with `ssl` only, else PLAINTEXT.
+   * SASL_PLAINTEXT (a password sent in clear) is never implied.
    */
   securityProtocol?: SecurityProtocol;
   /**
