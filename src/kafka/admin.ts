@@ -84,20 +84,23 @@ export class KafkaAdmin {
 
   async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
     const out = new Map<string, number>();
-    // One request per topic: a request naming a missing topic fails as a whole.
-    await this.#guard((admin) =>
-      Promise.all(
-        [...new Set(topics)].map(async (topic) => {
-          try {
-            const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-            const n = meta[0]?.partitions.length ?? 0;
-            if (n > 0) out.set(topic, n);
-          } catch (err) {
-            if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
-          }
-        }),
-      ),
-    );
+    const one = async (admin: Admin, topic: string) => {
+      try {
+        const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+        const n = meta[0]?.partitions.length ?? 0;
+        if (n > 0) out.set(topic, n);
+      } catch (err) {
+        if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
+      }
+    };
+    // One request per topic: a request naming a missing topic fails as a whole. Until a first call has
+    // succeeded, one request goes first: when the brokers refuse the client, librdkafka's disconnect
+    // (and the process's exit) waits for every request in flight to time out.
+    const [first, ...rest] = [...new Set(topics)];
+    if (first === undefined) return out;
+    if (this.#watch.armed) await this.#guard((admin) => one(admin, first));
+    else rest.unshift(first);
+    await this.#guard((admin) => Promise.all(rest.map((topic) => one(admin, topic))));
     return out;
   }
 

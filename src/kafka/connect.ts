@@ -40,6 +40,11 @@ export class AuthWatch {
     return this.#error;
   }
 
+  /** Still watching (no call has succeeded yet). */
+  get armed(): boolean {
+    return this.#armed;
+  }
+
   /** Stops watching (the client has connected once: later failures are librdkafka's to retry). */
   disarm(): void {
     this.#armed = false;
