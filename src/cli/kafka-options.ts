@@ -38,6 +38,8 @@ export const KAFKA_OPTIONS = {
   'kafka-sasl-username': textOption('<name>', {
     description: 'SASL user',
     env: 'REDFENCE_KAFKA_USERNAME',
+    allowed: 'a user name (no spaces or commas)',
+    pattern: /^[^\s,]+$/,
   }),
   'kafka-sasl-password-file': file(
     "a file holding the SASL user's password (or the password itself in REDFENCE_KAFKA_PASSWORD)",

@@ -195,7 +195,7 @@ export function pairsOption<O extends Common<Record<string, string>>>(
   placeholder: string,
   o: O & { key: RegExp },
 ): OptionSpec<Record<string, string>, WithDefault<O, Record<string, string>>> {
-  const allowed = 'key=value';
+  const allowed = 'key=value with a property name as key';
   return {
     ...spec(o, {
       kind: 'value',
@@ -208,9 +208,7 @@ export function pairsOption<O extends Common<Record<string, string>>>(
           const eq = line.indexOf('=');
           const key = (eq < 0 ? line : line.slice(0, eq)).trim();
           if (eq < 0 || !o.key.test(key))
-            return new Invalid(
-              ` must be key=value with a property name as key, got ${eq < 0 ? 'no "="' : `the key ${quote(key)}`}`,
-            );
+            return new Invalid(` must be ${allowed}, got ${eq < 0 ? 'no "="' : `the key ${quote(key)}`}`);
           out[key] = line.slice(eq + 1);
         }
         return out;

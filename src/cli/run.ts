@@ -36,8 +36,8 @@ export const RUN_OPTIONS = {
     allowed: 'host:port[,host:port...]',
     item: (s) => (hostPort(s) ? s : undefined),
   }),
-  ...KAFKA_OPTIONS,
   ...REDIS_OPTIONS,
+  ...KAFKA_OPTIONS,
   mode: choiceOption(MODES, {
     description: 'processing mode',
     env: 'REDFENCE_MODE',
