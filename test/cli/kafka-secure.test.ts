@@ -3,7 +3,7 @@
  * SCRAM-SHA-512 over SASL_SSL (password from REDFENCE_KAFKA_PASSWORD) and with mutual TLS (an encrypted
  * key, its password from --kafka-key-password-file), outputs counted; a wrong password and an untrusted
  * CA stop it within seconds with RF_KAFKA_AUTH (exit 2); a refused --kafka-config key exits 2 before
- * anything connects; no password, key material or key password in anything it printed or served on
+ * anything connects; `redfence chaos` runs its harness and instances over SCRAM; no password, key material or key password in anything it printed or served on
  * /metrics.
  */
 import assert from 'node:assert/strict';
@@ -227,6 +227,33 @@ describe('redfence run on the secured Kafka', { timeout: 240_000 }, () => {
       r.stderr(),
       /--kafka-config may not set "enable.auto.commit": offsets are committed only after the outputs are produced.*\[RF_INVALID_OPTIONS\]/,
     );
+  });
+
+  it('redfence chaos passes the Kafka options to its own clients and to every instance', async () => {
+    const r = start(
+      [
+        'chaos',
+        '--brokers',
+        LISTENERS.saslSsl,
+        '--kafka-sasl-mechanism',
+        'SCRAM-SHA-512',
+        '--kafka-sasl-username',
+        'redfence',
+        '--kafka-ca',
+        tlsFile('ca.crt'),
+        ...['--records', '300', '--duration', '2', '--partitions', '3', '--customers', '20', '--large', '0'],
+        ...['--kills', '1', '--crashes', '0', '--zombies', '0', '--redis-restarts', '0'],
+        ...['--redis-failovers', '0', '--scale', '2', '--quiet'],
+      ],
+      { REDFENCE_KAFKA_PASSWORD: secret('scram') },
+    );
+    let out = '';
+    r.child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    assert.equal(await r.exited, 0, `${out}\n${r.stderr()}`);
+    assert.match(out, /VERDICT: OK/);
+    assert.match(out, /committed \/ end offsets\s*\|\s*300 \/ 300/);
   });
 
   it('no password, key material or key password in any output or /metrics', () => {
