@@ -3,8 +3,9 @@
  * processor runs end to end (consumer, producer and admin on the secured listener) with SCRAM-SHA-512
  * over SASL_SSL (exactly-once), PLAIN over SASL_PLAINTEXT, mutual TLS with an encrypted client key, and
  * OAUTHBEARER through the token provider; a wrong password, an untrusted CA, a missing or untrusted
- * client certificate, a failing token provider and a plaintext client on a TLS port each fail start()
- * with RF_KAFKA_AUTH within seconds (librdkafka alone would retry for ever); refused and unknown
+ * client certificate and a failing token provider each fail start() with RF_KAFKA_AUTH within seconds
+ * (librdkafka alone would retry for ever), a plaintext client on a TLS port fails on the admin call's
+ * timeout; refused and unknown
  * pass-through properties fail construction with RF_INVALID_OPTIONS naming the key.
  */
 import assert from 'node:assert/strict';
@@ -174,11 +175,6 @@ describe('Kafka security (secured broker)', { timeout: 240_000 }, () => {
       },
       /identity provider unreachable/,
     ],
-    [
-      'a plaintext client on the TLS listener',
-      { brokers: [LISTENERS.saslSsl] },
-      /security\.protocol|SSL|transport/i,
-    ],
   ];
   for (const [what, kafka, detail] of refused) {
     it(`${what}: start() fails with RF_KAFKA_AUTH within seconds`, async (t) => {
@@ -195,11 +191,6 @@ describe('Kafka security (secured broker)', { timeout: 240_000 }, () => {
       );
       const took = Date.now() - t0;
       await p.close();
-      if (what.startsWith('a plaintext client')) {
-        // no handshake to fail: librdkafka only sees a connection that closes; it is named when it says so
-        assert.ok(err instanceof Error, 'start() failed');
-        return;
-      }
       assert.ok(RedfenceError.is(err, 'RF_KAFKA_AUTH'), `RF_KAFKA_AUTH, got ${(err as Error)?.message}`);
       assert.match((err as Error).message, detail);
       assert.ok(took < 10_000, `failed after ${took} ms`);
@@ -207,6 +198,20 @@ describe('Kafka security (secured broker)', { timeout: 240_000 }, () => {
       assert.equal(p.state, 'closed');
     });
   }
+
+  it('a plaintext client on the TLS listener: start() fails (not fast: the broker only closes the connection)', async (t) => {
+    const ns = uniqueName('plain-on-tls');
+    const drop = await createSecureTopics(
+      [`${ns}-in`, `${ns}-out`, `${ns}-in.DLT`].map((topic) => ({ topic, partitions: 1 })),
+    );
+    t.after(drop);
+    const p = processor(ns, { brokers: [LISTENERS.saslSsl] });
+    // librdkafka sees what it sees of a broker going away mid-handshake: no line names the cause, so
+    // this is the admin call's timeout, not RF_KAFKA_AUTH (docs/operations.md says so)
+    await assert.rejects(p.start(), /Timed out/);
+    await p.close();
+    assert.equal(p.state, 'closed');
+  });
 
   it('refused and unknown kafka.config keys fail construction with RF_INVALID_OPTIONS naming the key', () => {
     for (const [config, key] of [
