@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dev/kafka.sh: a real Apache Kafka (KRaft) for development and tests, without Docker.
 # The broker's jars come from Maven Central (dev/kafka/pom.xml) and run on the machine's Java 17+.
-# Everything it writes lives under "$RF_DEV_DIR/kafka" (default <repo>/.dev/kafka, git-ignored).
+# Everything it writes lives under "$RF_DEV_DIR/kafka" (default <repo>/.dev/kafka, git-ignored); the
+# secured node's data, certificates and passwords under "$RF_DEV_DIR/kafka-secure".
 # Run `dev/kafka.sh --help` for the commands.
 set -euo pipefail
 
@@ -12,6 +13,13 @@ KF_CONF_DIR="$RF_ROOT/dev/kafka"
 KF_POM="$KF_CONF_DIR/pom.xml"
 KF_LOG4J_CONF="$KF_CONF_DIR/log4j2.yaml"
 KF_DIR="$RF_DEV_DIR/kafka"
+KF_SECURE_DIR="$RF_DEV_DIR/kafka-secure"
+# the secured node's listeners (cluster "s")
+KF_S_SASL_SSL=19492
+KF_S_SSL=19493
+KF_S_SASL_PLAIN=19494
+KF_S_CONTROLLER=19495
+KF_S_INTERNAL=19496
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 KF_LIBS="$KF_DIR/libs-$KAFKA_VERSION"
@@ -29,17 +37,27 @@ A local Apache Kafka in KRaft mode (combined broker+controller nodes), data unde
 Clusters: "1" = one node     broker 127.0.0.1:19092, controller 127.0.0.1:19093, RF 1
           "3" = three nodes  brokers 127.0.0.1:19192/19292/19392, controllers 19193/19293/19393,
                              RF 3, min.insync.replicas 2, static quorum
-Both clusters may run at the same time.
+          "s" = one secured node, data, certificates and passwords under $RF_DEV_DIR/kafka-secure:
+                             SASL_SSL 127.0.0.1:19492 (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+                             SSL 19493 (client certificate required), SASL_PLAINTEXT 19494 (PLAIN,
+                             SCRAM-SHA-256/512, OAUTHBEARER with unsecured JWTs), controller 19495,
+                             INTERNAL PLAINTEXT 19496 (inter-broker, readiness, dev tools)
+                             user "redfence": PLAIN password in secrets/plain.password, SCRAM-SHA-256
+                             and -512 password in secrets/scram.password; tls/ holds ca.crt, client.crt,
+                             client.key, client-enc.key (encrypted, secrets/key.password), other-ca.crt
+                             and other-client.{crt,key} (a CA and a client the broker does not trust)
+All three may run at the same time.
 
 Commands:
   prepare              fetch the broker's jars with Maven into $RF_DEV_DIR/kafka/libs-<version> (once)
-  up [1|3]             prepare, format, start the cluster (default 1) and wait until it answers
+  up [1|3|s]           prepare, format, start the cluster (default 1) and wait until it answers
                        metadata requests; does nothing when it already runs and is healthy
-  down [1|3|all] [--wipe]
+  down [1|3|s|all] [--wipe]
                        SIGTERM the nodes (default all), wait (SIGKILL after 60 s); --wipe also
-                       deletes that cluster's data (never the jar cache)
+                       deletes that cluster's data (never the jar cache; for s also its
+                       certificates and passwords)
   status               one line per node: running/paused/stopped, pid, ports, ready or not
-  bootstrap [1|3]      print the bootstrap servers (KAFKA_BROKERS when that is set)
+  bootstrap [1|3|s]    print the bootstrap servers (KAFKA_BROKERS when that is set; s: SASL_SSL)
   stop-node <id>       cluster 3: SIGTERM node <id> and wait until it has exited
   kill-node <id>       cluster 3: SIGKILL node <id>
   start-node <id>      cluster 3: start node <id> and wait until it is ready
@@ -57,7 +75,8 @@ Environment:
   RF_DEV_DIR           data root (default <repo>/.dev)
   KAFKA_VERSION        Kafka version (default 4.4.0)
   KAFKA_LOG4J_VERSION  log4j2 version of that Kafka (known versions are filled in)
-  KAFKA_HEAP           broker heap (default 512m for cluster 1, 384m per node for cluster 3)
+  KAFKA_HEAP           broker heap (default 512m for cluster 1, 384m per node for cluster 3;
+                       the secured node: KAFKA_SECURE_HEAP, default 320m)
   KAFKA_READY_TIMEOUT  seconds to wait for readiness (default 180)
   KAFKA_STOP_TIMEOUT   seconds from SIGTERM to SIGKILL (default 60)
   KAFKA_JAVA           java executable (default: java on PATH)
@@ -159,17 +178,27 @@ kf_prepare() {
 # ---------------------------------------------------------------- topology
 
 kf_check_cluster() {
-  case "${1:-}" in 1|3) ;; *) rf_die "kafka: cluster must be 1 or 3, not '${1:-}'" ;; esac
+  case "${1:-}" in 1|3|s) ;; *) rf_die "kafka: cluster must be 1, 3 or s, not '${1:-}'" ;; esac
 }
 kf_nodes() { if [ "$1" = 3 ]; then echo "1 2 3"; else echo 1; fi; }
-kf_bport() { if [ "$1" = 3 ]; then echo $(( 19092 + 100 * $2 )); else echo 19092; fi; }
-kf_cport() { if [ "$1" = 3 ]; then echo $(( 19093 + 100 * $2 )); else echo 19093; fi; }
-kf_cluster_dir() { echo "$KF_DIR/cluster-$1"; }
-kf_node_dir() { echo "$KF_DIR/cluster-$1/node-$2"; }
+# kf_bport: the PLAINTEXT port the readiness probe speaks to (for s: its INTERNAL listener)
+kf_bport() {
+  case "$1" in 3) echo $(( 19092 + 100 * $2 )) ;; s) echo "$KF_S_INTERNAL" ;; *) echo 19092 ;; esac
+}
+kf_cport() {
+  case "$1" in 3) echo $(( 19093 + 100 * $2 )) ;; s) echo "$KF_S_CONTROLLER" ;; *) echo 19093 ;; esac
+}
+kf_ports() { # <cluster> <node>: every port the node listens on
+  if [ "$1" = s ]; then echo "$KF_S_SASL_SSL $KF_S_SSL $KF_S_SASL_PLAIN $KF_S_CONTROLLER $KF_S_INTERNAL"
+  else echo "$(kf_bport "$1" "$2") $(kf_cport "$1" "$2")"; fi
+}
+kf_cluster_dir() { if [ "$1" = s ]; then echo "$KF_SECURE_DIR"; else echo "$KF_DIR/cluster-$1"; fi; }
+kf_node_dir() { echo "$(kf_cluster_dir "$1")/node-$2"; }
 kf_pidfile() { echo "$(kf_node_dir "$1" "$2")/kafka.pid"; }
 kf_logfile() { echo "$(kf_node_dir "$1" "$2")/kafka.log"; }
 kf_bootstrap() {
   local c=$1 i out=""
+  if [ "$c" = s ]; then echo "127.0.0.1:$KF_S_SASL_SSL"; return; fi
   for i in $(kf_nodes "$c"); do out="${out:+$out,}127.0.0.1:$(kf_bport "$c" "$i")"; done
   echo "$out"
 }
@@ -179,7 +208,8 @@ kf_voters() {
   echo "$out"
 }
 kf_heap() {
-  if [ -n "${KAFKA_HEAP:-}" ]; then echo "$KAFKA_HEAP"
+  if [ "$1" = s ]; then echo "${KAFKA_SECURE_HEAP:-320m}"
+  elif [ -n "${KAFKA_HEAP:-}" ]; then echo "$KAFKA_HEAP"
   elif [ "$1" = 3 ]; then echo 384m
   else echo 512m; fi
 }
@@ -253,7 +283,7 @@ kf_port_owner() { # <port>: a short description of who listens there
 
 kf_check_ports() { # <cluster> <node>: dies when a port of that (not running) node is taken
   local port owner
-  for port in "$(kf_bport "$1" "$2")" "$(kf_cport "$1" "$2")"; do
+  for port in $(kf_ports "$1" "$2"); do
     if rf_port_open "$port"; then
       owner=$(kf_port_owner "$port")
       rf_die "kafka: port 127.0.0.1:$port (cluster $1 node $2) is taken by another process${owner:+ ($owner)}; stop it first"
@@ -301,17 +331,85 @@ kf_cluster_id() { # <cluster>: generated once, kept in the cluster's data dir
   cat "$f"
 }
 
+# ---------------------------------------------------------------- the secured node's material
+
+kf_s_secret() { # <name>: the password in $KF_SECURE_DIR/secrets/<name>.password, made once (mode 600)
+  local f="$KF_SECURE_DIR/secrets/$1.password"
+  if [ ! -s "$f" ]; then
+    mkdir -p "$KF_SECURE_DIR/secrets"; chmod 700 "$KF_SECURE_DIR/secrets"
+    (umask 077; openssl rand -hex 24 >"$f.tmp" && mv "$f.tmp" "$f")
+  fi
+  cat "$f"
+}
+
+# kf_s_material: passwords, a CA, the broker's certificate (PKCS12 keystore), a truststore with the
+# CA, a client certificate (its key plain and encrypted), and a second CA + client the broker does not
+# trust. Made once; never committed (the directory is under RF_DEV_DIR).
+kf_s_material() {
+  command -v openssl >/dev/null 2>&1 || rf_die "kafka: openssl not found; install it (apt-get install openssl)"
+  command -v keytool >/dev/null 2>&1 || rf_die "kafka: keytool not found; it comes with the JDK (apt-get install openjdk-17-jdk-headless)"
+  local tls="$KF_SECURE_DIR/tls" data
+  data="$(kf_node_dir s 1)/data/meta.properties"
+  if [ -f "$data" ] && [ ! -s "$KF_SECURE_DIR/secrets/scram.password" ]; then
+    rf_die "kafka: $KF_SECURE_DIR holds formatted data but not its SCRAM password; run 'dev/kafka.sh down s --wipe' first"
+  fi
+  local p
+  for p in admin plain scram store key; do kf_s_secret "$p" >/dev/null; done
+  if [ -s "$tls/server.p12" ] && [ -s "$tls/truststore.p12" ] && [ -s "$tls/client-enc.key" ] \
+      && [ -s "$tls/other-client.crt" ]; then
+    return 0
+  fi
+  kf_log "secured node: generating a CA, broker and client certificates under $tls"
+  rm -rf "$tls"; mkdir -p "$tls"; chmod 700 "$tls"
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  (
+    cd "$tls"
+    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days 3650 -subj "/CN=redfence dev Kafka CA" 2>/dev/null
+    openssl req -x509 "${ec[@]}" -keyout other-ca.key -out other-ca.crt -days 3650 -subj "/CN=redfence other CA" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+    openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile server.ext -out server.crt 2>/dev/null
+    openssl req "${ec[@]}" -keyout client.key -out client.csr -subj "/CN=redfence" 2>/dev/null
+    openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -out client.crt 2>/dev/null
+    openssl pkcs8 -topk8 -in client.key -out client-enc.key -v2 aes-256-cbc -passout "file:$KF_SECURE_DIR/secrets/key.password"
+    openssl req "${ec[@]}" -keyout other-client.key -out other-client.csr -subj "/CN=redfence" 2>/dev/null
+    openssl x509 -req -in other-client.csr -CA other-ca.crt -CAkey other-ca.key -CAcreateserial -days 3650 -out other-client.crt 2>/dev/null
+    openssl pkcs12 -export -in server.crt -inkey server.key -certfile ca.crt -name broker \
+      -out server.p12 -passout "file:$KF_SECURE_DIR/secrets/store.password"
+    keytool -importcert -noprompt -alias ca -file ca.crt -keystore truststore.p12 -storetype PKCS12 \
+      -storepass:file "$KF_SECURE_DIR/secrets/store.password" >/dev/null 2>&1
+    rm -f ./*.csr ./*.srl server.ext
+    chmod 600 ./*.key ./*.p12
+  ) || rf_die "kafka: generating the secured node's certificates failed"
+  [ -s "$tls/truststore.p12" ] || rf_die "kafka: keytool did not write $tls/truststore.p12"
+}
+
 kf_render_props() { # <cluster> <node>: writes server.properties from the template
   local c=$1 i=$2 dir tmpl text
   dir=$(kf_node_dir "$c" "$i")
-  if [ "$c" = 3 ]; then tmpl="$KF_CONF_DIR/node.properties.tmpl"; else tmpl="$KF_CONF_DIR/single.properties.tmpl"; fi
+  case "$c" in
+    3) tmpl="$KF_CONF_DIR/node.properties.tmpl" ;;
+    s) tmpl="$KF_CONF_DIR/secure.properties.tmpl" ;;
+    *) tmpl="$KF_CONF_DIR/single.properties.tmpl" ;;
+  esac
   text=$(cat "$tmpl")
+  if [ "$c" = s ]; then
+    text=${text//@SASL_SSL_PORT@/$KF_S_SASL_SSL}
+    text=${text//@SSL_PORT@/$KF_S_SSL}
+    text=${text//@SASL_PLAIN_PORT@/$KF_S_SASL_PLAIN}
+    text=${text//@INTERNAL_PORT@/$KF_S_INTERNAL}
+    text=${text//@TLS_DIR@/$KF_SECURE_DIR/tls}
+    text=${text//@STORE_PASSWORD@/$(kf_s_secret store)}
+    text=${text//@ADMIN_PASSWORD@/$(kf_s_secret admin)}
+    text=${text//@PLAIN_PASSWORD@/$(kf_s_secret plain)}
+  fi
   text=${text//@NODE_ID@/$i}
   text=${text//@BROKER_PORT@/$(kf_bport "$c" "$i")}
   text=${text//@CONTROLLER_PORT@/$(kf_cport "$c" "$i")}
   text=${text//@LOG_DIRS@/$dir/data}
   text=${text//@VOTERS@/$(kf_voters)}
-  printf '%s\n' "$text" >"$dir/server.properties"
+  (umask 077; printf '%s\n' "$text" >"$dir/server.properties.tmp")
+  mv -f "$dir/server.properties.tmp" "$dir/server.properties"
 }
 
 kf_format() { # <cluster> <node>
@@ -321,6 +419,11 @@ kf_format() { # <cluster> <node>
   id=$(kf_cluster_id "$c")
   local -a args=(format -t "$id" -c "$dir/server.properties" --ignore-formatted)
   [ "$c" = 3 ] || args+=(--standalone)
+  if [ "$c" = s ]; then
+    # the SCRAM credentials of `redfence`, stored in the metadata log at format time
+    local pw; pw=$(kf_s_secret scram)
+    args+=(--add-scram "SCRAM-SHA-256=[name=redfence,password=$pw]" --add-scram "SCRAM-SHA-512=[name=redfence,password=$pw]")
+  fi
   if ! out=$("$KF_JAVA" "${KF_TOOL_JVM[@]}" -cp "$KF_LIBS/*" -Dlog4j2.configurationFile="$KF_LOG4J_CONF" \
       kafka.tools.StorageTool "${args[@]}" 2>&1); then
     printf '%s\n' "$out" >&2
@@ -344,7 +447,9 @@ kf_launch() {
   fi
   rm -f "$pidfile"
   kf_check_ports "$c" "$i"
+  [ "$c" != s ] || kf_s_material
   mkdir -p "$dir/data" "$dir/logs"
+  [ "$c" != s ] || chmod 700 "$(kf_cluster_dir s)"
   kf_render_props "$c" "$i"
   kf_format "$c" "$i"
   [ -f "$log" ] && mv -f "$log" "$log.prev"
@@ -389,7 +494,8 @@ kf_cluster_healthy() { # <cluster>: every node runs, none paused, every node rea
 kf_up() {
   local c=${1:-1} i t0 deadline
   kf_check_cluster "$c"
-  if [ -n "${KAFKA_BROKERS:-}" ]; then
+  # the secured node is started even then: the security tests need its listeners and users
+  if [ -n "${KAFKA_BROKERS:-}" ] && [ "$c" != s ]; then
     kf_log "KAFKA_BROKERS is set ($KAFKA_BROKERS): using that Kafka, not starting one"
     return 0
   fi
@@ -456,15 +562,20 @@ kf_down() {
   for a in "$@"; do
     case "$a" in
       --wipe) wipe=1 ;;
-      1|3|all) target=$a ;;
-      *) rf_die "kafka: down takes [1|3|all] [--wipe], not '$a'" ;;
+      1|3|s|all) target=$a ;;
+      *) rf_die "kafka: down takes [1|3|s|all] [--wipe], not '$a'" ;;
     esac
   done
+  if [ "$target" = all ]; then clusters=(1 3 s); else clusters=("$target"); fi
   if [ -n "${KAFKA_BROKERS:-}" ]; then
-    kf_log "KAFKA_BROKERS is set ($KAFKA_BROKERS): not stopping anything"
-    return 0
+    if [ "$target" = all ] || [ "$target" = s ]; then
+      clusters=(s)
+      kf_log "KAFKA_BROKERS is set ($KAFKA_BROKERS): stopping only the secured node"
+    else
+      kf_log "KAFKA_BROKERS is set ($KAFKA_BROKERS): not stopping anything"
+      return 0
+    fi
   fi
-  if [ "$target" = all ]; then clusters=(1 3); else clusters=("$target"); fi
   kf_lock
   for c in "${clusters[@]}"; do
     for i in $(kf_nodes "$c"); do targets+=("$c:$i"); done
@@ -483,18 +594,20 @@ kf_status() {
   if [ -n "${KAFKA_BROKERS:-}" ]; then
     echo "KAFKA_BROKERS is set: $KAFKA_BROKERS (not managed by dev/kafka.sh)"
   fi
-  for c in 1 3; do
+  for c in 1 3 s; do
     for i in $(kf_nodes "$c"); do
       where="broker 127.0.0.1:$(kf_bport "$c" "$i") controller 127.0.0.1:$(kf_cport "$c" "$i")"
+      [ "$c" != s ] || where="SASL_SSL 127.0.0.1:$KF_S_SASL_SSL SSL $KF_S_SSL SASL_PLAINTEXT $KF_S_SASL_PLAIN controller $KF_S_CONTROLLER internal $KF_S_INTERNAL"
       if pid=$(kf_pid "$c" "$i"); then
         if kf_paused "$pid"; then state="paused   pid $pid"
         elif kf_node_ready "$c" "$i" 1; then state="running  pid $pid"
         else state="running  pid $pid (not ready)"; fi
       else
         state="stopped"
-        if rf_port_open "$(kf_bport "$c" "$i")" || rf_port_open "$(kf_cport "$c" "$i")"; then
-          state="stopped  (port taken by another process)"
-        fi
+        local port
+        for port in $(kf_ports "$c" "$i"); do
+          if rf_port_open "$port"; then state="stopped  (port taken by another process)"; break; fi
+        done
       fi
       printf 'cluster %s node %s: %-36s %s\n' "$c" "$i" "$state" "$where"
     done
@@ -549,7 +662,7 @@ main() {
   [ $# -eq 0 ] || shift
   case "$cmd" in
     prepare) kf_require_java; kf_prepare ;;
-    up) [ $# -le 1 ] || rf_die "kafka: up takes [1|3]"; kf_up "${1:-1}" ;;
+    up) [ $# -le 1 ] || rf_die "kafka: up takes [1|3|s]"; kf_up "${1:-1}" ;;
     down) kf_down "$@" ;;
     status) kf_status ;;
     bootstrap)

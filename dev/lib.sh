@@ -3,6 +3,8 @@
 # Ports are non-default so a user's own services are never touched:
 #   Kafka single node  : broker 127.0.0.1:19092, controller 19093
 #   Kafka three nodes  : brokers 19192/19292/19392, controllers 19193/19293/19393
+#   Kafka secured node : SASL_SSL 19492, SSL (client certificate required) 19493, SASL_PLAINTEXT 19494,
+#                        controller 19495, INTERNAL plaintext 19496; data under .dev/kafka-secure
 #   Redis standalone   : 16379 (replica of it: 16380)
 #   Redis Cluster      : 17001-17006 (3 masters + 3 replicas)
 #   Redis TLS + ACL    : 16400; TLS cluster 16411-16416 (bus 26411-26416); Sentinel: data 16421/16422, sentinels 16425-16427

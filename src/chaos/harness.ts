@@ -21,7 +21,7 @@ import { TcpProxy } from '../harness/proxy.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { type FaultContext, type Injected, inject, type RedisSide, type Slot } from './faults.js';
 import { type Instance, type Mode, startInstance } from './instances.js';
-import { ChaosKafka } from './kafka.js';
+import { ChaosKafka, type ConnectionConfig } from './kafka.js';
 import { randomSeed } from './rng.js';
 import { type Fault, type FaultKind, makeSchedule, type ScheduleOptions } from './schedule.js';
 import { type FaultOutcome, judge, judgeFault } from './verdict.js';
@@ -36,6 +36,10 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   /** Default: a random seed (printed; pass it back to reproduce the workload and the schedule). */
   seed?: number;
   brokers: string[];
+  /** librdkafka properties of the harness's own clients (security, `--kafka-config`). */
+  kafkaConfig?: ConnectionConfig;
+  /** Environment of every instance that gives it the same Kafka connection (`REDFENCE_KAFKA_*`). */
+  kafkaEnv?: Record<string, string>;
   records: number;
   customers: number;
   partitions: number;
@@ -142,7 +146,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
         .join(' '),
   );
 
-  const kafka = new ChaosKafka(o.brokers);
+  const kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
   const dir = await mkdtemp(join(tmpdir(), 'redfence-chaos-'));
   const redis: RedisSide = {
     primary: new RedisServer({ dir: join(dir, 'primary'), persistent: true }),
@@ -172,7 +176,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       store: names.store,
       group: names.group,
       sessionTimeoutMs: o.sessionTimeoutMs,
-      ...(env ? { env } : {}),
+      ...(env || o.kafkaEnv ? { env: { ...o.kafkaEnv, ...env } } : {}),
     });
     everyInstance.push(inst);
     const full: Slot = { ...slot, generation, inst };
@@ -348,6 +352,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       log('verifying');
       report.verify = await verify({
         brokers: o.brokers,
+        ...(o.kafkaConfig ? { kafkaConfig: o.kafkaConfig } : {}),
         redisUrl: redis.primary.url,
         mode: o.mode,
         input: names.input,

@@ -1,22 +1,26 @@
 /**
  * The chaos harness's own Kafka helpers: topics, offsets, a paced workload producer and a reader that
  * reads a topic to its end with a chosen isolation level. Nothing here comes from src/kafka (the
- * runtime's port): the verifier must not share the processing path it checks.
+ * runtime's port): the verifier must not share the processing path it checks. Only the connection
+ * settings are the runtime's: `config` is librdkafka properties (security, `--kafka-config`) built by
+ * the CLI from the same options the instances get.
  */
 import { KafkaJS, type Message, RdKafka } from '@confluentinc/kafka-javascript';
 
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 
 export type Isolation = 'read_committed' | 'read_uncommitted';
+/** librdkafka properties every client of the harness gets (security, pass-through). */
+export type ConnectionConfig = Record<string, string | number | boolean>;
 
 export class ChaosKafka {
   readonly brokers: string[];
   readonly #kafka: KafkaJS.Kafka;
   #admin: KafkaJS.Admin | undefined;
 
-  constructor(brokers: string[]) {
+  constructor(brokers: string[], config: ConnectionConfig = {}) {
     this.brokers = brokers;
-    this.#kafka = new KafkaJS.Kafka({ kafkaJS: { brokers, ...quiet } });
+    this.#kafka = new KafkaJS.Kafka({ ...config, kafkaJS: { brokers, ...quiet } });
   }
 
   async admin(): Promise<KafkaJS.Admin> {
@@ -103,11 +107,13 @@ export async function readTopic(
   isolation: Isolation,
   onMessage: (m: ReadMessage) => void,
   timeoutMs = 120_000,
+  config: ConnectionConfig = {},
 ): Promise<{ records: number; ends: Map<number, number> }> {
-  const kafka = new ChaosKafka(brokers);
+  const kafka = new ChaosKafka(brokers, config);
   const ends = await kafka.endOffsets(topic).finally(() => kafka.close());
   const consumer = new RdKafka.KafkaConsumer(
     {
+      ...config,
       'metadata.broker.list': brokers.join(','),
       'group.id': `chaos-reader-${process.pid}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`,
       'enable.auto.commit': false,

@@ -21,13 +21,15 @@
  * - verdicts (when scraped): no REBASE, and no more APPLY than valid records.
  */
 import { Redis } from 'ioredis';
-import { type Isolation, readTopic } from './kafka.js';
+import { type ConnectionConfig, type Isolation, readTopic } from './kafka.js';
 import { kafkaPartition } from './murmur2.js';
 
 export type ChaosMode = 'exactly-once' | 'at-least-once';
 
 export interface VerifyOptions {
   brokers: string[];
+  /** librdkafka properties of the harness's clients (security). */
+  kafkaConfig?: ConnectionConfig;
   redisUrl: string;
   mode: ChaosMode;
   input: string;
@@ -150,6 +152,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
       l.prefix.push((l.prefix.at(-1) as number) + c.amount);
     },
     timeout,
+    o.kafkaConfig,
   );
   for (const [name, l] of customers) {
     l.seen = new Uint16Array(l.offsets.length + 1);
@@ -196,6 +199,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
       l.seen[count] = Math.min(65535, seen + 1);
     },
     timeout,
+    o.kafkaConfig,
   );
   for (const [name, l] of customers) {
     for (let c = 1; c <= l.offsets.length; c++) {
@@ -251,6 +255,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
       source.dl++;
     },
     timeout,
+    o.kafkaConfig,
   );
   for (const [where, p] of poison) {
     if (p.dl === 0) violate('dead-letter', `poison ${where} (${p.reason}) has no dead letter`);
@@ -320,7 +325,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
 
   // 5. Committed offsets.
   const { ChaosKafka } = await import('./kafka.js');
-  const kafka = new ChaosKafka(o.brokers);
+  const kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
   let committed = 0;
   let endOffsets = 0;
   try {

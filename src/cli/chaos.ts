@@ -15,6 +15,8 @@ import {
 } from '../chaos/index.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
 import { RedfenceError } from '../errors/index.js';
+import { securityProperties } from '../kafka/client-config.js';
+import { KAFKA_OPTIONS, type KafkaSecurity, type KafkaValues, kafkaSecurity } from './kafka-options.js';
 import {
   choiceOption,
   helpText,
@@ -49,6 +51,7 @@ export const CHAOS_OPTIONS = {
     allowed: 'host:port[,host:port...]',
     item: (s) => (hostPort(s) ? s : undefined),
   }),
+  ...KAFKA_OPTIONS,
   records: count('orders to produce', DEFAULTS.records, 1),
   customers: count('distinct customers (keys)', DEFAULTS.customers, 1),
   skew: numberOption('<s>', {
@@ -146,6 +149,9 @@ export interface ParsedChaos {
   modes: Array<ChaosOptions['mode']>;
   options: Partial<ChaosOptions>;
   brokers: string[];
+  /** The Kafka security options for the harness's clients and, through their environment, the instances. */
+  kafkaConfig?: NonNullable<ChaosOptions['kafkaConfig']>;
+  kafkaEnv?: Record<string, string>;
   report?: string;
   quiet: boolean;
   help: boolean;
@@ -182,14 +188,56 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
   if (o.points !== undefined) options.points = o.points;
   if (o.scale !== undefined) options.scale = o.scale;
   if (o.keep) options.keep = true;
+  const security = help ? {} : kafkaSecurity(o, env);
+  const connection = Object.keys(security).length === 0 ? {} : kafkaConnection(o, security);
   return {
     modes: o.mode === 'both' ? ['exactly-once', 'at-least-once'] : [o.mode],
     options,
     brokers: o.brokers,
+    ...connection,
     ...(o.report === undefined ? {} : { report: o.report }),
     quiet: o.quiet,
     help,
   };
+}
+
+/**
+ * The Kafka connection of a chaos run: librdkafka properties for the harness's own clients, and the
+ * environment that gives every instance (`redfence run`) the same settings: passwords and pass-through
+ * values through the environment, never the instances' command lines.
+ */
+function kafkaConnection(
+  v: KafkaValues,
+  s: KafkaSecurity,
+): { kafkaConfig: NonNullable<ChaosOptions['kafkaConfig']>; kafkaEnv: Record<string, string> } {
+  const kafkaConfig = {
+    ...s.config,
+    ...(s.securityProtocol === undefined
+      ? {}
+      : securityProperties({
+          protocol: s.securityProtocol,
+          ...(s.sasl === undefined ? {} : { sasl: s.sasl }),
+          ...(s.ssl === undefined ? {} : { ssl: s.ssl }),
+        })),
+  } as NonNullable<ChaosOptions['kafkaConfig']>;
+  const sasl = s.sasl !== undefined && 'password' in s.sasl ? s.sasl : undefined;
+  // every REDFENCE_KAFKA_* variable is set (empty counts as unset), so none of the caller's leaks in
+  const kafkaEnv: Record<string, string> = {
+    REDFENCE_KAFKA_SECURITY_PROTOCOL: s.securityProtocol ?? '',
+    REDFENCE_KAFKA_SASL_MECHANISM: sasl?.mechanism ?? '',
+    REDFENCE_KAFKA_USERNAME: sasl?.username ?? '',
+    REDFENCE_KAFKA_PASSWORD: sasl?.password ?? '',
+    REDFENCE_KAFKA_PASSWORD_FILE: '',
+    REDFENCE_KAFKA_CA: v['kafka-ca'] ?? '',
+    REDFENCE_KAFKA_CERT: v['kafka-cert'] ?? '',
+    REDFENCE_KAFKA_KEY: v['kafka-key'] ?? '',
+    REDFENCE_KAFKA_KEY_PASSWORD: s.ssl?.keyPassword ?? '',
+    REDFENCE_KAFKA_KEY_PASSWORD_FILE: '',
+    REDFENCE_KAFKA_CONFIG: Object.entries(s.config ?? {})
+      .map(([k, x]) => `${k}=${x}`)
+      .join('\n'),
+  };
+  return { kafkaConfig, kafkaEnv };
 }
 
 /** Where the markdown summary of `--report <file>` goes: the same name with `.md`. */
@@ -215,6 +263,8 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
       crashes,
       mode,
       brokers: parsed.brokers,
+      ...(parsed.kafkaConfig ? { kafkaConfig: parsed.kafkaConfig } : {}),
+      ...(parsed.kafkaEnv ? { kafkaEnv: parsed.kafkaEnv } : {}),
       ...(parsed.quiet ? {} : { log: (line: string) => out(`${line}\n`) }),
     });
     // the next mode reuses the seed, so `--seed` reproduces both

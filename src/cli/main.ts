@@ -30,6 +30,7 @@ const USAGE: ReadonlySet<ErrorCode> = new Set([
   'RF_MODULE_INVALID',
   'RF_TOPIC_MISSING',
   'RF_REDIS_AUTH',
+  'RF_KAFKA_AUTH',
 ]);
 
 const VERBS = {

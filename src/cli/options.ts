@@ -32,6 +32,11 @@ export interface OptionSpec<V, HasDefault extends boolean = boolean> {
   readonly show?: (raw: string) => string;
   /** The value from its text, or Invalid. */
   readonly parse: (raw: string) => V | Invalid;
+  /**
+   * The flag may be given more than once: its values reach `parse` one a line (as the environment
+   * variable's lines and a config file's array or object do).
+   */
+  readonly repeat?: true;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the table holds options of every value type
@@ -182,6 +187,37 @@ export function listOption<I, O extends Common<I[]>>(
   });
 }
 
+/**
+ * `key=value` pairs, one a flag (repeatable), a line of the environment variable, an item of a config
+ * file's array or an entry of its object. Values are never shown in an error (they may be secrets).
+ */
+export function pairsOption<O extends Common<Record<string, string>>>(
+  placeholder: string,
+  o: O & { key: RegExp },
+): OptionSpec<Record<string, string>, WithDefault<O, Record<string, string>>> {
+  const allowed = 'key=value with a property name as key';
+  return {
+    ...spec(o, {
+      kind: 'value',
+      placeholder,
+      allowed,
+      parse: (raw) => {
+        const out: Record<string, string> = {};
+        for (const line of raw.split('\n')) {
+          if (line.trim() === '') continue;
+          const eq = line.indexOf('=');
+          const key = (eq < 0 ? line : line.slice(0, eq)).trim();
+          if (eq < 0 || !o.key.test(key))
+            return new Invalid(` must be ${allowed}, got ${eq < 0 ? 'no "="' : `the key ${quote(key)}`}`);
+          out[key] = line.slice(eq + 1);
+        }
+        return out;
+      },
+    }),
+    repeat: true,
+  };
+}
+
 /** `host:port` (IPv6 in brackets), or undefined. */
 export function hostPort(s: string): { host: string; port: number } | undefined {
   const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(s);
@@ -236,6 +272,8 @@ function wrap(text: string, width: number): string[] {
 }
 
 const fail = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Reads a `--config` file: a JSON object whose keys are option names. */
 function readConfig(file: string, table: Table): Map<string, string | boolean> {
@@ -257,7 +295,15 @@ function readConfig(file: string, table: Table): Map<string, string | boolean> {
   for (const [k, v] of Object.entries(data)) {
     const s = table[k] as OptionSpec<unknown>;
     const item = (x: unknown) => typeof x === 'string' || (typeof x === 'number' && Number.isFinite(x));
-    if (s.kind === 'switch' && typeof v === 'boolean') out.set(k, v);
+    if (s.repeat && isObject(v) && Object.values(v).every(item))
+      out.set(
+        k,
+        Object.entries(v)
+          .map(([key, x]) => `${key}=${x}`)
+          .join('\n'),
+      );
+    else if (s.repeat && Array.isArray(v) && v.every((x) => typeof x === 'string')) out.set(k, v.join('\n'));
+    else if (s.kind === 'switch' && typeof v === 'boolean') out.set(k, v);
     else if (s.kind === 'value' && item(v)) out.set(k, String(v));
     else if (s.kind === 'value' && Array.isArray(v) && v.every(item)) out.set(k, v.join(','));
     else
@@ -311,7 +357,9 @@ export function parseOptions<T extends Table>(
     } else {
       if (t.value === undefined || (!t.inlineValue && t.value.startsWith('--')))
         throw fail(`${t.rawName} needs a value`);
-      flags.set(t.name, t.value);
+      const prev = flags.get(t.name);
+      const repeat = (table[t.name] as OptionSpec<unknown> | undefined)?.repeat === true;
+      flags.set(t.name, repeat && typeof prev === 'string' ? `${prev}\n${t.value}` : t.value);
     }
   }
   const values: Record<string, unknown> = {};

@@ -130,7 +130,7 @@ const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', mes
 const where = (s: Source | undefined) =>
   s === 'env' ? 'in the environment' : s === 'config' ? 'in the config file' : 'in the flags';
 
-function readText(option: string, path: string, what: string, test?: RegExp): string {
+export function readText(option: string, path: string, what: string, test?: RegExp): string {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -144,7 +144,7 @@ function readText(option: string, path: string, what: string, test?: RegExp): st
 }
 
 /** A password from its environment variable or its file (never both); trailing newlines are dropped. */
-function secretOf(option: string, envName: string, path: string | undefined, env: NodeJS.ProcessEnv) {
+export function secretOf(option: string, envName: string, path: string | undefined, env: NodeJS.ProcessEnv) {
   const fromEnv = env[envName] === '' ? undefined : env[envName];
   if (fromEnv !== undefined && path !== undefined)
     throw invalid(`--${option} and ${envName} both give a password; keep one`);

@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import type { ProcessingMode, Processor, ProcessorOptions, startMetricsServer } from '../index.js';
+import { KAFKA_OPTIONS, type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
 import { loadDefinition } from './load.js';
 import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
@@ -36,6 +37,7 @@ export const RUN_OPTIONS = {
     item: (s) => (hostPort(s) ? s : undefined),
   }),
   ...REDIS_OPTIONS,
+  ...KAFKA_OPTIONS,
   mode: choiceOption(MODES, {
     description: 'processing mode',
     env: 'REDFENCE_MODE',
@@ -179,8 +181,15 @@ export type ProcessorSettings = Omit<
   'definition' | 'redis' | 'logger' | 'metrics' | 'health' | 'onFatal'
 >;
 
-export function processorSettings(o: Values<typeof RUN_OPTIONS>, instance: string): ProcessorSettings {
-  const kafka: Extract<ProcessorOptions['kafka'], { brokers: string[] }> = { brokers: o.brokers };
+export function processorSettings(
+  o: Values<typeof RUN_OPTIONS>,
+  instance: string,
+  security: KafkaSecurity = {},
+): ProcessorSettings {
+  const kafka: Extract<ProcessorOptions['kafka'], { brokers: string[] }> = {
+    brokers: o.brokers,
+    ...security,
+  };
   if (o['session-timeout'] !== undefined) kafka.sessionTimeoutMs = o['session-timeout'];
   if (o.static) kafka.groupInstanceId = instance;
   if (o['group-protocol'] !== undefined) kafka.groupProtocol = o['group-protocol'];
@@ -224,6 +233,7 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   if (sources['wait-timeout'] !== 'default' && o['wait-replicas'] === undefined)
     throw invalid('--wait-timeout applies to --wait-replicas; add --wait-replicas <n>');
   const target = redisTarget(o, sources);
+  const security = kafkaSecurity(o);
   const worker = workerRole();
   const workers = worker === undefined ? o.workers : 1;
   if (workers > 1) checkWorkers(o);
@@ -249,7 +259,7 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const health = new HealthState();
   let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
   const options: ProcessorOptions = {
-    ...processorSettings(o, instance),
+    ...processorSettings(o, instance, security),
     definition,
     redis,
     onFatal: (err) => {

@@ -36,6 +36,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'Redis is configured in a way that breaks the guarantees (e.g. an evicting maxmemory-policy).',
   },
+  RF_KAFKA_AUTH: {
+    retriable: false,
+    summary:
+      'A Kafka client could not connect as configured: SASL refused the credentials, the TLS handshake failed, or the listener speaks another protocol.',
+  },
   RF_KAFKA_FATAL: {
     retriable: false,
     summary:

@@ -1,30 +1,79 @@
 /**
  * Topic metadata and creation for the Kafka adapter, over the admin client of
  * @confluentinc/kafka-javascript. Connected on first use (so topics can be checked before the consumer
- * starts) and closed with the adapter.
+ * starts) and closed with the adapter. It gets the same librdkafka properties as the consumer and the
+ * producer (brokers, security, `kafka.config`); its log lines are watched (connect.ts), so a refused
+ * password or certificate fails the call at once with RF_KAFKA_AUTH instead of timing out.
  */
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
+import { configError } from './client-config.js';
+import { AuthWatch } from './connect.js';
 import type { TopicSpec } from './types.js';
 
 type Admin = KafkaJS.Admin;
-const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 
 export class KafkaAdmin {
   readonly #kafka: KafkaJS.Kafka;
+  readonly #watch = new AuthWatch('admin client');
   #admin: Promise<Admin> | undefined;
   #closed = false;
+  /** Calls librdkafka has not answered yet (they are not abandoned when the watch fails first). */
+  readonly #pending = new Set<Promise<unknown>>();
 
-  constructor(brokers: readonly string[], clientId: string) {
-    this.#kafka = new KafkaJS.Kafka({ 'client.id': clientId, kafkaJS: { brokers: [...brokers], ...quiet } });
+  /** OAUTHBEARER: settled once the first token was handed to librdkafka (or could not be had). */
+  readonly #firstToken: Promise<void>;
+
+  /** `properties`: librdkafka's, bootstrap.servers and client.id included. */
+  constructor(properties: Record<string, unknown>) {
+    // librdkafka's error lines reach the watch (and nothing else): quiet, but not blind
+    const kafkaJS = { logger: this.#watch.logger(), logLevel: KafkaJS.logLevel.ERROR };
+    const props = { ...properties };
+    const refresh = props.oauthbearer_token_refresh_cb;
+    let tokenSet: () => void = () => undefined;
+    this.#firstToken =
+      typeof refresh === 'function'
+        ? new Promise<void>((resolve) => {
+            tokenSet = resolve;
+          })
+        : Promise.resolve();
+    if (typeof refresh === 'function') {
+      // A request sent before the first token is set waits for its whole timeout even once the token
+      // is there: the first call waits for it (the client sets it right after this promise settles).
+      props.oauthbearer_token_refresh_cb = (config: unknown) =>
+        (refresh as (c: unknown) => Promise<unknown>)(config).finally(() => setImmediate(tokenSet));
+    }
+    this.#kafka = new KafkaJS.Kafka({ ...props, kafkaJS } as unknown as KafkaJS.CommonConstructorConfig);
+  }
+
+  /** `call`, or RF_KAFKA_AUTH as soon as the client's lines show it cannot authenticate. */
+  async #guard<T>(call: (admin: Admin) => Promise<T>): Promise<T> {
+    if (this.#watch.error) throw this.#watch.error;
+    const admin = await Promise.race([this.#client(), this.#watch.failed]);
+    const pending = call(admin);
+    const settled = pending.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#pending.add(settled);
+    void settled.then(() => this.#pending.delete(settled));
+    const result = await Promise.race([pending, this.#watch.failed]);
+    this.#watch.disarm();
+    return result;
   }
 
   /** The admin client, connecting it on first use; a failed connect is tried again by the next call. */
   async #client(): Promise<Admin> {
     if (this.#closed) throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is stopped');
     if (this.#admin === undefined) {
-      const admin = this.#kafka.admin({ kafkaJS: quiet } as KafkaJS.AdminConstructorConfig);
-      const connecting = admin.connect().then(() => admin);
+      const admin = this.#kafka.admin();
+      const connecting = admin
+        .connect()
+        .then(() => this.#firstToken)
+        .then(() => admin)
+        .catch((err: unknown) => {
+          throw configError(err, 'admin client') ?? err;
+        });
       this.#admin = connecting;
       connecting.catch(() => {
         if (this.#admin === connecting) this.#admin = undefined;
@@ -34,36 +83,42 @@ export class KafkaAdmin {
   }
 
   async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
-    const admin = await this.#client();
     const out = new Map<string, number>();
-    // One request per topic: a request naming a missing topic fails as a whole.
-    await Promise.all(
-      [...new Set(topics)].map(async (topic) => {
-        try {
-          const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-          const n = meta[0]?.partitions.length ?? 0;
-          if (n > 0) out.set(topic, n);
-        } catch (err) {
-          if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
-        }
-      }),
-    );
+    const one = async (admin: Admin, topic: string) => {
+      try {
+        const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+        const n = meta[0]?.partitions.length ?? 0;
+        if (n > 0) out.set(topic, n);
+      } catch (err) {
+        if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
+      }
+    };
+    // One request per topic: a request naming a missing topic fails as a whole. Until a first call has
+    // succeeded, one request goes first: when the brokers refuse the client, librdkafka's disconnect
+    // (and the process's exit) waits for every request in flight to time out.
+    const [first, ...rest] = [...new Set(topics)];
+    if (first === undefined) return out;
+    if (this.#watch.armed) await this.#guard((admin) => one(admin, first));
+    else rest.unshift(first);
+    await this.#guard((admin) => Promise.all(rest.map((topic) => one(admin, topic))));
     return out;
   }
 
   async createTopics(topics: readonly TopicSpec[]): Promise<void> {
     if (topics.length === 0) return;
-    const admin = await this.#client();
     try {
       // A topic that exists already (another instance made it meanwhile) is not an error here.
-      await admin.createTopics({
-        topics: topics.map((t) => ({
-          topic: t.topic,
-          numPartitions: t.partitions,
-          replicationFactor: t.replicationFactor ?? -1,
-        })),
-      });
+      await this.#guard((admin) =>
+        admin.createTopics({
+          topics: topics.map((t) => ({
+            topic: t.topic,
+            numPartitions: t.partitions,
+            replicationFactor: t.replicationFactor ?? -1,
+          })),
+        }),
+      );
     } catch (err) {
+      if (RedfenceError.is(err)) throw err;
       const inner = (err as { errors?: unknown })?.errors;
       const reasons = Array.isArray(inner) ? inner.map((e) => (e as Error)?.message).join('; ') : '';
       throw new Error(`Kafka: cannot create topics: ${reasons || (err as Error)?.message}`, { cause: err });
@@ -71,7 +126,7 @@ export class KafkaAdmin {
   }
 
   async highWatermarks(topic: string): Promise<Map<number, number>> {
-    const rows = await (await this.#client()).fetchTopicOffsets(topic);
+    const rows = await this.#guard((admin) => admin.fetchTopicOffsets(topic));
     return new Map(rows.map((r) => [r.partition, Number(r.high)]));
   }
 
@@ -80,6 +135,13 @@ export class KafkaAdmin {
     this.#closed = true;
     const admin = this.#admin;
     this.#admin = undefined;
-    await admin?.then((a) => a.disconnect()).catch(() => undefined);
+    const disconnect = () => admin?.then((a) => a.disconnect()).catch(() => undefined);
+    // librdkafka's disconnect blocks until the calls in flight are answered (they time out): after a
+    // failed watch it waits for them in the background instead of holding the caller
+    if (this.#watch.error !== undefined && this.#pending.size > 0) {
+      void Promise.all(this.#pending).then(disconnect);
+      return;
+    }
+    await disconnect();
   }
 }

@@ -13,6 +13,14 @@
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { KafkaAdmin } from './admin.js';
+import {
+  type ClientConfig,
+  commonProperties,
+  consumerProperties,
+  producerProperties,
+  type SecuritySettings,
+} from './client-config.js';
+import { checkClientConfig, connectWatched } from './connect.js';
 import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
 import type {
   CommitOffset,
@@ -44,9 +52,13 @@ export interface ConfluentOptions {
   sessionTimeoutMs?: number;
   /** Most records of one partition handed to the handler at once. Default 500. */
   maxBatchSize?: number;
+  /** Security protocol, SASL and TLS settings, for all three clients. */
+  security?: SecuritySettings;
+  /** librdkafka properties for all three clients (checked by the processor's options). */
+  config?: ClientConfig;
   /** Extra librdkafka properties for the consumer / producer. */
-  consumerConfig?: Record<string, string | number | boolean>;
-  producerConfig?: Record<string, string | number | boolean>;
+  consumerConfig?: ClientConfig;
+  producerConfig?: ClientConfig;
 }
 
 /** Methods of the consumer that its type declarations leave out. */
@@ -121,67 +133,29 @@ export class ConfluentKafka implements KafkaPort {
       throw new RedfenceError('RF_INVALID_OPTIONS', 'kafka.brokers must list at least one host:port');
     }
     this.#options = options;
-    this.#admin = new KafkaAdmin(options.brokers, options.clientId ?? 'redfence');
+    // librdkafka checks the properties when a client is built: built (not connected) here, a property
+    // it refuses is an error now, before anything connects
+    checkClientConfig(consumerProperties(options), producerProperties(options));
+    this.#admin = new KafkaAdmin(commonProperties(options));
   }
 
   async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
     const o = this.#options;
-    const protocol = o.groupProtocol ?? 'classic';
-    const common = { 'bootstrap.servers': o.brokers.join(','), 'client.id': o.clientId ?? 'redfence' };
-    this.#producer = await DeliveryProducer.connect(
-      {
-        ...common,
-        partitioner: 'murmur2_random',
-        'enable.idempotence': true,
-        acks: -1,
-        'linger.ms': 5,
-        ...(o.transactionalId
-          ? {
-              'transactional.id': o.transactionalId,
-              'transaction.timeout.ms': o.transactionTimeoutMs ?? 10_000,
-              // librdkafka requires socket.timeout.ms <= transaction.timeout.ms + 100
-              'socket.timeout.ms': Math.min(60_000, o.transactionTimeoutMs ?? 10_000),
-            }
-          : {}),
-        ...o.producerConfig,
-      },
-      o.transactionTimeoutMs,
-    );
+    this.#producer = await DeliveryProducer.connect(producerProperties(o), o.transactionTimeoutMs);
     const batch = o.maxBatchSize ?? 500;
     const consumer = new RdKafka.KafkaConsumer(
       {
-        ...common,
-        'group.id': o.groupId,
-        'enable.auto.commit': false,
-        'enable.auto.offset.store': false,
-        'isolation.level': 'read_committed',
-        // Prefetch bounded by bytes (16 MiB, not librdkafka's 64 MiB), so the memory of an instance
-        // started on a long backlog stays bounded (docs/benchmarks.md, peak RSS); by count, librdkafka's
-        // 100,000 per partition: a prefetch of a few batches left each consume call waiting for a fetch
-        // round trip (a third of the exactly-once run's time at 1,000 per partition).
-        'queued.min.messages': 100_000,
-        'queued.max.messages.kbytes': 16_384,
-        ...(protocol === 'consumer'
-          ? { 'group.protocol': 'consumer' }
-          : {
-              'partition.assignment.strategy': 'cooperative-sticky',
-              'session.timeout.ms': o.sessionTimeoutMs ?? 10_000,
-              'heartbeat.interval.ms': Math.max(500, Math.floor((o.sessionTimeoutMs ?? 10_000) / 5)),
-            }),
-        ...(o.groupInstanceId ? { 'group.instance.id': o.groupInstanceId } : {}),
-        ...o.consumerConfig,
+        ...consumerProperties(o),
         rebalance_cb: (err: { code: number }, assignment: TopicPartition[]) =>
           this.#onRebalance(err, assignment),
-      },
+      } as RdKafka.ConsumerGlobalConfig,
       { 'auto.offset.reset': 'earliest' },
     ) as NativeConsumer;
     consumer.on('event.error', (err) => {
       if ((err as { isFatal?: unknown }).isFatal === true) this.#fatal ??= fatal('the consumer failed', err);
     });
     try {
-      await new Promise<void>((resolve, reject) =>
-        consumer.connect({}, (err) => (err ? reject(err) : resolve())),
-      );
+      await connectWatched(consumer, 'consumer');
     } catch (err) {
       await this.#producer.close();
       throw err;

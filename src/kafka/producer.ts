@@ -7,11 +7,13 @@
  */
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
+import { configError } from './client-config.js';
+import { connectWatched } from './connect.js';
 import type { CommitOffset, OutRecord } from './types.js';
 
 export type NativeProducer = InstanceType<typeof RdKafka.Producer>;
 export type NativeConsumer = InstanceType<typeof RdKafka.KafkaConsumer>;
-type Config = Record<string, string | number | boolean>;
+type Config = Record<string, unknown>;
 type Header = { [key: string]: Buffer | string };
 
 /** librdkafka's local queue is full: wait for reports, then hand the record over again. */
@@ -73,10 +75,16 @@ export class DeliveryProducer {
     p.on('event.error', () => undefined);
   }
 
+  /** Builds and connects the producer; RF_KAFKA_AUTH at once when the brokers refuse it (connect.ts). */
   static async connect(config: Config, transactionTimeoutMs?: number): Promise<DeliveryProducer> {
     const transactional = config['transactional.id'] !== undefined;
-    const p = new RdKafka.Producer({ ...config, dr_cb: true });
-    await callback((done) => p.connect({}, done));
+    let p: NativeProducer;
+    try {
+      p = new RdKafka.Producer({ ...config, dr_cb: true } as RdKafka.ProducerGlobalConfig);
+    } catch (err) {
+      throw configError(err, 'producer') ?? err;
+    }
+    await connectWatched(p, 'producer', { poll: (on) => p.setPollInBackground(on) });
     p.setPollInBackground(true);
     const timeout = Math.max(30_000, transactionTimeoutMs ?? 0);
     if (transactional) {

@@ -9,6 +9,7 @@ import { defineProcessor, type ProcessorDefinition } from '../definition/definit
 import type { FencingMode } from '../fence/index.js';
 import type { KafkaPort } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import { type KafkaOptions, kafkaOptions } from './kafka-options.js';
 import { type Logger, silentLogger } from './logger.js';
 import {
   bool,
@@ -28,31 +29,15 @@ import {
 export const PROCESSING_MODES = ['exactly-once', 'at-least-once'] as const;
 export type ProcessingMode = (typeof PROCESSING_MODES)[number];
 
-/** librdkafka properties handed to the consumer or the producer as they are. */
-export type ClientConfig = Record<string, string | number | boolean>;
-
-/** Connection settings for the default Kafka adapter (@confluentinc/kafka-javascript). */
-export interface KafkaOptions {
-  brokers: string[];
-  /** 'classic' (cooperative-sticky, default) or 'consumer' (KIP-848). */
-  groupProtocol?: 'classic' | 'consumer';
-  /** Static membership (`group.instance.id`). */
-  groupInstanceId?: string;
-  /** Classic protocol only. Default 10000. */
-  sessionTimeoutMs?: number;
-  /** Most records per delivered batch. Default 500. */
-  maxBatchSize?: number;
-  /** Exactly-once: the broker aborts a dead instance's open transaction after this long. Default 10000. */
-  transactionTimeoutMs?: number;
-  /**
-   * Extra librdkafka properties for the consumer, passed through as given (e.g. security settings).
-   * Properties that have an option above, or on which the guarantees depend (`enable.auto.commit`,
-   * `isolation.level`, `group.id`, ...), are refused.
-   */
-  consumerConfig?: ClientConfig;
-  /** Extra librdkafka properties for the producer; `partitioner`, `acks`, `enable.idempotence`, `transactional.id` are refused. */
-  producerConfig?: ClientConfig;
-}
+export type {
+  ClientConfig,
+  KafkaOptions,
+  KafkaSasl,
+  KafkaSsl,
+  OAuthBearerProvider,
+  OAuthBearerToken,
+  SecurityProtocol,
+} from './kafka-options.js';
 
 export interface WatchdogOptions {
   /** No batch delivered for this long while there is lag counts as a stall. Default 60000. */
@@ -189,117 +174,12 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   createTopics: true,
   replicationFactor: true,
 };
-const KAFKA_NAMES: Record<keyof KafkaOptions, true> = {
-  brokers: true,
-  groupProtocol: true,
-  groupInstanceId: true,
-  sessionTimeoutMs: true,
-  maxBatchSize: true,
-  transactionTimeoutMs: true,
-  consumerConfig: true,
-  producerConfig: true,
-};
 const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
   stallMs: true,
   intervalMs: true,
   maxRecoveries: true,
 };
 const WAIT_NAMES: Record<keyof WaitReplicasOptions, true> = { replicas: true, timeoutMs: true };
-const PORT_METHODS: Record<keyof KafkaPort, true> = {
-  start: true,
-  produce: true,
-  commit: true,
-  produceTransactionally: true,
-  committed: true,
-  partitionCount: true,
-  describeTopics: true,
-  createTopics: true,
-  highWatermarks: true,
-  seek: true,
-  pause: true,
-  resume: true,
-  stop: true,
-};
-
-/** librdkafka properties a pass-through block may not set, and why (the option to use instead, or the guarantee). */
-const CONSUMER_REFUSED: Record<string, string> = {
-  'bootstrap.servers': 'use kafka.brokers',
-  'metadata.broker.list': 'use kafka.brokers',
-  'group.id': 'use the groupId option',
-  'group.instance.id': 'use kafka.groupInstanceId',
-  'group.protocol': 'use kafka.groupProtocol',
-  'session.timeout.ms': 'use kafka.sessionTimeoutMs',
-  'js.consumer.max.batch.size': 'use kafka.maxBatchSize',
-  'enable.auto.commit': 'offsets are committed only after the outputs are produced',
-  'enable.auto.offset.store': 'offsets are committed only after the outputs are produced',
-  'isolation.level': 'read_committed keeps aborted input records out of the state',
-};
-const PRODUCER_REFUSED: Record<string, string> = {
-  'bootstrap.servers': 'use kafka.brokers',
-  'metadata.broker.list': 'use kafka.brokers',
-  partitioner: 'outputs are placed by murmur2, co-partitioned with the input',
-  'enable.idempotence': 'the idempotent producer keeps retried outputs single',
-  acks: 'outputs must be on every in-sync replica before offsets are committed',
-  'transactional.id': 'exactly-once sets one per instance (groupId and instanceId)',
-  'transaction.timeout.ms': 'use kafka.transactionTimeoutMs',
-};
-
-function clientConfig(path: string, v: unknown, refused: Record<string, string>): ClientConfig | undefined {
-  if (v === undefined) return undefined;
-  if (!isObject(v)) throw invalid(`option "${path}" must be an object of librdkafka properties`);
-  for (const [k, x] of Object.entries(v)) {
-    if (Object.hasOwn(refused, k)) throw invalid(`option "${path}" may not set "${k}": ${refused[k]}`);
-    // the value is never shown: pass-through blocks carry credentials (sasl.password, ssl.key.password)
-    if (typeof x !== 'string' && typeof x !== 'boolean' && !(typeof x === 'number' && Number.isFinite(x)))
-      throw invalid(
-        `option "${path}.${k}" must be a string, a finite number or a boolean, got a ${typeof x}`,
-      );
-  }
-  return v as ClientConfig;
-}
-
-function kafkaOptions(v: unknown): ResolvedOptions['kafka'] {
-  if (!isObject(v)) throw invalid('option "kafka" must be connection settings ({ brokers }) or a KafkaPort');
-  if (typeof v.start === 'function') {
-    const port = withMethods<KafkaPort>('kafka', v, Object.keys(PORT_METHODS), 'a KafkaPort');
-    return { port: port as KafkaPort };
-  }
-  checkKeys('kafka', v, KAFKA_NAMES);
-  const brokers = v.brokers;
-  if (
-    !Array.isArray(brokers) ||
-    brokers.length === 0 ||
-    !brokers.every((b) => typeof b === 'string' && b !== '')
-  )
-    throw invalid('option "kafka.brokers" must list at least one host:port');
-  const groupProtocol =
-    v.groupProtocol === undefined
-      ? undefined
-      : oneOf('kafka.groupProtocol', v.groupProtocol, ['classic', 'consumer'], 'classic');
-  const settings: KafkaOptions = { brokers: [...brokers] as string[] };
-  if (groupProtocol !== undefined) settings.groupProtocol = groupProtocol;
-  const groupInstanceId = text('kafka.groupInstanceId', v.groupInstanceId);
-  if (groupInstanceId !== undefined) settings.groupInstanceId = groupInstanceId;
-  // librdkafka's ranges: session.timeout.ms 1..3600000, transaction.timeout.ms 1000..2^31-1
-  if (v.sessionTimeoutMs !== undefined)
-    settings.sessionTimeoutMs = integer('kafka.sessionTimeoutMs', v.sessionTimeoutMs, 1, 3_600_000, 0);
-  if (v.maxBatchSize !== undefined)
-    settings.maxBatchSize = integer('kafka.maxBatchSize', v.maxBatchSize, 1, 1_000_000, 0);
-  if (v.transactionTimeoutMs !== undefined)
-    settings.transactionTimeoutMs = integer(
-      'kafka.transactionTimeoutMs',
-      v.transactionTimeoutMs,
-      1000,
-      MAX_TIMER_MS,
-      0,
-    );
-  const consumerConfig = clientConfig('kafka.consumerConfig', v.consumerConfig, CONSUMER_REFUSED);
-  if (consumerConfig !== undefined) settings.consumerConfig = { ...consumerConfig };
-  const producerConfig = clientConfig('kafka.producerConfig', v.producerConfig, PRODUCER_REFUSED);
-  if (producerConfig !== undefined) settings.producerConfig = { ...producerConfig };
-  return { settings };
-}
-
 function watchdogOptions(v: unknown): Required<WatchdogOptions> | undefined {
   if (v === false) return undefined;
   if (v !== undefined && !isObject(v))

@@ -56,6 +56,16 @@ function kafkaPort(o: ResolvedOptions, groupId: string, instanceId: string): Kaf
     ...(k.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: k.sessionTimeoutMs }),
     ...(k.maxBatchSize === undefined ? {} : { maxBatchSize: k.maxBatchSize }),
     ...(k.transactionTimeoutMs === undefined ? {} : { transactionTimeoutMs: k.transactionTimeoutMs }),
+    ...(k.securityProtocol === undefined
+      ? {}
+      : {
+          security: {
+            protocol: k.securityProtocol,
+            ...(k.sasl === undefined ? {} : { sasl: k.sasl }),
+            ...(k.ssl === undefined ? {} : { ssl: k.ssl }),
+          },
+        }),
+    ...(k.config === undefined ? {} : { config: k.config }),
     ...(k.consumerConfig === undefined ? {} : { consumerConfig: k.consumerConfig }),
     ...(k.producerConfig === undefined ? {} : { producerConfig: k.producerConfig }),
   });

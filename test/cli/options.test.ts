@@ -135,6 +135,14 @@ describe('CLI options', () => {
     // a file name can be anything but empty
     for (const f of ['redis-ca', 'redis-cert', 'redis-key', 'redis-password-file', 'sentinel-password-file'])
       bad[f] = '';
+    for (const f of [
+      'kafka-ca',
+      'kafka-cert',
+      'kafka-key',
+      'kafka-sasl-password-file',
+      'kafka-key-password-file',
+    ])
+      bad[f] = '';
     for (const [verb, table] of Object.entries({
       run: RUN_OPTIONS,
       inspect: INSPECT_OPTIONS,

@@ -136,10 +136,10 @@ describe('processor options', () => {
         new Processor({
           definition,
           redis,
-          kafka: { brokers, consumerConfig: { 'sasl.password': { secret: 'hunter2' } } },
+          kafka: { brokers, consumerConfig: { 'sasl.oauthbearer.client.secret': { secret: 'hunter2' } } },
         } as never),
       (err: Error) =>
-        /kafka\.consumerConfig\.sasl\.password" must be a string/.test(err.message) &&
+        /kafka\.consumerConfig\.sasl\.oauthbearer\.client\.secret" must be a string/.test(err.message) &&
         !err.message.includes('hunter2'),
     );
   });
