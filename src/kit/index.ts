@@ -14,3 +14,13 @@ export {
   type CacheSubscriber,
 } from './cache/index.js';
 export type { RedisPolicyOptions } from './common/scripts.js';
+export {
+  type AcquireOptions,
+  checkFencingToken,
+  FencedStore,
+  type FencedStoreOptions,
+  type Lock,
+  type LockLostReason,
+  LockManager,
+  type LockOptions,
+} from './lock/index.js';
