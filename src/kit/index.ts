@@ -24,3 +24,10 @@ export {
   LockManager,
   type LockOptions,
 } from './lock/index.js';
+export {
+  type ConsumeOptions,
+  type RateLimit,
+  RateLimiter,
+  type RateLimiterOptions,
+  type RateLimitResult,
+} from './ratelimit/index.js';
