@@ -25,6 +25,13 @@ export {
   type LockOptions,
 } from './lock/index.js';
 export {
+  Projection,
+  type ProjectionCodec,
+  type ProjectionOptions,
+  type UpdateResult,
+  type Version,
+} from './projection/index.js';
+export {
   type ConsumeOptions,
   type RateLimit,
   RateLimiter,
