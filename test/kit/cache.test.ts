@@ -96,6 +96,24 @@ for (const target of KIT_TARGETS) {
       );
     });
 
+    it('spreads expiry: each entry gets ttlMs plus a random 0..jitterMs', async () => {
+      const name = uniqueName('c');
+      const cache = new Cache<number>({ redis, name, ttlMs: 60_000, jitterMs: 30_000 });
+      after(() => cache.close());
+      const keys = new KitKeys('cache', name);
+      const ttls: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const key = { tenant: 'acme', id: `k${i}` };
+        await cache.get(key, () => i);
+        ttls.push(await redis.pttl(`${keys.base(key)}:v`));
+      }
+      assert.ok(
+        ttls.every((t) => t > 59_000 && t <= 90_000),
+        JSON.stringify(ttls),
+      );
+      assert.ok(Math.max(...ttls) - Math.min(...ttls) > 5_000, `spread ${JSON.stringify(ttls)}`);
+    });
+
     it('a load begun before an invalidation does not write its older value afterwards', async () => {
       const cache = new Cache<string>({ redis, name: uniqueName('c'), ttlMs: 60_000 });
       after(() => cache.close());
@@ -289,9 +307,12 @@ describe('cache options', () => {
   it('a ttl is required, here or per call', async () => {
     const cache = new Cache({ redis, name: 'c' });
     await assert.rejects(
-      async () => cache.get({ tenant: 't', id: 'k' }, () => 1),
+      cache.get({ tenant: 't', id: 'k' }, () => 1),
       (e) => RedfenceError.is(e, 'RF_INVALID_OPTIONS') && /"ttlMs" \(required\)/.test((e as Error).message),
     );
-    assert.throws(() => cache.get({ tenant: '', id: 'k' }, () => 1, { ttlMs: 5 }), /tenant/);
+    await assert.rejects(
+      cache.get({ tenant: '', id: 'k' }, () => 1, { ttlMs: 5 }),
+      /tenant/,
+    );
   });
 });

@@ -13,10 +13,15 @@ for (const target of KIT_TARGETS) {
     const redis = target.connect();
     after(() => redis.disconnect());
     const key = { tenant: 'acme', id: 'order-1' };
+    /** Fencing counters never expire: each test deletes the ones it made. */
+    const forget = (name: string, id = key.id): void => {
+      after(() => redis.del(...new KitKeys('lock', name).parts({ tenant: 'acme', id }, 'fence', 'data')));
+    };
 
     it('one holder at a time; every acquisition a larger fencing number; release only by the token', async () => {
       const name = uniqueName('l');
       const locks = new LockManager({ redis, name, ttlMs: 10_000, autoExtend: false });
+      forget(name);
       const a = await locks.acquire(key);
       assert.equal(await locks.tryAcquire(key), null);
       await assert.rejects(locks.acquire(key, { waitMs: 100 }), (e) =>
@@ -34,6 +39,7 @@ for (const target of KIT_TARGETS) {
 
     it('a holder whose lock expired cannot release the new owner’s lock', async () => {
       const locks = new LockManager({ redis, name: uniqueName('l'), ttlMs: 100, autoExtend: false });
+      forget(locks.name);
       const owner = new KitKeys('lock', locks.name).parts(key, 'owner')[0] as string;
       const a = await locks.acquire(key);
       await pollUntil('a expired', async () => (await redis.pttl(owner)) === -2, 5000, 10);
@@ -46,6 +52,7 @@ for (const target of KIT_TARGETS) {
 
     it('waits for a held lock and gets it when released', async () => {
       const locks = new LockManager({ redis, name: uniqueName('l'), ttlMs: 10_000 });
+      forget(locks.name);
       const a = await locks.acquire(key);
       const waiting = locks.acquire(key, { waitMs: 10_000 });
       await a.release();
@@ -62,6 +69,7 @@ for (const target of KIT_TARGETS) {
         ttlMs: 150,
         onLockLost: (r) => lost.push(r),
       });
+      forget(locks.name);
       const owner = new KitKeys('lock', locks.name).parts(key, 'owner')[0] as string;
       const a = await locks.acquire(key);
       const start = Date.now();
@@ -99,6 +107,7 @@ for (const target of KIT_TARGETS) {
         20,
       );
       const locks = new LockManager({ redis, name, ttlMs: 10_000 });
+      forget(name, id);
       const store = new FencedStore({ redis, name });
       const mine = await locks.acquire({ tenant: 'acme', id });
       assert.ok(mine.fencingToken > (acquired.fencingToken as number));

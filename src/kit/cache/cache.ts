@@ -68,17 +68,21 @@ export class Cache<V> {
    * for its write. Concurrent gets of one key in this process share one flow (and the first loader).
    */
   get(key: KitKey, loader: () => V | Promise<V>, options?: CacheReadOptions): Promise<V> {
-    if (this.#closed) return Promise.reject(this.#closedError('get'));
-    const read =
-      options === undefined && this.#o.read
-        ? this.#o.read
-        : checkRead(this.#c, options ?? {}, this.#o.defaults);
-    if (typeof loader !== 'function') {
-      return Promise.reject(
-        new RedfenceError('RF_INVALID_ARGUMENT', `cache "${this.name}": loader must be a function`),
-      );
+    let read: Required<CacheReadOptions>;
+    let base: string;
+    try {
+      if (this.#closed) throw this.#closedError('get');
+      read =
+        options === undefined && this.#o.read
+          ? this.#o.read
+          : checkRead(this.#c, options ?? {}, this.#o.defaults);
+      if (typeof loader !== 'function') {
+        throw new RedfenceError('RF_INVALID_ARGUMENT', `cache "${this.name}": loader must be a function`);
+      }
+      base = this.#keys.base(key);
+    } catch (err) {
+      return Promise.reject(err); // every failure of get() is a rejection, never a throw
     }
-    const base = this.#keys.base(key);
     const running = this.#inflight.get(base);
     if (running) {
       this.#count(
