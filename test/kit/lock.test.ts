@@ -80,6 +80,13 @@ for (const target of KIT_TARGETS) {
       await pollUntil('lost', () => a.lost !== undefined, 5000, 10);
       assert.deepEqual(lost, ['taken']);
       assert.equal(a.signal.aborted, true);
+      const counted = (await locks.registry.getMetricsAsJSON()).find(
+        (m) => m.name === 'redfence_kit_lock_lost_total',
+      );
+      assert.deepEqual(
+        counted?.values.map((v) => [v.labels.reason, v.value]),
+        [['taken', 1]],
+      );
       assert.equal(await a.release(), false);
       assert.equal(await redis.get(owner), 'someone-else', 'release did not delete the other owner’s lock');
       await redis.del(owner);

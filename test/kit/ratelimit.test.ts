@@ -65,9 +65,12 @@ for (const target of KIT_TARGETS) {
     it('a per-call limit (a tenant plan) and cost', async () => {
       const limiter = new RateLimiter({ redis, name: uniqueName('r'), rate: 1, burst: 1 });
       const key = { tenant: 'gold', id: 'api' };
-      const r = await limiter.consume(key, { cost: 8, limit: { rate: 100, burst: 10 } });
+      const r = await limiter.consume(key, { cost: 8, limit: { rate: 1, periodMs: 10_000, burst: 10 } });
       assert.deepEqual([r.allowed, r.remaining], [true, 2]);
-      assert.equal((await limiter.consume(key, { cost: 3, limit: { rate: 100, burst: 10 } })).allowed, false);
+      assert.equal(
+        (await limiter.consume(key, { cost: 3, limit: { rate: 1, periodMs: 10_000, burst: 10 } })).allowed,
+        false,
+      );
       await assert.rejects(
         limiter.consume(key, { cost: 2 }),
         /cost must be an integer from 0 to the burst \(1\)/,
@@ -78,7 +81,9 @@ for (const target of KIT_TARGETS) {
       const name = uniqueName('r');
       const go = `rf-test:{${name}}:go`;
       const rate = 200;
-      const burst = 100;
+      // A burst of 2 s at this rate: a pause of both offering processes (or of Redis) shorter than
+      // that loses no capacity, so the count measures the limiter, not the machine's load.
+      const burst = 400;
       const env = {
         ...targetEnv(target),
         LIMITER: name,
@@ -107,7 +112,7 @@ for (const target of KIT_TARGETS) {
       const error = Math.abs(admitted - expected) / expected;
       assert.equal(sent, (2 * rate * 6000) / 1000, 'offered at 2x the rate');
       t.diagnostic(
-        `admitted ${admitted} of ${sent}, expected ${expected.toFixed(1)}, ${(error * 100).toFixed(3)}% off`,
+        `admitted ${admitted} of ${sent}, expected ${expected.toFixed(1)}, ${(error * 100).toFixed(3)}% off, longest tick gap ${Math.max(...results.map((r) => r.maxGapMs as number))} ms`,
       );
       assert.ok(
         error <= 0.01,
