@@ -1,5 +1,10 @@
-// Copies the fence's Lua files next to the compiled modules (tsc copies only .ts output).
-import { chmodSync, cpSync } from 'node:fs';
+// Copies the Lua files (the fence's and each kit component's) next to the compiled modules (tsc copies
+// only .ts output).
+import { chmodSync, cpSync, existsSync, readdirSync } from 'node:fs';
 
 cpSync('src/fence/lua', 'dist/fence/lua', { recursive: true });
+for (const component of readdirSync('src/kit')) {
+  const lua = `src/kit/${component}/lua`;
+  if (existsSync(lua)) cpSync(lua, `dist/kit/${component}/lua`, { recursive: true });
+}
 chmodSync('dist/cli/bin.js', 0o755);

@@ -71,6 +71,26 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'The module given to `redfence run` cannot be loaded or exports no valid processor definition.',
   },
+  RF_KIT_CACHE_WAIT_TIMEOUT: {
+    retriable: true,
+    summary: 'A cache read waited longer than waitTimeoutMs for another process to load the entry.',
+  },
+  RF_KIT_LOCK_TIMEOUT: {
+    retriable: true,
+    summary: 'A fenced lock could not be acquired within waitMs: another owner holds it.',
+  },
+  RF_KIT_LOCK_LOST: {
+    retriable: false,
+    summary: 'A fenced lock is no longer held by this token (it expired or was taken over).',
+  },
+  RF_KIT_FENCED: {
+    retriable: false,
+    summary: 'A write carried a fencing number older than one the protected store has already seen.',
+  },
+  RF_KIT_RATE_LIMITED: {
+    retriable: true,
+    summary: 'A rate limit refused the call; details.retryAfterMs says when it would be admitted.',
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

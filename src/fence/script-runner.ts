@@ -13,14 +13,20 @@ export function wrapRedisError(script: string, err: unknown): RedfenceError {
   if (RedfenceError.is(err)) return err;
   const message = err instanceof Error ? err.message : String(err);
   if (/RF_(ARGS|PROTOCOL)|ERR .*script|user_script/.test(message) && !TRANSIENT.test(message)) {
-    return new RedfenceError('RF_SCRIPT_ERROR', `fence script ${script} failed: ${message}`, { cause: err });
+    return new RedfenceError('RF_SCRIPT_ERROR', `Redis script ${script} failed: ${message}`, { cause: err });
   }
   return new RedfenceError('RF_REDIS_UNAVAILABLE', `Redis call ${script} failed: ${message}`, { cause: err });
 }
 
-/** Runs a loaded script with EVALSHA, falling back to EVAL when the server answers NOSCRIPT. */
+/** What running a script needs of a client: the fence's port narrowed to its two eval methods. */
+export type ScriptRedis = Pick<FenceRedis, 'evalshaBuffer' | 'evalBuffer'>;
+
+/**
+ * Runs a loaded script with EVALSHA, falling back to EVAL when the server answers NOSCRIPT. Used by the
+ * fence and by the kit (src/kit/), which loads its own folders with `loadScripts(dir)`.
+ */
 export async function runScript(
-  redis: FenceRedis,
+  redis: ScriptRedis,
   script: LoadedScript,
   keys: readonly string[],
   args: readonly RedisArg[],

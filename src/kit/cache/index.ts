@@ -1,0 +1,2 @@
+export { Cache } from './cache.js';
+export type { CacheCodec, CacheOptions, CacheReadOptions, CacheRedis, CacheSubscriber } from './options.js';

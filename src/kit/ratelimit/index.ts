@@ -1,0 +1,7 @@
+export {
+  type ConsumeOptions,
+  type RateLimit,
+  RateLimiter,
+  type RateLimiterOptions,
+  type RateLimitResult,
+} from './rate-limiter.js';
