@@ -258,13 +258,14 @@ function clientConfig(path: string, v: unknown, refused: Record<string, string>)
   return v as ClientConfig;
 }
 
-function kafkaOptions(v: unknown): ResolvedOptions['kafka'] {
+/** Checks the `kafka` option (settings or a KafkaPort); shared with the handler's options. */
+export function kafkaOptions(v: unknown, what = 'processor'): ResolvedOptions['kafka'] {
   if (!isObject(v)) throw invalid('option "kafka" must be connection settings ({ brokers }) or a KafkaPort');
   if (typeof v.start === 'function') {
     const port = withMethods<KafkaPort>('kafka', v, Object.keys(PORT_METHODS), 'a KafkaPort');
     return { port: port as KafkaPort };
   }
-  checkKeys('kafka', v, KAFKA_NAMES);
+  checkKeys('kafka', v, KAFKA_NAMES, what);
   const brokers = v.brokers;
   if (
     !Array.isArray(brokers) ||
