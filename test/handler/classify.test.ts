@@ -24,7 +24,10 @@ describe('classify', () => {
     assert.equal(classify(new RedfenceError('RF_REDIS_UNAVAILABLE', 'down')), 'retriable');
     assert.equal(classify(new RedfenceError('RF_INVALID_ARGUMENT', 'no')), 'fatal');
     assert.equal(classify(Object.assign(new SyntaxError('x'), { retriable: true })), 'retriable');
-    assert.equal(classify(new Error('wrapper', { cause: Object.assign(new Error('c'), { retriable: false }) })), 'fatal');
+    assert.equal(
+      classify(new Error('wrapper', { cause: Object.assign(new Error('c'), { retriable: false }) })),
+      'fatal',
+    );
   });
 
   it('user rules by class, code and predicate, walking the cause chain; fatal rules first', () => {
@@ -47,13 +50,34 @@ describe('classify', () => {
   it('a throwing predicate matches nothing; a cause cycle ends', () => {
     const e = new Error('loop') as Error & { cause?: unknown };
     e.cause = e;
-    assert.equal(classify(e, { fatal: { when: () => { throw new Error('bug'); } } }), 'retriable');
+    assert.equal(
+      classify(e, {
+        fatal: {
+          when: () => {
+            throw new Error('bug');
+          },
+        },
+      }),
+      'retriable',
+    );
   });
 
   it('bad rules are refused naming the path', () => {
-    assert.throws(() => checkClassifyRules('classify', { fatal: { kinds: [] } }), /classify\.fatal\.kinds is not a known field/);
-    assert.throws(() => checkClassifyRules('classify', { otherwise: 'maybe' }), /classify\.otherwise must be/);
-    assert.throws(() => checkClassifyRules('classify', { retriable: { codes: [{}] } }), /classify\.retriable\.codes/);
-    assert.throws(() => checkClassifyRules('classify', { fatal: { classes: ['Error'] } }), /classify\.fatal\.classes/);
+    assert.throws(
+      () => checkClassifyRules('classify', { fatal: { kinds: [] } }),
+      /classify\.fatal\.kinds is not a known field/,
+    );
+    assert.throws(
+      () => checkClassifyRules('classify', { otherwise: 'maybe' }),
+      /classify\.otherwise must be/,
+    );
+    assert.throws(
+      () => checkClassifyRules('classify', { retriable: { codes: [{}] } }),
+      /classify\.retriable\.codes/,
+    );
+    assert.throws(
+      () => checkClassifyRules('classify', { fatal: { classes: ['Error'] } }),
+      /classify\.fatal\.classes/,
+    );
   });
 });

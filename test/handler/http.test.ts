@@ -10,8 +10,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { ConfluentKafka } from '../../src/kafka/confluent.js';
 import { createHandler, defineHandler, type Handler, type KafkaPort } from '../../src/index.js';
+import { ConfluentKafka } from '../../src/kafka/confluent.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
 import { committedOffsets, createTopics, pollUntil, produce } from '../helpers/kafka.js';
 
@@ -120,7 +120,9 @@ describe('handler calling an HTTP service (real broker, real Redis)', () => {
     });
     const instance = (id: string): Handler =>
       createHandler(def, {
-        kafka: observed(new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId, clientId: id, maxBatchSize: 200 })),
+        kafka: observed(
+          new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId, clientId: id, maxBatchSize: 200 }),
+        ),
         groupId,
         instanceId: id,
         redis,

@@ -81,8 +81,15 @@ describe('handler on the in-memory Kafka', () => {
     await until('committed to the end', () => [0, 1, 2, 3].every((p) => committed(p) === hw.get(p)));
     assert.equal(seen.size, 40);
     for (const [key, seqs] of seen)
-      assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), `key ${key} handled out of order`);
-    assert.equal([...seen.values()].reduce((n, s) => n + s.length, 0), N);
+      assert.deepEqual(
+        seqs,
+        [...seqs].sort((a, b) => a - b),
+        `key ${key} handled out of order`,
+      );
+    assert.equal(
+      [...seen.values()].reduce((n, s) => n + s.length, 0),
+      N,
+    );
     assert.ok(most > 1 && most <= 16, `concurrency ${most}`);
   });
 
@@ -142,7 +149,9 @@ describe('handler on the in-memory Kafka', () => {
     // in the order they failed, not offset order: records of different keys run concurrently
     const dead = kafka.read('in.DLT').map((r) => readDeadLetterHeaders(r.headers));
     assert.deepEqual(
-      dead.map((d) => [Number(d.originalOffset), d.reason, d.exceptionFqcn]).sort((a, b) => Number(a[0]) - Number(b[0])),
+      dead
+        .map((d) => [Number(d.originalOffset), d.reason, d.exceptionFqcn])
+        .sort((a, b) => Number(a[0]) - Number(b[0])),
       [
         [2, 'processing-error', 'redfence.Error'],
         [3, 'processing-error', 'redfence.Error'],
@@ -213,7 +222,10 @@ describe('handler on the in-memory Kafka', () => {
     const kafka = { brokers: ['127.0.0.1:1'] };
     const bad: Array<[Record<string, unknown>, RegExp]> = [
       [{ kafka, concurrancy: 4 }, /unknown handler option "concurrancy"/],
-      [{ kafka: { brokers: ['127.0.0.1:1'], sessionTimeout: 1 } }, /unknown handler option "kafka.sessionTimeout"/],
+      [
+        { kafka: { brokers: ['127.0.0.1:1'], sessionTimeout: 1 } },
+        /unknown handler option "kafka.sessionTimeout"/,
+      ],
       [{ kafka, retry: { attempts: 0 } }, /"retry.attempts" must be an integer from 1/],
       [{ kafka, retry: { tries: 2 } }, /unknown handler option "retry.tries"/],
       [{ kafka, retry: { baseMs: 500, maxMs: 100 } }, /retry.maxMs/],
@@ -233,7 +245,13 @@ describe('handler on the in-memory Kafka', () => {
       /handler definition: name must match/,
     );
     assert.throws(
-      () => defineHandler({ input: 'in', name: 'n', handle: async () => undefined, classify: { fatal: { code: [] } } } as never),
+      () =>
+        defineHandler({
+          input: 'in',
+          name: 'n',
+          handle: async () => undefined,
+          classify: { fatal: { code: [] } },
+        } as never),
       /classify\.fatal\.code is not a known field/,
     );
   });

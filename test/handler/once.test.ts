@@ -43,7 +43,12 @@ describe('ctx.once on Redis', () => {
       },
     });
     for (const group of ['a', 'b']) {
-      const h = createHandler(def, { kafka: kafka.port({ groupId: `${name}-${group}` }), groupId: `${name}-${group}`, redis, commitIntervalMs: 10 });
+      const h = createHandler(def, {
+        kafka: kafka.port({ groupId: `${name}-${group}` }),
+        groupId: `${name}-${group}`,
+        redis,
+        commitIntervalMs: 10,
+      });
       await h.start();
       await until(`group ${group} done`, () => h.counts().done === 5);
       await h.close();
@@ -51,7 +56,8 @@ describe('ctx.once on Redis', () => {
     assert.deepEqual(calls, ['e1', 'e2', 'e3', 'e4']);
     assert.deepEqual(results, [true, true, true, false, true, false, false, false, false, false]);
     const marker = new KeySpace({ store: name }).once('in', 0, 'e1');
-    const where = (await redis.exists(marker)) === 1 ? marker : new KeySpace({ store: name }).once('in', 1, 'e1');
+    const where =
+      (await redis.exists(marker)) === 1 ? marker : new KeySpace({ store: name }).once('in', 1, 'e1');
     assert.equal(await redis.exists(where), 1);
     assert.ok((await redis.pttl(where)) > 6 * 24 * 3600 * 1000, 'kept for onceTtlMs (7 days)');
   });
@@ -60,7 +66,13 @@ describe('ctx.once on Redis', () => {
     const name = uniqueName('zombie').replace(/-/g, '_');
     const redis = redisFor(t, name);
     const kafka = new MemoryKafka({ topics: { in: 1, 'in.DLT': 1 } });
-    kafka.produce([0, 1, 2, 3].map((n) => ({ topic: 'in', key: `k${n}`, value: JSON.stringify({ eventId: `e${n}`, n }) })));
+    kafka.produce(
+      [0, 1, 2, 3].map((n) => ({
+        topic: 'in',
+        key: `k${n}`,
+        value: JSON.stringify({ eventId: `e${n}`, n }),
+      })),
+    );
     const newOwner = new Fence({ redis, store: name, mode: 'strict' });
     const groupId = `${name}-g`;
     const ran: number[] = [];
@@ -82,14 +94,25 @@ describe('ctx.once on Redis', () => {
           }
         },
       }),
-      { kafka: kafka.port({ groupId, maxBatchSize: 1 }), groupId, redis, concurrency: 1, commitIntervalMs: 10, closeTimeoutMs: 100 },
+      {
+        kafka: kafka.port({ groupId, maxBatchSize: 1 }),
+        groupId,
+        redis,
+        concurrency: 1,
+        commitIntervalMs: 10,
+        closeTimeoutMs: 100,
+      },
     );
     t.after(() => h.close());
     await h.start();
     await until('fenced', () => failures.length > 0);
     assert.equal((failures[0] as { code?: string }).code, 'RF_HANDLER_FENCED');
     const keys = new KeySpace({ store: name });
-    assert.equal(await redis.exists(keys.once('in', 0, 'in/0/2')), 0, 'the zombie did not mark record 2 done');
+    assert.equal(
+      await redis.exists(keys.once('in', 0, 'in/0/2')),
+      0,
+      'the zombie did not mark record 2 done',
+    );
     assert.equal(await redis.exists(keys.once('in', 0, 'in/0/1')), 1);
     await h.close();
     // nothing committed past the fenced record, and record 3 never ran here
