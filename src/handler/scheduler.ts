@@ -13,6 +13,7 @@
  * so a bound can be passed by up to one batch (`kafka.maxBatchSize`). Records without a key have no
  * order to keep: each gets a lane of its own.
  */
+import { setMaxListeners } from 'node:events';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { OffsetTracker } from './tracker.js';
 
@@ -49,6 +50,8 @@ export class PartitionWork {
   constructor(tp: TopicPartition, epoch: number) {
     this.tp = tp;
     this.epoch = epoch;
+    // every running call may listen on ctx.signal (fetch, http.request): no max-listeners warning
+    setMaxListeners(0, this.stop.signal, this.abandon.signal);
   }
 
   get stopped(): boolean {
