@@ -70,6 +70,7 @@ export class Handler {
   readonly #abort = new AbortController();
   readonly #counts: HandlerCounts = { done: 0, deadLettered: 0, abandoned: 0, commits: 0 };
   #state: HandlerState = 'idle';
+  #partitions = 0;
   #timer: NodeJS.Timeout | undefined;
   #commits: Promise<void> = Promise.resolve();
   #starting: Promise<void> | undefined;
@@ -126,6 +127,11 @@ export class Handler {
     return { running: this.#scheduler.running, records: this.#scheduler.inFlight };
   }
 
+  /** The input topic's partition count: 0 until start() has read it. */
+  get inputPartitions(): number {
+    return this.#partitions;
+  }
+
   counts(): HandlerCounts {
     return { ...this.#counts };
   }
@@ -161,10 +167,14 @@ export class Handler {
       outputs: [o.deadLetterTopic],
       create: o.createTopics,
     });
+    this.#partitions = found.inputPartitions;
     if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created the dead-letter topic');
     if (this.#abort.signal.aborted)
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
-    this.#timer = setInterval(() => void this.#commit(), o.commitIntervalMs);
+    this.#timer = setInterval(() => {
+      o.health?.markProgress();
+      void this.#commit();
+    }, o.commitIntervalMs);
     this.#timer.unref();
     await this.#kafka.start([o.definition.input], {
       onAssign: (tps) => this.#onAssign(tps),
@@ -172,10 +182,13 @@ export class Handler {
       onBatch: async (topic, partition, records) => this.#onBatch(topic, partition, records),
     });
     this.#state = 'running';
+    // no Redis scripts to load: ready once Kafka is (ctx.once loads its scripts on first use)
+    for (const part of ['redis', 'scripts', 'kafka'] as const) o.health?.setReady(part, true);
     this.#log.info({ group: this.groupId, instance: this.instanceId }, 'handler started');
   }
 
   #onBatch(topic: string, partition: number, records: InRecord[]): void {
+    this.#o.health?.markProgress();
     if (this.#state !== 'running' && this.#state !== 'starting') return;
     const part = this.#scheduler.get(topic, partition);
     if (part === undefined || part.stopped) return;
@@ -192,6 +205,7 @@ export class Handler {
     }
     // a partition paused before a revocation keeps its pause in the client: resume what we own now
     if (tps.length > 0) this.#kafka.resume(tps);
+    this.#o.health?.setReady('group', true);
     this.#log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
   }
 
@@ -320,6 +334,7 @@ export class Handler {
     this.#state = 'closing';
     this.#abort.abort();
     clearInterval(this.#timer);
+    this.#o.health?.setReady('kafka', false);
     try {
       await this.#release(this.#scheduler.all(), false, this.#o.closeTimeoutMs, 'closing');
       await this.#kafka.stop();

@@ -6,7 +6,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import { defineHandler, type HandlerDefinition } from '../definition/handler.js';
 import type { KafkaPort } from '../kafka/types.js';
-import type { RedfenceMetrics } from '../metrics/index.js';
+import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
 import { type Logger, silentLogger } from '../processor/logger.js';
 import {
   bool,
@@ -70,6 +70,8 @@ export interface HandlerOptions {
   createTopics?: boolean;
   logger?: Logger;
   metrics?: RedfenceMetrics;
+  /** Liveness/readiness for /livez and /readyz: live while the commit timer and the poll loop run, ready once started. */
+  health?: HealthState;
   /** Called once on a fatal Kafka error; the handler has started closing itself. */
   onFatal?: (error: Error) => void;
 }
@@ -94,6 +96,7 @@ export interface ResolvedHandlerOptions {
   readonly createTopics: boolean;
   readonly logger: Logger;
   readonly metrics: RedfenceMetrics | undefined;
+  readonly health: HealthState | undefined;
   readonly onFatal: ((error: Error) => void) | undefined;
   readonly deadLetterTopic: string;
 }
@@ -116,6 +119,7 @@ const OPTION_NAMES: Record<keyof HandlerOptions, true> = {
   createTopics: true,
   logger: true,
   metrics: true,
+  health: true,
   onFatal: true,
 };
 const RETRY_NAMES: Record<keyof RetryOptions, true> = { attempts: true, baseMs: true, maxMs: true };
@@ -194,6 +198,7 @@ export function resolveHandlerOptions<T>(
       ['handlerInFlight', 'handlerRecord', 'deadLetter'],
       'a RedfenceMetrics',
     ),
+    health: withMethods<HealthState>('health', o.health, ['markProgress', 'setReady'], 'a HealthState'),
     onFatal: o.onFatal === undefined ? undefined : fn('onFatal', o.onFatal),
     deadLetterTopic: d.deadLetter ?? `${d.input}.DLT`,
   };

@@ -196,22 +196,24 @@ export class Scheduler {
       outcome = 'abandoned';
     }
     this.#running--;
-    part.settled();
-    if (!part.stopped && outcome !== 'abandoned') {
+    // A call that ends while its partition drains (stopped, not abandoned) still counts: the drain
+    // waits for it so that its record is committed.
+    if (!part.abandon.signal.aborted && outcome !== 'abandoned') {
       part.tracker.finish(Number(record.offset));
-      this.#total--;
+      if (!part.dropped) this.#total--;
       const { maxPerKey } = this.#ctx;
       const n = lane.records.length;
       lane.records.shift();
       if (n === maxPerKey) part.keysFull--;
       if (n === Math.floor(maxPerKey / 2) + 1) part.keysHigh--;
-      if (lane.records.length > 0) this.#pushReady(lane);
+      if (lane.records.length > 0 && !part.stopped) this.#pushReady(lane);
       else part.lanes.delete(lane.key);
       this.#ctx.finished(part, outcome);
       if (part.paused && this.#low(part)) this.#resume(part);
       if (this.#total === Math.floor(this.#ctx.maxInFlight / 2))
         for (const p of this.#parts.values()) if (p.paused && this.#low(p)) this.#resume(p);
     }
+    part.settled();
     this.#pump();
   }
 
