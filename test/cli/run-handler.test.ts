@@ -9,7 +9,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
+import pg from 'pg';
+import { DATABASE_URL, KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
 import { committedOffsets, createTopics, pollUntil, produce } from '../helpers/kafka.js';
 
 const CLI = ['--import', 'tsx', 'src/cli/bin.ts', 'run', 'examples/order-webhook.ts'];
@@ -97,6 +98,88 @@ describe('redfence run <handler module>', { timeout: 120_000 }, () => {
       N,
       'committed to the end',
     );
+  });
+
+  it('--postgres: ctx.transaction writes one row per order; no Redis needed', async (t) => {
+    const ns = uniqueName('clipg').replace(/-/g, '_');
+    const topic = `${ns}-orders`;
+    const group = `${ns}-g`;
+    const rows = `redfence_handlers.${ns}_rows`;
+    const processed = `redfence_handlers.${ns}_done`;
+    t.after(
+      await createTopics([
+        { topic, partitions: 2 },
+        { topic: `${topic}.DLT`, partitions: 1 },
+      ]),
+    );
+    const pool = new pg.Pool({ connectionString: DATABASE_URL });
+    // hooks run in the order they were added: the tables go, then the pool
+    t.after(async () => {
+      await pool.query(`DROP TABLE IF EXISTS ${rows}, ${processed}`);
+      await pool.end();
+    });
+    await pool.query('CREATE SCHEMA IF NOT EXISTS redfence_handlers');
+    await pool.query(`CREATE TABLE ${rows} (id text, customer text, amount int)`);
+    await pool.query(
+      `CREATE TABLE ${processed} (id text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const N = 120;
+    await produce(
+      topic,
+      Array.from({ length: N }, (_, i) => ({
+        key: `c-${i % 7}`,
+        value: JSON.stringify({ customer: `c-${i % 7}`, amount: i }),
+      })),
+    );
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'src/cli/bin.ts',
+        'run',
+        'examples/order-rows.ts',
+        '--brokers',
+        KAFKA_BROKERS,
+        '--group',
+        group,
+        '--postgres-table',
+        processed,
+        '--commit-interval',
+        '100',
+        '--log',
+        'warn',
+      ],
+      {
+        // the URL through the environment (a password never on the command line)
+        env: {
+          ...process.env,
+          ORDERS_TOPIC: topic,
+          ORDERS_TABLE: rows,
+          REDFENCE_POSTGRES_URL: DATABASE_URL,
+          REDIS_URL: '',
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr?.on('data', (c) => {
+      stderr += c;
+    });
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    t.after(() => child.kill('SIGKILL'));
+    const count = async () => Number((await pool.query(`SELECT count(*) AS n FROM ${rows}`)).rows[0].n);
+    await pollUntil('every order written', async () => (await count()) === N, 60_000, 50);
+    await pollUntil(
+      'committed to the end',
+      async () => [...(await committedOffsets(group, topic)).values()].reduce((s, o) => s + o, 0) === N,
+      30_000,
+      50,
+    );
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0, stderr);
+    const { rows: r } = await pool.query(`SELECT count(*) AS n, count(DISTINCT id) AS d FROM ${rows}`);
+    assert.deepEqual([Number(r[0].n), Number(r[0].d)], [N, N]);
   });
 
   it('refuses processor flags with a handler module before connecting (exit 2)', () => {
