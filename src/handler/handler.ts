@@ -73,6 +73,7 @@ export class Handler {
   #partitions = 0;
   #timer: NodeJS.Timeout | undefined;
   #commits: Promise<void> = Promise.resolve();
+  #ticking = false;
   #starting: Promise<void> | undefined;
   #closing: Promise<void> | undefined;
 
@@ -173,7 +174,12 @@ export class Handler {
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
     this.#timer = setInterval(() => {
       o.health?.markProgress();
-      void this.#commit();
+      // a slow commit (coordinator away) is not queued up behind itself once per tick
+      if (this.#ticking) return;
+      this.#ticking = true;
+      void this.#commit().finally(() => {
+        this.#ticking = false;
+      });
     }, o.commitIntervalMs);
     this.#timer.unref();
     await this.#kafka.start([o.definition.input], {

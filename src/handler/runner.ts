@@ -165,7 +165,7 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
         return deadLetter(ctx, part, record, 'processing-error', err, log, verdict, attempt);
       ctx.metrics?.handlerRetry(topic, partition);
       log.debug({ ...errorShape(err), attempt }, 'handler failed: retrying');
-      await delay(backoffMs(failures - 1, baseMs, maxMs), part.stop.signal);
+      await delay(backoffMs(attempt - 1, baseMs, maxMs), part.stop.signal);
     }
   }
 }
