@@ -111,6 +111,7 @@ export function defineHandler<T>(definition: HandlerDefinition<T>): HandlerDefin
     if (d[k] !== undefined && typeof d[k] !== 'function') throw bad(k, 'must be a function');
   if (typeof d.handle !== 'function') throw bad('handle', 'must be an async function (record, ctx)');
   checkClassifyRules('handler definition: classify', d.classify);
-  if (!isHandlerDefinition(d)) Object.defineProperty(d, HANDLER_KIND, { value: true });
+  if (!isHandlerDefinition(d) && Object.isExtensible(d))
+    Object.defineProperty(d, HANDLER_KIND, { value: true });
   return definition;
 }

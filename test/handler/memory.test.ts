@@ -10,7 +10,9 @@ import {
   createHandler,
   defineHandler,
   type HandlerOptions,
+  type Logger,
   RedfenceError,
+  RedfenceMetrics,
   readDeadLetterHeaders,
 } from '../../src/index.js';
 import { MemoryKafka } from '../../src/testing/index.js';
@@ -97,6 +99,7 @@ describe('handler on the in-memory Kafka', () => {
     const { produce, committed, options } = setup(1);
     produce(100, 100); // a key per record: only the held record waits
     const held = gate();
+    const metrics = new RedfenceMetrics();
     const h = createHandler(
       defineHandler<Order>({
         input: 'in',
@@ -105,7 +108,7 @@ describe('handler on the in-memory Kafka', () => {
           if (r.offset === 37) await held.p;
         },
       }),
-      options({ closeTimeoutMs: 100 }),
+      options({ closeTimeoutMs: 100, metrics }),
     );
     t.after(() => h.close());
     t.after(() => held.open());
@@ -115,6 +118,9 @@ describe('handler on the in-memory Kafka', () => {
     // every other record is done, the commit stays at the held one
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(committed(0), 37);
+    const text = await metrics.metricsText();
+    assert.match(text, /redfence_handler_in_flight_records\{topic="in",partition="0"\} 1\n/);
+    assert.match(text, /redfence_handler_records_total\{topic="in",partition="0",outcome="done"\} 99\n/);
     held.open();
     await until('committed to the end', () => committed(0) === 100);
   });
@@ -122,8 +128,11 @@ describe('handler on the in-memory Kafka', () => {
   it('retries retriable failures, then dead-letters; fatal and undecodable go at once; the partition goes on', async (t) => {
     const { kafka, produce, committed, options } = setup(1);
     produce(10, 10);
-    kafka.produce([{ topic: 'in', key: 'bad', value: '{not json' }]);
+    kafka.produce([{ topic: 'in', key: 'bad', value: '{not json SECRET-42' }]);
     const attempts = new Map<number, number>();
+    const lines: Array<Record<string, unknown>> = [];
+    const at = (level: string) => (o: object, msg?: string) => lines.push({ level, msg, ...o });
+    const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
     const h = createHandler(
       defineHandler<Order>({
         input: 'in',
@@ -136,7 +145,7 @@ describe('handler on the in-memory Kafka', () => {
           if (r.value.seq === 4 && ctx.attempt < 3) throw new Error('flaky');
         },
       }),
-      options(),
+      options({ logger }),
     );
     t.after(() => h.close());
     await h.start();
@@ -147,9 +156,9 @@ describe('handler on the in-memory Kafka', () => {
     assert.deepEqual(h.counts().done, 8);
     assert.deepEqual(h.counts().deadLettered, 3);
     // in the order they failed, not offset order: records of different keys run concurrently
-    const dead = kafka.read('in.DLT').map((r) => readDeadLetterHeaders(r.headers));
+    const letters = kafka.read('in.DLT').map((r) => readDeadLetterHeaders(r.headers));
     assert.deepEqual(
-      dead
+      letters
         .map((d) => [Number(d.originalOffset), d.reason, d.exceptionFqcn])
         .sort((a, b) => Number(a[0]) - Number(b[0])),
       [
@@ -158,6 +167,16 @@ describe('handler on the in-memory Kafka', () => {
         [10, 'undecodable', 'redfence.RedfenceError'],
       ],
     );
+    // logs name the record by topic/partition/offset, never its value or the error's message
+    const dead = lines.filter((l) => l.msg === 'dead-lettering the record');
+    assert.deepEqual(dead.map((l) => [l.topic, l.partition, l.offset]).sort(), [
+      ['in', 0, '10'],
+      ['in', 0, '2'],
+      ['in', 0, '3'],
+    ]);
+    const all = JSON.stringify(lines);
+    for (const secret of ['SECRET-42', 'always down', 'declined', '"seq"'])
+      assert.ok(!all.includes(secret), secret);
   });
 
   it('pauses a partition whose key has maxPerKey records waiting, and resumes it', async (t) => {
