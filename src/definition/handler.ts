@@ -75,7 +75,7 @@ export interface HandlerDefinition<T = unknown> {
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const FIELDS = new Set(['input', 'name', 'deadLetter', 'decode', 'id', 'classify', 'handle']);
 
-/** Marks a definition as a handler's (`redfence run` and createHandler tell the two kinds apart by it). */
+/** Marks what defineHandler returned, for code that tells processor and handler definitions apart. */
 export const HANDLER_KIND = Symbol.for('redfence.handler');
 
 /** True for what defineHandler returned. */
