@@ -11,6 +11,14 @@ export {
   type ReducerProcessor,
   type Reduction,
 } from './definition/definition.js';
+export {
+  defineHandler,
+  type HandlerContext,
+  type HandlerDefinition,
+  type HandlerRecord,
+  type OnceResult,
+  type SqlClient,
+} from './definition/handler.js';
 export { ERROR_CODES, type ErrorCode, RedfenceError, type RedfenceErrorOptions } from './errors/index.js';
 export {
   type ApplyRequest,
@@ -28,9 +36,21 @@ export {
   type StoredState,
   Verdict,
 } from './fence/index.js';
+export {
+  createHandler,
+  createProcessedTable,
+  Handler,
+  type HandlerCounts,
+  type HandlerOptions,
+  type HandlerState,
+  type PostgresOptions,
+  processedTableSql,
+  type RetryOptions,
+  type SqlPool,
+} from './handler/index.js';
 export type { InRecord, KafkaPort, OutRecord, TopicPartition } from './kafka/types.js';
 export { type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys/index.js';
-export { HealthState, RedfenceMetrics, startMetricsServer } from './metrics/index.js';
+export { type HandlerOutcome, HealthState, RedfenceMetrics, startMetricsServer } from './metrics/index.js';
 export { type PartitionKey, partitionFor } from './partitioner/index.js';
 export type { ProcessorCounts } from './processor/counts.js';
 export {
@@ -52,4 +72,11 @@ export {
   type WatchdogOptions,
 } from './processor/options.js';
 export { Processor, type ProcessorState } from './processor/processor.js';
+export {
+  type Classification,
+  type ClassifyRules,
+  type ClassRules,
+  classify,
+  type ErrorClass,
+} from './retry/classify.js';
 export { VERSION } from './version.js';

@@ -14,7 +14,7 @@ import { existsSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { RedfenceError } from '../errors/index.js';
-import type { ProcessorDefinition } from '../index.js';
+import type { HandlerDefinition, ProcessorDefinition } from '../index.js';
 
 const TYPESCRIPT = ['.ts', '.mts', '.cts'];
 const JAVASCRIPT = ['.js', '.mjs', '.cjs'];
@@ -36,19 +36,22 @@ function bad(message: string, cause?: unknown): RedfenceError {
   return new RedfenceError('RF_MODULE_INVALID', message, cause === undefined ? {} : { cause });
 }
 
-/** The export holding the definition: `default`, else `processor`; CommonJS output is looked into too. */
+/** The export holding the definition: `default`, else `processor` or `handler`; CommonJS output is looked into too. */
 function pick(mod: Record<string, unknown>): unknown {
-  const top = mod.default ?? mod.processor;
+  const top = mod.default ?? mod.processor ?? mod.handler;
   if (typeof top === 'object' && top !== null && !('input' in top)) {
     // A CommonJS module (e.g. TypeScript compiled to CommonJS) arrives as { default: module.exports }.
     const inner = top as Record<string, unknown>;
-    return inner.default ?? inner.processor ?? top;
+    return inner.default ?? inner.processor ?? inner.handler ?? top;
   }
   return top;
 }
 
-/** Imports `file` and returns its checked processor definition, or throws RF_MODULE_INVALID. */
-export async function loadDefinition(file: string): Promise<ProcessorDefinition> {
+/**
+ * Imports `file` and returns its checked processor or handler definition (a handler: made by
+ * defineHandler, or any object with a `handle` function), or throws RF_MODULE_INVALID.
+ */
+export async function loadDefinition(file: string): Promise<ProcessorDefinition | HandlerDefinition> {
   const path = resolve(file);
   const ext = extname(path);
   if (!TYPESCRIPT.includes(ext) && !JAVASCRIPT.includes(ext))
@@ -68,8 +71,10 @@ export async function loadDefinition(file: string): Promise<ProcessorDefinition>
     );
   if (typeof found !== 'object' || found === null)
     throw bad(`${file} exports a ${found === null ? 'null' : typeof found}, not a processor definition`);
-  const { defineProcessor } = await import('../index.js');
+  const { defineHandler, defineProcessor } = await import('../index.js');
   try {
+    if (typeof (found as { handle?: unknown }).handle === 'function')
+      return defineHandler(found as HandlerDefinition);
     return defineProcessor(found as ProcessorDefinition);
   } catch (err) {
     throw bad(`${file}: ${oneLine(err)}`, err);

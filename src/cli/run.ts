@@ -22,7 +22,8 @@ import {
   textOption,
   type Values,
 } from './options.js';
-import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
+import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget, showRedisUrl } from './redis.js';
+import { checkHandlerFlags, runHandler } from './run-handler.js';
 import { superviseWorkers, watchSupervisor, workerRole, workerStarted } from './workers.js';
 
 const MODES: readonly ProcessingMode[] = ['exactly-once', 'at-least-once'];
@@ -152,6 +153,28 @@ export const RUN_OPTIONS = {
     min: 1,
     max: 32767,
   }),
+  concurrency: numberOption('<n>', {
+    description: 'handlers: most handle() calls running at once',
+    env: 'REDFENCE_CONCURRENCY',
+    defaultText: '64',
+    min: 1,
+    max: 100_000,
+  }),
+  postgres: textOption('<url>', {
+    description:
+      'handlers: PostgreSQL for ctx.transaction (needs the pg package; give a password through the environment, not a flag)',
+    env: 'REDFENCE_POSTGRES_URL',
+    allowed: 'a postgres:// or postgresql:// URL',
+    pattern: /^postgres(ql)?:\/\/./,
+    show: showRedisUrl,
+  }),
+  'postgres-table': textOption('<name>', {
+    description: 'handlers: the processed-ids table, <table> or <schema>.<table>',
+    env: 'REDFENCE_POSTGRES_TABLE',
+    defaultText: 'redfence_processed',
+    allowed: '<table> or <schema>.<table> of [A-Za-z_][A-Za-z0-9_]*',
+    pattern: /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/,
+  }),
   'allow-eviction': switchOption({
     description: "start even if Redis' maxmemory-policy is not noeviction",
     env: 'REDFENCE_ALLOW_EVICTION',
@@ -171,7 +194,7 @@ export const RUN_OPTIONS = {
 
 export const RUN_HELP = helpText(
   'redfence run <module> [options]',
-  'Runs the processor exported by <module> (default export or "processor"): a .ts, .mts, .cts, .js, .mjs or\n.cjs file.',
+  'Runs the processor or handler exported by <module> (default export, "processor" or "handler"): a .ts,\n.mts, .cts, .js, .mjs or .cjs file.',
   RUN_OPTIONS,
 );
 
@@ -241,7 +264,9 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const base = worker?.base ?? o.instance ?? randomBytes(4).toString('hex');
   const instance = worker === undefined ? base : `${base}-${worker.index}`;
   const logger = jsonLogger(o.log, instance, worker === undefined ? {} : { worker: worker.index });
-  const definition = await loadDefinition(file);
+  const loaded = await loadDefinition(file);
+  const handler = 'handle' in loaded;
+  checkHandlerFlags(handler, sources);
   if (workers > 1)
     return superviseWorkers({
       count: workers,
@@ -251,6 +276,9 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
       logger,
     });
   const metricsPort = o['metrics-port'] === undefined ? undefined : o['metrics-port'] + (worker?.index ?? 0);
+  if ('handle' in loaded)
+    return runHandler({ o, sources, definition: loaded, instance, logger, target, worker, metricsPort });
+  const definition = loaded;
 
   // The runtime loads only now: bad options are refused without it.
   const { HealthState, Processor, RedfenceMetrics, startMetricsServer } = await import('../index.js');

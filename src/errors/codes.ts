@@ -91,6 +91,21 @@ export const ERROR_CODES = {
     retriable: true,
     summary: 'A rate limit refused the call; details.retryAfterMs says when it would be admitted.',
   },
+  RF_HANDLER_DECODE: {
+    retriable: false,
+    summary:
+      "A handler's decode function (default JSON.parse) failed on a record value; the record goes to the dead-letter topic.",
+  },
+  RF_HANDLER_FENCED: {
+    retriable: false,
+    summary:
+      'ctx.once found a newer owner epoch on the partition: this instance is a zombie for it, its work is not marked done and its record is not committed.',
+  },
+  RF_HANDLER_ABANDONED: {
+    retriable: false,
+    summary:
+      "A handler's record was abandoned (its partition was revoked or lost, or close() passed its deadline); ctx.signal aborts with this reason and the record is not committed.",
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -264,6 +264,12 @@ export class ConfluentKafka implements KafkaPort {
       if (run === undefined) runs.set(k, [m]);
       else run.push(m);
     }
+    // Until handed over, a run's records are "fetched, not handed over": a pause during this dispatch
+    // (from an earlier partition's handler) must seek such a partition back to its run's first record,
+    // since librdkafka's position is already past the run.
+    for (const [k, run] of runs)
+      if (this.#assigned.has(k) && !this.#paused.has(k) && (this.#seeks.get(k) ?? 0) === (seeks.get(k) ?? 0))
+        this.#next.set(k, (run[0] as RdKafka.Message).offset);
     for (const [k, run] of runs) {
       for (let i = 0; i < run.length; i += batch) {
         if (this.#stopping || !this.#assigned.has(k) || this.#paused.has(k)) break;

@@ -5,6 +5,7 @@
  * - state of one key:       rf:[t=<tenant>:]{<store>:<key>}
  * - partition epoch:        rf:[t=<tenant>:]{<store>:<topic>:<partition>}:epoch
  * - partition pending index rf:[t=<tenant>:]{<store>:<topic>:<partition>}:pending
+ * - handler done marker:    rf:[t=<tenant>:]{<store>:<topic>:<partition>}:once:<id>
  *
  * User keys that are long, contain braces, start with `#`, are binary, or are declared
  * sensitive are stored by a hash of their bytes (`#` + base64url SHA-256) so that the
@@ -117,6 +118,15 @@ export class KeySpace {
   /** The Redis key of a partition's index of state keys that hold pending outputs. */
   pendingIndex(topic: string, partition: number): string {
     return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:pending`;
+  }
+
+  /**
+   * The Redis key of a handler's done marker for idempotency id `id` on a partition (ctx.once). In the
+   * partition's slot, so one script checks the partition's epoch and sets the marker. The id is
+   * stored raw when safe, else hashed (as state keys).
+   */
+  once(topic: string, partition: number, id: string): string {
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:once:${this.keyId(id)}`;
   }
 
   /** A pattern matching every state key of this store (for SCAN-based tools). */

@@ -8,6 +8,7 @@ export {
 } from './health.js';
 export {
   type CommitMode,
+  type HandlerOutcome,
   type MetricsRegistry,
   type RebalanceKind,
   RedfenceMetrics,

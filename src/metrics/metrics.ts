@@ -48,7 +48,17 @@ const COMMIT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 /** Label names redfence itself uses (plus `le`, reserved by histograms). */
-const RESERVED_LABELS = new Set(['topic', 'partition', 'verdict', 'command', 'mode', 'kind', 'reason', 'le']);
+const RESERVED_LABELS = new Set([
+  'topic',
+  'partition',
+  'verdict',
+  'command',
+  'mode',
+  'kind',
+  'reason',
+  'outcome',
+  'le',
+]);
 const REBALANCE_KINDS: readonly RebalanceKind[] = ['assign', 'revoke', 'lost'];
 
 /** Metric names without the prefix; every one is registered by the constructor. */
@@ -63,7 +73,14 @@ const NAMES = [
   'offset_gaps_total',
   'redis_outage',
   'fenced_partitions_total',
+  'handler_in_flight_records',
+  'handler_records_total',
+  'handler_retries_total',
 ] as const;
+
+/** How a handler's record ended (src/handler/). */
+export type HandlerOutcome = 'done' | 'dead-lettered' | 'abandoned';
+const HANDLER_OUTCOMES: readonly HandlerOutcome[] = ['done', 'dead-lettered', 'abandoned'];
 
 type Labels = Record<string, string>;
 
@@ -149,6 +166,9 @@ export class RedfenceMetrics {
   readonly #offsetGaps: Counter<string>;
   readonly #redisOutage: Gauge<string>;
   readonly #fenced: Counter<string>;
+  readonly #handlerInFlight: Gauge<string>;
+  readonly #handlerRecords: Counter<string>;
+  readonly #handlerRetries: Counter<string>;
 
   constructor(options: RedfenceMetricsOptions = {}) {
     const { prefix, labels } = checkOptions(options);
@@ -236,6 +256,25 @@ export class RedfenceMetrics {
       registers,
     });
 
+    this.#handlerInFlight = new Gauge({
+      name: `${prefix}handler_in_flight_records`,
+      help: 'Handler records accepted and not finished (running, queued behind their key, or waiting for a retry), per owned partition.',
+      labelNames: names('topic', 'partition'),
+      registers,
+    });
+    this.#handlerRecords = new Counter({
+      name: `${prefix}handler_records_total`,
+      help: 'Handler records finished, by outcome (done, dead-lettered, abandoned on revocation or close).',
+      labelNames: names('topic', 'partition', 'outcome'),
+      registers,
+    });
+    this.#handlerRetries = new Counter({
+      name: `${prefix}handler_retries_total`,
+      help: 'Handler attempts that failed with a retriable error and were tried again.',
+      labelNames: names('topic', 'partition'),
+      registers,
+    });
+
     // Series that should exist from the start, so rate() and alerts see a 0 rather than nothing.
     for (const kind of REBALANCE_KINDS) this.#rebalances.inc(this.#labels({ kind }), 0);
     this.#redisOutage.set(this.#labels({}), 0);
@@ -296,6 +335,28 @@ export class RedfenceMetrics {
    */
   clearPartition(topic: string, partition: number): void {
     this.#lag.remove(this.#labels({ topic, partition: checkPartitionNumber(partition) }));
+    this.#handlerInFlight.remove(this.#labels({ topic, partition: String(partition) }));
+  }
+
+  /** Sets a handler's in-flight records of an owned partition. */
+  handlerInFlight(topic: string, partition: number, records: number): void {
+    checkCount('records', records);
+    this.#handlerInFlight.set(this.#labels({ topic, partition: checkPartitionNumber(partition) }), records);
+  }
+
+  /** Counts `n` handler records of a partition that ended with `outcome`. */
+  handlerRecord(topic: string, partition: number, outcome: HandlerOutcome, n = 1): void {
+    if (!HANDLER_OUTCOMES.includes(outcome))
+      throw invalidArgument(
+        `outcome must be one of ${HANDLER_OUTCOMES.join(', ')}, got ${JSON.stringify(outcome)}`,
+      );
+    checkCount('n', n);
+    this.#handlerRecords.inc(this.#labels({ topic, partition: checkPartitionNumber(partition), outcome }), n);
+  }
+
+  /** Counts one retried handler attempt. */
+  handlerRetry(topic: string, partition: number): void {
+    this.#handlerRetries.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), 1);
   }
 
   /** Counts one rebalance event. */

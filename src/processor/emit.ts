@@ -82,6 +82,20 @@ function output(ctx: EmitContext, record: InRecord, value: Buffer | string | nul
 
 function deadLetter(ctx: EmitContext, record: InRecord, reason: DeadLetterReason, error: unknown): OutRecord {
   ctx.metrics?.deadLetter(reason);
+  return deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, record, reason, error);
+}
+
+/**
+ * A consumed record's dead letter for `topic`, in Spring Kafka's format (dead-letter.ts), capped in
+ * size. Shared with the handler runtime (src/handler/), which dead-letters the same way.
+ */
+export function deadLetterRecord(
+  topic: string,
+  groupId: string,
+  record: InRecord,
+  reason: DeadLetterReason,
+  error: unknown,
+): OutRecord {
   const dl = buildDeadLetter({
     source: {
       topic: record.topic,
@@ -92,7 +106,7 @@ function deadLetter(ctx: EmitContext, record: InRecord, reason: DeadLetterReason
       value: record.value,
       headers: record.headers,
     },
-    consumerGroup: ctx.groupId,
+    consumerGroup: groupId,
     reason,
     error,
   });
@@ -105,7 +119,7 @@ function deadLetter(ctx: EmitContext, record: InRecord, reason: DeadLetterReason
     // stuck): the value is left out, its size and SHA-256 kept; the original-* headers locate it.
     const original = dl.value;
     return {
-      topic: ctx.deadLetterTopic,
+      topic,
       key: dl.key,
       value: null,
       headers: {
@@ -115,5 +129,5 @@ function deadLetter(ctx: EmitContext, record: InRecord, reason: DeadLetterReason
       },
     };
   }
-  return { topic: ctx.deadLetterTopic, key: dl.key, value: dl.value, headers: dl.headers };
+  return { topic, key: dl.key, value: dl.value, headers: dl.headers };
 }

@@ -196,13 +196,17 @@ function securityOptions(v: Record<string, unknown>, settings: KafkaOptions): vo
   if (ssl !== undefined) settings.ssl = ssl;
 }
 
-export function kafkaOptions(v: unknown): { port: KafkaPort } | { settings: KafkaOptions } {
+/** Checks the `kafka` option (settings or a KafkaPort); shared with the handler's options (`what`). */
+export function kafkaOptions(
+  v: unknown,
+  what = 'processor',
+): { port: KafkaPort } | { settings: KafkaOptions } {
   if (!isObject(v)) throw invalid('option "kafka" must be connection settings ({ brokers }) or a KafkaPort');
   if (typeof v.start === 'function') {
     const port = withMethods<KafkaPort>('kafka', v, Object.keys(PORT_METHODS), 'a KafkaPort');
     return { port: port as KafkaPort };
   }
-  checkKeys('kafka', v, KAFKA_NAMES);
+  checkKeys('kafka', v, KAFKA_NAMES, what);
   const brokers = v.brokers;
   if (
     !Array.isArray(brokers) ||

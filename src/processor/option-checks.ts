@@ -19,11 +19,16 @@ export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-export function checkKeys(path: string, value: Record<string, unknown>, names: Record<string, true>): void {
+export function checkKeys(
+  path: string,
+  value: Record<string, unknown>,
+  names: Record<string, true>,
+  what = 'processor',
+): void {
   for (const k of Object.keys(value)) {
     if (!Object.hasOwn(names, k)) {
       const where = path === '' ? k : `${path}.${k}`;
-      throw invalid(`unknown processor option "${where}"; known: ${Object.keys(names).join(', ')}`);
+      throw invalid(`unknown ${what} option "${where}"; known: ${Object.keys(names).join(', ')}`);
     }
   }
 }

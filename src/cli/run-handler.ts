@@ -1,0 +1,166 @@
+/**
+ * `redfence run <module>` when the module exports a handler (defineHandler): the same verb, flags and
+ * signal handling as for a processor, with the handler's own settings. Redis is connected only when a
+ * Redis target is given (--redis, --cluster, --sentinels, or their environment variables): ctx.once
+ * needs it, ctx.transaction does not. --postgres makes a pg Pool for ctx.transaction (pg is an
+ * optional peer dependency, loaded only then). Flags that only mean something to a processor are
+ * refused with a handler, and the handler's own flags with a processor, before any connection.
+ */
+import type { Cluster, Redis } from 'ioredis';
+import { RedfenceError } from '../errors/index.js';
+import type { SqlPool } from '../handler/postgres.js';
+import type { HandlerDefinition, HandlerOptions, Logger } from '../index.js';
+import type { Source, Values } from './options.js';
+import { connectRedis, type RedisTarget, redisClient } from './redis.js';
+import type { RUN_OPTIONS } from './run.js';
+import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
+
+const PROCESSOR_ONLY = [
+  'mode',
+  'group-commit-records',
+  'transaction-timeout',
+  'user-retries',
+  'sweep-every',
+  'wait-replicas',
+  'replication-factor',
+  'allow-eviction',
+];
+const HANDLER_ONLY = ['concurrency', 'postgres', 'postgres-table'];
+const REDIS_TARGETS = ['redis', 'cluster', 'sentinels'];
+
+const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
+const given = (sources: Record<string, Source>, names: string[]) =>
+  names.filter((n) => sources[n] !== undefined && sources[n] !== 'default');
+
+/** Refuses flags of the other kind of definition (given by flag, environment or --config). */
+export function checkHandlerFlags(handler: boolean, sources: Record<string, Source>): void {
+  const wrong = given(sources, handler ? PROCESSOR_ONLY : HANDLER_ONLY);
+  if (wrong.length > 0)
+    throw invalid(
+      `${wrong.map((n) => `--${n}`).join(', ')} ${wrong.length === 1 ? 'applies' : 'apply'} to ${handler ? 'processors' : 'handlers'}, and the module exports a ${handler ? 'handler' : 'processor'}`,
+    );
+}
+
+export interface HandlerRun {
+  o: Values<typeof RUN_OPTIONS>;
+  sources: Record<string, Source>;
+  definition: HandlerDefinition;
+  instance: string;
+  logger: Logger;
+  target: RedisTarget;
+  worker: WorkerRole | undefined;
+  metricsPort: number | undefined;
+}
+
+type Pool = SqlPool & { end(): Promise<void> };
+
+async function postgresPool(url: string, max: number, logger: Logger): Promise<Pool> {
+  let pg: typeof import('pg');
+  try {
+    pg = await import('pg');
+  } catch (err) {
+    throw new RedfenceError('RF_INVALID_OPTIONS', '--postgres needs the pg package: npm install pg', {
+      cause: err,
+    });
+  }
+  const Pool = pg.Pool ?? (pg as unknown as { default: typeof import('pg') }).default.Pool;
+  const pool = new Pool({ connectionString: url, max });
+  // an idle client's error (the server restarted) must not crash the process; the next query reconnects
+  pool.on('error', (err) =>
+    logger.warn({ error: err.name, code: (err as { code?: string }).code }, 'PostgreSQL idle client error'),
+  );
+  return pool as unknown as Pool;
+}
+
+export async function runHandler(r: HandlerRun): Promise<number> {
+  const { o, logger, target, worker } = r;
+  if (given(r.sources, ['postgres-table']).length > 0 && o.postgres === undefined)
+    throw invalid('--postgres-table needs --postgres');
+  const kafka: Extract<HandlerOptions['kafka'], { brokers: string[] }> = { brokers: o.brokers };
+  if (o['session-timeout'] !== undefined) kafka.sessionTimeoutMs = o['session-timeout'];
+  if (o.static) kafka.groupInstanceId = r.instance;
+  if (o['group-protocol'] !== undefined) kafka.groupProtocol = o['group-protocol'];
+  if (o['max-batch-size'] !== undefined) kafka.maxBatchSize = o['max-batch-size'];
+  const deadline = o['shutdown-timeout'];
+  const settings: HandlerOptions = {
+    kafka,
+    instanceId: r.instance,
+    // close() drains for two thirds of the deadline, leaving the rest to commit and leave the group
+    closeTimeoutMs: Math.floor((deadline * 2) / 3),
+    createTopics: o['create-topics'],
+    logger,
+  };
+  if (o.group !== undefined) settings.groupId = o.group;
+  if (o.concurrency !== undefined) settings.concurrency = o.concurrency;
+  if (o['commit-interval'] !== undefined) settings.commitIntervalMs = o['commit-interval'];
+
+  const { createHandler, HealthState, RedfenceMetrics, startMetricsServer } = await import('../index.js');
+  const useRedis = given(r.sources, REDIS_TARGETS).length > 0;
+  const redis: Redis | Cluster | undefined = useRedis ? await redisClient(target, logger) : undefined;
+  const pool =
+    o.postgres === undefined
+      ? undefined
+      : await postgresPool(o.postgres, Math.min(64, o.concurrency ?? 64), logger);
+  const metrics = new RedfenceMetrics();
+  const health = new HealthState();
+  let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  const release = async () => {
+    await server?.close().catch(() => undefined);
+    redis?.disconnect();
+    await pool?.end().catch(() => undefined);
+  };
+  let handler: ReturnType<typeof createHandler>;
+  try {
+    handler = createHandler(r.definition, {
+      ...settings,
+      ...(redis ? { redis } : {}),
+      ...(pool ? { postgres: { pool, ...(o['postgres-table'] ? { table: o['postgres-table'] } : {}) } } : {}),
+      metrics,
+      health,
+      onFatal: (err) => {
+        logger.error({ err: err.message }, 'handler stopped after a fatal error');
+        void release().then(() => process.exit(1));
+      },
+    });
+  } catch (err) {
+    await release();
+    throw err;
+  }
+  let signals = 0;
+  let unwatch: (() => void) | undefined;
+  const stopped = new Promise<number>((resolveStop) => {
+    const onSignal = (sig: string) => {
+      signals++;
+      if (signals > 1 && worker === undefined) process.exit(130);
+      if (signals > 1) return;
+      logger.info({ signal: sig }, 'shutting down');
+      setTimeout(() => {
+        logger.error({ deadline }, 'graceful shutdown timed out');
+        process.exit(1);
+      }, deadline).unref();
+      handler
+        .close()
+        .then(release)
+        .then(
+          () => resolveStop(0),
+          () => resolveStop(1),
+        );
+    };
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', () => onSignal('SIGINT'));
+    if (worker !== undefined) unwatch = watchSupervisor(() => onSignal('supervisor gone'));
+  });
+  try {
+    if (redis) await connectRedis(redis, target, o['connect-timeout']);
+    if (r.metricsPort !== undefined)
+      server = await startMetricsServer({ metrics, health, port: r.metricsPort });
+    await handler.start();
+  } catch (err) {
+    await handler.close().catch(() => undefined);
+    await release();
+    unwatch?.();
+    throw err;
+  }
+  if (worker !== undefined) workerStarted(handler.inputPartitions);
+  return stopped.finally(() => unwatch?.());
+}

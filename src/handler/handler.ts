@@ -1,0 +1,357 @@
+/**
+ * The handler runtime: a consumer whose work is a side effect. The poll loop only queues records
+ * (src/handler/scheduler.ts); `handle` runs off it, concurrently across keys and in order within a
+ * key, so a 30 s call never costs the group membership. Offsets are committed per partition, every
+ * `commitIntervalMs`, only up to the lowest unfinished record (src/handler/tracker.ts).
+ *
+ * Revocation (not lost) and close() follow one rule: nothing more of the partition starts; records
+ * queued behind their key or waiting for a retry are abandoned at once; `handle` calls running get
+ * `drainTimeoutMs` (close: `closeTimeoutMs`) to finish; then the rest is abandoned (ctx.signal aborts
+ * with RF_HANDLER_ABANDONED, their outcome is ignored) and the partition is committed up to its lowest
+ * unfinished record, never past it. A lost assignment or a fenced partition is abandoned at once and
+ * never committed. Abandoned records come again to the next owner: idempotency (ctx.once,
+ * ctx.transaction) makes that safe.
+ *
+ * Lifecycle `idle -> starting -> running -> closing -> closed`, as the processor's: start() once,
+ * close() memoised.
+ */
+import { randomBytes } from 'node:crypto';
+import type { HandlerDefinition } from '../definition/handler.js';
+import { RedfenceError } from '../errors/index.js';
+import { Fence } from '../fence/index.js';
+import { ConfluentKafka } from '../kafka/confluent.js';
+import { ensureTopics } from '../kafka/topics.js';
+import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
+import { KeySpace } from '../keys/index.js';
+import { backoffMs, delay } from '../processor/backoff.js';
+import type { Logger } from '../processor/logger.js';
+import { OnceStore } from './once.js';
+import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions } from './options.js';
+import { SqlOnce } from './postgres.js';
+import { errorShape, type RunnerContext, runRecord } from './runner.js';
+import { type Outcome, type PartitionWork, Scheduler } from './scheduler.js';
+
+export type HandlerState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+
+/** What a handler has done since it started. */
+export interface HandlerCounts {
+  done: number;
+  deadLettered: number;
+  abandoned: number;
+  commits: number;
+}
+
+function kafkaPort(o: ResolvedHandlerOptions, instanceId: string): KafkaPort {
+  if ('port' in o.kafka) return o.kafka.port;
+  const k = o.kafka.settings;
+  return new ConfluentKafka({ ...k, groupId: o.groupId, clientId: `redfence-${instanceId}` });
+}
+
+function abandoned(tp: TopicPartition, why: string): RedfenceError {
+  return new RedfenceError('RF_HANDLER_ABANDONED', `${tp.topic}/${tp.partition}: ${why}`, {
+    details: { topic: tp.topic, partition: tp.partition },
+  });
+}
+
+/**
+ * @example
+ * const handler = createHandler(definition, { kafka: { brokers: ['127.0.0.1:9092'] }, redis });
+ * await handler.start();
+ * process.on('SIGTERM', () => handler.close());
+ */
+export class Handler {
+  readonly groupId: string;
+  readonly instanceId: string;
+  readonly #o: ResolvedHandlerOptions;
+  readonly #kafka: KafkaPort;
+  readonly #log: Logger;
+  readonly #scheduler: Scheduler;
+  readonly #fence: Fence | undefined;
+  readonly #abort = new AbortController();
+  readonly #counts: HandlerCounts = { done: 0, deadLettered: 0, abandoned: 0, commits: 0 };
+  #state: HandlerState = 'idle';
+  #partitions = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #commits: Promise<void> = Promise.resolve();
+  #ticking = false;
+  #starting: Promise<void> | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(definition: HandlerDefinition<never> | HandlerDefinition<unknown>, options: HandlerOptions) {
+    const o = resolveHandlerOptions(definition as HandlerDefinition<unknown>, options);
+    this.#o = o;
+    this.groupId = o.groupId;
+    this.instanceId = o.instanceId ?? randomBytes(4).toString('hex');
+    this.#log = o.logger;
+    this.#kafka = kafkaPort(o, this.instanceId);
+    const name = o.definition.name;
+    this.#fence =
+      o.redis && new Fence({ redis: o.redis, store: name, mode: o.cluster ? 'cluster' : 'strict' });
+    const runner: RunnerContext = {
+      definition: o.definition,
+      rules: o.definition.classify ?? {},
+      retry: o.retry,
+      groupId: o.groupId,
+      deadLetterTopic: o.deadLetterTopic,
+      kafka: this.#kafka,
+      once: o.redis && new OnceStore(o.redis, new KeySpace({ store: name }), o.onceTtlMs),
+      sql: o.postgres && new SqlOnce(o.postgres.pool, o.postgres.table),
+      log: this.#log,
+      metrics: o.metrics,
+      fenced: (part) => this.#fenced(part),
+    };
+    this.#scheduler = new Scheduler({
+      concurrency: o.concurrency,
+      maxInFlight: o.maxInFlight,
+      maxInFlightPerPartition: o.maxInFlightPerPartition,
+      maxPerKey: o.maxPerKey,
+      kafka: this.#kafka,
+      run: (part, record) => runRecord(runner, part, record),
+      finished: (part, outcome) => this.#finished(part, outcome),
+    });
+  }
+
+  get state(): HandlerState {
+    return this.#state;
+  }
+
+  /** The partitions this instance works on now. */
+  get assignment(): TopicPartition[] {
+    return this.#scheduler
+      .all()
+      .filter((p) => !p.stopped)
+      .map((p) => p.tp);
+  }
+
+  /** handle() calls running now, and records accepted but not finished. */
+  get inFlight(): { running: number; records: number } {
+    return { running: this.#scheduler.running, records: this.#scheduler.inFlight };
+  }
+
+  /** The input topic's partition count: 0 until start() has read it. */
+  get inputPartitions(): number {
+    return this.#partitions;
+  }
+
+  counts(): HandlerCounts {
+    return { ...this.#counts };
+  }
+
+  /** Checks the topics, connects to Kafka, joins the group and starts handling. Call once. */
+  async start(): Promise<void> {
+    if (this.#state !== 'idle')
+      throw new RedfenceError(
+        'RF_INVALID_STATE',
+        `start() called in state ${this.#state}: a handler starts once`,
+      );
+    this.#state = 'starting';
+    this.#starting = this.#startUp().catch(async (err: unknown) => {
+      this.#log.error(errorShape(err), 'start failed: stopping what was started');
+      clearInterval(this.#timer);
+      await this.#kafka.stop().catch(() => undefined);
+      this.#state = 'closed';
+      throw err;
+    });
+    await this.#starting;
+  }
+
+  /** Drains (see the file comment), commits, leaves the group. Every call returns the same promise. */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #startUp(): Promise<void> {
+    const o = this.#o;
+    const found = await ensureTopics(this.#kafka, {
+      input: o.definition.input,
+      outputs: [o.deadLetterTopic],
+      create: o.createTopics,
+    });
+    this.#partitions = found.inputPartitions;
+    if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created the dead-letter topic');
+    if (this.#abort.signal.aborted)
+      throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
+    this.#timer = setInterval(() => {
+      o.health?.markProgress();
+      // a slow commit (coordinator away) is not queued up behind itself once per tick
+      if (this.#ticking) return;
+      this.#ticking = true;
+      void this.#commit().finally(() => {
+        this.#ticking = false;
+      });
+    }, o.commitIntervalMs);
+    this.#timer.unref();
+    await this.#kafka.start([o.definition.input], {
+      onAssign: (tps) => this.#onAssign(tps),
+      onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
+      onBatch: async (topic, partition, records) => this.#onBatch(topic, partition, records),
+    });
+    this.#state = 'running';
+    // no Redis scripts to load: ready once Kafka is (ctx.once loads its scripts on first use)
+    for (const part of ['redis', 'scripts', 'kafka'] as const) o.health?.setReady(part, true);
+    this.#log.info({ group: this.groupId, instance: this.instanceId }, 'handler started');
+  }
+
+  #onBatch(topic: string, partition: number, records: InRecord[]): void {
+    this.#o.health?.markProgress();
+    if (this.#state !== 'running' && this.#state !== 'starting') return;
+    const part = this.#scheduler.get(topic, partition);
+    if (part === undefined || part.stopped) return;
+    this.#scheduler.accept(part, records);
+    this.#o.metrics?.handlerInFlight(topic, partition, part.tracker.inFlight);
+  }
+
+  async #onAssign(tps: TopicPartition[]): Promise<void> {
+    this.#o.metrics?.rebalance('assign');
+    for (const tp of tps) {
+      const old = this.#scheduler.get(tp.topic, tp.partition);
+      if (old) this.#scheduler.remove(old);
+      this.#scheduler.add(tp, await this.#acquireEpoch(tp));
+    }
+    // a partition paused before a revocation keeps its pause in the client: resume what we own now
+    if (tps.length > 0) this.#kafka.resume(tps);
+    this.#o.health?.setReady('group', true);
+    this.#log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
+  }
+
+  /** Raises the partition's epoch in Redis (ctx.once is fenced by it); retried while Redis is down. */
+  async #acquireEpoch(tp: TopicPartition): Promise<number> {
+    const fence = this.#fence;
+    if (fence === undefined) return 0;
+    for (let i = 0; ; i++) {
+      try {
+        return await fence.acquireEpoch(tp.topic, tp.partition);
+      } catch (err) {
+        if (this.#abort.signal.aborted) return 0;
+        this.#log.warn(
+          { ...errorShape(err), topic: tp.topic, partition: tp.partition },
+          'epoch not raised: retrying',
+        );
+        await delay(backoffMs(i, 100, 5000), this.#abort.signal);
+      }
+    }
+  }
+
+  async #onRevoke(tps: TopicPartition[], lost: boolean): Promise<void> {
+    this.#o.metrics?.rebalance(lost ? 'lost' : 'revoke');
+    const parts = tps
+      .map((tp) => this.#scheduler.get(tp.topic, tp.partition))
+      .filter((p): p is PartitionWork => p !== undefined);
+    await this.#release(parts, lost, this.#o.drainTimeoutMs, 'revoked');
+    if (parts.length > 0)
+      this.#log.info({ partitions: parts.map((p) => p.tp.partition), lost }, 'partitions revoked');
+  }
+
+  /** The drain/abandon rule (file comment) for some partitions, then their last commit. */
+  async #release(parts: PartitionWork[], lost: boolean, timeoutMs: number, why: string): Promise<void> {
+    for (const p of parts) this.#scheduler.stop(p, abandoned(p.tp, why));
+    if (!lost && parts.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      await Promise.race([Promise.all(parts.map((p) => p.idle())), deadline]);
+      clearTimeout(timer);
+    }
+    for (const p of parts) {
+      const left = p.tracker.inFlight;
+      // counted once (a revocation during close() releases a partition a second time)
+      if (left > 0 && !p.abandon.signal.aborted) {
+        this.#counts.abandoned += left;
+        this.#o.metrics?.handlerRecord(p.tp.topic, p.tp.partition, 'abandoned', left);
+        this.#log.warn(
+          { topic: p.tp.topic, partition: p.tp.partition, records: left, running: p.running, lost },
+          'abandoning unfinished records: they are not committed',
+        );
+      }
+      if (!p.abandon.signal.aborted) p.abandon.abort(abandoned(p.tp, why));
+    }
+    if (!lost) await this.#commit(parts.filter((p) => !p.fenced));
+    for (const p of parts) {
+      this.#scheduler.remove(p);
+      this.#o.metrics?.clearPartition(p.tp.topic, p.tp.partition);
+    }
+  }
+
+  #finished(part: PartitionWork, outcome: Outcome): void {
+    if (outcome === 'done') this.#counts.done++;
+    else if (outcome === 'dead-lettered') this.#counts.deadLettered++;
+    const m = this.#o.metrics;
+    if (m) {
+      m.handlerRecord(part.tp.topic, part.tp.partition, outcome);
+      m.handlerInFlight(part.tp.topic, part.tp.partition, part.tracker.inFlight);
+    }
+  }
+
+  #fenced(part: PartitionWork): void {
+    if (part.fenced) return;
+    part.fenced = true;
+    const err = new RedfenceError(
+      'RF_HANDLER_FENCED',
+      `${part.tp.topic}/${part.tp.partition} has a newer owner`,
+    );
+    this.#scheduler.stop(part, err);
+    part.abandon.abort(err);
+    this.#kafka.pause([part.tp]);
+    this.#o.metrics?.fenced(part.tp.topic, part.tp.partition);
+  }
+
+  /**
+   * Commits each partition's contiguous point where it moved. Given partitions (a revocation, close)
+   * are committed even though they are stopped; else every live one. One commit at a time.
+   */
+  #commit(only?: PartitionWork[]): Promise<void> {
+    const next = this.#commits.then(async () => {
+      const parts = only ?? this.#scheduler.all().filter((p) => !p.stopped);
+      const due = parts
+        .map((p) => ({ p, offset: p.tracker.commitPoint() }))
+        .filter((x) => x.offset >= 0 && x.offset > x.p.committed);
+      if (due.length === 0) return;
+      try {
+        await this.#kafka.commit(due.map((x) => ({ ...x.p.tp, offset: x.offset })));
+        for (const x of due) x.p.committed = Math.max(x.p.committed, x.offset);
+        this.#counts.commits++;
+      } catch (err) {
+        this.#log.warn(errorShape(err), 'offset commit failed: retried at the next interval');
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err);
+      }
+    });
+    this.#commits = next.catch(() => undefined);
+    return next;
+  }
+
+  #fatal(err: Error): void {
+    if (this.#state === 'closing' || this.#state === 'closed') return;
+    this.#log.error(errorShape(err), 'fatal Kafka error: closing the handler (restart it)');
+    setImmediate(() => {
+      void this.close()
+        .catch(() => undefined)
+        .then(() => this.#o.onFatal?.(err));
+    });
+  }
+
+  async #shutdown(): Promise<void> {
+    if (this.#state === 'starting') {
+      this.#abort.abort();
+      await this.#starting?.catch(() => undefined);
+    }
+    if (this.#state === 'closed') return;
+    this.#state = 'closing';
+    this.#abort.abort();
+    clearInterval(this.#timer);
+    this.#o.health?.setReady('kafka', false);
+    try {
+      await this.#release(this.#scheduler.all(), false, this.#o.closeTimeoutMs, 'closing');
+      await this.#kafka.stop();
+    } finally {
+      this.#state = 'closed';
+    }
+    this.#log.info({ instance: this.instanceId }, 'handler closed');
+  }
+}
+
+/** A handler for `definition` (not started: call start()). Options are checked now, before any connection. */
+export function createHandler<T>(definition: HandlerDefinition<T>, options: HandlerOptions): Handler {
+  return new Handler(definition as unknown as HandlerDefinition<unknown>, options);
+}

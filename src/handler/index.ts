@@ -1,0 +1,3 @@
+export { createHandler, Handler, type HandlerCounts, type HandlerState } from './handler.js';
+export type { HandlerOptions, PostgresOptions, RetryOptions } from './options.js';
+export { createProcessedTable, processedTableSql, type SqlPool } from './postgres.js';

@@ -1,0 +1,205 @@
+/**
+ * A handler's options: types, defaults and validation, in the processor's style (src/processor/
+ * options.ts): checked once, before any connection; RF_INVALID_OPTIONS names the option's path;
+ * unknown keys are refused at every level (a `keyof` table keeps the lists from drifting).
+ */
+import { Cluster, type Redis } from 'ioredis';
+import { defineHandler, type HandlerDefinition } from '../definition/handler.js';
+import type { KafkaPort } from '../kafka/types.js';
+import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import { type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
+import { type Logger, silentLogger } from '../processor/logger.js';
+import {
+  bool,
+  checkKeys,
+  fn,
+  integer,
+  invalid,
+  isObject,
+  MAX_TIMER_MS,
+  shown,
+  text,
+  withMethods,
+} from '../processor/option-checks.js';
+import { quotedTable, type SqlPool } from './postgres.js';
+
+export interface RetryOptions {
+  /** Tries of one record in all (the first included) before it is dead-lettered. Default 4. */
+  attempts?: number;
+  /** Backoff before the first retry, doubled each time (full jitter). Default 200. */
+  baseMs?: number;
+  /** Longest backoff. Default 10000. */
+  maxMs?: number;
+}
+
+export interface PostgresOptions {
+  /** A pg Pool (or anything with `connect()` giving a client with `query` and `release`); not closed by the handler. */
+  pool: SqlPool;
+  /** The processed-ids table, `<table>` or `<schema>.<table>`. Default `redfence_processed`. */
+  table?: string;
+}
+
+export interface HandlerOptions {
+  /** Kafka: connection settings for the default adapter, or any KafkaPort. */
+  kafka: KafkaOptions | KafkaPort;
+  /** Consumer group. Default `redfence-handler-<name>`. */
+  groupId?: string;
+  instanceId?: string;
+  /** For `ctx.once` (and the partition epochs that fence it). The handler does not close it. */
+  redis?: Redis | Cluster;
+  /** For `ctx.transaction`. */
+  postgres?: PostgresOptions;
+  /** Most `handle` calls running at once in this instance. Default 64. */
+  concurrency?: number;
+  /** Most records accepted and not finished in this instance; past it every partition pauses. Default 5000. */
+  maxInFlight?: number;
+  /** Most accepted, unfinished records of one partition; past it the partition pauses. Default 1000. */
+  maxInFlightPerPartition?: number;
+  /** Most records waiting for one key (they run one at a time, in order); past it the key's partition pauses. Default 100. */
+  maxPerKey?: number;
+  retry?: RetryOptions;
+  /** How often finished offsets are committed. Default 1000. */
+  commitIntervalMs?: number;
+  /** On revocation, how long running calls get to finish before they are abandoned. Default 10000. */
+  drainTimeoutMs?: number;
+  /** On close(), the same. Default 30000. */
+  closeTimeoutMs?: number;
+  /** How long a `ctx.once` done marker is kept in Redis. Default 7 days. */
+  onceTtlMs?: number;
+  /** Start-up fails with RF_TOPIC_MISSING unless the input and dead-letter topics exist; true creates the dead-letter topic. Default false. */
+  createTopics?: boolean;
+  logger?: Logger;
+  metrics?: RedfenceMetrics;
+  /** Liveness/readiness for /livez and /readyz: live while the commit timer and the poll loop run, ready once started. */
+  health?: HealthState;
+  /** Called once on a fatal Kafka error; the handler has started closing itself. */
+  onFatal?: (error: Error) => void;
+}
+
+export interface ResolvedHandlerOptions {
+  readonly definition: HandlerDefinition<unknown>;
+  readonly kafka: { readonly port: KafkaPort } | { readonly settings: KafkaOptions };
+  readonly groupId: string;
+  readonly instanceId: string | undefined;
+  readonly redis: Redis | Cluster | undefined;
+  readonly cluster: boolean;
+  readonly postgres: { readonly pool: SqlPool; readonly table: string } | undefined;
+  readonly concurrency: number;
+  readonly maxInFlight: number;
+  readonly maxInFlightPerPartition: number;
+  readonly maxPerKey: number;
+  readonly retry: Required<RetryOptions>;
+  readonly commitIntervalMs: number;
+  readonly drainTimeoutMs: number;
+  readonly closeTimeoutMs: number;
+  readonly onceTtlMs: number;
+  readonly createTopics: boolean;
+  readonly logger: Logger;
+  readonly metrics: RedfenceMetrics | undefined;
+  readonly health: HealthState | undefined;
+  readonly onFatal: ((error: Error) => void) | undefined;
+  readonly deadLetterTopic: string;
+}
+
+const OPTION_NAMES: Record<keyof HandlerOptions, true> = {
+  kafka: true,
+  groupId: true,
+  instanceId: true,
+  redis: true,
+  postgres: true,
+  concurrency: true,
+  maxInFlight: true,
+  maxInFlightPerPartition: true,
+  maxPerKey: true,
+  retry: true,
+  commitIntervalMs: true,
+  drainTimeoutMs: true,
+  closeTimeoutMs: true,
+  onceTtlMs: true,
+  createTopics: true,
+  logger: true,
+  metrics: true,
+  health: true,
+  onFatal: true,
+};
+const RETRY_NAMES: Record<keyof RetryOptions, true> = { attempts: true, baseMs: true, maxMs: true };
+const POSTGRES_NAMES: Record<keyof PostgresOptions, true> = { pool: true, table: true };
+const WHAT = 'handler';
+
+function retryOptions(v: unknown): Required<RetryOptions> {
+  if (v !== undefined && !isObject(v)) throw invalid(`option "retry" must be an object, got ${shown(v)}`);
+  const r = v ?? {};
+  checkKeys('retry', r, RETRY_NAMES, WHAT);
+  const baseMs = integer('retry.baseMs', r.baseMs, 1, MAX_TIMER_MS, 200);
+  const maxMs = integer('retry.maxMs', r.maxMs, 1, MAX_TIMER_MS, Math.max(10_000, baseMs));
+  if (maxMs < baseMs) throw invalid(`option "retry.maxMs" (${maxMs}) must be >= "retry.baseMs" (${baseMs})`);
+  return { attempts: integer('retry.attempts', r.attempts, 1, 1000, 4), baseMs, maxMs };
+}
+
+function postgresOptions(v: unknown): ResolvedHandlerOptions['postgres'] {
+  if (v === undefined) return undefined;
+  if (!isObject(v)) throw invalid(`option "postgres" must be { pool, table? }, got ${shown(v)}`);
+  checkKeys('postgres', v, POSTGRES_NAMES, WHAT);
+  const pool = withMethods<SqlPool>('postgres.pool', v.pool, ['connect'], 'a pg Pool');
+  if (pool === undefined) throw invalid('option "postgres.pool" is required (a pg Pool)');
+  const table = text('postgres.table', v.table) ?? 'redfence_processed';
+  quotedTable(table);
+  return { pool, table };
+}
+
+/** Validates every option and fills in the defaults. Throws RF_INVALID_OPTIONS naming the option. */
+export function resolveHandlerOptions<T>(
+  definition: HandlerDefinition<T>,
+  options: HandlerOptions,
+): ResolvedHandlerOptions {
+  const d = defineHandler(definition) as HandlerDefinition<unknown>;
+  if (!isObject(options)) throw invalid('handler options must be an object');
+  const o = options as unknown as Record<string, unknown>;
+  checkKeys('', o, OPTION_NAMES, WHAT);
+  if (o.redis !== undefined && (!isObject(o.redis) || typeof o.redis.config !== 'function'))
+    throw invalid('option "redis" must be an ioredis Redis or Cluster');
+  const redis = o.redis as Redis | Cluster | undefined;
+  const maxInFlight = integer('maxInFlight', o.maxInFlight, 1, 10_000_000, 5000);
+  const maxInFlightPerPartition = integer(
+    'maxInFlightPerPartition',
+    o.maxInFlightPerPartition,
+    1,
+    10_000_000,
+    Math.min(1000, maxInFlight),
+  );
+  return {
+    definition: d,
+    kafka: kafkaOptions(o.kafka, WHAT),
+    groupId: text('groupId', o.groupId) ?? `redfence-handler-${d.name}`,
+    instanceId: text('instanceId', o.instanceId),
+    redis,
+    cluster: redis instanceof Cluster,
+    postgres: postgresOptions(o.postgres),
+    concurrency: integer('concurrency', o.concurrency, 1, 100_000, 64),
+    maxInFlight,
+    maxInFlightPerPartition,
+    maxPerKey: integer('maxPerKey', o.maxPerKey, 1, 10_000_000, 100),
+    retry: retryOptions(o.retry),
+    commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 1, 60_000, 1000),
+    drainTimeoutMs: integer('drainTimeoutMs', o.drainTimeoutMs, 0, MAX_TIMER_MS, 10_000),
+    closeTimeoutMs: integer('closeTimeoutMs', o.closeTimeoutMs, 0, MAX_TIMER_MS, 30_000),
+    onceTtlMs: integer('onceTtlMs', o.onceTtlMs, 1000, Number.MAX_SAFE_INTEGER, 7 * 24 * 3600 * 1000),
+    createTopics: bool('createTopics', o.createTopics, false),
+    logger:
+      withMethods<Logger>(
+        'logger',
+        o.logger,
+        ['debug', 'info', 'warn', 'error'],
+        'a pino-compatible logger',
+      ) ?? silentLogger,
+    metrics: withMethods<RedfenceMetrics>(
+      'metrics',
+      o.metrics,
+      ['handlerInFlight', 'handlerRecord', 'deadLetter'],
+      'a RedfenceMetrics',
+    ),
+    health: withMethods<HealthState>('health', o.health, ['markProgress', 'setReady'], 'a HealthState'),
+    onFatal: o.onFatal === undefined ? undefined : fn('onFatal', o.onFatal),
+    deadLetterTopic: d.deadLetter ?? `${d.input}.DLT`,
+  };
+}
