@@ -37,6 +37,11 @@ export interface RelayOptions extends OutboxLocation {
   progressTopic?: string;
   /** Exactly-once: the broker aborts a dead relay's open transaction after this long (ms). Default 10000. */
   transactionTimeoutMs?: number;
+  /**
+   * Exactly-once: least time (ms) between the starts of two transactions of one role when the first was
+   * not full: fewer, larger transactions under a trickle, for up to that much more lag. Default 50.
+   */
+  transactionIntervalMs?: number;
   /** Extra librdkafka producer properties. */
   producerConfig?: Record<string, string | number | boolean>;
   metrics?: MetricsRegistry;
@@ -62,6 +67,7 @@ const KNOWN: Record<keyof RelayOptions, true> = {
   transactionalIdPrefix: true,
   progressTopic: true,
   transactionTimeoutMs: true,
+  transactionIntervalMs: true,
   producerConfig: true,
   metrics: true,
   logger: true,
@@ -110,6 +116,7 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
     transactionalIdPrefix: o.transactionalIdPrefix ?? `redfence-outbox-${names.label}`,
     progressTopic: o.progressTopic ?? `redfence-outbox-progress.${names.label}`,
     transactionTimeoutMs: int(o, 'transactionTimeoutMs', 10_000, 1000, 900_000),
+    transactionIntervalMs: int(o, 'transactionIntervalMs', 50, 0, 60_000),
     producerConfig: o.producerConfig ?? {},
   };
   if (o.table !== undefined) r.table = o.table;

@@ -152,6 +152,7 @@ export class OutboxRelay {
       batchSize: o.batchSize,
       maxAttempts: o.maxAttempts,
       maxMessageBytes: o.maxMessageBytes,
+      transactionIntervalMs: o.mode === 'exactly-once' ? o.transactionIntervalMs : 0,
       progressTopic: o.progressTopic,
       brokers: o.brokers,
       logger: this.#logger,

@@ -29,6 +29,8 @@ export interface WorkerContext {
   readonly batchSize: number;
   readonly maxAttempts: number;
   readonly maxMessageBytes: number;
+  /** Least time from one transaction's start to the next when the first was not full (0 in at-least-once). */
+  readonly transactionIntervalMs: number;
   readonly progressTopic: string;
   readonly brokers: readonly string[];
   readonly logger: Logger;
@@ -94,9 +96,16 @@ export class RoleWorker {
             await sleep(100, this.#stopped);
             continue;
           }
-          const busy = await this.#batch(this.#producer);
+          const started = performance.now();
+          const published = await this.#batch(this.#producer);
           backoff = 50;
-          if (!busy) await ctx.idle(this.#stopped);
+          if (published === 0) await ctx.idle(this.#stopped);
+          else if (published < ctx.batchSize && ctx.transactionIntervalMs > 0) {
+            // exactly-once: a part-full batch waits out the interval, so that a trickle of rows makes
+            // fewer, larger transactions (each one costs the broker markers on every partition it touched)
+            const left = ctx.transactionIntervalMs - (performance.now() - started);
+            if (left > 0) await sleep(left, this.#stopped);
+          }
         } catch (err) {
           if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
             this.fatal = err as Error;
@@ -139,12 +148,12 @@ export class RoleWorker {
     return rows as OutboxRow[];
   }
 
-  /** One batch; false when there was nothing to publish (or only refused rows). */
-  async #batch(producer: DeliveryProducer): Promise<boolean> {
+  /** One batch; the rows it published (0: nothing to publish, or only refused rows). */
+  async #batch(producer: DeliveryProducer): Promise<number> {
     const ctx = this.#ctx;
     const started = performance.now();
     const rows = await this.#select();
-    if (rows.length === 0) return false;
+    if (rows.length === 0) return 0;
     const records: OutRecord[] = [];
     const ids: string[] = [];
     const refused: Array<{ id: string; why: string }> = [];
@@ -174,7 +183,7 @@ export class RoleWorker {
     }
     if (refused.length > 0) await this.#refuse(refused);
     ctx.metrics.batch((performance.now() - started) / 1000);
-    return records.length > 0;
+    return records.length;
   }
 
   /**
