@@ -44,7 +44,8 @@ export async function status(db: Queryable, n: OutboxNames): Promise<OutboxStatu
   const published = await db.query(`SELECT count(*)::int AS n FROM ${n.table} WHERE state = 'published'`);
   const roles = await db.query(
     `SELECT role, owner, epoch::float8 AS epoch,
-            greatest(-1, extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS ms
+            CASE WHEN isfinite(expires_at) THEN greatest(-1, extract(epoch FROM expires_at - clock_timestamp()) * 1000)
+                 ELSE -1 END::float8 AS ms
      FROM ${n.role} ORDER BY role`,
   );
   const relays = await db.query(
