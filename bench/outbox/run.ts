@@ -11,6 +11,7 @@
  *    the reader's clock when a row arrives minus the writer's clock when its COMMIT returned; p50/p99.
  *
  * node --import tsx bench/outbox/run.ts   (results in bench/results/outbox-<time>.json)
+ * BENCH_ONLY=redfence-eo,one-row picks contenders; BENCH_LAG_SECONDS=0 skips the lag runs.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { RdKafka } from '@confluentinc/kafka-javascript';
@@ -321,7 +322,7 @@ async function main() {
     tp.push(x);
   }
   const lg: Array<Awaited<ReturnType<typeof lag>>> = [];
-  for (const c of list) {
+  for (const c of LAG_SECONDS > 0 ? list : []) {
     const x = await lag(pool, c);
     console.log(JSON.stringify(x));
     lg.push(x);
