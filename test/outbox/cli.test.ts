@@ -5,6 +5,7 @@
  * RF_OUTBOX_MISSING, and an unreachable database's error without its password.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { main } from '../../src/cli/main.js';
@@ -134,5 +135,33 @@ describe('redfence outbox', () => {
     assert.equal(r.code, 1);
     assert.equal(r.err.split('\n').length, 2, r.err);
     assert.doesNotMatch(r.err, /hunter2/);
+  });
+
+  it('without pg installed: RF_PG_MISSING, exit 2', async () => {
+    // a resolve hook that hides "pg" from the CLI, as in a project that did not install it
+    const hook = `export async function resolve(s, c, next) { if (s === 'pg') throw new Error('Cannot find package pg'); return next(s, c); }`;
+    const register = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hook)}`)});`;
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        `data:text/javascript,${encodeURIComponent(register)}`,
+        '--import',
+        'tsx',
+        'src/cli/bin.ts',
+        'outbox',
+        'status',
+        '--database-url',
+        trapUrl,
+      ],
+      { cwd: new URL('../..', import.meta.url).pathname, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let err = '';
+    child.stderr.on('data', (d) => {
+      err += d;
+    });
+    const code = await new Promise<number | null>((r) => child.on('exit', r));
+    assert.equal(code, 2, err);
+    assert.match(err, /npm install pg \[RF_PG_MISSING\]/);
   });
 });
