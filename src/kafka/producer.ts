@@ -137,12 +137,17 @@ export class DeliveryProducer {
     await delivered;
   }
 
-  /** Exactly-once: one transaction with the records and the consumer offsets; aborted on failure. */
+  /**
+   * Exactly-once: one transaction with the records and the consumer offsets; aborted on failure.
+   * `onRefused` hears the first record the broker refused (its delivery report's error, with the
+   * librdkafka code in `cause`): the commit's own error does not say which record or why.
+   */
   async transaction(
     records: readonly OutRecord[],
     offsets: readonly CommitOffset[],
     consumer: NativeConsumer | undefined,
     beforeCommit?: () => void,
+    onRefused?: (err: Error) => void,
   ): Promise<void> {
     if (!this.#transactional)
       throw new RedfenceError('RF_INVALID_STATE', 'the producer is not transactional');
@@ -153,7 +158,13 @@ export class DeliveryProducer {
       throw fatal('cannot begin a transaction', err);
     }
     try {
-      await this.#send(records, undefined);
+      const tracker: Tracker | undefined = onRefused && {
+        remaining: records.length,
+        failed: false,
+        resolve: () => undefined,
+        reject: onRefused,
+      };
+      await this.#send(records, tracker);
       // Without offsets (the outbox relay) the transaction holds records only.
       if (offsets.length > 0) {
         if (consumer === undefined)

@@ -154,8 +154,7 @@ export class RoleWorker {
     const started = performance.now();
     const rows = await this.#select();
     if (rows.length === 0) return 0;
-    const records: OutRecord[] = [];
-    const ids: string[] = [];
+    const groups = new Map<string, Array<{ id: string; record: OutRecord }>>();
     const refused: Array<{ id: string; why: string }> = [];
     const blocked = new Set<string>();
     const routed = rows.map((row) => ({ row, record: recordOf(ctx.topicTemplate, row) }));
@@ -166,24 +165,83 @@ export class RoleWorker {
       if (blocked.has(aggregate)) continue;
       const why = preflight(record, pf);
       if (why === undefined) {
-        records.push(record);
-        ids.push(row.id);
+        const g = groups.get(aggregate) ?? [];
+        g.push({ id: row.id, record });
+        groups.set(aggregate, g);
       } else {
         refused.push({ id: row.id, why });
         blocked.add(aggregate);
       }
     }
-    if (records.length > 0) {
-      if (ctx.mode === 'exactly-once') {
-        const progress = progressRecord(ctx.progressTopic, this.role, { epoch: this.epoch, ids });
-        await producer.transaction([...records, progress], [], undefined);
-      } else await producer.produce(records);
-      await this.#mark(ids);
-      ctx.metrics.published(ids.length);
+    const all = [...groups.values()].flat();
+    let published = 0;
+    if (all.length > 0) {
+      try {
+        await this.#publish(producer, all);
+        published = all.length;
+      } catch (err) {
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        published = await this.#isolate(producer, [...groups.values()], err, refused);
+      }
     }
     if (refused.length > 0) await this.#refuse(refused);
     ctx.metrics.batch((performance.now() - started) / 1000);
-    return records.length;
+    return published;
+  }
+
+  /** Publishes rows (in their order) and marks them. */
+  async #publish(producer: DeliveryProducer, rows: ReadonlyArray<{ id: string; record: OutRecord }>) {
+    const ctx = this.#ctx;
+    const ids = rows.map((r) => r.id);
+    const records = rows.map((r) => r.record);
+    if (ctx.mode === 'exactly-once') {
+      const progress = progressRecord(ctx.progressTopic, this.role, { epoch: this.epoch, ids });
+      let refusal: Error | undefined;
+      try {
+        await producer.transaction([...records, progress], [], undefined, undefined, (e) => {
+          refusal ??= e;
+        });
+      } catch (err) {
+        // the broker's reason for the record it refused, if one was: it decides whether rows are at fault
+        if (refusal === undefined || RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        throw new Error(errorText(refusal), { cause: refusal });
+      }
+    } else await producer.produce(records);
+    await this.#mark(ids);
+    ctx.metrics.published(ids.length);
+  }
+
+  /**
+   * A batch failed. Kafka may be down (nothing is the rows' fault), or the broker refused a record for
+   * itself (a topic's own size limit, its authorisation). Each aggregate's rows are then published on
+   * their own; an aggregate that fails with a per-record refusal (by its error code) counts an attempt on
+   * its first row (parked after the last). Other failures count nothing: those rows are tried again by
+   * the next batch, and if nothing went through at all the batch failed as a whole (backoff).
+   */
+  async #isolate(
+    producer: DeliveryProducer,
+    groups: ReadonlyArray<ReadonlyArray<{ id: string; record: OutRecord }>>,
+    first: unknown,
+    refused: Array<{ id: string; why: string }>,
+  ): Promise<number> {
+    let published = 0;
+    const failed: Array<{ id: string; why: string }> = [];
+    for (const g of groups) {
+      try {
+        await this.#publish(producer, g);
+        published += g.length;
+      } catch (err) {
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        if (recordRefused(err))
+          failed.push({
+            id: (g[0] as { id: string }).id,
+            why: `Kafka refused the record: ${errorText(err)}`,
+          });
+      }
+    }
+    if (published === 0 && failed.length === 0) throw first;
+    refused.push(...failed);
+    return published;
   }
 
   /**
@@ -224,4 +282,33 @@ export class RoleWorker {
     this.#ctx.metrics.failed(refused.length, parked);
     if (parked > 0) this.#ctx.logger.warn({ role: this.role, parked }, 'outbox rows parked');
   }
+}
+
+/** librdkafka error codes that refuse one record for itself, not the batch or the connection. */
+const RECORD_REFUSED = new Set([
+  3, // UNKNOWN_TOPIC_OR_PART
+  10, // MSG_SIZE_TOO_LARGE
+  17, // INVALID_TOPIC_EXCEPTION
+  18, // RECORD_LIST_TOO_LARGE
+  29, // TOPIC_AUTHORIZATION_FAILED
+  87, // INVALID_RECORD
+  -188, // local: unknown topic
+  -190, // local: unknown partition
+]);
+
+function recordRefused(err: unknown): boolean {
+  for (
+    let e = err, i = 0;
+    e !== undefined && e !== null && i < 5;
+    e = (e as { cause?: unknown }).cause, i++
+  ) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'number' && RECORD_REFUSED.has(code)) return true;
+  }
+  return false;
+}
+
+/** The error's message without anything after a newline (never record contents: librdkafka names codes). */
+function errorText(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]?.slice(0, 500) ?? '';
 }

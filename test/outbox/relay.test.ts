@@ -12,7 +12,7 @@ import { Registry } from 'prom-client';
 import { enqueue, OutboxRelay, type RelayMode, retry } from '../../src/outbox/index.js';
 import { outboxNames } from '../../src/outbox/schema.js';
 import { DATABASE_URL, KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
-import { createTopics, pollUntil, type ReadRecord, readToEnd } from '../helpers/kafka.js';
+import { createTopics, kafka, pollUntil, type ReadRecord, readToEnd } from '../helpers/kafka.js';
 import { inTransaction, rows, type TestSchema, testSchema } from './support.js';
 
 const header = (r: ReadRecord, k: string) => String(r.headers[k] ?? '');
@@ -135,6 +135,47 @@ for (const mode of ['exactly-once', 'at-least-once'] as RelayMode[]) {
         assert.ok(out.some((r) => header(r, 'id') === low));
       } finally {
         early.release();
+      }
+    });
+
+    it("parks a row the broker refuses (the topic's own size limit) while others flow", async () => {
+      const s = { schema: t.schema };
+      const admin = kafka.admin();
+      await admin.connect();
+      await admin.createTopics({
+        topics: [
+          {
+            topic: `${prefix}.small`,
+            numPartitions: 1,
+            replicationFactor: 1,
+            configEntries: [{ name: 'max.message.bytes', value: '2000' }],
+          },
+        ],
+      });
+      try {
+        const [big] = await inTransaction(t.pool, (c) =>
+          enqueue(
+            c,
+            { aggregateType: 'small', aggregateId: 's-1', type: 'big', payload: 'y'.repeat(5000) },
+            s,
+          ),
+        );
+        const [ok] = await inTransaction(t.pool, (c) =>
+          enqueue(c, { aggregateType: 'small', aggregateId: 's-2', type: 'ok' }, s),
+        );
+        const byId = async () => new Map((await rows(t.pool, t.schema)).map((r) => [r.id, r]));
+        await pollUntil(
+          'the refused row parked, the other published',
+          async () => {
+            const m = await byId();
+            return m.get(big as string)?.state === 'parked' && m.get(ok as string)?.state === 'published';
+          },
+          60_000,
+        );
+        assert.match((await byId()).get(big as string)?.last_error ?? '', /Kafka refused the record/);
+      } finally {
+        await admin.deleteTopics({ topics: [`${prefix}.small`] }).catch(() => undefined);
+        await admin.disconnect();
       }
     });
 
