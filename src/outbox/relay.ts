@@ -31,7 +31,6 @@ export class OutboxRelay {
   #listener: PgPoolClient | undefined;
   #leases: Leases | undefined;
   #admin: KafkaAdmin | undefined;
-  #shared: Promise<DeliveryProducer> | undefined;
   #roles = 0;
   readonly #workers = new Map<number, RoleWorker>();
   readonly #validUntil = new Map<number, number>();
@@ -84,8 +83,7 @@ export class OutboxRelay {
       }
       this.#admin = new KafkaAdmin(o.brokers, 'redfence-outbox');
       if (o.mode === 'exactly-once') await ensureProgressTopic(o.brokers, o.progressTopic, this.#roles);
-      else this.#shared = this.#connect(undefined);
-      if (this.#shared) await this.#shared;
+      // at-least-once: one idempotent producer per role too (librdkafka's own threads, in parallel)
       await this.#listen();
       this.#state = 'running';
       await this.#tick();
@@ -108,7 +106,8 @@ export class OutboxRelay {
         partitioner: 'murmur2_random',
         'enable.idempotence': true,
         acks: -1,
-        'linger.ms': 5,
+        // a batch is handed over at once: waiting for more records only delays it
+        'linger.ms': 1,
         'message.max.bytes': Math.max(1_000_000, o.maxMessageBytes + 65_536),
         ...(role === undefined
           ? {}
@@ -157,8 +156,7 @@ export class OutboxRelay {
       brokers: o.brokers,
       logger: this.#logger,
       metrics: this.metrics,
-      producer: (role) =>
-        o.mode === 'exactly-once' ? this.#connect(role) : (this.#shared as Promise<DeliveryProducer>),
+      producer: (role) => this.#connect(o.mode === 'exactly-once' ? role : undefined),
       existing: (topics) => this.#existing(topics),
       idle: (stop) => Promise.race([this.#wake.promise, stop]),
       leaseValid: (role) => (this.#validUntil.get(role) ?? 0) > performance.now(),
@@ -269,7 +267,6 @@ export class OutboxRelay {
     for (const w of workers)
       await this.#leases?.release({ role: w.role, epoch: w.epoch }).catch(() => undefined);
     await this.#leases?.leave().catch(() => undefined);
-    await (await this.#shared?.catch(() => undefined))?.close();
     await this.#admin?.close();
     this.#listener?.release();
     this.#listener = undefined;

@@ -35,7 +35,7 @@ export interface WorkerContext {
   readonly brokers: readonly string[];
   readonly logger: Logger;
   readonly metrics: OutboxMetrics;
-  /** The producer for a role: the shared idempotent one, or (exactly-once) a new transactional one. */
+  /** A new producer for a role: idempotent, or (exactly-once) transactional with the role's id. */
   producer(role: number): Promise<DeliveryProducer>;
   /** Which of these topics exist. */
   existing(topics: readonly string[]): Promise<ReadonlySet<string>>;
@@ -71,7 +71,7 @@ export class RoleWorker {
     this.#done ??= this.#run();
   }
 
-  /** Finishes the batch in flight and stops (exactly-once: closes the role's producer). */
+  /** Finishes the batch in flight, closes the role's producer and stops. */
   async stop(): Promise<void> {
     this.#stopping = true;
     this.#stop();
@@ -123,7 +123,7 @@ export class RoleWorker {
     } finally {
       const p = this.#producer;
       this.#producer = undefined;
-      if (ctx.mode === 'exactly-once') await p?.close();
+      await p?.close();
     }
   }
 
