@@ -33,6 +33,9 @@ export class OutboxRelay {
   #admin: KafkaAdmin | undefined;
   #roles = 0;
   readonly #workers = new Map<number, RoleWorker>();
+  /** Roles being given back: their loop is stopping; released after. */
+  readonly #leaving = new Map<number, RoleWorker>();
+  readonly #stopping = new Set<Promise<void>>();
   readonly #validUntil = new Map<number, number>();
   readonly #topics = new Map<string, number>();
   #wake: { promise: Promise<void>; resolve(): void } = deferred();
@@ -186,27 +189,25 @@ export class OutboxRelay {
     const leases = this.#leases as Leases;
     const o = this.options;
     try {
-      for (const [role, w] of this.#workers)
-        if (w.fatal !== undefined) {
-          // fenced or broken: give the role up; its next holder (maybe this relay again) starts clean
-          this.#workers.delete(role);
-          await w.stop();
-          await leases.release({ role, epoch: w.epoch });
-          this.metrics.role('released', this.#workers.size);
-        }
+      // fenced or broken: give the role up; its next holder (maybe this relay again) starts clean
+      for (const w of [...this.#workers.values()]) if (w.fatal !== undefined) this.#giveBack(w);
       if (this.#listener === undefined) await this.#listen().catch(() => undefined);
-      const held: Role[] = [...this.#workers.values()].map((w) => ({ role: w.role, epoch: w.epoch }));
+      // Roles being given back are still renewed: nobody else may take them before their loop stopped.
+      const all = [...this.#workers.values(), ...this.#leaving.values()];
+      const held: Role[] = all.map((w) => ({ role: w.role, epoch: w.epoch }));
       const before = performance.now();
       const t = await leases.tick(held);
       // Valid by this relay's clock a little less long than the database's lease.
       const until = before + o.leaseMs * 0.8;
       for (const r of t.lost) {
-        const w = this.#workers.get(r.role);
+        const w = this.#workers.get(r.role) ?? this.#leaving.get(r.role);
         this.#workers.delete(r.role);
+        this.#leaving.delete(r.role);
         this.#validUntil.delete(r.role);
         this.metrics.role('lost', this.#workers.size);
         this.#logger.warn({ role: r.role }, 'outbox role lost to another relay');
-        await w?.stop();
+        // not awaited: a batch finishing against a slow Kafka must not hold up the other roles' renewal
+        if (w) this.#track(w.stop());
       }
       if (this.#state !== 'running') return;
       for (const r of t.kept) this.#validUntil.set(r.role, until);
@@ -218,14 +219,11 @@ export class OutboxRelay {
         this.metrics.role('gained', this.#workers.size);
         this.#logger.info({ role: r.role, epoch: r.epoch }, 'outbox role gained');
       }
-      const extra = [...this.#workers.values()].sort((a, b) => b.role - a.role).slice(0, t.surplus);
-      for (const w of extra) {
-        this.#workers.delete(w.role);
-        this.#validUntil.delete(w.role);
-        await w.stop();
-        await leases.release({ role: w.role, epoch: w.epoch });
-        this.metrics.role('released', this.#workers.size);
-      }
+      const surplus = t.surplus - this.#leaving.size;
+      const extra = [...this.#workers.values()]
+        .sort((a, b) => b.role - a.role)
+        .slice(0, Math.max(0, surplus));
+      for (const w of extra) this.#giveBack(w);
       if (this.#workers.has(0) && o.retentionMs > 0 && performance.now() - this.#lastRetention > 5_000) {
         this.#lastRetention = performance.now();
         const deleted = await purgePublished(
@@ -239,6 +237,29 @@ export class OutboxRelay {
     } catch (err) {
       this.#logger.warn({ err: (err as Error).message }, 'outbox lease round failed');
     }
+  }
+
+  /** Stops a role's loop, then releases the role (renewed meanwhile); not awaited by the lease round. */
+  #giveBack(w: RoleWorker): void {
+    this.#workers.delete(w.role);
+    this.#leaving.set(w.role, w);
+    this.#track(
+      w.stop().then(async () => {
+        if (this.#leaving.get(w.role) !== w) return; // lost meanwhile
+        await (this.#leases as Leases).release({ role: w.role, epoch: w.epoch });
+        this.#leaving.delete(w.role);
+        this.#validUntil.delete(w.role);
+        this.metrics.role('released', this.#workers.size);
+      }),
+    );
+  }
+
+  #track(p: Promise<void>): void {
+    const q = p.catch((err: unknown) => {
+      this.#logger.warn({ err: (err as Error).message }, 'outbox role stop failed');
+    });
+    this.#stopping.add(q);
+    void q.finally(() => this.#stopping.delete(q));
   }
 
   async #sample(): Promise<void> {
@@ -261,9 +282,10 @@ export class OutboxRelay {
     this.#state = 'closing';
     for (const t of this.#timers) clearInterval(t);
     await this.#ticking?.catch(() => undefined);
-    const workers = [...this.#workers.values()];
+    const workers = [...this.#workers.values(), ...this.#leaving.values()];
     this.#workers.clear();
-    await Promise.all(workers.map((w) => w.stop()));
+    this.#leaving.clear();
+    await Promise.all([...workers.map((w) => w.stop()), ...this.#stopping]);
     for (const w of workers)
       await this.#leases?.release({ role: w.role, epoch: w.epoch }).catch(() => undefined);
     await this.#leases?.leave().catch(() => undefined);
