@@ -31,6 +31,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
     let prefix: string;
     let dropTopics: () => Promise<void>;
     const relays: Child[] = [];
+    const ids: string[] = [];
 
     before(async () => {
       t = await testSchema();
@@ -44,6 +45,8 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
     });
 
     async function startRelay(i: number): Promise<Child> {
+      const id = `r${i}-${Date.now().toString(36)}`;
+      ids[i] = id;
       const args = [
         '--import',
         'tsx',
@@ -69,7 +72,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
         '--transaction-timeout',
         '6000',
         '--relay-id',
-        `r${i}-${Date.now().toString(36)}`,
+        id,
         '--log',
         'info',
       ];
@@ -91,7 +94,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
 
     it('publishes every committed row, in commit order per aggregate', {
       timeout: 180_000,
-    }, async () => {
+    }, async (ctx) => {
       await Promise.all([0, 1, 2].map(startRelay));
       const expected = new Map<string, Array<{ id: string; v: number; i: number }>>();
       const committed = new Set<string>();
@@ -143,25 +146,44 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
         }
       };
       const writing = Promise.all(Array.from({ length: WRITERS }, writer));
-      // Faults while the writers run: a freeze past the lease (a zombie), kills and restarts.
-      await pause(1500);
-      relays[0]?.signal('SIGSTOP');
-      await pause(1000);
-      await relays[1]?.kill();
-      await startRelay(1);
-      await pause(LEASE_MS * 2);
-      relays[0]?.signal('SIGCONT');
-      await pause(1500);
-      await relays[2]?.kill();
-      await startRelay(2);
-      await pause(1000);
-      await relays[1]?.kill();
-      await startRelay(1);
-      const left = WRITE_MS - 1500 - 1000 - LEASE_MS * 2 - 1500 - 1000;
-      if (left > 0) await pause(left);
+      // Faults while the writers run, at random: one relay frozen past its lease (a zombie) and woken,
+      // and, while it is frozen and after, the other two SIGKILLed and restarted.
+      const schedule: string[] = [];
+      const t0 = performance.now();
+      await pause(randomInt(500, 2000));
+      // a relay that holds roles (at first one relay may hold them all)
+      const owners = await t.pool.query(
+        `SELECT DISTINCT owner FROM "${t.schema}".redfence_outbox_role WHERE owner IS NOT NULL`,
+      );
+      const holding = [0, 1, 2].filter((i) => owners.rows.some((r) => r.owner === ids[i]));
+      const frozen = holding[randomInt(holding.length)] ?? 0;
+      schedule.push(`stop ${frozen}`);
+      relays[frozen]?.signal('SIGSTOP');
+      const wakeAt = performance.now() + LEASE_MS * 2 + randomInt(0, 1000);
+      let woken = false;
+      while (performance.now() - t0 < WRITE_MS - 1500) {
+        await pause(randomInt(400, 1500));
+        if (!woken && performance.now() >= wakeAt) {
+          schedule.push(`cont ${frozen}`);
+          relays[frozen]?.signal('SIGCONT');
+          woken = true;
+          continue;
+        }
+        // the zombie itself is left alive: its log must show it gave its roles up
+        const candidates = [0, 1, 2].filter((i) => i !== frozen);
+        const victim = candidates[randomInt(candidates.length)] as number;
+        schedule.push(`kill ${victim}`);
+        await relays[victim]?.kill();
+        await startRelay(victim);
+      }
+      if (!woken) {
+        schedule.push(`cont ${frozen}`);
+        relays[frozen]?.signal('SIGCONT');
+      }
       stop = true;
       await writing;
       assert.ok(committed.size > 200, `enough committed rows (${committed.size})`);
+      ctx.diagnostic(`schedule: ${schedule.join(', ')}`);
       await pollUntil(
         'every committed row marked published',
         async () => {
@@ -193,7 +215,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
         assert.deepEqual(got.get(agg), ids, `commit order of ${agg}`);
       }
       // the frozen relay woke up without its roles: it lost them or its producer was fenced
-      const zombie = relays[0] as Child;
+      const zombie = relays[frozen] as Child;
       assert.ok(
         zombie.log.lines.some(
           (l) => l.msg === 'outbox role lost to another relay' || /Kafka fatal/.test(l.msg ?? ''),

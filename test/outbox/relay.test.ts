@@ -138,6 +138,41 @@ for (const mode of ['exactly-once', 'at-least-once'] as RelayMode[]) {
       }
     });
 
+    it('one aggregate: the transaction that started first and committed last is published last', async () => {
+      const s = { schema: t.schema };
+      const slow = await t.pool.connect();
+      try {
+        // `slow` starts first and takes the lower number (another aggregate), then writes cart/k-1 after
+        // `fast` committed its own cart/k-1 event: commit order is fast, slow.
+        await slow.query('BEGIN');
+        const [slowFirst] = await enqueue(
+          slow,
+          { aggregateType: 'cart', aggregateId: 'k-0', type: 'slow-0' },
+          s,
+        );
+        const [fastId] = await inTransaction(t.pool, (c) =>
+          enqueue(c, { aggregateType: 'cart', aggregateId: 'k-1', type: 'fast' }, s),
+        );
+        const [slowId] = await enqueue(slow, { aggregateType: 'cart', aggregateId: 'k-1', type: 'slow' }, s);
+        await slow.query('COMMIT');
+        const pos = new Map((await rows(t.pool, t.schema)).map((r) => [r.id, Number(r.pos)]));
+        assert.ok(
+          (pos.get(slowFirst as string) ?? 0) < (pos.get(fastId as string) ?? 0),
+          'slow started first',
+        );
+        await pollUntil('all published', async () => (await pendingCount(t)) === 0, 30_000);
+        const out = (await readToEnd(`${prefix}.cart`))
+          .filter((r) => r.key === 'k-1')
+          .map((r) => header(r, 'id'));
+        assert.deepEqual(
+          out.filter((x, i) => out.indexOf(x) === i),
+          [fastId, slowId],
+        );
+      } finally {
+        slow.release();
+      }
+    });
+
     it("parks a row the broker refuses (the topic's own size limit) while others flow", async () => {
       const s = { schema: t.schema };
       const admin = kafka.admin();
