@@ -16,7 +16,7 @@ import { Child } from '../../src/harness/index.js';
 import { enqueue, type OutboxEvent } from '../../src/outbox/index.js';
 import { DATABASE_URL, KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, readToEnd } from '../helpers/kafka.js';
-import { type TestSchema, testSchema } from './support.js';
+import { deleteTopics, type TestSchema, testSchema } from './support.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const AGGREGATES = 24;
@@ -41,6 +41,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
     after(async () => {
       await Promise.all(relays.map((r) => r.kill()));
       await dropTopics?.();
+      if (t) await deleteTopics([`redfence-outbox-progress.${t.schema}.redfence_outbox`]);
       await t?.drop();
     });
 

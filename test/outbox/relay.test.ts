@@ -13,7 +13,7 @@ import { enqueue, OutboxRelay, type RelayMode, retry } from '../../src/outbox/in
 import { outboxNames } from '../../src/outbox/schema.js';
 import { DATABASE_URL, KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { createTopics, kafka, pollUntil, type ReadRecord, readToEnd } from '../helpers/kafka.js';
-import { inTransaction, rows, type TestSchema, testSchema } from './support.js';
+import { deleteTopics, inTransaction, rows, type TestSchema, testSchema } from './support.js';
 
 const header = (r: ReadRecord, k: string) => String(r.headers[k] ?? '');
 
@@ -58,6 +58,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as RelayMode[]) {
     after(async () => {
       await relay?.close();
       await dropTopics?.();
+      if (t) await deleteTopics([`${prefix}.progress`]);
       await t?.drop();
     });
 

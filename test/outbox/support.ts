@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { initOutbox } from '../../src/outbox/index.js';
 import { DATABASE_URL } from '../helpers/env.js';
+import { kafka } from '../helpers/kafka.js';
 
 export interface TestSchema {
   schema: string;
@@ -62,4 +63,15 @@ export async function rows(pool: pg.Pool, schema: string): Promise<Row[]> {
     `SELECT id, aggregatetype, aggregateid, seq::text, pos::text, state, attempts, last_error FROM "${schema}".redfence_outbox ORDER BY pos`,
   );
   return r.rows;
+}
+
+/** Deletes topics the relay created (its exactly-once progress topic); missing ones are no error. */
+export async function deleteTopics(topics: string[]): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.deleteTopics({ topics }).catch(() => undefined);
+  } finally {
+    await admin.disconnect();
+  }
 }

@@ -11,7 +11,7 @@ import { RdKafka } from '@confluentinc/kafka-javascript';
 import { enqueue, OutboxRelay } from '../../src/outbox/index.js';
 import { DATABASE_URL, KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, readToEnd } from '../helpers/kafka.js';
-import { inTransaction, rows, type TestSchema, testSchema } from './support.js';
+import { deleteTopics, inTransaction, rows, type TestSchema, testSchema } from './support.js';
 
 const cb = (fn: (done: (err: unknown) => void) => void) =>
   new Promise<void>((resolve, reject) => fn((err) => (err ? reject(err) : resolve())));
@@ -31,6 +31,7 @@ describe('exactly-once: a relay that lost its role cannot publish', () => {
     await relay?.close();
     if (zombie) await cb((d) => zombie?.disconnect(d)).catch(() => undefined);
     await dropTopics?.();
+    if (t) await deleteTopics([`${prefix}.progress`]);
     await t?.drop();
   });
 
