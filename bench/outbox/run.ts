@@ -147,7 +147,9 @@ async function contender(c: Contender, pool: pg.Pool, schema: string, topic: str
     progressTopic: `${topic}.progress`,
     transactionalIdPrefix: `${run}-${c}`,
     batchSize: 2000,
-    ...(process.env.BENCH_LINGER_MS ? { producerConfig: { 'linger.ms': Number(process.env.BENCH_LINGER_MS) } } : {}),
+    ...(process.env.BENCH_LINGER_MS
+      ? { producerConfig: { 'linger.ms': Number(process.env.BENCH_LINGER_MS) } }
+      : {}),
     ...(process.env.BENCH_TXN_INTERVAL_MS
       ? { transactionIntervalMs: Number(process.env.BENCH_TXN_INTERVAL_MS) }
       : {}),
