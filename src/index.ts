@@ -51,6 +51,9 @@ export {
 export type { InRecord, KafkaPort, OutRecord, TopicPartition } from './kafka/types.js';
 export { type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys/index.js';
 export { type HandlerOutcome, HealthState, RedfenceMetrics, startMetricsServer } from './metrics/index.js';
+/** The transactional outbox (docs/outbox.md): `outbox.enqueue(client, event)`, `outbox.initOutbox`, the relay. */
+export * as outbox from './outbox/index.js';
+export { type OutboxEvent, OutboxRelay, type RelayOptions as OutboxRelayOptions } from './outbox/index.js';
 export { type PartitionKey, partitionFor } from './partitioner/index.js';
 export type { ProcessorCounts } from './processor/counts.js';
 export {

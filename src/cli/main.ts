@@ -19,6 +19,9 @@ Usage:
                                (redfence inspect --help for options)
   redfence chaos [options]     run the fault harness against real Kafka and its own Redis, verify the
                                results (redfence chaos --help for options)
+  redfence outbox <init|relay|status|retry> [options]
+                               the PostgreSQL transactional outbox: create its tables, relay it to Kafka,
+                               show its state, retry parked rows (redfence outbox --help)
 
 Every verb reads its options from flags, then environment variables, then a JSON file given with
 --config <file>, then defaults; its --help lists them.
@@ -31,12 +34,15 @@ const USAGE: ReadonlySet<ErrorCode> = new Set([
   'RF_TOPIC_MISSING',
   'RF_REDIS_AUTH',
   'RF_KAFKA_AUTH',
+  'RF_PG_MISSING',
+  'RF_OUTBOX_MISSING',
 ]);
 
 const VERBS = {
   run: async () => (await import('./run.js')).run,
   inspect: async () => (await import('./inspect.js')).inspect,
   chaos: async () => (await import('./chaos.js')).chaos,
+  outbox: async () => (await import('./outbox.js')).outbox,
 } as const;
 
 export async function main(

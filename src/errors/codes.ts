@@ -106,6 +106,18 @@ export const ERROR_CODES = {
     summary:
       "A handler's record was abandoned (its partition was revoked or lost, or close() passed its deadline); ctx.signal aborts with this reason and the record is not committed.",
   },
+  RF_PG_MISSING: {
+    retriable: false,
+    summary: 'The outbox needs the optional peer dependency `pg`, which is not installed.',
+  },
+  RF_OUTBOX_MISSING: {
+    retriable: false,
+    summary: 'The outbox table (or a table beside it) does not exist: run `redfence outbox init` first.',
+  },
+  RF_POSTGRES_UNAVAILABLE: {
+    retriable: true,
+    summary: 'PostgreSQL could not be reached or failed a query the outbox relay retries.',
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -3,7 +3,7 @@
  * @confluentinc/kafka-javascript: records are handed to librdkafka without a promise per record, and
  * one delivery tracker per call counts the delivery reports (polled on a background thread). A call
  * resolves when every report arrived, and fails on the first failed one. Exactly-once: one transaction
- * per call, with the consumer's offsets and group metadata (KIP-447).
+ * per call, with the consumer's offsets and group metadata (KIP-447), or records only (the outbox relay).
  */
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
@@ -145,12 +145,17 @@ export class DeliveryProducer {
     await delivered;
   }
 
-  /** Exactly-once: one transaction with the records and the consumer offsets; aborted on failure. */
+  /**
+   * Exactly-once: one transaction with the records and the consumer offsets; aborted on failure.
+   * `onRefused` hears the first record the broker refused (its delivery report's error, with the
+   * librdkafka code in `cause`): the commit's own error does not say which record or why.
+   */
   async transaction(
     records: readonly OutRecord[],
     offsets: readonly CommitOffset[],
-    consumer: NativeConsumer,
+    consumer: NativeConsumer | undefined,
     beforeCommit?: () => void,
+    onRefused?: (err: Error) => void,
   ): Promise<void> {
     if (!this.#transactional)
       throw new RedfenceError('RF_INVALID_STATE', 'the producer is not transactional');
@@ -161,9 +166,20 @@ export class DeliveryProducer {
       throw fatal('cannot begin a transaction', err);
     }
     try {
-      await this.#send(records, undefined);
-      const tpo = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }));
-      await callback((done) => p.sendOffsetsToTransaction(tpo, consumer, this.#txnTimeoutMs, done));
+      const tracker: Tracker | undefined = onRefused && {
+        remaining: records.length,
+        failed: false,
+        resolve: () => undefined,
+        reject: onRefused,
+      };
+      await this.#send(records, tracker);
+      // Without offsets (the outbox relay) the transaction holds records only.
+      if (offsets.length > 0) {
+        if (consumer === undefined)
+          throw new RedfenceError('RF_INVALID_ARGUMENT', 'offsets in a transaction need the consumer');
+        const tpo = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }));
+        await callback((done) => p.sendOffsetsToTransaction(tpo, consumer, this.#txnTimeoutMs, done));
+      }
       beforeCommit?.();
       await callback((done) => p.commitTransaction(this.#txnTimeoutMs, done));
     } catch (err) {

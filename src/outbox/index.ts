@@ -1,0 +1,9 @@
+export { type OutboxStatus, purgePublished, retry, status } from './admin.js';
+export { enqueue, type OutboxEvent } from './enqueue.js';
+export { OutboxMetrics, type RoleChange } from './metrics.js';
+export type { RelayOptions } from './options.js';
+export type { Queryable } from './pg.js';
+export { OutboxRelay } from './relay.js';
+export { DEFAULT_TOPIC_TEMPLATE } from './routing.js';
+export { DEFAULT_TABLE, initOutbox, type OutboxLocation, outboxSql } from './schema.js';
+export type { RelayMode } from './worker.js';

@@ -1,0 +1,314 @@
+/**
+ * One role's publishing loop: read the role's oldest pending rows (pos order, skipping aggregates that
+ * have a parked row), route them, refuse what preflight refuses (an attempt; parked after the last),
+ * publish the rest, mark them published. At-least-once: produce and await every delivery report, then
+ * mark. Exactly-once: one Kafka transaction per batch holding the records and a progress record, then
+ * mark (progress.ts says why a crash in between neither loses nor doubles rows). An aggregate whose row
+ * was refused publishes nothing after it in that batch: it waits behind that row until it is published
+ * or parked. One batch at a time per role: a slow Kafka slows the loop, and rows wait in PostgreSQL.
+ */
+import { RedfenceError } from '../errors/index.js';
+import type { DeliveryProducer } from '../kafka/producer.js';
+import type { OutRecord } from '../kafka/types.js';
+import type { Logger } from '../processor/logger.js';
+import type { OutboxMetrics } from './metrics.js';
+import type { Queryable } from './pg.js';
+import { lastProgress, progressRecord } from './progress.js';
+import { type OutboxRow, preflight, recordOf } from './routing.js';
+import type { OutboxNames } from './schema.js';
+
+export type RelayMode = 'exactly-once' | 'at-least-once';
+
+/** What a worker reads and calls: never the relay itself. */
+export interface WorkerContext {
+  readonly db: Queryable;
+  readonly names: OutboxNames;
+  readonly roles: number;
+  readonly mode: RelayMode;
+  readonly topicTemplate: string;
+  readonly batchSize: number;
+  readonly maxAttempts: number;
+  readonly maxMessageBytes: number;
+  /** Least time from one transaction's start to the next when the first was not full (0 in at-least-once). */
+  readonly transactionIntervalMs: number;
+  readonly progressTopic: string;
+  readonly brokers: readonly string[];
+  readonly logger: Logger;
+  readonly metrics: OutboxMetrics;
+  /** A new producer for a role: idempotent, or (exactly-once) transactional with the role's id. */
+  producer(role: number): Promise<DeliveryProducer>;
+  /** Which of these topics exist. */
+  existing(topics: readonly string[]): Promise<ReadonlySet<string>>;
+  /** Resolves on a NOTIFY, after the poll interval, or when `stop` resolves. */
+  idle(stop: Promise<void>): Promise<void>;
+  /** Whether this relay's lease of the role is still valid by its own clock. */
+  leaseValid(role: number): boolean;
+}
+
+const sleep = (ms: number, stop: Promise<void>) =>
+  Promise.race([new Promise<void>((r) => setTimeout(r, ms).unref()), stop]);
+
+export class RoleWorker {
+  readonly role: number;
+  readonly epoch: number;
+  readonly #ctx: WorkerContext;
+  #stopping = false;
+  #stop!: () => void;
+  readonly #stopped: Promise<void>;
+  #done: Promise<void> | undefined;
+  #producer: DeliveryProducer | undefined;
+  /** Set when the worker ended on a fatal Kafka error (fenced): the relay drops the role. */
+  fatal: Error | undefined;
+
+  constructor(ctx: WorkerContext, role: number, epoch: number) {
+    this.#ctx = ctx;
+    this.role = role;
+    this.epoch = epoch;
+    this.#stopped = new Promise<void>((r) => (this.#stop = r));
+  }
+
+  start(): void {
+    this.#done ??= this.#run();
+  }
+
+  /** Finishes the batch in flight, closes the role's producer and stops. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    this.#stop();
+    await this.#done;
+  }
+
+  get running(): boolean {
+    return this.#done !== undefined && !this.#stopping && this.fatal === undefined;
+  }
+
+  async #run(): Promise<void> {
+    const ctx = this.#ctx;
+    let backoff = 50;
+    try {
+      while (!this.#stopping) {
+        try {
+          if (this.#producer === undefined) {
+            this.#producer = await ctx.producer(this.role);
+            if (ctx.mode === 'exactly-once') await this.#recover();
+          }
+          if (!ctx.leaseValid(this.role)) {
+            await sleep(100, this.#stopped);
+            continue;
+          }
+          const started = performance.now();
+          const published = await this.#batch(this.#producer);
+          backoff = 50;
+          if (published === 0) await ctx.idle(this.#stopped);
+          else if (published < ctx.batchSize && ctx.transactionIntervalMs > 0) {
+            // exactly-once: a part-full batch waits out the interval, so that a trickle of rows makes
+            // fewer, larger transactions (each one costs the broker markers on every partition it touched)
+            const left = ctx.transactionIntervalMs - (performance.now() - started);
+            if (left > 0) await sleep(left, this.#stopped);
+          }
+        } catch (err) {
+          if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
+            this.fatal = err as Error;
+            ctx.logger.warn(
+              { role: this.role, err: (err as Error).message },
+              'outbox role stopped: Kafka fatal',
+            );
+            return;
+          }
+          ctx.logger.warn({ role: this.role, err: (err as Error).message }, 'outbox batch failed; retrying');
+          await sleep(backoff, this.#stopped);
+          backoff = Math.min(backoff * 2, 5000);
+        }
+      }
+    } finally {
+      const p = this.#producer;
+      this.#producer = undefined;
+      await p?.close();
+    }
+  }
+
+  /** Exactly-once, after fencing: mark what the role's last committed transaction published. */
+  async #recover(): Promise<void> {
+    const ctx = this.#ctx;
+    const last = await lastProgress(ctx.brokers, ctx.progressTopic, this.role);
+    if (last !== undefined && last.ids.length > 0) await this.#mark(last.ids);
+  }
+
+  async #select(): Promise<OutboxRow[]> {
+    const n = this.#ctx.names;
+    const { rows } = await this.#ctx.db.query(
+      `SELECT o.id, o.pos, o.aggregatetype, o.aggregateid, o.type, o.payload::text AS payload, o.headers, o.attempts
+       FROM ${n.table} o
+       WHERE o.state = 'pending' AND o.bucket % $1 = $2
+         AND NOT EXISTS (SELECT 1 FROM ${n.table} p WHERE p.state = 'parked'
+                         AND p.aggregatetype = o.aggregatetype AND p.aggregateid = o.aggregateid)
+       ORDER BY o.pos LIMIT $3`,
+      [this.#ctx.roles, this.role, this.#ctx.batchSize],
+    );
+    return rows as OutboxRow[];
+  }
+
+  /** One batch; the rows it published (0: nothing to publish, or only refused rows). */
+  async #batch(producer: DeliveryProducer): Promise<number> {
+    const ctx = this.#ctx;
+    const started = performance.now();
+    const rows = await this.#select();
+    if (rows.length === 0) return 0;
+    const groups = new Map<string, Array<{ id: string; record: OutRecord }>>();
+    const refused: Array<{ id: string; why: string }> = [];
+    const blocked = new Set<string>();
+    const routed = rows.map((row) => ({ row, record: recordOf(ctx.topicTemplate, row) }));
+    const existing = await ctx.existing([...new Set(routed.map((r) => r.record.topic))]);
+    const pf = { maxMessageBytes: ctx.maxMessageBytes, exists: (t: string) => existing.has(t) };
+    for (const { row, record } of routed) {
+      const aggregate = `${row.aggregatetype}\u001f${row.aggregateid}`;
+      if (blocked.has(aggregate)) continue;
+      const why = preflight(record, pf);
+      if (why === undefined) {
+        const g = groups.get(aggregate) ?? [];
+        g.push({ id: row.id, record });
+        groups.set(aggregate, g);
+      } else {
+        refused.push({ id: row.id, why });
+        blocked.add(aggregate);
+      }
+    }
+    const all = [...groups.values()].flat();
+    let published = 0;
+    if (all.length > 0) {
+      try {
+        await this.#publish(producer, all);
+        published = all.length;
+      } catch (err) {
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        published = await this.#isolate(producer, [...groups.values()], err, refused);
+      }
+    }
+    if (refused.length > 0) await this.#refuse(refused);
+    ctx.metrics.batch((performance.now() - started) / 1000);
+    return published;
+  }
+
+  /** Publishes rows (in their order) and marks them. */
+  async #publish(producer: DeliveryProducer, rows: ReadonlyArray<{ id: string; record: OutRecord }>) {
+    const ctx = this.#ctx;
+    const ids = rows.map((r) => r.id);
+    const records = rows.map((r) => r.record);
+    if (ctx.mode === 'exactly-once') {
+      const progress = progressRecord(ctx.progressTopic, this.role, { epoch: this.epoch, ids });
+      let refusal: Error | undefined;
+      try {
+        await producer.transaction([...records, progress], [], undefined, undefined, (e) => {
+          refusal ??= e;
+        });
+      } catch (err) {
+        // the broker's reason for the record it refused, if one was: it decides whether rows are at fault
+        if (refusal === undefined || RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        throw new Error(errorText(refusal), { cause: refusal });
+      }
+    } else await producer.produce(records);
+    await this.#mark(ids);
+    ctx.metrics.published(ids.length);
+  }
+
+  /**
+   * A batch failed. Kafka may be down (nothing is the rows' fault), or the broker refused a record for
+   * itself (a topic's own size limit, its authorisation). Each aggregate's rows are then published on
+   * their own; an aggregate that fails with a per-record refusal (by its error code) counts an attempt on
+   * its first row (parked after the last). Other failures count nothing: those rows are tried again by
+   * the next batch, and if nothing went through at all the batch failed as a whole (backoff).
+   */
+  async #isolate(
+    producer: DeliveryProducer,
+    groups: ReadonlyArray<ReadonlyArray<{ id: string; record: OutRecord }>>,
+    first: unknown,
+    refused: Array<{ id: string; why: string }>,
+  ): Promise<number> {
+    let published = 0;
+    const failed: Array<{ id: string; why: string }> = [];
+    for (const g of groups) {
+      try {
+        await this.#publish(producer, g);
+        published += g.length;
+      } catch (err) {
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        if (recordRefused(err))
+          failed.push({
+            id: (g[0] as { id: string }).id,
+            why: `Kafka refused the record: ${errorText(err)}`,
+          });
+      }
+    }
+    if (published === 0 && failed.length === 0) throw first;
+    refused.push(...failed);
+    return published;
+  }
+
+  /**
+   * Marks rows published. Their records are in Kafka already: the mark is retried until it lands (or
+   * the worker stops; exactly-once, the role's next holder marks them from the progress record).
+   */
+  async #mark(ids: readonly string[]): Promise<void> {
+    const n = this.#ctx.names;
+    for (let delay = 50; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        await this.#ctx.db.query(
+          `UPDATE ${n.table} SET state = 'published', published_at = clock_timestamp()
+           WHERE id = ANY($1::uuid[]) AND state = 'pending'`,
+          [ids],
+        );
+        return;
+      } catch (err) {
+        if (this.#stopping) throw err;
+        this.#ctx.logger.warn(
+          { role: this.role, err: (err as Error).message },
+          'marking rows failed; retrying',
+        );
+        await sleep(delay, this.#stopped);
+      }
+    }
+  }
+
+  async #refuse(refused: ReadonlyArray<{ id: string; why: string }>): Promise<void> {
+    const n = this.#ctx.names;
+    const { rows } = await this.#ctx.db.query(
+      `UPDATE ${n.table} o SET attempts = o.attempts + 1, last_error = f.why,
+         state = CASE WHEN o.attempts + 1 >= $3 THEN 'parked' ELSE o.state END
+       FROM unnest($1::uuid[], $2::text[]) AS f(id, why)
+       WHERE o.id = f.id AND o.state = 'pending' RETURNING o.state`,
+      [refused.map((r) => r.id), refused.map((r) => r.why), this.#ctx.maxAttempts],
+    );
+    const parked = (rows as Array<{ state: string }>).filter((r) => r.state === 'parked').length;
+    this.#ctx.metrics.failed(refused.length, parked);
+    if (parked > 0) this.#ctx.logger.warn({ role: this.role, parked }, 'outbox rows parked');
+  }
+}
+
+/** librdkafka error codes that refuse one record for itself, not the batch or the connection. */
+const RECORD_REFUSED = new Set([
+  3, // UNKNOWN_TOPIC_OR_PART
+  10, // MSG_SIZE_TOO_LARGE
+  17, // INVALID_TOPIC_EXCEPTION
+  18, // RECORD_LIST_TOO_LARGE
+  29, // TOPIC_AUTHORIZATION_FAILED
+  87, // INVALID_RECORD
+  -188, // local: unknown topic
+  -190, // local: unknown partition
+]);
+
+function recordRefused(err: unknown): boolean {
+  for (
+    let e = err, i = 0;
+    e !== undefined && e !== null && i < 5;
+    e = (e as { cause?: unknown }).cause, i++
+  ) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'number' && RECORD_REFUSED.has(code)) return true;
+  }
+  return false;
+}
+
+/** The error's message without anything after a newline (never record contents: librdkafka names codes). */
+function errorText(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]?.slice(0, 500) ?? '';
+}

@@ -1,0 +1,227 @@
+/**
+ * Many writers and several relays under faults, in both modes: writers commit (or roll back, or lose a
+ * deadlock) transactions of random length over shared aggregates while three `redfence outbox relay`
+ * processes run; one relay is frozen (SIGSTOP) past its lease and woken again (a zombie that must not
+ * publish), others are SIGKILLed and restarted. Then a read_committed reader (test helpers, no relay
+ * code) checks: every committed row published (exactly once in exactly-once mode), no rolled-back row,
+ * and each aggregate's events (at-least-once: their first appearances) in the order their transactions
+ * committed (the version each one gave the account in a business table, in the same transaction).
+ */
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import { dirname, resolve } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Child } from '../../src/harness/index.js';
+import { enqueue, type OutboxEvent } from '../../src/outbox/index.js';
+import { DATABASE_URL, KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
+import { createTopics, pollUntil, readToEnd } from '../helpers/kafka.js';
+import { deleteTopics, type TestSchema, testSchema } from './support.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const AGGREGATES = 24;
+const WRITERS = 6;
+const WRITE_MS = 14_000;
+const LEASE_MS = 2000;
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+for (const mode of ['exactly-once', 'at-least-once'] as const)
+  describe(`outbox relays under SIGKILL and SIGSTOP (${mode})`, () => {
+    let t: TestSchema;
+    let prefix: string;
+    let dropTopics: () => Promise<void>;
+    const relays: Child[] = [];
+    const ids: string[] = [];
+
+    before(async () => {
+      t = await testSchema();
+      prefix = uniqueName('obxc');
+      dropTopics = await createTopics([{ topic: `${prefix}.acct`, partitions: 4 }]);
+    });
+    after(async () => {
+      await Promise.all(relays.map((r) => r.kill()));
+      await dropTopics?.();
+      if (t) await deleteTopics([`redfence-outbox-progress.${t.schema}.redfence_outbox`]);
+      await t?.drop();
+    });
+
+    async function startRelay(i: number): Promise<Child> {
+      const id = `r${i}-${Date.now().toString(36)}`;
+      ids[i] = id;
+      const args = [
+        '--import',
+        'tsx',
+        'src/cli/bin.ts',
+        'outbox',
+        'relay',
+        '--database-url',
+        DATABASE_URL,
+        '--schema',
+        t.schema,
+        '--brokers',
+        KAFKA_BROKERS,
+        '--mode',
+        mode,
+        '--topic-template',
+        `${prefix}.$\{aggregatetype}`,
+        '--lease',
+        String(LEASE_MS),
+        '--poll-interval',
+        '200',
+        '--batch-size',
+        '200',
+        '--transaction-timeout',
+        '6000',
+        '--relay-id',
+        id,
+        '--log',
+        'info',
+      ];
+      const child = new Child({
+        name: `relay-${i}`,
+        command: process.execPath,
+        args,
+        cwd: ROOT,
+        env: process.env,
+      });
+      await child.ready({
+        label: 'relay running',
+        log: (l) => l.msg === 'outbox relay running',
+        timeoutMs: 60_000,
+      });
+      relays[i] = child;
+      return child;
+    }
+
+    it('publishes every committed row, in commit order per aggregate', {
+      timeout: 180_000,
+    }, async (ctx) => {
+      await Promise.all([0, 1, 2].map(startRelay));
+      const expected = new Map<string, Array<{ id: string; v: number; i: number }>>();
+      const committed = new Set<string>();
+      const rolledBack = new Set<string>();
+      let stop = false;
+      // Each transaction also bumps its aggregates' version in a business table (as an application does):
+      // the row lock orders the transactions of one account, so versions are the commit order, observed
+      // without the outbox.
+      await t.pool.query(`CREATE TABLE "${t.schema}".acct (id text PRIMARY KEY, v int NOT NULL)`);
+      await t.pool.query(
+        `INSERT INTO "${t.schema}".acct SELECT 'acc-' || g, 0 FROM generate_series(0, ${AGGREGATES - 1}) g`,
+      );
+      const writer = async () => {
+        while (!stop) {
+          const c = await t.pool.connect();
+          const aggs = Array.from({ length: randomInt(1, 6) }, () => `acc-${randomInt(AGGREGATES)}`);
+          let ids: string[] = [];
+          try {
+            await c.query('BEGIN');
+            const version = new Map<string, number>();
+            for (const a of new Set(aggs)) {
+              const r = await c.query(`UPDATE "${t.schema}".acct SET v = v + 1 WHERE id = $1 RETURNING v`, [
+                a,
+              ]);
+              version.set(a, r.rows[0].v as number);
+            }
+            const events: OutboxEvent[] = aggs.map((a, i) => ({
+              aggregateType: 'acct',
+              aggregateId: a,
+              type: 'moved',
+              payload: { v: version.get(a), i },
+            }));
+            ids = await enqueue(c, events, { schema: t.schema });
+            await pause(randomInt(0, 25));
+            if (randomInt(100) < 15) throw new Error('rollback');
+            await c.query('COMMIT');
+            for (const [i, id] of ids.entries()) {
+              const a = aggs[i] as string;
+              expected.set(a, [...(expected.get(a) ?? []), { id, v: version.get(a) as number, i }]);
+              committed.add(id);
+            }
+          } catch {
+            // a rollback, or a deadlock between two writers' accounts (PostgreSQL aborts one)
+            await c.query('ROLLBACK').catch(() => undefined);
+            for (const id of ids) rolledBack.add(id);
+          } finally {
+            c.release();
+          }
+        }
+      };
+      const writing = Promise.all(Array.from({ length: WRITERS }, writer));
+      // Faults while the writers run, at random: one relay frozen past its lease (a zombie) and woken,
+      // and, while it is frozen and after, the other two SIGKILLed and restarted.
+      const schedule: string[] = [];
+      const t0 = performance.now();
+      await pause(randomInt(500, 2000));
+      // a relay that holds roles (at first one relay may hold them all)
+      const owners = await t.pool.query(
+        `SELECT DISTINCT owner FROM "${t.schema}".redfence_outbox_role WHERE owner IS NOT NULL`,
+      );
+      const holding = [0, 1, 2].filter((i) => owners.rows.some((r) => r.owner === ids[i]));
+      const frozen = holding[randomInt(holding.length)] ?? 0;
+      schedule.push(`stop ${frozen}`);
+      relays[frozen]?.signal('SIGSTOP');
+      const wakeAt = performance.now() + LEASE_MS * 2 + randomInt(0, 1000);
+      let woken = false;
+      while (performance.now() - t0 < WRITE_MS - 1500) {
+        await pause(randomInt(400, 1500));
+        if (!woken && performance.now() >= wakeAt) {
+          schedule.push(`cont ${frozen}`);
+          relays[frozen]?.signal('SIGCONT');
+          woken = true;
+          continue;
+        }
+        // the zombie itself is left alive: its log must show it gave its roles up
+        const candidates = [0, 1, 2].filter((i) => i !== frozen);
+        const victim = candidates[randomInt(candidates.length)] as number;
+        schedule.push(`kill ${victim}`);
+        await relays[victim]?.kill();
+        await startRelay(victim);
+      }
+      if (!woken) {
+        schedule.push(`cont ${frozen}`);
+        relays[frozen]?.signal('SIGCONT');
+      }
+      stop = true;
+      await writing;
+      assert.ok(committed.size > 200, `enough committed rows (${committed.size})`);
+      ctx.diagnostic(`schedule: ${schedule.join(', ')}`);
+      await pollUntil(
+        'every committed row marked published',
+        async () => {
+          const r = await t.pool.query(
+            `SELECT count(*)::int AS n FROM "${t.schema}".redfence_outbox WHERE state <> 'published'`,
+          );
+          return r.rows[0].n === 0;
+        },
+        90_000,
+        250,
+      );
+      const out = await readToEnd(`${prefix}.acct`, 90_000);
+      const seen = out.map((r) => String(r.headers.id));
+      if (mode === 'exactly-once')
+        assert.equal(seen.length, new Set(seen).size, 'no row published twice (read_committed)');
+      assert.deepEqual(new Set(seen), committed, 'exactly the committed rows');
+      for (const id of rolledBack) assert.ok(!committed.has(id));
+      const got = new Map<string, string[]>();
+      // at-least-once: the first appearance of each id (consumers drop repeats by id)
+      const first = new Set<string>();
+      for (const r of out) {
+        const id = String(r.headers.id);
+        if (first.has(id)) continue;
+        first.add(id);
+        got.set(r.key ?? '', [...(got.get(r.key ?? '') ?? []), id]);
+      }
+      for (const [agg, list] of expected) {
+        const ids = [...list].sort((a, b) => a.v - b.v || a.i - b.i).map((e) => e.id);
+        assert.deepEqual(got.get(agg), ids, `commit order of ${agg}`);
+      }
+      // the frozen relay woke up without its roles: it lost them or its producer was fenced
+      const zombie = relays[frozen] as Child;
+      assert.ok(
+        zombie.log.lines.some(
+          (l) => l.msg === 'outbox role lost to another relay' || /Kafka fatal/.test(l.msg ?? ''),
+        ),
+        `the woken relay gave its roles up:\n${zombie.tail(30)}`,
+      );
+    });
+  });
