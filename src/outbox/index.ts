@@ -1,5 +1,6 @@
 export { type OutboxStatus, purgePublished, retry, status } from './admin.js';
 export { enqueue, type OutboxEvent } from './enqueue.js';
+export { eventId } from './event-id.js';
 export { OutboxMetrics, type RoleChange } from './metrics.js';
 export type { RelayOptions } from './options.js';
 export type { Queryable } from './pg.js';
