@@ -14,6 +14,7 @@ import type { Redis } from 'ioredis';
 import { main } from '../../src/cli/main.js';
 import { Processor, partitionFor } from '../../src/index.js';
 import { KeySpace } from '../../src/keys/index.js';
+import { startProcessorChild } from '../helpers/child.js';
 import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, kafka, type Msg, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
 import { customerOrders } from '../helpers/outputs.js';
@@ -34,7 +35,8 @@ interface Report {
   records: number;
   storedKeys: number;
   deadLettered: Record<string, number>;
-  samples: unknown[];
+  samples: Array<{ partition: number; storedOffset: number; status: string }>;
+  partitions: Array<{ partition: number; committed: number }>;
 }
 
 async function reconcile(args: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -140,9 +142,17 @@ describe('redfence reconcile', { timeout: 240_000 }, () => {
   });
 
   it('each injected fault is reported with its kind (exit 1), and none once they are undone', async () => {
-    const [lost, doubled, regressed, deleted, stale, epoch] = ['c-3', 'c-4', 'c-5', 'c-6', 'c-7', 'c-8'];
+    const [lost, doubled, regressed, deleted, stale, epoch, beyond] = [
+      'c-3',
+      'c-4',
+      'c-5',
+      'c-6',
+      'c-7',
+      'c-8',
+      'c-9',
+    ];
     const saved = new Map<string, Record<string, Buffer>>();
-    for (const c of [lost, doubled, regressed, deleted, stale, epoch])
+    for (const c of [lost, doubled, regressed, deleted, stale, epoch, beyond])
       saved.set(c, await redis.hgetallBuffer(keys.state(c)));
     const totals = (list: number[]) =>
       JSON.stringify({ total: list.reduce((a, b) => a + b, 0), count: list.length });
@@ -159,6 +169,8 @@ describe('redfence reconcile', { timeout: 240_000 }, () => {
     await redis.hset(keys.state(stale), `#${offs(stale)[0]}`, 'o{}');
     // the key's writer epoch above its partition's epoch (the epoch counter went back)
     await redis.hset(keys.state(epoch), 'e', '9999');
+    // the fence beyond the end of the log
+    await redis.hset(keys.state(beyond), 'o', '1000000');
     // a key no record produced, its fence inside the log
     await redis.hset(keys.state('ghost'), 'v', '{"total":1,"count":1}', 'p', '0', 'o', '1', 'e', '1');
 
@@ -170,7 +182,9 @@ describe('redfence reconcile', { timeout: 240_000 }, () => {
     assert.deepEqual(ofKind(report, 'stale-pending'), [keys.state(stale)]);
     assert.deepEqual(ofKind(report, 'epoch-regressed'), [keys.state(epoch)]);
     assert.deepEqual(ofKind(report, 'unexpected-key'), [keys.state('ghost')]);
-    assert.equal(report.anomalies.length, 7, JSON.stringify(report.anomalies));
+    assert.deepEqual(ofKind(report, 'fence-invalid'), [keys.state(beyond)]);
+    assert.match(report.anomalies.find((a) => a.kind === 'fence-invalid')?.detail ?? '', /beyond the end/);
+    assert.equal(report.anomalies.length, 8, JSON.stringify(report.anomalies));
     for (const a of report.anomalies) assert.doesNotMatch(a.detail, /"total"/, 'no value in a detail');
 
     // the text report: one line per anomaly, starting with its kind
@@ -225,6 +239,41 @@ describe('redfence reconcile', { timeout: 240_000 }, () => {
     assert.equal(after.code, 1);
     assert.deepEqual(ofKind(after.report, 'lost-write'), [keys.state(victim)]);
     await redis.hset(keys.state(victim), saved);
+  });
+
+  it('keys applied but not yet committed (a crash after the Redis write) are judged at their own fence: no anomaly', async () => {
+    const more = customerOrders(120, 24).messages;
+    await produce(input, more);
+    const child = await startProcessorChild({
+      orders: input,
+      totals: `${ns}-totals`,
+      store,
+      mode: 'exactly-once',
+      group: `redfence-${store}`,
+      instance: uniqueName('crash'),
+      log: 'warn',
+      env: { REDFENCE_CRASH_AT: 'after-redis-write', REDFENCE_CRASH_AFTER: '2' },
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const exit = await Promise.race([
+      child.exited,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          child.signal('SIGKILL');
+          reject(new Error('the child did not reach its crash point within 90 s'));
+        }, 90_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    assert.equal(exit.signal, 'SIGKILL', 'the child stopped at its crash point');
+    const r = await reconcile([MODULE, ...common, '--sample', '100']);
+    const report = JSON.parse(r.out) as Report;
+    assert.deepEqual(report.anomalies, []);
+    assert.equal(r.code, 0);
+    const committed = new Map(report.partitions.map((x) => [x.partition, x.committed]));
+    const ahead = report.samples.filter(
+      (v) => v.status === 'clean' && v.storedOffset >= (committed.get(v.partition) ?? 0),
+    );
+    assert.ok(ahead.length > 0, 'some keys are ahead of the committed offset and judged clean');
   });
 
   it('bad input: exit 2 with one coded line (options and module before any connection)', async () => {
