@@ -1,8 +1,9 @@
-// Copies the Lua files (the fence's and each kit component's) next to the compiled modules (tsc copies
+// Copies the Lua files (the fence's, the ops tools' and each kit component's) next to the compiled modules (tsc copies
 // only .ts output).
 import { chmodSync, cpSync, existsSync, readdirSync } from 'node:fs';
 
 cpSync('src/fence/lua', 'dist/fence/lua', { recursive: true });
+cpSync('src/ops/lua', 'dist/ops/lua', { recursive: true });
 for (const component of readdirSync('src/kit')) {
   const lua = `src/kit/${component}/lua`;
   if (existsSync(lua)) cpSync(lua, `dist/kit/${component}/lua`, { recursive: true });

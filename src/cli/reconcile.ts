@@ -3,7 +3,7 @@
  * the earliest offset retention holds or --from), recomputes each key's expected state and fence with
  * the module's definition, compares with the store in Redis and reports each anomaly by kind
  * (src/ops/reconcile.ts, docs/operations.md "Reconciliation"). Exit 0: no anomaly; 1: anomalies found
- * (or the run failed: Redis or Kafka unavailable); 2: bad options, module or topic. Every option is
+ * (repaired or not, with --repair; or the run failed: Redis or Kafka unavailable); 2: bad options, module or topic. Every option is
  * checked and the module loaded before any connection.
  */
 import { RedfenceError } from '../errors/index.js';
@@ -55,6 +55,11 @@ export const RECONCILE_OPTIONS = {
     default: 0,
     min: 0,
     max: 100_000,
+  }),
+  repair: switchOption({
+    description:
+      "rewrite each drifted key to the fold up to its last committed record, under its partition's current epoch, without pending entries (only if the key is unchanged since it was read); delete keys no record produced",
+    env: 'REDFENCE_RECONCILE_REPAIR',
   }),
   json: switchOption({
     description: 'print the report as one JSON document',
@@ -139,6 +144,12 @@ export async function reconcileCommand(args: readonly string[], out: (s: string)
     const f = fold as unknown as InstanceType<typeof ExpectedFold>;
     const epochs = await readEpochs(redis, keys, definition.input, ranges.keys());
     const result = await reconcile(f, ranges, stored, epochs);
+    let repair: import('../ops/reconcile-repair.js').RepairResult | undefined;
+    if (o.repair && result.anomalies.length > 0) {
+      const { applyRepairs, planRepairs } = await import('../ops/reconcile-repair.js');
+      const { plans, skipped } = planRepairs(f, ranges, stored, epochs, result);
+      repair = { ...(await applyRepairs(redis as never, plans)), skipped };
+    }
     const input = {
       topic: definition.input,
       store: definition.store,
@@ -149,6 +160,7 @@ export async function reconcileCommand(args: readonly string[], out: (s: string)
       storedKeys: stored.length,
       result,
       samples: report.sample(result.verdicts, o.sample),
+      ...(repair === undefined ? {} : { repair }),
     };
     out(o.json ? report.reportJson(input) : report.reportText(input));
     return result.anomalies.length > 0 ? 1 : 0;

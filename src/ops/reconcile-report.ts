@@ -6,6 +6,7 @@
 
 import { ANOMALY_KINDS, type PartitionRange, type Reconciliation, type Verdict } from './reconcile.js';
 import type { DeadCounts } from './reconcile-fold.js';
+import type { RepairResult } from './reconcile-repair.js';
 
 export interface ReportInput {
   readonly topic: string;
@@ -17,6 +18,7 @@ export interface ReportInput {
   readonly storedKeys: number;
   readonly result: Reconciliation;
   readonly samples: readonly Verdict[];
+  readonly repair?: RepairResult;
 }
 
 export function countsByKind(r: Reconciliation): Record<string, number> {
@@ -40,6 +42,7 @@ export function reportJson(i: ReportInput): string {
       counts: countsByKind(i.result),
       cannotJudge: i.result.cannotJudge,
       samples: i.samples,
+      ...(i.repair === undefined ? {} : { repair: i.repair }),
       clean: i.result.anomalies.length === 0,
     },
     null,
@@ -57,6 +60,10 @@ export function reportText(i: ReportInput): string {
     lines.push(
       `sample ${s.redisKey} partition=${s.partition} stored-offset=${s.storedOffset} expected-offset=${s.expectedOffset}: ${s.status}`,
     );
+  for (const k of i.repair?.repaired ?? []) lines.push(`repaired ${k}`);
+  for (const k of i.repair?.changed ?? [])
+    lines.push(`not-repaired ${k}: written since it was read, left as it is`);
+  for (const k of i.repair?.skipped ?? []) lines.push(`not-repaired ${k.key}: ${k.reason}`);
   const parts = [...i.ranges.values()]
     .map((r) => `${r.partition}:${r.start}..${r.end}@${r.committed}`)
     .join(' ');

@@ -208,6 +208,43 @@ describe('redfence reconcile', { timeout: 240_000 }, () => {
     assert.equal(again.code, 0);
   });
 
+  it('--repair rewrites each drifted key to its committed fold; a key changed since it was read is left alone', async () => {
+    const victims = ['c-10', 'c-11', 'c-12', 'c-13', 'c-14'];
+    const saved = new Map<string, string | null>();
+    for (const c of victims) saved.set(c, await redis.hget(keys.state(c), 'v'));
+    const offs = (c: string) => offsets.get(c) as number[];
+    await redis.hset(keys.state('c-10'), 'v', '{"total":1,"count":1}');
+    await redis.hset(keys.state('c-11'), 'o', String(offs('c-11').at(-2)));
+    await redis.del(keys.state('c-12'));
+    await redis.hset(keys.state('c-13'), 'e', '9999', `#${offs('c-13')[0]}`, 'o{}');
+    await redis.hset(keys.state('c-14'), 'o', '1000000');
+    await redis.hset(keys.state('ghost2'), 'v', '{}', 'p', '1', 'o', '0', 'e', '1');
+    const first = await run(['--repair']);
+    assert.equal(first.code, 1);
+    const repair = (first.report as unknown as { repair: { repaired: string[]; changed: string[] } }).repair;
+    assert.deepEqual(repair.repaired.sort(), [...victims, 'ghost2'].map((c) => keys.state(c)).sort());
+    assert.deepEqual(repair.changed, []);
+    const second = await run();
+    assert.deepEqual(second.report.anomalies, []);
+    assert.equal(second.code, 0);
+    for (const c of victims) {
+      assert.equal(await redis.hget(keys.state(c), 'v'), saved.get(c), `value of ${c} restored`);
+      const epochOf = await redis.get(keys.epoch(input, partitionFor(c, PARTITIONS)));
+      if (c === 'c-13')
+        assert.equal(await redis.hget(keys.state(c), 'e'), epochOf, "under the partition's epoch");
+    }
+    assert.equal(await redis.exists(keys.state('ghost2')), 0);
+
+    // the script writes only if the key is as it was read
+    const { applyRepairs } = await import('../../src/ops/reconcile-repair.js');
+    const before = await redis.hgetall(keys.state('c-10'));
+    const r = await applyRepairs(redis as never, [
+      { redisKey: keys.state('c-10'), read: { fence: '0:0:0', valueSha: '-' }, target: null },
+    ]);
+    assert.deepEqual(r, { repaired: [], changed: [keys.state('c-10')] });
+    assert.deepEqual(await redis.hgetall(keys.state('c-10')), before);
+  });
+
   it('after the start of a partition is deleted: its keys cannot be judged (exit 0), a lost key still is found', async () => {
     const on0 = [...offsets.keys()].filter((c) => partitionFor(c, PARTITIONS) === 0);
     assert.ok(on0.length >= 2, 'keys on partition 0');
