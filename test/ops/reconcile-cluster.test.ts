@@ -105,8 +105,9 @@ describe('redfence reconcile on Redis Cluster, operation processor', { timeout: 
     }
   });
   after(async () => {
-    for (const k of [...firstAdd.keys(), 'txt', 'ghost'])
-      await redis.del(keys.state(k)).catch(() => undefined);
+    // every key of the store (state, epochs, pending indexes), on every master
+    for (const node of redis.nodes('master'))
+      for (const k of await node.keys(`rf:{${store}:*`)) await redis.del(k).catch(() => undefined);
     await cleanup();
     redis.disconnect();
     rmSync(tmp, { recursive: true, force: true });
