@@ -17,6 +17,9 @@ Usage:
   redfence inspect <store> <key> [options]
                                print a key's value, fence (partition, offset, epoch) and pending entries
                                (redfence inspect --help for options)
+  redfence reconcile <module> [options]
+                               compare the store in Redis with a fold of the input log; report each
+                               anomaly by kind (redfence reconcile --help for options)
   redfence chaos [options]     run the fault harness against real Kafka and its own Redis, verify the
                                results (redfence chaos --help for options)
   redfence outbox <init|relay|status|retry> [options]
@@ -43,6 +46,7 @@ const VERBS = {
   inspect: async () => (await import('./inspect.js')).inspect,
   chaos: async () => (await import('./chaos.js')).chaos,
   outbox: async () => (await import('./outbox.js')).outbox,
+  reconcile: async () => (await import('./reconcile.js')).reconcileCommand,
 } as const;
 
 export async function main(
