@@ -37,6 +37,7 @@ const VERBS = {
   run: async () => (await import('./run.js')).run,
   inspect: async () => (await import('./inspect.js')).inspect,
   chaos: async () => (await import('./chaos.js')).chaos,
+  lag: async () => (await import('./lag.js')).lag,
 } as const;
 
 export async function main(
