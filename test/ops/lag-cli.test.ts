@@ -140,6 +140,34 @@ describe('redfence lag (real broker)', () => {
     }
   });
 
+  it('--watch prints a report per interval over a sliding window until SIGTERM', async () => {
+    const lines: string[] = [];
+    const done = main(
+      [
+        'lag',
+        '--brokers',
+        KAFKA_BROKERS,
+        '--json',
+        '--group',
+        group,
+        '--samples',
+        '2',
+        '--interval',
+        '50',
+        '--watch',
+      ],
+      (s) => {
+        lines.push(s);
+      },
+      () => undefined,
+    );
+    await pollUntil('three reports', async () => lines.length >= 3, 30_000);
+    process.emit('SIGTERM');
+    assert.equal(await done, 0);
+    for (const l of lines) assert.equal((JSON.parse(l) as Report).partitions.length, 2);
+    assert.equal(process.listenerCount('SIGTERM'), 0);
+  });
+
   it('bad input exits 2: no --group, a bad option value, a missing topic', async () => {
     const none = await runLag([]);
     assert.equal(none.code, 2);
