@@ -42,6 +42,8 @@ export class LagSampler {
   readonly #admin: KafkaAdmin;
   #topics: string[] | undefined;
   #reader: Promise<Consumer> | undefined;
+  /** The partitions of the last sample. */
+  #known: { topic: string; partition: number }[] = [];
 
   constructor(o: LagSamplerOptions) {
     this.#o = o;
@@ -78,10 +80,23 @@ export class LagSampler {
   async sample(): Promise<PartitionSample[]> {
     const topics = await this.topics();
     const at = Date.now();
-    const [committed, owners] = await Promise.all([
-      this.#admin.groupOffsets(this.#o.group, topics),
-      this.#admin.groupOwners(this.#o.group).catch(() => undefined),
-    ]);
+    let committed: Map<string, Map<number, number>>;
+    let owners: { owned: Set<string> } | undefined;
+    try {
+      [committed, owners] = await Promise.all([
+        this.#admin.groupOffsets(this.#o.group, topics),
+        this.#admin.groupOwners(this.#o.group).catch(() => undefined),
+      ]);
+    } catch (err) {
+      // a failed read in a window already started (--watch) is ERR for the partitions it had
+      if (RedfenceError.is(err, 'RF_KAFKA_AUTH') || this.#known.length === 0) throw err;
+      const error = (err as Error)?.message ?? String(err);
+      return this.#known.map(({ topic, partition }) => ({
+        topic,
+        partition,
+        sample: { at, committed: undefined, end: undefined, error },
+      }));
+    }
     const out: PartitionSample[] = [];
     for (const topic of topics) {
       let ends: Map<number, number>;
@@ -107,6 +122,7 @@ export class LagSampler {
       }
     }
     if (this.#o.timeLag === true) await this.#addTimes(out);
+    this.#known = out.map(({ topic, partition }) => ({ topic, partition }));
     return out;
   }
 

@@ -156,6 +156,8 @@ export function evaluateLag(
  * kept for `windowMs`. A view adds a sample at `now` (the last committed and end offsets known), so a
  * partition that has not committed for a whole window shows committed not moving (STALL with lag).
  */
+const MIN_GAP_MS = 250;
+
 export class LagWindow {
   readonly #windowMs: number;
   readonly #windows = new Map<string, LagSample[]>();
@@ -171,7 +173,10 @@ export class LagWindow {
       w = [];
       this.#windows.set(key, w);
     }
-    w.push(sample);
+    // commits come many a second: one sample per MIN_GAP_MS is enough for the rates, and bounds memory
+    const newest = w.at(-1);
+    if (w.length >= 2 && newest !== undefined && sample.at - newest.at < MIN_GAP_MS) w[w.length - 1] = sample;
+    else w.push(sample);
     // keep one sample older than the window as its baseline
     while (w.length > 2 && (w[1] as LagSample).at < sample.at - this.#windowMs) w.shift();
   }

@@ -201,6 +201,19 @@ describe('LagWindow', () => {
     assert.deepEqual(lw.view(30_000), []);
   });
 
+  it('commits closer than 250 ms replace the newest sample (memory stays bounded)', () => {
+    const lw = new LagWindow(60_000);
+    for (let i = 0; i < 1000; i++) lw.add('t', 0, { at: i, committed: i, end: 2000 });
+    const v = lw.view(999)[0];
+    assert.deepEqual(
+      v?.window.map((s) => [s.at, s.committed]),
+      [
+        [0, 0],
+        [999, 999],
+      ],
+    );
+  });
+
   it('keeps one baseline older than the window', () => {
     const lw = new LagWindow(1_000);
     for (let i = 0; i < 10; i++) lw.add('t', 1, { at: i * 1000, committed: i, end: 100 });
