@@ -20,6 +20,9 @@ Usage:
   redfence reconcile <module> [options]
                                compare the store in Redis with a fold of the input log; report each
                                anomaly by kind (redfence reconcile --help for options)
+  redfence lag --group <id> [options]
+                               per-partition lag status of any consumer group (OK, WARN, STALL, STOP,
+                               REWIND, ERR); exit 1 when one is not OK (redfence lag --help for options)
   redfence chaos [options]     run the fault harness against real Kafka and its own Redis, verify the
                                results (redfence chaos --help for options)
   redfence outbox <init|relay|status|retry> [options]
@@ -47,6 +50,7 @@ const VERBS = {
   chaos: async () => (await import('./chaos.js')).chaos,
   outbox: async () => (await import('./outbox.js')).outbox,
   reconcile: async () => (await import('./reconcile.js')).reconcileCommand,
+  lag: async () => (await import('./lag.js')).lag,
 } as const;
 
 export async function main(

@@ -130,6 +130,43 @@ export class KafkaAdmin {
     return new Map(rows.map((r) => [r.partition, Number(r.high)]));
   }
 
+  /**
+   * The partitions' end offsets: the last stable offset (`readCommitted`: what a read_committed
+   * consumer can reach; an open transaction holds it back) or the high watermark.
+   */
+  async endOffsets(topic: string, readCommitted: boolean): Promise<Map<number, number>> {
+    const isolationLevel = readCommitted
+      ? KafkaJS.IsolationLevel.READ_COMMITTED
+      : KafkaJS.IsolationLevel.READ_UNCOMMITTED;
+    const rows = await this.#guard((admin) => admin.fetchTopicOffsets(topic, { isolationLevel }));
+    return new Map(rows.map((r) => [r.partition, Number(r.offset)]));
+  }
+
+  /** A group's committed offsets by topic and partition (a partition never committed: absent). */
+  async groupOffsets(group: string, topics?: readonly string[]): Promise<Map<string, Map<number, number>>> {
+    const rows = await this.#guard((admin) =>
+      admin.fetchOffsets({ groupId: group, ...(topics ? { topics: [...topics] } : {}) }),
+    );
+    const out = new Map<string, Map<number, number>>();
+    for (const t of rows) {
+      const m = new Map<number, number>();
+      for (const p of t.partitions)
+        if (p.error == null && Number(p.offset) >= 0) m.set(p.partition, Number(p.offset));
+      out.set(t.topic, m);
+    }
+    return out;
+  }
+
+  /** The partitions the group's live members own now (`topic:partition`), and the group's state. */
+  async groupOwners(group: string): Promise<{ state: string; owned: Set<string> }> {
+    const d = await this.#guard((admin) => admin.describeGroups([group]));
+    const g = d.groups[0];
+    const owned = new Set<string>();
+    for (const m of g?.members ?? [])
+      for (const tp of m.assignment?.topicPartitions ?? []) owned.add(`${tp.topic}:${tp.partition}`);
+    return { state: String(g?.state ?? 'UNKNOWN'), owned };
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

@@ -11,6 +11,7 @@ import {
   Registry,
 } from 'prom-client';
 import { RedfenceError } from '../errors/index.js';
+import { LagBoard, type PartitionProgress } from '../ops/lag-board.js';
 
 /** A prom-client registry of either exposition format. */
 export type MetricsRegistry = Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;
@@ -68,6 +69,7 @@ const NAMES = [
   'batch_records',
   'commit_duration_seconds',
   'consumer_lag_records',
+  'consumer_lag_seconds',
   'rebalances_total',
   'dlq_records_total',
   'offset_gaps_total',
@@ -161,6 +163,8 @@ export class RedfenceMetrics {
   readonly #batches: Histogram<string>;
   readonly #commits: Histogram<string>;
   readonly #lag: Gauge<string>;
+  /** The owned partitions' lag status (`/status`) and time lag, fed by {@link lag}. */
+  readonly lagBoard = new LagBoard();
   readonly #rebalances: Counter<string>;
   readonly #deadLetters: Counter<string>;
   readonly #offsetGaps: Counter<string>;
@@ -224,6 +228,23 @@ export class RedfenceMetrics {
       help: 'Records between the last processed offset and the high watermark of an owned partition.',
       labelNames: names('topic', 'partition'),
       registers,
+    });
+    const board = this.lagBoard;
+    const timeLabels = (topic: string, partition: number) => ({
+      ...labels,
+      topic,
+      partition: String(partition),
+    });
+    new Gauge({
+      name: `${prefix}consumer_lag_seconds`,
+      help: 'Age of the last committed record of an owned partition while it has lag (0 without lag).',
+      labelNames: names('topic', 'partition'),
+      registers,
+      collect() {
+        this.reset();
+        for (const p of board.report().partitions)
+          if (p.timeLagSeconds !== null) this.set(timeLabels(p.topic, p.partition), p.timeLagSeconds);
+      },
     });
     this.#rebalances = new Counter({
       name: `${prefix}rebalances_total`,
@@ -312,10 +333,11 @@ export class RedfenceMetrics {
     this.#commits.observe(this.#labels({ mode }), seconds);
   }
 
-  /** Sets the consumer lag of an owned partition. */
-  lag(topic: string, partition: number, records: number): void {
+  /** Sets the consumer lag of an owned partition; `progress` (at a commit) feeds {@link lagBoard}. */
+  lag(topic: string, partition: number, records: number, progress?: PartitionProgress): void {
     checkCount('records', records);
     this.#lag.set(this.#labels({ topic, partition: checkPartitionNumber(partition) }), records);
+    if (progress !== undefined) this.lagBoard.record(topic, partition, progress);
   }
 
   /**
@@ -336,6 +358,7 @@ export class RedfenceMetrics {
   clearPartition(topic: string, partition: number): void {
     this.#lag.remove(this.#labels({ topic, partition: checkPartitionNumber(partition) }));
     this.#handlerInFlight.remove(this.#labels({ topic, partition: String(partition) }));
+    this.lagBoard.forget(topic, partition);
   }
 
   /** Sets a handler's in-flight records of an owned partition. */

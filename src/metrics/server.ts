@@ -4,6 +4,7 @@
  * - `GET /metrics`: the registry in its exposition format, with the registry's content type;
  * - `GET /livez`:   200 `{"live":true}` or 503 `{"live":false}`;
  * - `GET /readyz`:  200 or 503, with the {@link HealthState.snapshot} as JSON;
+ * - `GET /status`:  200, the lag status of each owned partition as JSON (docs/operations.md, "Lag status");
  * - any other path: 404; a known path with another method than GET: 405.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -34,7 +35,7 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-const ROUTES = new Set(['/metrics', '/livez', '/readyz']);
+const ROUTES = new Set(['/metrics', '/livez', '/readyz', '/status']);
 const JSON_TYPE = 'application/json; charset=utf-8';
 const TEXT_TYPE = 'text/plain; charset=utf-8';
 
@@ -116,6 +117,8 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
     } else if (path === '/livez') {
       const live = health.live(undefined, maxStallMs);
       send(res, live ? 200 : 503, JSON_TYPE, JSON.stringify({ live }));
+    } else if (path === '/status') {
+      send(res, 200, JSON_TYPE, JSON.stringify(metrics.lagBoard.report()));
     } else {
       const snapshot = health.snapshot();
       send(res, snapshot.ready ? 200 : 503, JSON_TYPE, JSON.stringify(snapshot));

@@ -81,6 +81,7 @@ export async function processBatch(
     first,
     next: entry.delivered,
     highWatermark,
+    lastTimestamp: records.at(-1)?.timestamp,
   });
 }
 

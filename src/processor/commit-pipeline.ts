@@ -31,6 +31,8 @@ export interface QueuedBatch {
   readonly first: number;
   readonly next: number;
   readonly highWatermark: string;
+  /** Timestamp of the batch's last record (ms since the epoch, decimal), for the time lag. */
+  readonly lastTimestamp?: string;
 }
 
 export interface CommitContext {
@@ -166,7 +168,9 @@ export class CommitPipeline {
     crashPoint('after-commit');
     ctx.metrics?.commit(ctx.mode, (performance.now() - started) / 1000);
     for (const b of batches) {
-      ctx.metrics?.lag(b.entry.topic, b.entry.partition, Math.max(0, Number(b.highWatermark) - b.next));
+      const end = Number(b.highWatermark);
+      const progress = { committed: b.next, end, lastRecordTime: Number(b.lastTimestamp) };
+      ctx.metrics?.lag(b.entry.topic, b.entry.partition, Math.max(0, end - b.next), progress);
       b.entry.committed = Math.max(b.entry.committed, b.next);
       await ctx.committed(b);
     }
