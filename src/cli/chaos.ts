@@ -13,6 +13,7 @@ import {
   formatSummary,
   runChaos,
 } from '../chaos/index.js';
+import { TOPOLOGIES } from '../chaos/redis-topology.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
 import { RedfenceError } from '../errors/index.js';
 import {
@@ -100,9 +101,25 @@ export const CHAOS_OPTIONS = {
     DEFAULTS.redisRestarts,
   ),
   'redis-failovers': count(
-    'kill the Redis primary and promote its replica (no WAIT)',
+    'SIGKILL the Redis primary (a cluster master with --redis-topology cluster) and promote its replica: by hand behind a proxy (standalone), by the Sentinels, or by the cluster; the killed one rejoins as a replica',
     DEFAULTS.redisFailovers,
   ),
+  'redis-topology': choiceOption(TOPOLOGIES, {
+    description:
+      'the Redis the harness starts: one server (+ a replica with --redis-failovers), a primary + replica + 3 Sentinels, or a cluster of 3 masters + 3 replicas',
+    default: DEFAULTS.redisTopology,
+  }),
+  'wait-replicas': numberOption('<n>', {
+    description: "the instances' --wait-replicas (WAIT for n replicas before committing)",
+    defaultText: 'no WAIT',
+    min: 1,
+    max: 5,
+  }),
+  'wait-timeout': numberOption('<ms>', {
+    description: "the instances' --wait-timeout (with --wait-replicas)",
+    defaultText: "redfence run's",
+    min: 1,
+  }),
   scale: listOption('<list>', {
     description: 'instance counts: start, then one scale fault per further count',
     defaultText: DEFAULTS.scale.join(','),
@@ -171,6 +188,8 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     zombies: 'zombies',
     'redis-restarts': 'redisRestarts',
     'redis-failovers': 'redisFailovers',
+    'wait-replicas': 'waitReplicas',
+    'wait-timeout': 'waitTimeoutMs',
     'session-timeout': 'sessionTimeoutMs',
     'crash-timeout': 'crashTimeoutMs',
     'drain-timeout': 'drainTimeoutMs',
@@ -179,6 +198,12 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     const v = o[flag as keyof typeof numbers];
     if (v !== undefined) options[key] = v;
   }
+  if (o['wait-timeout'] !== undefined && o['wait-replicas'] === undefined)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      '--wait-timeout applies to --wait-replicas; add --wait-replicas <n>',
+    );
+  options.redisTopology = o['redis-topology'];
   if (o.points !== undefined) options.points = o.points;
   if (o.scale !== undefined) options.scale = o.scale;
   if (o.keep) options.keep = true;
