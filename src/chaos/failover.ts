@@ -8,7 +8,7 @@
  * acknowledged but had not yet sent to its replica are gone after the promotion.
  */
 import { pollUntil } from '../harness/poll.js';
-import { redisInfo } from '../harness/redis-server.js';
+import { type RedisServer, redisCommand, redisInfo } from '../harness/redis-server.js';
 import type { Injected } from './faults.js';
 import {
   clusterNodes,
@@ -31,6 +31,27 @@ const linkedToPrimary = async (port: number) => {
   return /role:slave/.test(info) && /master_link_status:up/.test(info);
 };
 
+/**
+ * Cuts the replication link for `ms` before the primary dies (pacing: how far the replica falls behind):
+ * the replica is given credentials the primary does not know, so once the primary drops its replica
+ * connections it cannot sync again, while the primary goes on acknowledging writes. (A SIGSTOPped
+ * replica would not do: what the primary sends waits in the socket buffers and arrives after SIGCONT.)
+ * `relink` gives the replica back its empty credentials.
+ */
+async function lagBehind(primary: RedisServer, replica: RedisServer, ms: number): Promise<string> {
+  if (ms <= 0) return '';
+  await redisCommand(replica.port, 'CONFIG SET masteruser rf-chaos-cut');
+  await redisCommand(replica.port, 'CONFIG SET masterauth rf-chaos-cut');
+  await redisCommand(primary.port, 'CLIENT KILL TYPE replica');
+  await sleep(ms);
+  return `replication cut ${ms} ms before, `;
+}
+
+async function relink(replica: RedisServer): Promise<void> {
+  await redisCommand(replica.port, 'CONFIG SET masteruser ""');
+  await redisCommand(replica.port, 'CONFIG SET masterauth ""');
+}
+
 export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected> {
   const old = r.primary;
   const next = r.replica;
@@ -41,8 +62,10 @@ export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected
       outcome: 'skipped: the sentinels never saw the replica linked',
       facts: { skipped: 'replica not linked' },
     };
+  const lag = await lagBehind(old, next, r.replicaLagMs);
   const t = Date.now();
   const exit = await old.kill();
+  await relink(next);
   const promoted = await within(
     'the sentinels to promote the replica',
     async () => (await sentinel.primaryPort()) === next.port,
@@ -61,7 +84,7 @@ export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected
   return {
     target: `redis :${old.port} -> :${next.port}`,
     outcome:
-      `primary SIGKILLed, ${promoted ? `Sentinel promoted the replica in ${promotedMs} ms` : 'Sentinel did NOT promote the replica'}` +
+      `${lag}primary SIGKILLed, ${promoted ? `Sentinel promoted the replica in ${promotedMs} ms` : 'Sentinel did NOT promote the replica'}` +
       `, old primary ${back ? 'rejoined as a replica' : 'did NOT rejoin'}`,
     facts: { serverKilled: exit?.signal === 'SIGKILL', promoted, serverBack: back },
   };
@@ -79,8 +102,11 @@ export async function clusterFailover(r: RedisSide, f: Fault): Promise<Injected>
   const replica = (await clusterNodes(port)).find((n) => n.masterId === id);
   if (!target || !replica)
     return { outcome: 'skipped: no replica of the master', facts: { skipped: 'no replica' } };
+  const replicaServer = nodes.find((n) => n.port === replica.port);
+  const lag = replicaServer ? await lagBehind(target, replicaServer, r.replicaLagMs) : '';
   const t = Date.now();
   const exit = await target.kill();
+  if (replicaServer) await relink(replicaServer);
   const promoted = await within(
     'the replica to take over its slots',
     async () =>
@@ -96,7 +122,7 @@ export async function clusterFailover(r: RedisSide, f: Fault): Promise<Injected>
   return {
     target: `master :${port} -> :${replica.port}`,
     outcome:
-      `master SIGKILLed, ${promoted ? `its replica took over in ${promotedMs} ms` : 'its replica did NOT take over'}` +
+      `${lag}master SIGKILLed, ${promoted ? `its replica took over in ${promotedMs} ms` : 'its replica did NOT take over'}` +
       `, ${back ? 'rejoined as a replica' : 'did NOT rejoin'}`,
     facts: { serverKilled: exit?.signal === 'SIGKILL', promoted, serverBack: back },
   };

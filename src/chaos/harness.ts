@@ -61,6 +61,8 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   /** `redfence run --wait-replicas` (and `--wait-timeout`) for every instance; default: no WAIT. */
   waitReplicas?: number;
   waitTimeoutMs?: number;
+  /** Sentinel and cluster failovers: how long the replica is stopped before its primary dies. */
+  replicaLagMs?: number;
   /** Keep topics and the Redis directory (for a look afterwards). */
   keep?: boolean;
   /** Progress lines. */
@@ -243,7 +245,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   };
 
   try {
-    redis = await startRedisSide(o.redisTopology, dir, o.redisFailovers);
+    redis = await startRedisSide(o.redisTopology, dir, o.redisFailovers, o.replicaLagMs);
     const faultContext = context(redis);
     await kafka.createTopics([
       { topic: names.input, partitions: o.partitions },

@@ -32,16 +32,27 @@ export interface RedisSide {
   sentinels?: SentinelServer[];
   /** cluster: every node (masters and replicas; which is which changes with failovers). */
   nodes?: RedisServer[];
+  /**
+   * sentinel and cluster failovers: the replication link of the replica to be promoted is cut this long
+   * before its primary is killed, so it misses that much of the write stream. 0: it misses only what
+   * replication had not sent yet when the SIGKILL came.
+   */
+  replicaLagMs: number;
 }
 
-export async function startRedisSide(topology: Topology, dir: string, failovers: number): Promise<RedisSide> {
+export async function startRedisSide(
+  topology: Topology,
+  dir: string,
+  failovers: number,
+  replicaLagMs = 0,
+): Promise<RedisSide> {
   const server = (name: string, extra: Partial<RedisServerOptions> = {}) =>
     new RedisServer({ dir: join(dir, name), persistent: true, ...extra });
   const primary = server(
     topology === 'cluster' ? 'node-0' : 'primary',
     topology === 'cluster' ? { args: CLUSTER_ARGS } : {},
   );
-  const side: RedisSide = { topology, primary };
+  const side: RedisSide = { topology, primary, replicaLagMs };
   try {
     if (topology === 'cluster') await startCluster(side, server);
     else {

@@ -115,6 +115,13 @@ export const CHAOS_OPTIONS = {
     min: 1,
     max: 5,
   }),
+  'replica-lag': numberOption('<ms>', {
+    description:
+      'sentinel and cluster failovers: cut the replication link this long before killing the primary, so the replica misses that much of the writes',
+    defaultText: '0',
+    min: 0,
+    max: 60_000,
+  }),
   'wait-timeout': numberOption('<ms>', {
     description: "the instances' --wait-timeout (with --wait-replicas)",
     defaultText: "redfence run's",
@@ -190,6 +197,7 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     'redis-failovers': 'redisFailovers',
     'wait-replicas': 'waitReplicas',
     'wait-timeout': 'waitTimeoutMs',
+    'replica-lag': 'replicaLagMs',
     'session-timeout': 'sessionTimeoutMs',
     'crash-timeout': 'crashTimeoutMs',
     'drain-timeout': 'drainTimeoutMs',

@@ -2,7 +2,8 @@
  * What the processor does with Redis besides the fence calls: the start-up checks (eviction policy,
  * AOF), loading the fence's scripts into every master, and WAIT for replicas. On Redis Cluster each
  * runs on every master: WAIT is per connection, so one WAIT on each master covers every write the
- * cycle sent there.
+ * cycle sent there, and only if the connection that carried them is still the one WAIT runs on (see
+ * `connectionCloses`).
  */
 import { Cluster, type Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
@@ -70,6 +71,26 @@ export async function loadFenceScripts(redis: Redis | Cluster): Promise<number> 
     }
   }
   return scripts.length;
+}
+
+/**
+ * Counts the connection closes of a client (of every node of a cluster). WAIT covers only the writes
+ * sent on the connection it runs on: a WAIT that succeeds after a close since the writes says nothing
+ * about them. After a failover they may be gone (acknowledged by the old primary, never replicated),
+ * and the new primary's replicas acknowledge a WAIT on a fresh connection at once.
+ */
+export function connectionCloses(redis: Redis | Cluster): () => number {
+  let closes = 0;
+  const bump = (): void => {
+    closes++;
+  };
+  if (typeof redis.on !== 'function') return () => closes; // a stand-in without events
+  if (redis instanceof Cluster) {
+    redis.on('+node', (node: Redis) => node.on('close', bump));
+    redis.on('-node', bump);
+    for (const node of redis.nodes()) node.on('close', bump);
+  } else redis.on('close', bump);
+  return () => closes;
 }
 
 /** WAIT on every master; fewer acknowledgements than asked for is RF_REDIS_UNAVAILABLE (the guard retries). */
