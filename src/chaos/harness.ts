@@ -1,8 +1,11 @@
 /**
- * The chaos harness: real Kafka, a redis-server of its own, instances of the package's customer-totals
- * processor as child processes (src/chaos/instances.ts), a skewed workload with poison produced while
- * they run, and a seeded schedule of faults (crash points, SIGKILLs, a zombie, Redis restarts, scaling;
- * src/chaos/faults.ts). When the input is all produced and every fault has run, it waits for the group
+ * (Just over 400 lines: one run's lifecycle, start to cleanup, reads best in one place.)
+ *
+ * The chaos harness: real Kafka, a Redis of its own (one server, a Sentinel set or a cluster:
+ * src/chaos/redis-topology.ts), instances of the package's customer-totals processor as child processes
+ * (src/chaos/instances.ts), a skewed workload with poison produced while they run, and a seeded schedule
+ * of faults (crash points, SIGKILLs, a zombie, Redis restarts and failovers, scaling; src/chaos/faults.ts
+ * and src/chaos/failover.ts). When the input is all produced and every fault has run, it waits for the group
  * to commit the input's end offsets, stops the instances and hands everything to the verifier
  * (src/chaos/verifier.ts); the verdict (src/chaos/verdict.ts) also fails the run for a fault that did
  * not do what it is meant to and for an instance exit no fault caused.

@@ -1,4 +1,7 @@
 /**
+ * (Over 400 lines on purpose: the six checks share one ledger of the input, and split across files they
+ * would pass it around for no reader's benefit.)
+ *
  * The chaos verifier. It shares no code with the processing path (nothing from src/processor, src/fence,
  * src/definition, src/keys, src/partitioner, src/kafka): its own murmur2, its own reading of Kafka and of the
  * Redis hashes, its own model of the customer-totals processor (src/chaos/customer-totals.ts): a

@@ -158,8 +158,8 @@ export const CHAOS_OPTIONS = {
 
 export const CHAOS_HELP = helpText(
   'redfence chaos [options]',
-  `Runs the package's own customer-totals processor as child processes against real Kafka and a
-redis-server the harness starts itself (redis-server must be on the PATH), produces a skewed workload
+  `Runs the package's own customer-totals processor as child processes against real Kafka and a Redis
+the harness starts itself (--redis-topology; redis-server and redis-cli must be on the PATH), produces a skewed workload
 with poison records while injecting faults, then verifies outputs, state, dead letters and committed
 offsets. Exit 0: every fault did what it is meant to and no violation; 1: a violation, a fault that did
 not, or an instance exit no fault caused; 2: bad options.`,
