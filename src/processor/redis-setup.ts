@@ -17,7 +17,31 @@ async function masters(redis: Redis | Cluster): Promise<Redis[]> {
   if (!(redis instanceof Cluster)) return [redis];
   // a command waits until the cluster client is ready, and the master list is known from then on
   if (redis.status !== 'ready') await redis.ping();
+  // A master that died leaves the client's node list, but its successor joins it only when the slot
+  // map is refreshed, which a client that sends only WAIT never triggers: WAIT would skip the new
+  // master, and with every master gone pass on none. Refresh when a slot's master is not in the list.
+  if (!mastersKnown(redis)) {
+    await new Promise<void>((resolve, reject) =>
+      redis.refreshSlotsCache((err) => (err ? reject(err) : resolve())),
+    ).catch((err: unknown) => {
+      throw wrapRedisError('CLUSTER SLOTS', err);
+    });
+    if (!mastersKnown(redis))
+      throw new RedfenceError(
+        'RF_REDIS_UNAVAILABLE',
+        'Redis Cluster: a slot has no known master (failing over)',
+      );
+  }
   return redis.nodes('master');
+}
+
+function mastersKnown(cluster: Cluster): boolean {
+  const nodes = cluster.nodes('master');
+  if (nodes.length === 0) return false;
+  const known = new Set(nodes.map((n) => `${n.options.host}:${n.options.port}`));
+  for (const owners of cluster.slots)
+    if (owners && owners.length > 0 && !known.has(owners[0] as string)) return false;
+  return true;
 }
 
 async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
