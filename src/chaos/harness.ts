@@ -318,6 +318,10 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
 
     // Drain: every instance alive, the group's commits reach the end offsets.
     const drainStart = Date.now();
+    // a slow drain is worth a look while it lasts: the instances' last lines, once
+    const slow = setTimeout(() => {
+      for (const s of live()) log(`still draining after 30 s; ${s.inst.name}:${s.inst.tail(6)}`);
+    }, 30_000);
     await pollUntil(
       'the group to commit the end offsets of the input',
       caughtUp,
@@ -333,6 +337,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
             .join(''),
       );
     });
+    clearTimeout(slow);
     report.drainSeconds = (Date.now() - drainStart) / 1000;
     log(`drained in ${report.drainSeconds.toFixed(1)} s`);
     clearInterval(supervisor);

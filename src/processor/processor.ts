@@ -31,7 +31,13 @@ import { PartitionTable, topicPartition } from './partition-table.js';
 import { jsonDecode } from './plan.js';
 import { assign, type RebalanceContext, revoke } from './rebalance.js';
 import { RedisGuard } from './redis-guard.js';
-import { checkRedis, connectionCloses, loadFenceScripts, waitReplicas } from './redis-setup.js';
+import {
+  checkRedis,
+  connectionCloses,
+  loadFenceScripts,
+  refreshAfterRedirect,
+  waitReplicas,
+} from './redis-setup.js';
 import { Sweeper } from './sweeper.js';
 import { userCaller } from './user-call.js';
 import { Watchdog } from './watchdog.js';
@@ -115,7 +121,15 @@ export class Processor<T = unknown, S = unknown> {
       log,
       signal,
     });
-    const redisStep = <R>(what: string, fn: () => Promise<R>) => this.#guard.step(what, fn);
+    const redisStep = <R>(what: string, fn: () => Promise<R>) =>
+      this.#guard.step(what, async () => {
+        try {
+          return await fn();
+        } catch (err) {
+          refreshAfterRedirect(o.redis, err);
+          throw err;
+        }
+      });
     const wait = o.waitReplicas;
     const closes = wait ? connectionCloses(o.redis) : () => 0;
     const replication: Replication = {

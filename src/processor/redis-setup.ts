@@ -52,6 +52,20 @@ async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * A MOVED or ASK that reaches the caller means the cluster client's slot map is stale, and retrying
+ * with it fails the same way for as long as it stays stale: with auto-pipelining ioredis hands over the
+ * redirects of a pipeline whose slots moved (a failover) instead of following them. The slot map is
+ * refreshed before the Redis guard retries.
+ */
+export function refreshAfterRedirect(redis: Redis | Cluster, err: unknown): void {
+  if (!(redis instanceof Cluster)) return;
+  let text = '';
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++)
+    text += ` ${e.message}`;
+  if (/\b(MOVED|ASK) \d+ /.test(text)) redis.refreshSlotsCache();
+}
+
 /** Refuses an evicting Redis (unless allowed) and warns when AOF is off. */
 export async function checkRedis(
   redis: Redis | Cluster,
