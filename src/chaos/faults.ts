@@ -5,9 +5,10 @@
  */
 import type { Exit } from '../harness/child.js';
 import { pollUntil } from '../harness/poll.js';
-import type { TcpProxy } from '../harness/proxy.js';
-import { type RedisServer, redisCommand, redisInfo } from '../harness/redis-server.js';
+import { redisCommand, redisInfo } from '../harness/redis-server.js';
+import { clusterFailover, sentinelFailover } from './failover.js';
 import type { Instance } from './instances.js';
+import type { RedisSide } from './redis-topology.js';
 import type { Fault } from './schedule.js';
 import type { FaultFacts } from './verdict.js';
 
@@ -19,12 +20,7 @@ export interface Slot {
   expecting: boolean;
 }
 
-/** The Redis side of a run: the server the instances use (through the proxy when there is a replica). */
-export interface RedisSide {
-  primary: RedisServer;
-  replica?: RedisServer;
-  proxy?: TcpProxy;
-}
+export type { RedisSide };
 
 export interface FaultContext {
   sessionTimeoutMs: number;
@@ -225,6 +221,8 @@ async function redisRestart(c: FaultContext, f: Fault): Promise<Injected> {
 
 async function redisFailover(c: FaultContext, f: Fault): Promise<Injected> {
   const r = c.redis;
+  if (r.topology === 'sentinel') return sentinelFailover(r, f);
+  if (r.topology === 'cluster') return clusterFailover(r, f);
   if (!r.proxy || !r.replica) return { outcome: 'skipped: no replica', facts: { skipped: 'no replica' } };
   const old = r.primary;
   const next = r.replica;

@@ -1,8 +1,11 @@
 /**
- * The chaos harness: real Kafka, a redis-server of its own, instances of the package's customer-totals
- * processor as child processes (src/chaos/instances.ts), a skewed workload with poison produced while
- * they run, and a seeded schedule of faults (crash points, SIGKILLs, a zombie, Redis restarts, scaling;
- * src/chaos/faults.ts). When the input is all produced and every fault has run, it waits for the group
+ * (Just over 400 lines: one run's lifecycle, start to cleanup, reads best in one place.)
+ *
+ * The chaos harness: real Kafka, a Redis of its own (one server, a Sentinel set or a cluster:
+ * src/chaos/redis-topology.ts), instances of the package's customer-totals processor as child processes
+ * (src/chaos/instances.ts), a skewed workload with poison produced while they run, and a seeded schedule
+ * of faults (crash points, SIGKILLs, a zombie, Redis restarts and failovers, scaling; src/chaos/faults.ts
+ * and src/chaos/failover.ts). When the input is all produced and every fault has run, it waits for the group
  * to commit the input's end offsets, stops the instances and hands everything to the verifier
  * (src/chaos/verifier.ts); the verdict (src/chaos/verdict.ts) also fails the run for a fault that did
  * not do what it is meant to and for an instance exit no fault caused.
@@ -17,11 +20,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Exit } from '../harness/child.js';
 import { pollUntil } from '../harness/poll.js';
-import { TcpProxy } from '../harness/proxy.js';
-import { RedisServer } from '../harness/redis-server.js';
-import { type FaultContext, type Injected, inject, type RedisSide, type Slot } from './faults.js';
+import { type FaultContext, type Injected, inject, type Slot } from './faults.js';
 import { type Instance, type Mode, startInstance } from './instances.js';
 import { ChaosKafka, type ConnectionConfig } from './kafka.js';
+import {
+  instanceRedisArgs,
+  type RedisSide,
+  startRedisSide,
+  stopRedisSide,
+  type Topology,
+  verifierRedis,
+} from './redis-topology.js';
 import { randomSeed } from './rng.js';
 import { type Fault, type FaultKind, makeSchedule, type ScheduleOptions } from './schedule.js';
 import { type FaultOutcome, judge, judgeFault } from './verdict.js';
@@ -54,6 +63,13 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   drainTimeoutMs: number;
   /** A crash-armed instance that has not crashed within this long is killed and noted. */
   crashTimeoutMs: number;
+  /** The Redis the harness starts (src/chaos/redis-topology.ts); redis-failover faults fit it. */
+  redisTopology: Topology;
+  /** `redfence run --wait-replicas` (and `--wait-timeout`) for every instance; default: no WAIT. */
+  waitReplicas?: number;
+  waitTimeoutMs?: number;
+  /** Sentinel and cluster failovers: how long the replica is stopped before its primary dies. */
+  replicaLagMs?: number;
   /** Keep topics and the Redis directory (for a look afterwards). */
   keep?: boolean;
   /** Progress lines. */
@@ -77,6 +93,7 @@ export const DEFAULTS: Omit<ChaosOptions, 'mode' | 'brokers'> = {
   sessionTimeoutMs: 6000,
   drainTimeoutMs: 300_000,
   crashTimeoutMs: 60_000,
+  redisTopology: 'standalone',
 };
 
 export interface ChaosReport {
@@ -148,9 +165,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
 
   const kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
   const dir = await mkdtemp(join(tmpdir(), 'redfence-chaos-'));
-  const redis: RedisSide = {
-    primary: new RedisServer({ dir: join(dir, 'primary'), persistent: true }),
-  };
+  let redis: RedisSide | undefined;
   const slots: Slot[] = [];
   const everyInstance: Instance[] = [];
   let feeder: Feeder | undefined;
@@ -170,7 +185,15 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       generation,
       mode: o.mode,
       brokers: o.brokers,
-      redisUrl: redis.proxy ? `redis://127.0.0.1:${redis.proxy.port}` : redis.primary.url,
+      redisArgs: instanceRedisArgs(redis as RedisSide),
+      runArgs:
+        o.waitReplicas === undefined
+          ? []
+          : [
+              '--wait-replicas',
+              String(o.waitReplicas),
+              ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
+            ],
       orders: names.input,
       totals: names.output,
       store: names.store,
@@ -207,17 +230,17 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     return stopped;
   };
   const inputDone = async () => (feeder?.done ?? false) && (await caughtUp());
-  const context: FaultContext = {
+  const context = (r: RedisSide): FaultContext => ({
     sessionTimeoutMs: o.sessionTimeoutMs,
     crashTimeoutMs: o.crashTimeoutMs,
-    redis,
+    redis: r,
     slots,
     live,
     addInstance,
     restart,
     stopGracefully,
     inputDone,
-  };
+  });
   /** Any exit the harness did not cause is listed (it fails the run); the supervisor restarts it. */
   const unexpected = (s: Slot): boolean => {
     if (s.inst.alive || s.expecting) return false;
@@ -229,23 +252,17 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   };
 
   try {
-    await redis.primary.start();
-    if (o.redisFailovers > 0) {
-      redis.replica = new RedisServer({
-        dir: join(dir, 'replica'),
-        persistent: true,
-        replicaOf: redis.primary.port,
-      });
-      await redis.replica.start();
-      redis.proxy = new TcpProxy({ host: '127.0.0.1', port: redis.primary.port });
-      await redis.proxy.listen();
-    }
+    redis = await startRedisSide(o.redisTopology, dir, o.redisFailovers, o.replicaLagMs);
+    const faultContext = context(redis);
     await kafka.createTopics([
       { topic: names.input, partitions: o.partitions },
       { topic: names.output, partitions: o.partitions },
       { topic: names.deadLetter, partitions: 1 },
     ]);
-    log(`topics ${names.input} (+ totals, .DLT); Redis ${redis.primary.url} (AOF, appendfsync always)`);
+    log(
+      `topics ${names.input} (+ totals, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
+        `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}`,
+    );
 
     // Instances, and a supervisor that restarts any that dies without the harness causing it.
     for (let i = 0; i < (o.scale[0] ?? 1); i++) await addInstance();
@@ -281,7 +298,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       const due = produceStart + f.at * windowMs;
       if (Date.now() < due) await sleep(due - Date.now()); // pacing: the fault's due time
       const startedAt = Date.now();
-      const done: Injected = await inject(context, f).catch((err: Error) => {
+      const done: Injected = await inject(faultContext, f).catch((err: Error) => {
         const first = err.message.split('\n')[0] ?? '';
         return { outcome: `failed: ${first}`, facts: { error: err.message } };
       });
@@ -305,6 +322,10 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
 
     // Drain: every instance alive, the group's commits reach the end offsets.
     const drainStart = Date.now();
+    // a slow drain is worth a look while it lasts: the instances' last lines, once
+    const slow = setTimeout(() => {
+      for (const s of live()) log(`still draining after 30 s; ${s.inst.name}:${s.inst.tail(6)}`);
+    }, 30_000);
     await pollUntil(
       'the group to commit the end offsets of the input',
       caughtUp,
@@ -320,6 +341,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
             .join(''),
       );
     });
+    clearTimeout(slow);
     report.drainSeconds = (Date.now() - drainStart) / 1000;
     log(`drained in ${report.drainSeconds.toFixed(1)} s`);
     clearInterval(supervisor);
@@ -348,12 +370,12 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   }
 
   try {
-    if (!failed) {
+    if (!failed && redis) {
       log('verifying');
       report.verify = await verify({
         brokers: o.brokers,
         ...(o.kafkaConfig ? { kafkaConfig: o.kafkaConfig } : {}),
-        redisUrl: redis.primary.url,
+        ...verifierRedis(redis),
         mode: o.mode,
         input: names.input,
         output: names.output,
@@ -368,9 +390,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   } catch (err) {
     report.harnessErrors.push(`verifier: ${(err as Error).message}`);
   } finally {
-    await redis.proxy?.close();
-    await redis.replica?.stop();
-    await redis.primary.stop();
+    if (redis) await stopRedisSide(redis);
     if (!o.keep) {
       await kafka.deleteTopics([names.input, names.output, names.deadLetter]);
       await rm(dir, { recursive: true, force: true });

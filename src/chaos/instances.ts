@@ -36,7 +36,10 @@ export interface InstanceOptions {
   generation: number;
   mode: Mode;
   brokers: string[];
-  redisUrl: string;
+  /** `--redis <url>`, `--cluster <seeds>` or `--sentinels <list> --sentinel-name <name>`. */
+  redisArgs: readonly string[];
+  /** More `redfence run` options (`--wait-replicas`). */
+  runArgs?: readonly string[];
   orders: string;
   totals: string;
   store: string;
@@ -163,8 +166,8 @@ export async function startInstance(o: InstanceOptions): Promise<Instance> {
       cmd.module,
       '--brokers',
       o.brokers.join(','),
-      '--redis',
-      o.redisUrl,
+      ...o.redisArgs,
+      ...(o.runArgs ?? []),
       '--mode',
       o.mode,
       '--group',

@@ -1,6 +1,7 @@
 /** The chaos run's report as a plain-text table (also written to a file by dev/chaos-long). */
 import { type ChaosReport, describeFault } from './harness.js';
 import { FAULT_KINDS } from './schedule.js';
+import { KINDS } from './verifier.js';
 
 function table(title: string, rows: Array<[string, string | number]>): string {
   const w = Math.max(...rows.map(([k]) => k.length), 10);
@@ -73,6 +74,15 @@ export function formatReport(r: ChaosReport): string {
   ].map((c) => [c, counts.get(c) ?? 0]);
   violationRows.push(['harness', r.harnessErrors.length]);
   out.push(table('Violations', violationRows));
+  if (v && v.violations.length > 0) {
+    const kindRows: Array<[string, number]> = KINDS.filter((k) => v.kinds.has(k)).map((k) => [
+      k,
+      v.kinds.get(k) ?? 0,
+    ]);
+    kindRows.push(['applies beyond the orders', v.extraApplies]);
+    kindRows.push(['orders never applied', v.missingApplies]);
+    out.push(table('Violations by kind', kindRows));
+  }
   for (const x of v?.violations ?? []) out.push(`  VIOLATION [${x.check}] ${x.message}`);
   for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
   for (const e of r.unexpectedExits) out.push(`  EXIT ${e.split('\n')[0]}`);
@@ -141,7 +151,17 @@ export function formatSummary(r: ChaosReport, command: string): string {
     `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
     `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
     `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+    `| Redis | ${o.redisTopology}, ${o.waitReplicas === undefined ? 'no WAIT' : `--wait-replicas ${o.waitReplicas}`} |`,
     `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,
+    ...(v && v.violations.length > 0
+      ? [
+          `| by kind | ${KINDS.filter((k) => v.kinds.has(k))
+            .map((k) => `${k} ${n(v.kinds.get(k))}`)
+            .join(
+              ', ',
+            )}; ${n(v.extraApplies)} applies beyond the orders, ${n(v.missingApplies)} orders never applied |`,
+        ]
+      : []),
     `| instance exits no fault caused | ${r.unexpectedExits.length} |`,
     '',
     '| fault | scheduled | ran | as expected |',

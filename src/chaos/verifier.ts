@@ -1,4 +1,7 @@
 /**
+ * (Over 400 lines on purpose: the six checks share one ledger of the input, and split across files they
+ * would pass it around for no reader's benefit.)
+ *
  * The chaos verifier. It shares no code with the processing path (nothing from src/processor, src/fence,
  * src/definition, src/keys, src/partitioner, src/kafka): its own murmur2, its own reading of Kafka and of the
  * Redis hashes, its own model of the customer-totals processor (src/chaos/customer-totals.ts): a
@@ -20,7 +23,7 @@
  * - offsets: the group's committed offsets equal the input's end offsets;
  * - verdicts (when scraped): no REBASE, and no more APPLY than valid records.
  */
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { type ConnectionConfig, type Isolation, readTopic } from './kafka.js';
 import { kafkaPartition } from './murmur2.js';
 
@@ -30,7 +33,9 @@ export interface VerifyOptions {
   brokers: string[];
   /** librdkafka properties of the harness's clients (security). */
   kafkaConfig?: ConnectionConfig;
-  redisUrl: string;
+  /** The state's Redis: a standalone URL, or (instead) the ports of a Redis Cluster's nodes. */
+  redisUrl?: string;
+  clusterPorts?: number[];
   mode: ChaosMode;
   input: string;
   output: string;
@@ -68,7 +73,33 @@ export interface VerifyResult {
   violations: Violation[];
   /** Violations per check, including those not listed (the list keeps the first 20 of each). */
   violationCounts: Map<string, number>;
+  /** Violations by what they mean (KINDS), each counted once per record or key it concerns. */
+  kinds: Map<ViolationKind, number>;
+  /** Applies beyond the valid orders, summed over the keys whose stored count is too high. */
+  extraApplies: number;
+  /** Valid orders missing from the stored counts, summed over the keys whose count is too low. */
+  missingApplies: number;
 }
+
+/**
+ * What a violation means, apart from where it was found: an order applied twice or not at all (the
+ * stored count above or below the orders), an order with no output, an output whose bytes are not its
+ * customer's fold (it was computed on a state that had lost or doubled an order), an order output twice
+ * under read_committed, a fence behind the key's last order (it moved back and the order after it was
+ * never applied again), a writer epoch above its partition's epoch (the partition epoch moved back).
+ */
+export const KINDS = [
+  'double apply',
+  'lost apply',
+  'state differs',
+  'lost output',
+  'wrong output',
+  'duplicate output',
+  'fence behind',
+  'epoch behind',
+  'other',
+] as const;
+export type ViolationKind = (typeof KINDS)[number];
 
 const MAX_LISTED = 20;
 
@@ -109,7 +140,11 @@ function be(buf: Buffer | undefined, width: 4 | 8): number | undefined {
 export async function verify(o: VerifyOptions): Promise<VerifyResult> {
   const violations: Violation[] = [];
   const violationCounts = new Map<string, number>();
-  const violate = (check: Violation['check'], message: string): void => {
+  const kinds = new Map<ViolationKind, number>();
+  let extraApplies = 0;
+  let missingApplies = 0;
+  const violate = (check: Violation['check'], message: string, kind: ViolationKind = 'other'): void => {
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
     const n = (violationCounts.get(check) ?? 0) + 1;
     violationCounts.set(check, n);
     if (n <= MAX_LISTED) violations.push({ check, message });
@@ -188,12 +223,17 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
       const l = customers.get(name);
       const text = m.value?.toString('utf8') ?? '<null>';
       const where = `output ${m.partition}/${m.offset}`;
-      if (!l) return violate('output', `${where}: ${text} for ${name}, who has no valid order`);
+      if (!l)
+        return violate('output', `${where}: ${text} for ${name}, who has no valid order`, 'wrong output');
       const count = Number(/"count":(-?\d+)/.exec(text)?.[1] ?? Number.NaN);
       if (!Number.isInteger(count) || count < 1 || count > l.offsets.length)
-        return violate('output', `${where}: ${name} ${text}: count outside 1..${l.offsets.length}`);
+        return violate(
+          'output',
+          `${where}: ${name} ${text}: count outside 1..${l.offsets.length}`,
+          'wrong output',
+        );
       const want = `{"total":${l.prefix[count]},"count":${count}}`;
-      if (text !== want) violate('output', `${where}: ${name} ${text}, expected ${want}`);
+      if (text !== want) violate('output', `${where}: ${name} ${text}, expected ${want}`, 'wrong output');
       const seen = l.seen[count] as number;
       if (seen >= 1) duplicateOutputs++;
       l.seen[count] = Math.min(65535, seen + 1);
@@ -208,9 +248,10 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
         violate(
           'output',
           `${name}: no output for order ${c} of ${l.offsets.length} (offset ${l.offsets[c - 1]})`,
+          'lost output',
         );
       else if (n > 1 && o.mode === 'exactly-once')
-        violate('output', `${name}: order ${c} output ${n} times under read_committed`);
+        violate('output', `${name}: order ${c} output ${n} times under read_committed`, 'duplicate output');
     }
   }
 
@@ -264,7 +305,12 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
   }
 
   // 4. State in Redis.
-  const redis = new Redis(o.redisUrl, { maxRetriesPerRequest: 3, lazyConnect: true });
+  const redis: Redis | Cluster = o.clusterPorts
+    ? new Cluster(
+        o.clusterPorts.map((port) => ({ host: '127.0.0.1', port })),
+        { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 3 } },
+      )
+    : new Redis(o.redisUrl ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 3, lazyConnect: true });
   let stateKeys = 0;
   let pendingEntriesLeft = 0;
   try {
@@ -276,49 +322,67 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
       epochs.set(p, e === null ? 0 : Number(e));
     }
     const stored = new Set<string>();
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      for (const k of keys) {
-        if (!k.endsWith('}')) continue; // epoch and pending-index keys
-        stateKeys++;
-        const name = k.slice(prefix.length, -1);
-        stored.add(name);
-        const l = customers.get(name);
-        const hash = await redis.hgetallBuffer(k);
-        const field = (f: string) => hash[f]?.toString('utf8');
-        if (!l) {
-          violate('state', `${name}: state ${field('v')} stored, but it has no valid order`);
-          continue;
+    // a cluster's keys are scanned master by master
+    const scanned = redis instanceof Cluster ? redis.nodes('master') : [redis];
+    for (const node of scanned) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+        cursor = next;
+        for (const k of keys) {
+          if (!k.endsWith('}')) continue; // epoch and pending-index keys
+          stateKeys++;
+          const name = k.slice(prefix.length, -1);
+          stored.add(name);
+          const l = customers.get(name);
+          const hash = await redis.hgetallBuffer(k);
+          const field = (f: string) => hash[f]?.toString('utf8');
+          if (!l) {
+            violate(
+              'state',
+              `${name}: state ${field('v')} stored, but it has no valid order`,
+              'double apply',
+            );
+            continue;
+          }
+          const n = l.offsets.length;
+          const want = `{"total":${l.prefix[n]},"count":${n}}`;
+          if (field('v') !== want) {
+            const count = Number(/"count":(-?\d+)/.exec(field('v') ?? '')?.[1] ?? Number.NaN);
+            const kind = count > n ? 'double apply' : count < n ? 'lost apply' : 'state differs';
+            if (count > n) extraApplies += count - n;
+            if (count < n) missingApplies += n - count;
+            violate('state', `${name}: value ${field('v')}, expected ${want}`, kind);
+          }
+          if (Number(field('p')) !== l.partition)
+            violate('state', `${name}: fence partition ${field('p')}, expected ${l.partition}`);
+          if (Number(field('o')) !== l.offsets[n - 1])
+            violate(
+              'state',
+              `${name}: fence offset ${field('o')}, expected ${l.offsets[n - 1]} (its last order)`,
+              Number(field('o')) < (l.offsets[n - 1] as number) ? 'fence behind' : 'other',
+            );
+          const e = Number(field('e'));
+          if (!(e >= 1 && e <= (epochs.get(l.partition) ?? 0)))
+            violate(
+              'state',
+              `${name}: writer epoch ${field('e')} vs partition epoch ${epochs.get(l.partition)}`,
+              e > (epochs.get(l.partition) ?? 0) ? 'epoch behind' : 'other',
+            );
+          for (const f of Object.keys(hash)) {
+            if (!f.startsWith('#')) continue;
+            pendingEntriesLeft++;
+            if (Number(f.slice(1)) > Number(field('o')))
+              violate('state', `${name}: pending entry ${f} past the fence offset ${field('o')}`);
+          }
         }
-        const n = l.offsets.length;
-        const want = `{"total":${l.prefix[n]},"count":${n}}`;
-        if (field('v') !== want) violate('state', `${name}: value ${field('v')}, expected ${want}`);
-        if (Number(field('p')) !== l.partition)
-          violate('state', `${name}: fence partition ${field('p')}, expected ${l.partition}`);
-        if (Number(field('o')) !== l.offsets[n - 1])
-          violate(
-            'state',
-            `${name}: fence offset ${field('o')}, expected ${l.offsets[n - 1]} (its last order)`,
-          );
-        const e = Number(field('e'));
-        if (!(e >= 1 && e <= (epochs.get(l.partition) ?? 0)))
-          violate(
-            'state',
-            `${name}: writer epoch ${field('e')} vs partition epoch ${epochs.get(l.partition)}`,
-          );
-        for (const f of Object.keys(hash)) {
-          if (!f.startsWith('#')) continue;
-          pendingEntriesLeft++;
-          if (Number(f.slice(1)) > Number(field('o')))
-            violate('state', `${name}: pending entry ${f} past the fence offset ${field('o')}`);
-        }
+      } while (cursor !== '0');
+    }
+    for (const [name, l] of customers)
+      if (!stored.has(name)) {
+        missingApplies += l.offsets.length;
+        violate('state', `${name}: no state stored for ${l.offsets.length} orders`, 'lost apply');
       }
-    } while (cursor !== '0');
-    for (const name of customers.keys())
-      if (!stored.has(name))
-        violate('state', `${name}: no state stored for ${customers.get(name)?.offsets.length} orders`);
   } finally {
     redis.disconnect();
   }
@@ -346,7 +410,7 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
     if (rebase > 0) violate('verdicts', `${rebase} REBASE verdicts: a key moved partitions`);
     const apply = o.verdicts.get('APPLY') ?? 0;
     if (apply > validRecords)
-      violate('verdicts', `${apply} APPLY verdicts for ${validRecords} valid records`);
+      violate('verdicts', `${apply} APPLY verdicts for ${validRecords} valid records`, 'double apply');
   }
 
   return {
@@ -365,5 +429,8 @@ export async function verify(o: VerifyOptions): Promise<VerifyResult> {
     endOffsets,
     violations,
     violationCounts,
+    kinds,
+    extraApplies,
+    missingApplies,
   };
 }

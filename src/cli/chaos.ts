@@ -13,6 +13,7 @@ import {
   formatSummary,
   runChaos,
 } from '../chaos/index.js';
+import { TOPOLOGIES } from '../chaos/redis-topology.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
 import { RedfenceError } from '../errors/index.js';
 import { securityProperties } from '../kafka/client-config.js';
@@ -103,9 +104,32 @@ export const CHAOS_OPTIONS = {
     DEFAULTS.redisRestarts,
   ),
   'redis-failovers': count(
-    'kill the Redis primary and promote its replica (no WAIT)',
+    'SIGKILL the Redis primary (a cluster master with --redis-topology cluster) and promote its replica: by hand behind a proxy (standalone), by the Sentinels, or by the cluster; the killed one rejoins as a replica',
     DEFAULTS.redisFailovers,
   ),
+  'redis-topology': choiceOption(TOPOLOGIES, {
+    description:
+      'the Redis the harness starts: one server (+ a replica with --redis-failovers), a primary + replica + 3 Sentinels, or a cluster of 3 masters + 3 replicas',
+    default: DEFAULTS.redisTopology,
+  }),
+  'wait-replicas': numberOption('<n>', {
+    description: "the instances' --wait-replicas (WAIT for n replicas before committing)",
+    defaultText: 'no WAIT',
+    min: 1,
+    max: 5,
+  }),
+  'replica-lag': numberOption('<ms>', {
+    description:
+      'sentinel and cluster failovers: cut the replication link this long before killing the primary, so the replica misses that much of the writes',
+    defaultText: '0',
+    min: 0,
+    max: 60_000,
+  }),
+  'wait-timeout': numberOption('<ms>', {
+    description: "the instances' --wait-timeout (with --wait-replicas)",
+    defaultText: "redfence run's",
+    min: 1,
+  }),
   scale: listOption('<list>', {
     description: 'instance counts: start, then one scale fault per further count',
     defaultText: DEFAULTS.scale.join(','),
@@ -137,8 +161,8 @@ export const CHAOS_OPTIONS = {
 
 export const CHAOS_HELP = helpText(
   'redfence chaos [options]',
-  `Runs the package's own customer-totals processor as child processes against real Kafka and a
-redis-server the harness starts itself (redis-server must be on the PATH), produces a skewed workload
+  `Runs the package's own customer-totals processor as child processes against real Kafka and a Redis
+the harness starts itself (--redis-topology; redis-server and redis-cli must be on the PATH), produces a skewed workload
 with poison records while injecting faults, then verifies outputs, state, dead letters and committed
 offsets. Exit 0: every fault did what it is meant to and no violation; 1: a violation, a fault that did
 not, or an instance exit no fault caused; 2: bad options.`,
@@ -177,6 +201,9 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     zombies: 'zombies',
     'redis-restarts': 'redisRestarts',
     'redis-failovers': 'redisFailovers',
+    'wait-replicas': 'waitReplicas',
+    'wait-timeout': 'waitTimeoutMs',
+    'replica-lag': 'replicaLagMs',
     'session-timeout': 'sessionTimeoutMs',
     'crash-timeout': 'crashTimeoutMs',
     'drain-timeout': 'drainTimeoutMs',
@@ -185,6 +212,12 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     const v = o[flag as keyof typeof numbers];
     if (v !== undefined) options[key] = v;
   }
+  if (o['wait-timeout'] !== undefined && o['wait-replicas'] === undefined)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      '--wait-timeout applies to --wait-replicas; add --wait-replicas <n>',
+    );
+  options.redisTopology = o['redis-topology'];
   if (o.points !== undefined) options.points = o.points;
   if (o.scale !== undefined) options.scale = o.scale;
   if (o.keep) options.keep = true;

@@ -3,7 +3,9 @@
  * Cluster seeds (`--cluster`) or Sentinels (`--sentinels` + `--sentinel-name`), each with the same TLS
  * (`rediss://` or `--redis-tls`, `--redis-ca`, `--redis-cert`/`--redis-key` for mTLS, `--redis-servername`)
  * and ACL credentials (`rediss://user:pass@...`, `--redis-user`, the password from REDFENCE_REDIS_PASSWORD or
- * `--redis-password-file`: never a flag, which `ps` would show). Everything, the files included, is read
+ * `--redis-password-file`: never a flag, which `ps` would show). The Sentinels themselves take TLS with
+ * `--sentinel-tls` (the same CA, certificate and name) and an ACL user with `--sentinel-user` and its
+ * password from REDFENCE_SENTINEL_PASSWORD or `--sentinel-password-file`. Everything, the files included, is read
  * and checked here, before any connection; a failure is RF_INVALID_OPTIONS naming the option. Passwords
  * are kept out of every message: `showRedisUrl` masks a URL's.
  */
@@ -62,6 +64,17 @@ export const REDIS_OPTIONS = {
     allowed: 'letters, digits, ".", "_" or "-"',
     pattern: /^[A-Za-z0-9._-]+$/,
   }),
+  'sentinel-user': textOption('<name>', {
+    description: "the Sentinels' ACL user (with --sentinels; its password as for --sentinel-password-file)",
+    env: 'REDFENCE_SENTINEL_USER',
+    allowed: 'a user name (no spaces or commas)',
+    pattern: /^[^\s,]+$/,
+  }),
+  'sentinel-tls': switchOption({
+    description:
+      'TLS to the Sentinels too (with --sentinels), with the same --redis-ca, --redis-cert/--redis-key and --redis-servername',
+    env: 'REDFENCE_SENTINEL_TLS',
+  }),
   'sentinel-password-file': file(
     "a file holding the Sentinels' password (or the password itself in REDFENCE_SENTINEL_PASSWORD)",
     'REDFENCE_SENTINEL_PASSWORD_FILE',
@@ -107,7 +120,14 @@ type Node = { host: string; port: number };
 export type RedisTarget = (
   | { kind: 'standalone'; url: string }
   | { kind: 'cluster'; nodes: Node[] }
-  | { kind: 'sentinel'; sentinels: Node[]; name: string; sentinelPassword?: string }
+  | {
+      kind: 'sentinel';
+      sentinels: Node[];
+      name: string;
+      sentinelUsername?: string;
+      sentinelPassword?: string;
+      sentinelTls?: ConnectionOptions;
+    }
 ) & { tls?: ConnectionOptions; username?: string; password?: string };
 
 type RedisValues = {
@@ -116,6 +136,8 @@ type RedisValues = {
   sentinels: Node[] | undefined;
   'sentinel-name': string | undefined;
   'sentinel-password-file': string | undefined;
+  'sentinel-user': string | undefined;
+  'sentinel-tls': boolean;
   'redis-tls': boolean;
   'redis-ca': string | undefined;
   'redis-cert': string | undefined;
@@ -182,9 +204,11 @@ export function redisTarget(
 ): RedisTarget {
   const kind = pickKind(values, sources);
   if (kind !== 'sentinel') {
-    for (const o of ['sentinel-name', 'sentinel-password-file'] as const)
+    for (const o of ['sentinel-name', 'sentinel-password-file', 'sentinel-user'] as const)
       if (values[o] !== undefined)
         throw invalid(`--${o} applies to --sentinels; add --sentinels <host:port,...>`);
+    if (values['sentinel-tls'])
+      throw invalid('--sentinel-tls applies to --sentinels; add --sentinels <host:port,...>');
   } else if (values['sentinel-name'] === undefined)
     throw invalid('--sentinels needs --sentinel-name <name> (the master name the Sentinels monitor)');
 
@@ -203,9 +227,12 @@ export function redisTarget(
       throw invalid('--redis-tls with --redis: use a rediss:// URL instead');
   }
   const tlsOn = url ? url.protocol === 'rediss:' : values['redis-tls'];
+  const sentinelTls = kind === 'sentinel' && values['sentinel-tls'];
   for (const o of ['redis-ca', 'redis-cert', 'redis-key', 'redis-servername'] as const)
-    if (values[o] !== undefined && !tlsOn)
-      throw invalid(`--${o} needs TLS: ${kind === 'standalone' ? 'a rediss:// URL' : 'add --redis-tls'}`);
+    if (values[o] !== undefined && !tlsOn && !sentinelTls)
+      throw invalid(
+        `--${o} needs TLS: ${kind === 'standalone' ? 'a rediss:// URL' : kind === 'sentinel' ? 'add --redis-tls or --sentinel-tls' : 'add --redis-tls'}`,
+      );
   if ((values['redis-cert'] === undefined) !== (values['redis-key'] === undefined))
     throw invalid(
       `--${values['redis-cert'] === undefined ? 'redis-key needs --redis-cert' : 'redis-cert needs --redis-key'} (mutual TLS takes both)`,
@@ -238,10 +265,17 @@ export function redisTarget(
       env,
     );
     if (sp !== undefined) target.sentinelPassword = sp;
+    if (values['sentinel-user'] !== undefined) {
+      if (sp === undefined)
+        throw invalid(
+          '--sentinel-user needs its password: REDFENCE_SENTINEL_PASSWORD or --sentinel-password-file',
+        );
+      target.sentinelUsername = values['sentinel-user'];
+    }
   }
   if (values['redis-user'] !== undefined) target.username = values['redis-user'];
   if (password !== undefined) target.password = password;
-  if (tlsOn) {
+  if (tlsOn || sentinelTls) {
     const tls: ConnectionOptions = {};
     const pem = /-----BEGIN CERTIFICATE-----/;
     if (values['redis-ca'] !== undefined)
@@ -256,7 +290,8 @@ export function redisTarget(
       );
     }
     if (values['redis-servername'] !== undefined) tls.servername = values['redis-servername'];
-    target.tls = tls;
+    if (tlsOn) target.tls = tls;
+    if (sentinelTls && target.kind === 'sentinel') target.sentinelTls = { ...tls };
   }
   return target;
 }

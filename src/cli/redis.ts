@@ -69,6 +69,8 @@ export async function redisClient(target: RedisTarget, logger: Logger): Promise<
             name: target.name,
             role: 'master',
             ...(target.tls === undefined ? {} : { enableTLSForSentinelMode: true }),
+            ...(target.sentinelTls === undefined ? {} : { sentinelTLS: target.sentinelTls }),
+            ...(target.sentinelUsername === undefined ? {} : { sentinelUsername: target.sentinelUsername }),
             ...(target.sentinelPassword === undefined ? {} : { sentinelPassword: target.sentinelPassword }),
           });
   // Before the first 'ready', connectRedis reports the failure; afterwards each outage is logged once.
@@ -116,7 +118,7 @@ export function refusal(err: unknown, target: RedisTarget): string | undefined {
   const m = /\b(WRONGPASS|NOAUTH|NOPERM)\b[^.;]*/.exec(text);
   if (m)
     return sentinel
-      ? `the Sentinels refused the credentials (${m[0]}); check --sentinel-password-file / REDFENCE_SENTINEL_PASSWORD`
+      ? `the Sentinels refused the credentials (${m[0]}); check --sentinel-password-file / REDFENCE_SENTINEL_PASSWORD (and --sentinel-user)`
       : `refused the credentials (${m[0]}); check the user (--redis-user or the URL) and the password (REDFENCE_REDIS_PASSWORD, --redis-password-file or the URL)`;
   if (typeof code === 'string' && (TLS_CODES.has(code) || code.startsWith('ERR_SSL_')))
     return `failed the TLS handshake: ${text.replace(/^[0-9A-F]+:error:[0-9A-F]+:SSL routines:[^:]*:([^:]+):.*$/, '$1')} (${code}); check --redis-ca${code.includes('ALERT') ? ', --redis-cert and --redis-key' : ''}${code === 'ERR_TLS_CERT_ALTNAME_INVALID' ? ' and --redis-servername' : ''}`;

@@ -19,7 +19,9 @@ export { type Target, TcpProxy } from './proxy.js';
 export {
   RedisServer,
   type RedisServerOptions,
+  redisBulk,
   redisCommand,
   redisInfo,
   startRedisServer,
 } from './redis-server.js';
+export { SentinelServer, type SentinelServerOptions } from './sentinel.js';

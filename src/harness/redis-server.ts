@@ -56,9 +56,14 @@ export function redisCommand(port: number, command: string, timeoutMs = 1000): P
 
 /** The text of `INFO <section>`, or undefined when unreachable. */
 export function redisInfo(port: number, section: string, timeoutMs = 1000): Promise<string | undefined> {
+  return redisBulk(port, `INFO ${section}`, timeoutMs);
+}
+
+/** The text of a command answering one bulk string (INFO, CLUSTER NODES), or undefined when unreachable. */
+export function redisBulk(port: number, command: string, timeoutMs = 1000): Promise<string | undefined> {
   return ask(
     port,
-    `INFO ${section}`,
+    command,
     (reply) => {
       const m = /^\$(\d+)\r\n/.exec(reply);
       if (m && reply.length >= m[0].length + Number(m[1])) return reply.slice(m[0].length);
@@ -81,6 +86,8 @@ export interface RedisServerOptions {
   binary?: string;
   /** Bound on start-up (default 20 s). */
   startTimeoutMs?: number;
+  /** More configuration as command-line arguments (cluster mode, TLS, ACL users). */
+  args?: readonly string[];
 }
 
 export class RedisServer {
@@ -149,6 +156,7 @@ export class RedisServer {
         persistent ? 'yes' : 'no',
         ...(persistent ? ['--appendfsync', 'always'] : []),
         ...(replicaOf === undefined ? [] : ['--replicaof', '127.0.0.1', String(replicaOf)]),
+        ...(this.#options.args ?? []),
       ],
     });
     this.#child = child;
@@ -170,8 +178,8 @@ export class RedisServer {
     }
   }
 
-  /** Starts again as a replica of `port` (after a failover made that one the primary). */
-  async restartAsReplicaOf(port: number): Promise<void> {
+  /** Starts again as a replica of `port` (after a failover made that one the primary); undefined: as a primary. */
+  async restartAsReplicaOf(port: number | undefined): Promise<void> {
     this.#options.replicaOf = port;
     await this.start();
   }

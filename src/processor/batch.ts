@@ -23,12 +23,22 @@ export interface BatchContext {
   readonly apply: ApplyContext;
   readonly emit: EmitContext;
   readonly pipeline: Pick<CommitPipeline, 'enqueue'>;
-  /** WAIT for replicas after the Redis writes (through the Redis guard); nothing when not asked for. */
-  waitReplicas(): Promise<void>;
+  readonly replication: Replication;
   readonly kafka: Pick<KafkaPort, 'pause'>;
   readonly metrics: RedfenceMetrics | undefined;
   readonly counts: Counts;
   readonly log: Logger;
+}
+
+/**
+ * WAIT for replicas after Redis writes: `mark()` before the writes, `confirm(mark)` after them (through
+ * the Redis guard, which pauses and retries a WAIT that falls short). False when a Redis connection
+ * closed since the mark: the writes may be lost with a failed-over primary and must be made again.
+ * Always true when no WAIT is asked for.
+ */
+export interface Replication {
+  mark(): number;
+  confirm(mark: number): Promise<boolean>;
 }
 
 export async function processBatch(
@@ -53,8 +63,15 @@ export async function processBatch(
   countHoles(ctx, entry, records);
   const planned = await plan(ctx.plan, topic, partition, records);
 
-  // 1. Redis write: one fence call per key (state + pending outputs, atomically).
-  const applied = await applyAll(ctx.apply, entry, planned);
+  // 1. Redis write: one fence call per key (state + pending outputs, atomically), made again until
+  // WAIT confirms it on the connection that carried it: after a failover the fence answers REEMIT for
+  // what survived and APPLY for what the promoted replica never had.
+  let applied: Awaited<ReturnType<typeof applyAll>>;
+  for (;;) {
+    const mark = ctx.replication.mark();
+    applied = await applyAll(ctx.apply, entry, planned);
+    if (applied.results === 'FENCED' || (await ctx.replication.confirm(mark))) break;
+  }
   if (applied.results === 'FENCED') {
     entry.fenced = true;
     ctx.kafka.pause([{ topic, partition }]);
@@ -66,7 +83,6 @@ export async function processBatch(
     );
     return;
   }
-  await ctx.waitReplicas();
   crashPoint('after-redis-write');
 
   // 2. Outputs and dead letters, in offset order.

@@ -16,7 +16,7 @@ import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
-import { type BatchContext, processBatch } from './batch.js';
+import { type BatchContext, processBatch, type Replication } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
 import { Liveness } from './liveness.js';
@@ -31,7 +31,13 @@ import { PartitionTable, topicPartition } from './partition-table.js';
 import { jsonDecode } from './plan.js';
 import { assign, type RebalanceContext, revoke } from './rebalance.js';
 import { RedisGuard } from './redis-guard.js';
-import { checkRedis, loadFenceScripts, waitReplicas } from './redis-setup.js';
+import {
+  checkRedis,
+  connectionCloses,
+  loadFenceScripts,
+  refreshAfterRedirect,
+  waitReplicas,
+} from './redis-setup.js';
 import { Sweeper } from './sweeper.js';
 import { userCaller } from './user-call.js';
 import { Watchdog } from './watchdog.js';
@@ -125,10 +131,26 @@ export class Processor<T = unknown, S = unknown> {
       log,
       signal,
     });
-    const redisStep = <R>(what: string, fn: () => Promise<R>) => this.#guard.step(what, fn);
+    const redisStep = <R>(what: string, fn: () => Promise<R>) =>
+      this.#guard.step(what, async () => {
+        try {
+          return await fn();
+        } catch (err) {
+          refreshAfterRedirect(o.redis, err);
+          throw err;
+        }
+      });
     const wait = o.waitReplicas;
-    const waitForReplicas = async () => {
-      if (wait) await redisStep('WAIT', () => waitReplicas(o.redis, wait));
+    const closes = wait ? connectionCloses(o.redis) : () => 0;
+    const replication: Replication = {
+      mark: closes,
+      confirm: async (mark) => {
+        if (!wait) return true;
+        await redisStep('WAIT', () => waitReplicas(o.redis, wait));
+        if (closes() === mark) return true;
+        log.warn({}, 'WAIT: a Redis connection closed since the writes it was to confirm: making them again');
+        return false;
+      },
     };
     this.#sweeper = new Sweeper({
       fence: this.fence,
@@ -188,7 +210,7 @@ export class Processor<T = unknown, S = unknown> {
         log,
       },
       pipeline: this.#pipeline,
-      waitReplicas: waitForReplicas,
+      replication,
       kafka,
       metrics,
       counts: this.#counts,
@@ -200,7 +222,7 @@ export class Processor<T = unknown, S = unknown> {
       table,
       redisStep,
       redisOutage: () => this.#guard.outage,
-      waitReplicas: waitForReplicas,
+      replication,
       partitionCount: () => this.#inputPartitions(),
       drain: () => this.#pipeline.drain(),
       sweepAll: (entries, timeoutMs) => this.#sweeper.sweepAll(entries, timeoutMs),

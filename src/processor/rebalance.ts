@@ -7,6 +7,7 @@
 import type { Fence } from '../fence/index.js';
 import { type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import type { Replication } from './batch.js';
 import type { Logger } from './logger.js';
 import type { OwnedPartition, PartitionTable } from './partition-table.js';
 
@@ -20,7 +21,7 @@ export interface RebalanceContext {
   /** Runs a Redis call through the outage guard. */
   redisStep<T>(what: string, fn: () => Promise<T>): Promise<T>;
   redisOutage(): boolean;
-  waitReplicas(): Promise<void>;
+  readonly replication: Replication;
   /** The input's partition count, known before any batch is planned. */
   partitionCount(): Promise<number>;
   drain(): Promise<void>;
@@ -37,13 +38,17 @@ export async function assign(ctx: RebalanceContext, tps: readonly TopicPartition
   // raised in the rebalance callback.
   await ctx.partitionCount().catch(() => undefined);
   const committed = await ctx.kafka.committed(tps);
-  for (const tp of tps) {
-    const epoch = await ctx.redisStep('acquireEpoch', () => ctx.fence.acquireEpoch(tp.topic, tp.partition));
-    // the port reports committed offsets by `topic/partition`: converted here, at its boundary
-    ctx.table.add(tp, epoch, committed.get(tpKey(tp.topic, tp.partition)) ?? -1);
-    ctx.metrics?.owned(tp.topic, tp.partition);
+  // the epochs are raised again when WAIT cannot confirm them on the connection that raised them
+  for (let done = false; !done; ) {
+    const mark = ctx.replication.mark();
+    for (const tp of tps) {
+      const epoch = await ctx.redisStep('acquireEpoch', () => ctx.fence.acquireEpoch(tp.topic, tp.partition));
+      // the port reports committed offsets by `topic/partition`: converted here, at its boundary
+      ctx.table.add(tp, epoch, committed.get(tpKey(tp.topic, tp.partition)) ?? -1);
+      ctx.metrics?.owned(tp.topic, tp.partition);
+    }
+    done = tps.length === 0 || (await ctx.replication.confirm(mark));
   }
-  if (tps.length > 0) await ctx.waitReplicas();
   // A partition this instance paused earlier (FENCE, outage) keeps its pause in the client across a
   // revoke and a new assignment: resume what we now own.
   if (tps.length > 0 && !ctx.redisOutage()) ctx.kafka.resume(tps);

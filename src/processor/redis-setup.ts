@@ -2,7 +2,8 @@
  * What the processor does with Redis besides the fence calls: the start-up checks (eviction policy,
  * AOF), loading the fence's scripts into every master, and WAIT for replicas. On Redis Cluster each
  * runs on every master: WAIT is per connection, so one WAIT on each master covers every write the
- * cycle sent there.
+ * cycle sent there, and only if the connection that carried them is still the one WAIT runs on (see
+ * `connectionCloses`).
  */
 import { Cluster, type Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
@@ -16,7 +17,31 @@ async function masters(redis: Redis | Cluster): Promise<Redis[]> {
   if (!(redis instanceof Cluster)) return [redis];
   // a command waits until the cluster client is ready, and the master list is known from then on
   if (redis.status !== 'ready') await redis.ping();
+  // A master that died leaves the client's node list, but its successor joins it only when the slot
+  // map is refreshed, which a client that sends only WAIT never triggers: WAIT would skip the new
+  // master, and with every master gone pass on none. Refresh when a slot's master is not in the list.
+  if (!mastersKnown(redis)) {
+    await new Promise<void>((resolve, reject) =>
+      redis.refreshSlotsCache((err) => (err ? reject(err) : resolve())),
+    ).catch((err: unknown) => {
+      throw wrapRedisError('CLUSTER SLOTS', err);
+    });
+    if (!mastersKnown(redis))
+      throw new RedfenceError(
+        'RF_REDIS_UNAVAILABLE',
+        'Redis Cluster: a slot has no known master (failing over)',
+      );
+  }
   return redis.nodes('master');
+}
+
+function mastersKnown(cluster: Cluster): boolean {
+  const nodes = cluster.nodes('master');
+  if (nodes.length === 0) return false;
+  const known = new Set(nodes.map((n) => `${n.options.host}:${n.options.port}`));
+  for (const owners of cluster.slots)
+    if (owners && owners.length > 0 && !known.has(owners[0] as string)) return false;
+  return true;
 }
 
 async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -32,6 +57,20 @@ async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
  * processor learns of an outage only from a failed command. Past this, warn.
  */
 const MAX_QUIET_RETRIES = 3;
+
+/**
+ * A MOVED or ASK that reaches the caller means the cluster client's slot map is stale, and retrying
+ * with it fails the same way for as long as it stays stale: with auto-pipelining ioredis hands over the
+ * redirects of a pipeline whose slots moved (a failover) instead of following them. The slot map is
+ * refreshed before the Redis guard retries.
+ */
+export function refreshAfterRedirect(redis: Redis | Cluster, err: unknown): void {
+  if (!(redis instanceof Cluster)) return;
+  let text = '';
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++)
+    text += ` ${e.message}`;
+  if (/\b(MOVED|ASK) \d+ /.test(text)) redis.refreshSlotsCache();
+}
 
 /** Refuses an evicting Redis (unless allowed), warns when AOF is off or the client hides outages. */
 export async function checkRedis(
@@ -84,6 +123,26 @@ export async function loadFenceScripts(redis: Redis | Cluster): Promise<number> 
     }
   }
   return scripts.length;
+}
+
+/**
+ * Counts the connection closes of a client (of every node of a cluster). WAIT covers only the writes
+ * sent on the connection it runs on: a WAIT that succeeds after a close since the writes says nothing
+ * about them. After a failover they may be gone (acknowledged by the old primary, never replicated),
+ * and the new primary's replicas acknowledge a WAIT on a fresh connection at once.
+ */
+export function connectionCloses(redis: Redis | Cluster): () => number {
+  let closes = 0;
+  const bump = (): void => {
+    closes++;
+  };
+  if (typeof redis.on !== 'function') return () => closes; // a stand-in without events
+  if (redis instanceof Cluster) {
+    redis.on('+node', (node: Redis) => node.on('close', bump));
+    redis.on('-node', bump);
+    for (const node of redis.nodes()) node.on('close', bump);
+  } else redis.on('close', bump);
+  return () => closes;
 }
 
 /** WAIT on every master; fewer acknowledgements than asked for is RF_REDIS_UNAVAILABLE (the guard retries). */

@@ -84,6 +84,22 @@ describe('chaos harness without services', () => {
     );
     assert.throws(() => parseChaosArgs(['--frobnicate', '1']), /unknown option --frobnicate/);
     assert.throws(() => parseChaosArgs(['--kills']), /--kills needs a value/);
+    assert.throws(() => parseChaosArgs(['--redis-topology', 'ring']), /--redis-topology must be/);
+    assert.throws(
+      () => parseChaosArgs(['--wait-timeout', '100']),
+      /--wait-timeout applies to --wait-replicas/,
+    );
+    const failover = parseChaosArgs([
+      '--redis-topology',
+      'cluster',
+      '--wait-replicas',
+      '1',
+      '--replica-lag',
+      '500',
+    ]);
+    assert.equal(failover.options.redisTopology, 'cluster');
+    assert.equal(failover.options.waitReplicas, 1);
+    assert.equal(failover.options.replicaLagMs, 500);
     assert.deepEqual(parseChaosArgs(['--mode', 'both', '--scale', '1,3,2']).modes, [
       'exactly-once',
       'at-least-once',
@@ -256,6 +272,12 @@ describe('the verifier catches broken results', { timeout: 120_000 }, () => {
       expect(/\[dead-letter\] .* reason undecodable, expected null-key/);
       expect(/\[dead-letter\] poison .* \(wrong-partition\) has no dead letter/);
       expect(/\[offsets\] partition 0: committed -1/);
+      // the same violations by what they mean
+      assert.equal(result.kinds.get('double apply'), 1, 'a: count 3 for 2 orders');
+      assert.equal(result.extraApplies, 1);
+      assert.equal(result.kinds.get('lost apply'), 1, 'b: no state');
+      assert.ok((result.kinds.get('lost output') ?? 0) >= 1);
+      assert.equal(result.kinds.get('duplicate output'), 1);
     } finally {
       await producer.disconnect().catch(() => undefined);
       await kafka.deleteTopics([names.input, names.output, names.deadLetter]);

@@ -182,6 +182,18 @@ describe('redfence CLI', () => {
       [['--cluster', brokers, '--sentinels', brokers], {}, /--cluster and --sentinels exclude each other/],
       [['--sentinels', brokers], {}, /--sentinels needs --sentinel-name <name>/],
       [['--sentinel-name', 'm'], {}, /--sentinel-name applies to --sentinels/],
+      [['--sentinel-user', 'u'], {}, /--sentinel-user applies to --sentinels/],
+      [['--sentinel-tls'], {}, /--sentinel-tls applies to --sentinels/],
+      [
+        ['--sentinels', brokers, '--sentinel-name', 'm', '--sentinel-user', 'u'],
+        {},
+        /--sentinel-user needs its password: REDFENCE_SENTINEL_PASSWORD or --sentinel-password-file/,
+      ],
+      [
+        ['--sentinels', brokers, '--sentinel-name', 'm', '--redis-ca', workersConfig],
+        {},
+        /--redis-ca needs TLS: add --redis-tls or --sentinel-tls/,
+      ],
       [['--sentinels', 'nohost', '--sentinel-name', 'm'], {}, /--sentinels must be host:port/],
       [['--cluster', brokers, '--redis-ca', workersConfig], {}, /--redis-ca needs TLS: add --redis-tls/],
       [

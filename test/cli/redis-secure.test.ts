@@ -1,7 +1,8 @@
 /**
  * `redfence run` (the built CLI) against the TLS, ACL and Sentinel Redis instances of dev/redis-secure.sh:
  * a processor under exactly the least-privilege ACL of docs/operations.md over mutual TLS, on the TLS
- * cluster and through Sentinel (also across a SENTINEL FAILOVER), outputs checked key by key; wrong
+ * cluster and through Sentinel (also across a SENTINEL FAILOVER, and through a TLS Sentinel set of the
+ * test's own with ACL users on the Sentinels and the data nodes), outputs checked key by key; wrong
  * passwords and untrusted certificates stop it at once with RF_REDIS_AUTH (exit 2); no password in any
  * line it prints. Start the instances with `bash dev/redis.sh up secure`.
  */
@@ -16,6 +17,7 @@ import { Redis } from 'ioredis';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, produce, readAll, readToEnd } from '../helpers/kafka.js';
 import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
+import { startSentinelTls } from '../helpers/sentinel-tls.js';
 
 const BIN = new URL('../../dist/cli/bin.js', import.meta.url).pathname;
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -30,7 +32,9 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Every line any run printed: scanned for passwords at the end. */
 let printed = '';
-const NEVER = () => [PW.redfence, PW.admin, PW.sentinel, DOC_PW, 'url-pw-never-shown'];
+const NEVER = () => [PW.redfence, PW.admin, PW.sentinel, DOC_PW, 'url-pw-never-shown', ...OWN_PW];
+/** The passwords of the Sentinel set a test starts itself. */
+const OWN_PW: string[] = [];
 const DOC_PW = randomBytes(12).toString('hex');
 
 interface Run {
@@ -229,6 +233,89 @@ describe('redfence run against TLS, ACL and Sentinel Redis', { timeout: 240_000 
         );
       },
     );
+  });
+
+  it('runs through TLS Sentinels with ACL users on the Sentinels and the data nodes, across a SENTINEL FAILOVER', async (t) => {
+    const set = await startSentinelTls(TLS, docAclRules());
+    t.after(() => set.stop());
+    OWN_PW.push(...Object.values(set.passwords));
+    const sentinels = set.sentinelPorts.map((p) => `127.0.0.1:${p}`).join(',');
+    const pwFile = join(dir, 'sentinel-pw');
+    writeFileSync(pwFile, `${set.passwords.sentinel}\n`, { mode: 0o600 });
+    const s = set.sentinel();
+    t.after(() => s.disconnect());
+    const primary = async () =>
+      ((await s.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', set.name)) as string[])[1];
+    const args = (user: string) => [
+      '--sentinels',
+      sentinels,
+      '--sentinel-name',
+      set.name,
+      '--redis-tls',
+      '--sentinel-tls',
+      '--redis-ca',
+      CA,
+      '--redis-user',
+      'redfence',
+      '--sentinel-user',
+      user,
+    ];
+    await runProcessor(
+      [
+        ...args('rfsentinel'),
+        '--sentinel-password-file',
+        pwFile,
+        '--wait-replicas',
+        '1',
+        '--wait-timeout',
+        '2000',
+      ],
+      { REDFENCE_REDIS_PASSWORD: set.passwords.redfence },
+      async () => {
+        const before = await primary();
+        assert.equal(await s.call('SENTINEL', 'FAILOVER', set.name), 'OK');
+        await pollUntil(
+          'the replica serves as the primary, with the old one as its replica',
+          async () => {
+            const now = await primary();
+            if (now === before) return false;
+            const node = set.admin(Number(now));
+            try {
+              const role = (await node.call('ROLE')) as unknown[];
+              return role[0] === 'master' && Array.isArray(role[2]) && role[2].length === 1;
+            } catch {
+              return false;
+            } finally {
+              node.disconnect();
+            }
+          },
+          30_000,
+        );
+      },
+    );
+    // the Sentinels' user and TLS are what they take: a wrong password or user is refused at once
+    const module = join(dir, 'refused-tls.mjs');
+    writeFileSync(
+      module,
+      `export default { input: 'in', output: 'out', store: 'x', reduce: (s, r) => ({ state: r }) };\n`,
+    );
+    for (const [user, pw] of [
+      ['rfsentinel', 'wrong'],
+      ['nobody', set.passwords.sentinel],
+    ] as const) {
+      const r = start(
+        ['run', module, '--brokers', KAFKA_BROKERS, '--connect-timeout', '20000', ...args(user)],
+        {
+          REDFENCE_REDIS_PASSWORD: set.passwords.redfence,
+          REDFENCE_SENTINEL_PASSWORD: pw,
+        },
+      );
+      assert.equal(await r.exited, 2, r.stderr());
+      assert.match(
+        r.stderr().trimEnd().split('\n').at(-1) as string,
+        /the Sentinels refused the credentials \(WRONGPASS.*\[RF_REDIS_AUTH\]$/,
+      );
+    }
   });
 
   it('a wrong password, an untrusted certificate or a wrong Sentinel password: RF_REDIS_AUTH at once, exit 2', async () => {
