@@ -1,4 +1,7 @@
 /**
+ * (Just over 400 lines: one typed method per metric, with its checks, on one registry; split by
+ * metric they would repeat the registry and label plumbing.)
+ *
  * Prometheus metrics of the redfence runtime, kept in an injected (or private) prom-client registry.
  * The runtime calls the typed methods below; it never touches prom-client objects directly.
  */

@@ -1,4 +1,7 @@
 /**
+ * (Just over 400 lines: the wiring of every stage and the whole start/close lifecycle; each stage
+ * lives in its own file, and splitting the wiring would only scatter it.)
+ *
  * The processor: consume a batch, check each key's partition (murmur2), fence + apply per key in Redis
  * (pending outputs kept atomically), produce outputs and dead letters, then commit — at-least-once
  * (produce, await delivery, commit offset + 1) or exactly-once (one Kafka transaction holding outputs,
