@@ -286,7 +286,12 @@ describe('CLI options', () => {
       {},
     );
     assert.deepEqual(p.modes, ['exactly-once', 'at-least-once']);
-    assert.deepEqual(p.options, { scale: [1, 3, 2], records: 50, durationS: 2.5 });
+    assert.deepEqual(p.options, {
+      scale: [1, 3, 2],
+      records: 50,
+      durationS: 2.5,
+      redisTopology: 'standalone',
+    });
     assert.deepEqual(p.brokers, ['127.0.0.1:19092']);
     assert.deepEqual(parseChaosArgs([], { KAFKA_BROKERS: 'k:1' }).brokers, ['k:1']);
     refuses(

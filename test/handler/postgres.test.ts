@@ -121,7 +121,12 @@ describe('ctx.transaction on PostgreSQL (real broker, real PostgreSQL)', () => {
   it('the same crash with a plain INSERT duplicates the rows written before it (what the pattern prevents)', async (t) => {
     const r = await scenario(t, pool, 'naive');
     assert.equal(r.distinct, r.N);
-    assert.equal(r.rows, r.N + r.before, 'every row written before the crash is written again');
+    // at least those: a rebalance during the replay (the killed member's session ending) may hand a few
+    // records over again, which a plain INSERT also duplicates
+    assert.ok(
+      r.rows >= r.N + r.before,
+      `every row written before the crash is written again: ${r.rows} rows, ${r.N} records, ${r.before} before`,
+    );
   });
 
   it('the documented table SQL; a skipped id rolls back the business write', async (t) => {
