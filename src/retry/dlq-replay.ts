@@ -156,7 +156,10 @@ export interface ReplayOptions {
   dryRun: boolean;
   /** Records per second; absent: as fast as delivery allows. */
   rate?: number;
-  /** Records per produce call and marker round trip (the duplicate window's size). */
+  /**
+   * Records per produce call and marker round trip (the duplicate window's size); with `rate`, at most
+   * a tenth of a second's worth, so the rate is kept without bursts.
+   */
   batch: number;
   /** How long a marker is kept, in seconds. */
   markerTtlSeconds: number;
@@ -191,8 +194,9 @@ export async function replay(records: readonly DltRecord[], o: ReplayOptions): P
   };
   const started = now();
   let sent = 0;
-  for (let i = 0; i < records.length; i += o.batch) {
-    const batch = records.slice(i, i + o.batch);
+  const size = o.rate === undefined ? o.batch : Math.max(1, Math.min(o.batch, Math.floor(o.rate / 10)));
+  for (let i = 0; i < records.length; i += size) {
+    const batch = records.slice(i, i + size);
     const keys = batch.map((r) => replayMarkerKey(o.dltTopic, r.partition, r.offset));
     const marks = await o.redis.mget(keys);
     const todo: Array<{ key: string; out: OutRecord }> = [];
