@@ -72,7 +72,11 @@ describe('redfence dlq (real broker and Redis)', () => {
         topic: dlt,
         messages: letters.map((l) => {
           const headers: Record<string, Buffer[]> = {};
-          for (const [n, v] of l.headers) (headers[n] ??= []).push(v);
+          for (const [n, v] of l.headers) {
+            const list = headers[n] ?? [];
+            headers[n] = list;
+            list.push(v);
+          }
           return {
             key: l.key,
             value: `value-of-${l.key}`,
