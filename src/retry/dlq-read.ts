@@ -96,7 +96,15 @@ export async function readDeadLetters(o: DltReadOptions): Promise<Map<number, nu
   } catch (err) {
     throw configError(err, 'consumer') ?? err;
   }
-  await connectWatched(consumer, 'consumer', { timeoutMs: o.timeoutMs });
+  await connectWatched(consumer, 'consumer', { timeoutMs: o.timeoutMs }).catch((err: unknown) => {
+    if (RedfenceError.is(err)) throw err;
+    const why = String((err as Error)?.message ?? err);
+    throw new RedfenceError(
+      'RF_KAFKA_FATAL',
+      `cannot connect to Kafka at ${o.client.brokers.join(',')} within ${o.timeoutMs} ms (${why}); check --brokers`,
+      { cause: err },
+    );
+  });
   try {
     const meta = await call<RdKafka.Metadata>('metadata', (cb) =>
       consumer.getMetadata({ topic: o.topic, timeout: o.timeoutMs }, cb),

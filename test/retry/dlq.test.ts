@@ -290,6 +290,23 @@ describe('redfence dlq (real broker and Redis)', () => {
     }
   });
 
+  it('an unreachable broker exits 1 within --timeout, naming --brokers', async () => {
+    const { code, err } = await run([
+      'stats',
+      '--topic',
+      'x',
+      '--brokers',
+      '127.0.0.1:1',
+      '--timeout',
+      '1000',
+    ]);
+    assert.equal(code, 1);
+    assert.match(
+      err,
+      /cannot connect to Kafka at 127\.0\.0\.1:1 within 1000 ms.*--brokers \[RF_KAFKA_FATAL\]/,
+    );
+  });
+
   it('a missing dead-letter topic exits 2', async () => {
     const { code, err } = await run(['stats', '--topic', uniqueName('missing'), '--brokers', KAFKA_BROKERS]);
     assert.equal(code, 2);
