@@ -23,6 +23,9 @@ Usage:
   redfence lag --group <id> [options]
                                per-partition lag status of any consumer group (OK, WARN, STALL, STOP,
                                REWIND, ERR); exit 1 when one is not OK (redfence lag --help for options)
+  redfence dlq <stats|show|replay> --topic <dlt> [options]
+                               count, show or replay (once each) the dead letters of redfence, Spring,
+                               Kafka Connect or Kafka Streams (redfence dlq --help)
   redfence chaos [options]     run the fault harness against real Kafka and its own Redis, verify the
                                results (redfence chaos --help for options)
   redfence outbox <init|relay|status|retry> [options]
@@ -51,6 +54,7 @@ const VERBS = {
   outbox: async () => (await import('./outbox.js')).outbox,
   reconcile: async () => (await import('./reconcile.js')).reconcileCommand,
   lag: async () => (await import('./lag.js')).lag,
+  dlq: async () => (await import('./dlq.js')).dlq,
 } as const;
 
 export async function main(

@@ -1,0 +1,222 @@
+/**
+ * Reads the headers of a dead letter written by any of four writers into one shape. Pure: no I/O.
+ *
+ * - redfence (src/processor/dead-letter.ts): Spring's `kafka_dlt-*` headers plus `redfence-reason`.
+ * - Spring Kafka's `DeadLetterPublishingRecoverer`: `kafka_dlt-original-topic` (UTF-8),
+ *   `-original-partition` (4 bytes big-endian), `-original-offset` and `-original-timestamp` (8 bytes
+ *   big-endian), `kafka_dlt-exception-fqcn`, `-exception-message`, `-exception-stacktrace` (UTF-8).
+ * - Kafka Connect's `DeadLetterQueueReporter` (`errors.deadletterqueue.context.headers.enable`):
+ *   `__connect.errors.topic`, `.partition`, `.offset` (decimal text: `String.valueOf(n)` in UTF-8),
+ *   `.exception.class.name`, `.exception.message`, `.exception.stacktrace`, `.stage`,
+ *   `.connector.name`, `.task.id`.
+ * - Kafka Streams (KIP-1034, `ExceptionHandlerUtils`): `__streams.errors.topic`, `.partition`,
+ *   `.offset` (decimal text, UTF-8), `.exception` (the class name), `.message`, `.stacktrace`.
+ *
+ * A header given more than once is read by its last value (Kafka's `lastHeader`: the newest hop of a
+ * record dead-lettered twice). Integers are read as the writer's binary width when the value has that
+ * many bytes, else as decimal text, so a header set by hand still reads. A malformed field is left
+ * undefined and named in `problems`; decoding never throws.
+ */
+
+export type DlqScheme = 'redfence' | 'spring' | 'connect' | 'streams';
+
+/** Header name -> every value, in order (as src/retry/dlq-read.ts hands them over). */
+export type DlqHeaders = ReadonlyMap<string, readonly Buffer[]>;
+
+/** What a dead letter says about the record that failed and why. */
+export interface DeadLetterInfo {
+  scheme: DlqScheme;
+  originalTopic: string | undefined;
+  originalPartition: number | undefined;
+  originalOffset: bigint | undefined;
+  /** Milliseconds since the epoch (Spring and redfence only). */
+  originalTimestamp: bigint | undefined;
+  exceptionClass: string | undefined;
+  exceptionMessage: string | undefined;
+  stacktrace: string | undefined;
+  /** redfence's `redfence-reason`; undefined for the other writers. */
+  reason: string | undefined;
+  /** The consumer group (Spring, redfence) when written. */
+  consumerGroup: string | undefined;
+  /** Kafka Connect's stage, connector and task, when written. */
+  stage: string | undefined;
+  connector: string | undefined;
+  task: string | undefined;
+  /** Fields that were present but could not be read, e.g. `__connect.errors.offset: not an integer`. */
+  problems: string[];
+}
+
+export const SPRING = {
+  topic: 'kafka_dlt-original-topic',
+  partition: 'kafka_dlt-original-partition',
+  offset: 'kafka_dlt-original-offset',
+  timestamp: 'kafka_dlt-original-timestamp',
+  group: 'kafka_dlt-original-consumer-group',
+  exception: 'kafka_dlt-exception-fqcn',
+  message: 'kafka_dlt-exception-message',
+  stacktrace: 'kafka_dlt-exception-stacktrace',
+} as const;
+
+export const REDFENCE_REASON = 'redfence-reason';
+
+export const CONNECT = {
+  topic: '__connect.errors.topic',
+  partition: '__connect.errors.partition',
+  offset: '__connect.errors.offset',
+  exception: '__connect.errors.exception.class.name',
+  message: '__connect.errors.exception.message',
+  stacktrace: '__connect.errors.exception.stacktrace',
+  stage: '__connect.errors.stage',
+  connector: '__connect.errors.connector.name',
+  task: '__connect.errors.task.id',
+} as const;
+
+export const STREAMS = {
+  topic: '__streams.errors.topic',
+  partition: '__streams.errors.partition',
+  offset: '__streams.errors.offset',
+  exception: '__streams.errors.exception',
+  message: '__streams.errors.message',
+  stacktrace: '__streams.errors.stacktrace',
+} as const;
+
+/** The headers a dead-letter writer adds: stripped from a replayed record (src/retry/dlq-replay.ts). */
+export function isDeadLetterHeader(name: string): boolean {
+  return (
+    name.startsWith('kafka_dlt-') ||
+    name === REDFENCE_REASON ||
+    name.startsWith('__connect.errors.') ||
+    name.startsWith('__streams.errors.')
+  );
+}
+
+const INT32_MAX = 0x7fffffffn;
+const INT64_MAX = 2n ** 63n - 1n;
+
+function last(headers: DlqHeaders, name: string): Buffer | undefined {
+  const values = headers.get(name);
+  return values === undefined ? undefined : values[values.length - 1];
+}
+
+function text(headers: DlqHeaders, name: string): string | undefined {
+  return last(headers, name)?.toString('utf8');
+}
+
+/** An integer header: `width` big-endian bytes when it has exactly that length, else decimal text. */
+function integer(
+  headers: DlqHeaders,
+  name: string,
+  width: 4 | 8 | undefined,
+  min: bigint,
+  max: bigint,
+  problems: string[],
+): bigint | undefined {
+  const value = last(headers, name);
+  if (value === undefined) return undefined;
+  let n: bigint | undefined;
+  if (width !== undefined && value.length === width) {
+    n = width === 4 ? BigInt(value.readInt32BE(0)) : value.readBigInt64BE(0);
+  } else {
+    const s = value.toString('latin1').trim();
+    if (/^-?\d{1,20}$/.test(s)) n = BigInt(s);
+  }
+  if (n === undefined || n < min || n > max) {
+    problems.push(`${name}: not an integer from ${min} to ${max}`);
+    return undefined;
+  }
+  return n;
+}
+
+function base(scheme: DlqScheme): DeadLetterInfo {
+  return {
+    scheme,
+    originalTopic: undefined,
+    originalPartition: undefined,
+    originalOffset: undefined,
+    originalTimestamp: undefined,
+    exceptionClass: undefined,
+    exceptionMessage: undefined,
+    stacktrace: undefined,
+    reason: undefined,
+    consumerGroup: undefined,
+    stage: undefined,
+    connector: undefined,
+    task: undefined,
+    problems: [],
+  };
+}
+
+/** Which writer's headers the record carries; Spring's family first, then Streams, then Connect. */
+export function schemeOf(headers: DlqHeaders): DlqScheme | undefined {
+  if (headers.has(SPRING.topic) || headers.has(SPRING.exception)) {
+    return headers.has(REDFENCE_REASON) ? 'redfence' : 'spring';
+  }
+  if (headers.has(STREAMS.topic) || headers.has(STREAMS.exception)) return 'streams';
+  if (headers.has(CONNECT.topic) || headers.has(CONNECT.exception)) return 'connect';
+  return undefined;
+}
+
+/**
+ * Decodes a dead letter's headers, or returns undefined when they carry none of the four schemes.
+ * @example
+ * decodeDeadLetter(new Map([['__connect.errors.topic', [Buffer.from('orders')]],
+ *                           ['__connect.errors.partition', [Buffer.from('2')]]]))
+ * // => { scheme: 'connect', originalTopic: 'orders', originalPartition: 2, ... }
+ */
+export function decodeDeadLetter(headers: DlqHeaders): DeadLetterInfo | undefined {
+  const scheme = schemeOf(headers);
+  if (scheme === undefined) return undefined;
+  const info = base(scheme);
+  const p = info.problems;
+  if (scheme === 'redfence' || scheme === 'spring') {
+    info.originalTopic = text(headers, SPRING.topic);
+    const partition = integer(headers, SPRING.partition, 4, 0n, INT32_MAX, p);
+    info.originalPartition = partition === undefined ? undefined : Number(partition);
+    info.originalOffset = integer(headers, SPRING.offset, 8, 0n, INT64_MAX, p);
+    info.originalTimestamp = integer(headers, SPRING.timestamp, 8, -(2n ** 63n), INT64_MAX, p);
+    info.exceptionClass = text(headers, SPRING.exception);
+    info.exceptionMessage = text(headers, SPRING.message);
+    info.stacktrace = text(headers, SPRING.stacktrace);
+    info.consumerGroup = text(headers, SPRING.group);
+    info.reason = text(headers, REDFENCE_REASON);
+    return info;
+  }
+  const names = scheme === 'streams' ? STREAMS : CONNECT;
+  info.originalTopic = text(headers, names.topic);
+  const partition = integer(headers, names.partition, undefined, 0n, INT32_MAX, p);
+  info.originalPartition = partition === undefined ? undefined : Number(partition);
+  info.originalOffset = integer(headers, names.offset, undefined, 0n, INT64_MAX, p);
+  info.exceptionClass = text(headers, names.exception);
+  info.exceptionMessage = text(headers, names.message);
+  info.stacktrace = text(headers, names.stacktrace);
+  if (scheme === 'connect') {
+    info.stage = text(headers, CONNECT.stage);
+    info.connector = text(headers, CONNECT.connector);
+    info.task = text(headers, CONNECT.task);
+  }
+  return info;
+}
+
+/**
+ * The headers as text for `dlq show`: the dead-letter headers decoded (numbers as numbers), every
+ * other header as UTF-8 when it is valid UTF-8 without control characters, else `base64:<...>`.
+ */
+export function headersForDisplay(headers: DlqHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, values] of headers) {
+    const shown = values.map((v) => showValue(name, v));
+    out[name] = shown.length === 1 ? (shown[0] as string) : shown;
+  }
+  return out;
+}
+
+function showValue(name: string, v: Buffer): string {
+  if (name === SPRING.partition && v.length === 4) return String(v.readInt32BE(0));
+  if ((name === SPRING.offset || name === SPRING.timestamp) && v.length === 8) {
+    return String(v.readBigInt64BE(0));
+  }
+  const s = v.toString('utf8');
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: binary detection
+  const binary = s.includes('\uFFFD') || /[\u0000-\u0008\u000E-\u001F]/.test(s);
+  return binary ? `base64:${v.toString('base64')}` : s;
+}
