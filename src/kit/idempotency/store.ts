@@ -1,0 +1,310 @@
+/**
+ * Idempotency keys with the Idempotency-Key draft's semantics: the first request with a key runs and its
+ * response is stored; a duplicate while it runs is refused as in flight (409); the same key with another
+ * request fingerprint is refused (422); a duplicate after it finished gets the stored response without
+ * running again. Redis is the fast path (one Lua claim per request); with `pg`, a row in PostgreSQL is the
+ * durable claim and record (INSERT ... ON CONFLICT DO NOTHING decides who runs), so losing Redis, or
+ * Redis being down, never runs a command twice: the row decides. Without `pg`, Redis alone decides and a
+ * key Redis loses can run again.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import { RedfenceError } from '../../errors/index.js';
+import type { ScriptRedis } from '../../fence/script-runner.js';
+import type { KeyEncoding } from '../../keys/keys.js';
+import { KitRecordKeys } from '../../keys/kit.js';
+import type { MetricsRegistry } from '../../metrics/index.js';
+import { KitMetrics } from '../common/metrics.js';
+import { Checker, invalid, MAX_TIMER_MS, shown } from '../common/options.js';
+import { bytes, checkPolicy, KitScripts, type RedisPolicyOptions } from '../common/scripts.js';
+import { type PgQueryable, PgRecords } from './pg-records.js';
+
+export interface IdempotencyCodec<R> {
+  encode(response: R): string;
+  decode(text: string): R;
+}
+
+export interface IdempotencyStoreOptions<R> {
+  redis: Redis | Cluster;
+  /** A pg Pool (or anything with `query(text, values)`); the durable record. Optional: without it Redis alone decides. */
+  pg?: PgQueryable;
+  /** The PostgreSQL table (`name` or `schema.name`, lower case); needed with `pg`. Create it with `init()`. */
+  table?: string;
+  /** Names the store in keys and metrics: `[A-Za-z0-9_.-]{1,52}`. Default `'default'`. */
+  name?: string;
+  /** `[A-Za-z0-9_.-]{1,64}`: the tenant every key belongs to. */
+  tenant: string;
+  /** How long a stored response is replayed, in ms (then the key is new again). Required. */
+  ttlMs: number;
+  /** How long an unfinished claim holds its key, in ms; past it the key can be claimed again. Required. */
+  inFlightTtlMs: number;
+  /** Default JSON. */
+  codec?: IdempotencyCodec<R>;
+  keyEncoding?: KeyEncoding;
+  redisPolicy?: RedisPolicyOptions;
+  metrics?: { registry?: MetricsRegistry };
+}
+
+export interface IdempotencyResult<R> {
+  status: 'done';
+  response: R;
+  /** true: the stored response of an earlier request (`fn` did not run). */
+  replayed: boolean;
+}
+
+const NAMES = [
+  'redis',
+  'pg',
+  'table',
+  'name',
+  'tenant',
+  'ttlMs',
+  'inFlightTtlMs',
+  'codec',
+  'keyEncoding',
+  'redisPolicy',
+  'metrics',
+] as const satisfies readonly (keyof IdempotencyStoreOptions<unknown>)[];
+
+const JSON_CODEC: IdempotencyCodec<unknown> = {
+  encode: (v) => JSON.stringify(v) ?? 'null',
+  decode: (t) => JSON.parse(t) as unknown,
+};
+
+/** The request fingerprint of the draft: SHA-256 (hex) of the method, the path and the body. */
+export function fingerprint(method: string, path: string, body: string | Uint8Array = ''): string {
+  return createHash('sha256')
+    .update(method.toUpperCase())
+    .update('\n')
+    .update(path)
+    .update('\n')
+    .update(body)
+    .digest('hex');
+}
+
+const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+export class IdempotencyStore<R = unknown> {
+  readonly name: string;
+  readonly tenant: string;
+  readonly ttlMs: number;
+  readonly inFlightTtlMs: number;
+  readonly #keys: KitRecordKeys;
+  readonly #scripts: KitScripts;
+  readonly #metrics: KitMetrics;
+  readonly #codec: IdempotencyCodec<R>;
+  readonly #pg: PgRecords | undefined;
+
+  constructor(options: IdempotencyStoreOptions<R>) {
+    const o = new Checker('idempotency store').object('', options, NAMES);
+    const name = o.name ?? 'default';
+    if (typeof name !== 'string' || !/^[A-Za-z0-9_.-]{1,52}$/.test(name)) {
+      throw invalid('idempotency store', `option "name" must match [A-Za-z0-9_.-]{1,52}, got ${shown(name)}`);
+    }
+    this.name = name;
+    const c = new Checker(`idempotency store "${name}"`);
+    const redis = c.client<ScriptRedis>('redis', o.redis, ['evalshaBuffer', 'evalBuffer']);
+    if (typeof o.tenant !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(o.tenant)) {
+      throw invalid(c.where, `option "tenant" must match [A-Za-z0-9_.-]{1,64}, got ${shown(o.tenant)}`);
+    }
+    this.tenant = o.tenant;
+    this.ttlMs = c.integer('ttlMs', o.ttlMs, 1, MAX_TIMER_MS);
+    this.inFlightTtlMs = c.integer('inFlightTtlMs', o.inFlightTtlMs, 1, MAX_TIMER_MS);
+    if (this.inFlightTtlMs > this.ttlMs) {
+      throw invalid(
+        c.where,
+        `option "inFlightTtlMs" (${this.inFlightTtlMs}) must not exceed "ttlMs" (${this.ttlMs})`,
+      );
+    }
+    const codec = c.object('codec', o.codec, ['encode', 'decode']);
+    if (o.codec !== undefined) {
+      c.fn('codec.encode', codec.encode ?? 0);
+      c.fn('codec.decode', codec.decode ?? 0);
+    }
+    this.#codec = (o.codec as IdempotencyCodec<R> | undefined) ?? (JSON_CODEC as IdempotencyCodec<R>);
+    if (o.pg !== undefined) {
+      if (typeof (o.pg as { query?: unknown }).query !== 'function') {
+        throw invalid(c.where, 'option "pg" must be a pg Pool (or a client with query()); it lacks query()');
+      }
+      if (typeof o.table !== 'string' || !PgRecords.TABLE.test(o.table)) {
+        throw invalid(
+          c.where,
+          `option "table" (required with "pg") must be a lower-case name or schema.name, got ${shown(o.table)}`,
+        );
+      }
+      this.#pg = new PgRecords(o.pg as PgQueryable, o.table);
+    } else if (o.table !== undefined) {
+      throw invalid(c.where, 'option "table" needs option "pg"');
+    }
+    this.#keys = new KitRecordKeys('idempotency', name, o.tenant, {
+      keyEncoding: c.oneOf<KeyEncoding>('keyEncoding', o.keyEncoding, ['auto', 'hash'], 'auto'),
+    });
+    this.#scripts = new KitScripts(import.meta.url, redis, checkPolicy(c, 'redisPolicy', o.redisPolicy));
+    this.#metrics = new KitMetrics(
+      name,
+      c.object('metrics', o.metrics, ['registry']).registry as MetricsRegistry | undefined,
+    );
+  }
+
+  get registry(): KitMetrics['registry'] {
+    return this.#metrics.registry;
+  }
+
+  /** Creates the PostgreSQL table when it does not exist (a no-op without `pg`). */
+  async init(): Promise<void> {
+    await this.#pg?.init();
+  }
+
+  /** Deletes PostgreSQL rows whose response expired; answers how many. */
+  async purgeExpired(): Promise<number> {
+    return (await this.#pg?.purgeExpired()) ?? 0;
+  }
+
+  #outcome(outcome: string): void {
+    this.#metrics.inc('idempotency_requests_total', 'Idempotency store requests, by outcome.', { outcome });
+  }
+
+  #refuse(code: 'RF_KIT_IDEMPOTENCY_IN_FLIGHT' | 'RF_KIT_IDEMPOTENCY_MISMATCH', key: string): never {
+    const inFlight = code === 'RF_KIT_IDEMPOTENCY_IN_FLIGHT';
+    this.#outcome(inFlight ? 'in-flight' : 'mismatch');
+    const what = inFlight
+      ? 'is held by a request that has not finished'
+      : 'was used with a different request fingerprint';
+    throw new RedfenceError(
+      code,
+      `idempotency store "${this.name}" tenant=${this.tenant}: key#${sha256(key).slice(0, 12)} ${what}`,
+      { details: { status: inFlight ? 409 : 422 } },
+    );
+  }
+
+  #replay(text: string): IdempotencyResult<R> {
+    this.#outcome('replayed');
+    return { status: 'done', response: this.#codec.decode(text), replayed: true };
+  }
+
+  /**
+   * Runs `fn` once per idempotency key: the first request runs it and stores its response; later ones
+   * with the same fingerprint replay it (`replayed: true`). Throws RF_KIT_IDEMPOTENCY_IN_FLIGHT (409)
+   * while the first runs, RF_KIT_IDEMPOTENCY_MISMATCH (422) for another fingerprint. If `fn` throws,
+   * the claim is given up (nothing stored) and the error rethrown, so a retry runs it again.
+   */
+  async run(key: string, requestFingerprint: string, fn: () => Promise<R>): Promise<IdempotencyResult<R>> {
+    if (typeof key !== 'string' || key.length === 0 || key.length > 255) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `idempotency store "${this.name}": the key must be a string of 1 to 255 characters`,
+      );
+    }
+    if (typeof requestFingerprint !== 'string' || requestFingerprint.length === 0) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `idempotency store "${this.name}": the fingerprint must be a non-empty string`,
+      );
+    }
+    if (typeof fn !== 'function') {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `idempotency store "${this.name}": fn must be a function`,
+      );
+    }
+    const record = this.#keys.part(key, 'r');
+    const fp = sha256(requestFingerprint);
+    const token = randomBytes(12).toString('hex');
+    const keyHash = sha256(key);
+
+    let redisUp = true;
+    try {
+      const reply = await this.#scripts.run('idemClaim', [record], [fp, this.inFlightTtlMs, token]);
+      const verdict = bytes(reply, 0)?.toString();
+      if (verdict === 'mismatch') this.#refuse('RF_KIT_IDEMPOTENCY_MISMATCH', key);
+      if (verdict === 'inflight') this.#refuse('RF_KIT_IDEMPOTENCY_IN_FLIGHT', key);
+      if (verdict === 'done') return this.#replay((bytes(reply, 1) as Buffer).toString('utf8'));
+    } catch (err) {
+      if (this.#pg === undefined || !RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE')) {
+        if (RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE')) this.#metrics.redisError('idempotency', 'closed');
+        throw err;
+      }
+      // Redis down: the PostgreSQL row alone decides.
+      this.#metrics.redisError('idempotency', 'open');
+      redisUp = false;
+    }
+
+    if (this.#pg !== undefined) {
+      let claim: Awaited<ReturnType<PgRecords['claim']>>;
+      try {
+        claim = await this.#pg.claim(
+          this.tenant,
+          this.name,
+          keyHash,
+          fp,
+          token,
+          this.inFlightTtlMs,
+          this.ttlMs,
+        );
+      } catch (err) {
+        if (redisUp) await this.#release(record, token);
+        throw err;
+      }
+      if (claim.verdict !== 'claimed') {
+        if (redisUp) await this.#release(record, token);
+        if (claim.verdict === 'mismatch') this.#refuse('RF_KIT_IDEMPOTENCY_MISMATCH', key);
+        if (claim.verdict === 'inflight') this.#refuse('RF_KIT_IDEMPOTENCY_IN_FLIGHT', key);
+        // Redis lost the key (or is down): copy the durable response back to the fast path.
+        if (redisUp) await this.#store(record, fp, claim.response, token, true);
+        return this.#replay(claim.response);
+      }
+    }
+
+    let response: R;
+    try {
+      response = await fn();
+    } catch (err) {
+      this.#outcome('failed');
+      await this.#pg?.release(this.tenant, this.name, keyHash, token).catch(() => {});
+      if (redisUp) await this.#release(record, token);
+      throw err;
+    }
+    const text = this.#codec.encode(response);
+    let recorded = false;
+    if (this.#pg !== undefined) {
+      // Durable first: once this row is done, no later request runs fn, whatever Redis holds.
+      // If PostgreSQL fails here the command has run: its response is still returned and copied to
+      // Redis, and the row stays in flight until inFlightTtlMs (counted as outcome="unrecorded").
+      const stored = await this.#pg
+        .complete(this.tenant, this.name, keyHash, token, text, this.ttlMs)
+        .catch(() => undefined);
+      if (stored === undefined) this.#outcome('unrecorded');
+      else if (!stored) this.#outcome('late');
+      recorded = stored === true;
+    }
+    // Forced only when the durable record is ours: then no claim in Redis can be a live one.
+    await this.#store(record, fp, text, token, recorded);
+    this.#outcome('ran');
+    return { status: 'done', response, replayed: false };
+  }
+
+  /** Best effort: the fast path only; a failure leaves PostgreSQL (or the claim's expiry) to decide. */
+  async #store(record: string, fp: string, text: string, token: string, force: boolean): Promise<void> {
+    try {
+      const r = await this.#scripts.run(
+        'idemComplete',
+        [record],
+        [fp, text, this.ttlMs, token, force ? '1' : '0'],
+      );
+      if (r === 0 && this.#pg === undefined) this.#outcome('late');
+    } catch (err) {
+      if (!RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE')) throw err;
+      this.#metrics.redisError('idempotency', 'open');
+    }
+  }
+
+  async #release(record: string, token: string): Promise<void> {
+    try {
+      await this.#scripts.run('idemRelease', [record], [token]);
+    } catch (err) {
+      if (!RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE')) throw err;
+      // The claim expires by itself after inFlightTtlMs.
+      this.#metrics.redisError('idempotency', 'open');
+    }
+  }
+}
