@@ -13,7 +13,10 @@ import { KIT_TARGETS } from './support.js';
 type Resp = { n: number; body: string };
 
 /** A command that counts its runs and, when gated, waits for `open()`. */
-function command(gated = false, body = 'created'): { fn: () => Promise<Resp>; runs: () => number; open: () => void } {
+function command(
+  gated = false,
+  body = 'created',
+): { fn: () => Promise<Resp>; runs: () => number; open: () => void } {
   let runs = 0;
   let open: () => void = () => {};
   const gate = new Promise<void>((r) => {
@@ -124,7 +127,9 @@ for (const target of KIT_TARGETS) {
         const first = s.run('k', fp, c.fn);
         await pollUntil('first claimed', () => c.runs() === 1, 10_000, 5);
         const other = fingerprint('POST', '/orders', '{"sku":"b"}');
-        await assert.rejects(s.run('k', other, c.fn), (e) => RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_MISMATCH'));
+        await assert.rejects(s.run('k', other, c.fn), (e) =>
+          RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_MISMATCH'),
+        );
         c.open();
         await first;
         await assert.rejects(
@@ -152,14 +157,21 @@ for (const target of KIT_TARGETS) {
         const c = command();
         await s.run('k', fp, c.fn);
         assert.equal((await s.run('k', fp, c.fn)).replayed, true);
-        await pollUntil('the response expired', async () => !(await s.run('k', fp, c.fn)).replayed, 10_000, 50);
+        await pollUntil(
+          'the response expired',
+          async () => !(await s.run('k', fp, c.fn)).replayed,
+          10_000,
+          50,
+        );
         assert.equal(c.runs(), 2);
 
         // A claim whose request never finishes (a crash): 409 until inFlightTtlMs, then the key runs again.
         const hung = command(true, 'late');
         const hungRun = s.run('crash', fp, hung.fn);
         await pollUntil('claimed', () => hung.runs() === 1, 10_000, 5);
-        await assert.rejects(s.run('crash', fp, hung.fn), (e) => RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_IN_FLIGHT'));
+        await assert.rejects(s.run('crash', fp, hung.fn), (e) =>
+          RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_IN_FLIGHT'),
+        );
         const next = command(false, 'second');
         await pollUntil(
           'the crashed claim expired',
@@ -199,7 +211,9 @@ for (const target of KIT_TARGETS) {
           const first = s.run('lost-2', fp, slow.fn);
           await pollUntil('claimed', () => slow.runs() === 1, 10_000, 5);
           await redis.del(recordKey(s.name, 'acme', 'lost-2'));
-          await assert.rejects(s.run('lost-2', fp, slow.fn), (e) => RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_IN_FLIGHT'));
+          await assert.rejects(s.run('lost-2', fp, slow.fn), (e) =>
+            RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_IN_FLIGHT'),
+          );
           slow.open();
           await first;
           assert.equal((await s.run('lost-2', fp, slow.fn)).replayed, true);
@@ -214,7 +228,12 @@ describe('idempotency store with Redis stopped', () => {
   it('with PostgreSQL: the row decides, no command runs twice, before, during and after the outage', async () => {
     const server = await startRedisServer();
     after(() => server.stop());
-    const redis = new Redis({ host: '127.0.0.1', port: server.port, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    const redis = new Redis({
+      host: '127.0.0.1',
+      port: server.port,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 50,
+    });
     redis.on('error', () => {}); // it is stopped on purpose
     after(() => redis.disconnect());
     const s = new IdempotencyStore<Resp>({
@@ -236,7 +255,9 @@ describe('idempotency store with Redis stopped', () => {
     assert.equal((await s.run('before', fp, c.fn)).replayed, true);
     assert.equal((await s.run('during', fp, c.fn)).replayed, false);
     assert.equal((await s.run('during', fp, c.fn)).replayed, true);
-    await assert.rejects(s.run('during', 'another', c.fn), (e) => RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_MISMATCH'));
+    await assert.rejects(s.run('during', 'another', c.fn), (e) =>
+      RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_MISMATCH'),
+    );
     // Concurrent duplicates while Redis is down: the PostgreSQL insert lets exactly one run.
     const gated = command(true);
     const all = Array.from({ length: 8 }, () => s.run('race', fp, gated.fn));
@@ -255,14 +276,21 @@ describe('idempotency store with Redis stopped', () => {
     assert.equal((await s.run('before', fp, c.fn)).replayed, true);
     assert.equal((await s.run('during', fp, c.fn)).replayed, true);
     assert.equal(c.runs(), 2);
-    const metric = (await s.registry.getMetricsAsJSON()).find((m) => m.name === 'redfence_kit_redis_errors_total');
+    const metric = (await s.registry.getMetricsAsJSON()).find(
+      (m) => m.name === 'redfence_kit_redis_errors_total',
+    );
     assert.ok((metric?.values ?? []).some((v) => v.labels.policy === 'open' && v.value > 0));
   });
 
   it('without PostgreSQL it fails closed (RF_REDIS_UNAVAILABLE) and runs nothing', async () => {
     const server = await startRedisServer();
     after(() => server.stop());
-    const redis = new Redis({ host: '127.0.0.1', port: server.port, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    const redis = new Redis({
+      host: '127.0.0.1',
+      port: server.port,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 50,
+    });
     redis.on('error', () => {}); // it is stopped on purpose
     after(() => redis.disconnect());
     const s = new IdempotencyStore<Resp>({
@@ -306,8 +334,14 @@ describe('idempotency store options', () => {
       );
     }
     const s = new IdempotencyStore(base);
-    await assert.rejects(s.run('', 'fp', async () => 1), (e) => RedfenceError.is(e, 'RF_INVALID_ARGUMENT'));
-    await assert.rejects(s.run('k', '', async () => 1), (e) => RedfenceError.is(e, 'RF_INVALID_ARGUMENT'));
+    await assert.rejects(
+      s.run('', 'fp', async () => 1),
+      (e) => RedfenceError.is(e, 'RF_INVALID_ARGUMENT'),
+    );
+    await assert.rejects(
+      s.run('k', '', async () => 1),
+      (e) => RedfenceError.is(e, 'RF_INVALID_ARGUMENT'),
+    );
   });
 
   it('fingerprint covers the method, the path and the body', () => {
