@@ -16,7 +16,7 @@ export type PgClaim =
   | { verdict: 'claimed' }
   | { verdict: 'mismatch' }
   | { verdict: 'inflight' }
-  | { verdict: 'done'; response: string };
+  | { verdict: 'done'; response: string; remainingMs: number };
 
 interface Row {
   fingerprint: string;
@@ -24,6 +24,7 @@ interface Row {
   response: string | null;
   claim_over: boolean;
   expired: boolean;
+  remaining_ms: string;
 }
 
 const PK = 'tenant = $1 AND store = $2 AND key_hash = $3';
@@ -88,7 +89,8 @@ export class PgRecords {
       );
       if (ins.rowCount === 1) return { verdict: 'claimed' };
       const sel = await this.#q(
-        `SELECT fingerprint, state, response, claimed_until <= now() AS claim_over, expires_at <= now() AS expired
+        `SELECT fingerprint, state, response, claimed_until <= now() AS claim_over, expires_at <= now() AS expired,
+           GREATEST(1, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint AS remaining_ms
          FROM ${this.#t} WHERE ${PK}`,
         pk,
       );
@@ -107,7 +109,9 @@ export class PgRecords {
         continue;
       }
       if (row.fingerprint !== fp) return { verdict: 'mismatch' };
-      if (row.state === 'done') return { verdict: 'done', response: row.response ?? 'null' };
+      if (row.state === 'done') {
+        return { verdict: 'done', response: row.response ?? 'null', remainingMs: Number(row.remaining_ms) };
+      }
       return { verdict: 'inflight' };
     }
     return { verdict: 'inflight' };

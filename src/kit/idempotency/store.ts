@@ -250,7 +250,8 @@ export class IdempotencyStore<R = unknown> {
         if (claim.verdict === 'mismatch') this.#refuse('RF_KIT_IDEMPOTENCY_MISMATCH', key);
         if (claim.verdict === 'inflight') this.#refuse('RF_KIT_IDEMPOTENCY_IN_FLIGHT', key);
         // Redis lost the key (or is down): copy the durable response back to the fast path.
-        if (redisUp) await this.#store(record, fp, claim.response, token, true);
+        // It expires there when the durable record does.
+        if (redisUp) await this.#store(record, fp, claim.response, token, true, claim.remainingMs);
         return this.#replay(claim.response);
       }
     }
@@ -284,12 +285,19 @@ export class IdempotencyStore<R = unknown> {
   }
 
   /** Best effort: the fast path only; a failure leaves PostgreSQL (or the claim's expiry) to decide. */
-  async #store(record: string, fp: string, text: string, token: string, force: boolean): Promise<void> {
+  async #store(
+    record: string,
+    fp: string,
+    text: string,
+    token: string,
+    force: boolean,
+    ttlMs = this.ttlMs,
+  ): Promise<void> {
     try {
       const r = await this.#scripts.run(
         'idemComplete',
         [record],
-        [fp, text, this.ttlMs, token, force ? '1' : '0'],
+        [fp, text, ttlMs, token, force ? '1' : '0'],
       );
       if (r === 0 && this.#pg === undefined) this.#outcome('late');
     } catch (err) {
