@@ -218,6 +218,19 @@ for (const target of KIT_TARGETS) {
           await first;
           assert.equal((await s.run('lost-2', fp, slow.fn)).replayed, true);
           assert.equal(slow.runs(), 1);
+          // A leftover in-flight claim in Redis (a claim that arrived late, a response Redis missed)
+          // over a done row: the row answers, the response is copied back.
+          const rk = recordKey(s.name, 'acme', 'lost');
+          await redis.del(rk);
+          const fpHash = createHash('sha256').update(fp).digest('hex');
+          await redis.hset(rk, 's', 'f', 'h', fpHash, 'o', 'stale-token');
+          assert.deepEqual(await s.run('lost', fp, c.fn), {
+            status: 'done',
+            response: { n: 1, body: 'created' },
+            replayed: true,
+          });
+          assert.equal(await redis.hget(rk, 's'), 'd');
+          assert.equal(c.runs(), 1);
         });
       }
     });
@@ -260,16 +273,47 @@ describe('idempotency store with Redis stopped', () => {
     );
     // Concurrent duplicates while Redis is down: the PostgreSQL insert lets exactly one run.
     const gated = command(true);
-    const all = Array.from({ length: 8 }, () => s.run('race', fp, gated.fn));
+    const all = Promise.allSettled(Array.from({ length: 8 }, () => s.run('race', fp, gated.fn)));
     await pollUntil('one claimed', () => gated.runs() === 1, 10_000, 5);
     gated.open();
-    const settled = await Promise.allSettled(all);
+    const settled = await all;
     assert.equal(gated.runs(), 1);
     assert.equal(settled.filter((x) => x.status === 'fulfilled' && !x.value.replayed).length, 1);
     for (const x of settled) {
       if (x.status === 'rejected') assert.ok(RedfenceError.is(x.reason, 'RF_KIT_IDEMPOTENCY_IN_FLIGHT'));
     }
     assert.equal(c.runs(), 2);
+
+    // A crashed claim taken over while Redis is down: of concurrent requests after its expiry, one runs.
+    const short = new IdempotencyStore<Resp>({
+      redis,
+      pg: pool,
+      table: `${schema}.idem_down`,
+      name: 'down-short',
+      tenant: 'acme',
+      ttlMs: 60_000,
+      inFlightTtlMs: 200,
+      redisPolicy: { timeoutMs: 300, retries: 0 },
+    });
+    const hung = command(true);
+    const hungRun = short.run('crash', fp, hung.fn);
+    await pollUntil('claimed', () => hung.runs() === 1, 10_000, 5);
+    const rows = async () =>
+      (
+        await pool.query(
+          `SELECT count(*)::int AS n FROM ${schema}.idem_down WHERE store = 'down-short' AND claimed_until <= now()`,
+        )
+      ).rows[0] as { n: number };
+    await pollUntil('the claim expired', async () => (await rows()).n === 1, 10_000, 20);
+    const takers = command(true);
+    const race = Promise.allSettled(Array.from({ length: 8 }, () => short.run('crash', fp, takers.fn)));
+    await pollUntil('one took over', () => takers.runs() === 1, 10_000, 5);
+    takers.open();
+    const raced = await race;
+    assert.equal(takers.runs(), 1);
+    assert.equal(raced.filter((x) => x.status === 'fulfilled' && !x.value.replayed).length, 1);
+    hung.open();
+    await hungRun;
 
     await server.start(); // empty
     await pollUntil('redis back', async () => (await redis.ping().catch(() => '')) === 'PONG', 10_000, 50);
@@ -305,6 +349,30 @@ describe('idempotency store with Redis stopped', () => {
     const c = command();
     await assert.rejects(s.run('k', 'fp', c.fn), (e) => RedfenceError.is(e, 'RF_REDIS_UNAVAILABLE'));
     assert.equal(c.runs(), 0);
+  });
+});
+
+describe('idempotency store key names', () => {
+  it("keyEncoding 'hash' keeps the idempotency key out of Redis key names; tenants are apart", async () => {
+    const redis = KIT_TARGETS[0]?.connect() as Redis;
+    after(() => redis.disconnect());
+    const name = uniqueName('h');
+    const mk = (tenant: string) =>
+      new IdempotencyStore<Resp>({
+        redis,
+        name,
+        tenant,
+        ttlMs: 60_000,
+        inFlightTtlMs: 1000,
+        keyEncoding: 'hash',
+      });
+    const c = command();
+    await mk('acme').run('alice@example.com', 'fp', c.fn);
+    assert.equal((await mk('globex').run('alice@example.com', 'fp', c.fn)).replayed, false);
+    assert.equal(c.runs(), 2);
+    const keys = await redis.keys(`rf:t=*:{idempotency.${name}:*`);
+    assert.equal(keys.length, 2);
+    for (const k of keys) assert.doesNotMatch(k, /alice/);
   });
 });
 

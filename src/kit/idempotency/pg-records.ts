@@ -88,13 +88,7 @@ export class PgRecords {
         [...pk, fp, owner, inFlightTtlMs, ttlMs],
       );
       if (ins.rowCount === 1) return { verdict: 'claimed' };
-      const sel = await this.#q(
-        `SELECT fingerprint, state, response, claimed_until <= now() AS claim_over, expires_at <= now() AS expired,
-           GREATEST(1, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint AS remaining_ms
-         FROM ${this.#t} WHERE ${PK}`,
-        pk,
-      );
-      const row = sel.rows[0] as Row | undefined;
+      const row = await this.#select(pk);
       if (row === undefined) continue;
       const dead = row.state === 'done' ? row.expired : row.claim_over;
       if (dead) {
@@ -115,6 +109,30 @@ export class PgRecords {
       return { verdict: 'inflight' };
     }
     return { verdict: 'inflight' };
+  }
+
+  /**
+   * What the row says, without claiming: for a Redis claim that may be a leftover (a claim script that
+   * reached Redis after its caller gave up on it, or a response that reached PostgreSQL but not Redis).
+   */
+  async peek(tenant: string, store: string, keyHash: string, fp: string): Promise<PgClaim | undefined> {
+    const row = (await this.#select([tenant, store, keyHash])) as Row | undefined;
+    if (row === undefined || (row.state === 'done' ? row.expired : row.claim_over)) return undefined;
+    if (row.fingerprint !== fp) return { verdict: 'mismatch' };
+    if (row.state === 'done') {
+      return { verdict: 'done', response: row.response ?? 'null', remainingMs: Number(row.remaining_ms) };
+    }
+    return { verdict: 'inflight' };
+  }
+
+  async #select(pk: string[]): Promise<Row | undefined> {
+    const sel = await this.#q(
+      `SELECT fingerprint, state, response, claimed_until <= now() AS claim_over, expires_at <= now() AS expired,
+         GREATEST(1, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint AS remaining_ms
+       FROM ${this.#t} WHERE ${PK}`,
+      pk,
+    );
+    return sel.rows[0] as Row | undefined;
   }
 
   /** Stores the response when the claim is still `owner`'s; false when it expired and was taken over. */

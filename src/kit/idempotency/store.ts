@@ -217,7 +217,14 @@ export class IdempotencyStore<R = unknown> {
       const reply = await this.#scripts.run('idemClaim', [record], [fp, this.inFlightTtlMs, token]);
       const verdict = bytes(reply, 0)?.toString();
       if (verdict === 'mismatch') this.#refuse('RF_KIT_IDEMPOTENCY_MISMATCH', key);
-      if (verdict === 'inflight') this.#refuse('RF_KIT_IDEMPOTENCY_IN_FLIGHT', key);
+      if (verdict === 'inflight') {
+        // The Redis claim may be a leftover whose request finished through PostgreSQL: the row says.
+        const row = await this.#pg?.peek(this.tenant, this.name, keyHash, fp);
+        if (row?.verdict === 'mismatch') this.#refuse('RF_KIT_IDEMPOTENCY_MISMATCH', key);
+        if (row?.verdict !== 'done') this.#refuse('RF_KIT_IDEMPOTENCY_IN_FLIGHT', key);
+        await this.#store(record, fp, row.response, token, true, row.remainingMs);
+        return this.#replay(row.response);
+      }
       if (verdict === 'done') return this.#replay((bytes(reply, 1) as Buffer).toString('utf8'));
     } catch (err) {
       if (this.#pg === undefined || !RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE')) {
