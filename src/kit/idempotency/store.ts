@@ -285,8 +285,9 @@ export class IdempotencyStore<R = unknown> {
       else if (!stored) this.#outcome('late');
       recorded = stored === true;
     }
-    // Forced only when the durable record is ours: then no claim in Redis can be a live one.
-    await this.#store(record, fp, text, token, recorded);
+    // Forced only when the durable record is ours: then no claim in Redis can be a live one. Not tried
+    // while Redis is down (each try would wait out the deadline); the next replay copies it back.
+    if (redisUp) await this.#store(record, fp, text, token, recorded);
     this.#outcome('ran');
     return { status: 'done', response, replayed: false };
   }
