@@ -12,6 +12,11 @@ export interface PgQueryable {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }>;
 }
 
+/** A pool: `connect()` hands out a client for one transaction (`runInTransaction`). */
+export interface PgPool extends PgQueryable {
+  connect(): Promise<PgQueryable & { release(err?: Error | boolean): void }>;
+}
+
 export type PgClaim =
   | { verdict: 'claimed' }
   | { verdict: 'mismatch' }
@@ -50,6 +55,30 @@ export class PgRecords {
         { cause: err },
       );
     }
+  }
+
+  /** BEGIN, with a lock wait bound: a duplicate's INSERT waits at most `lockWaitMs` for an open claim. */
+  async begin(lockWaitMs: number): Promise<void> {
+    await this.#q('BEGIN');
+    await this.#q(`SET LOCAL lock_timeout = ${Math.trunc(lockWaitMs)}`);
+  }
+
+  async unboundLockWait(): Promise<void> {
+    await this.#q('SET LOCAL lock_timeout TO DEFAULT');
+  }
+
+  async commit(): Promise<void> {
+    await this.#q('COMMIT');
+  }
+
+  async rollback(): Promise<void> {
+    await this.#q('ROLLBACK');
+  }
+
+  /** Whether `err` is PostgreSQL's lock_timeout (SQLSTATE 55P03) under one of this module's errors. */
+  static lockTimedOut(err: unknown): boolean {
+    const cause = (err as { cause?: { code?: unknown } } | undefined)?.cause;
+    return RedfenceError.is(err, 'RF_POSTGRES_UNAVAILABLE') && cause?.code === '55P03';
   }
 
   async init(): Promise<void> {
