@@ -25,6 +25,7 @@ export {
   type IdempotencyStoreOptions,
   type IdempotentHandler,
   type IdempotentResponse,
+  type PgPool,
   type PgQueryable,
 } from './idempotency/index.js';
 export {

@@ -4,11 +4,11 @@ export {
   type IdempotentHandler,
   type IdempotentResponse,
 } from './middleware.js';
-export type { PgQueryable } from './pg-records.js';
 export {
   fingerprint,
   type IdempotencyCodec,
   type IdempotencyResult,
-  IdempotencyStore,
   type IdempotencyStoreOptions,
-} from './store.js';
+} from './options.js';
+export type { PgPool, PgQueryable } from './pg-records.js';
+export { IdempotencyStore } from './store.js';

@@ -7,8 +7,7 @@
  * Redis being down, never runs a command twice: the row decides. Without `pg`, Redis alone decides and a
  * key Redis loses can run again.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../../errors/index.js';
 import type { ScriptRedis } from '../../fence/script-runner.js';
 import type { KeyEncoding } from '../../keys/keys.js';
@@ -16,73 +15,18 @@ import { KitRecordKeys } from '../../keys/kit.js';
 import type { MetricsRegistry } from '../../metrics/index.js';
 import { KitMetrics } from '../common/metrics.js';
 import { Checker, invalid, MAX_TIMER_MS, shown } from '../common/options.js';
-import { bytes, checkPolicy, KitScripts, type RedisPolicyOptions } from '../common/scripts.js';
+import { bytes, checkPolicy, KitScripts } from '../common/scripts.js';
+import {
+  type IdempotencyCodec,
+  type IdempotencyResult,
+  type IdempotencyStoreOptions,
+  JSON_CODEC,
+  NAMES,
+  sha256,
+} from './options.js';
 import { type PgClaim, type PgPool, type PgQueryable, PgRecords } from './pg-records.js';
 
-export interface IdempotencyCodec<R> {
-  encode(response: R): string;
-  decode(text: string): R;
-}
-
-export interface IdempotencyStoreOptions<R> {
-  redis: Redis | Cluster;
-  /** A pg Pool (or anything with `query(text, values)`); the durable record. Optional: without it Redis alone decides. */
-  pg?: PgQueryable;
-  /** The PostgreSQL table (`name` or `schema.name`, lower case); needed with `pg`. Create it with `init()`. */
-  table?: string;
-  /** Names the store in keys and metrics: `[A-Za-z0-9_.-]{1,52}`. Default `'default'`. */
-  name?: string;
-  /** `[A-Za-z0-9_.-]{1,64}`: the tenant every key belongs to. */
-  tenant: string;
-  /** How long a stored response is replayed, in ms (then the key is new again). Required. */
-  ttlMs: number;
-  /** How long an unfinished claim holds its key, in ms; past it the key can be claimed again. Required. */
-  inFlightTtlMs: number;
-  /** Default JSON. */
-  codec?: IdempotencyCodec<R>;
-  keyEncoding?: KeyEncoding;
-  redisPolicy?: RedisPolicyOptions;
-  metrics?: { registry?: MetricsRegistry };
-}
-
-export interface IdempotencyResult<R> {
-  status: 'done';
-  response: R;
-  /** true: the stored response of an earlier request (`fn` did not run). */
-  replayed: boolean;
-}
-
-const NAMES = [
-  'redis',
-  'pg',
-  'table',
-  'name',
-  'tenant',
-  'ttlMs',
-  'inFlightTtlMs',
-  'codec',
-  'keyEncoding',
-  'redisPolicy',
-  'metrics',
-] as const satisfies readonly (keyof IdempotencyStoreOptions<unknown>)[];
-
-const JSON_CODEC: IdempotencyCodec<unknown> = {
-  encode: (v) => JSON.stringify(v) ?? 'null',
-  decode: (t) => JSON.parse(t) as unknown,
-};
-
-/** The request fingerprint of the draft: SHA-256 (hex) of the method, the path and the body. */
-export function fingerprint(method: string, path: string, body: string | Uint8Array = ''): string {
-  return createHash('sha256')
-    .update(method.toUpperCase())
-    .update('\n')
-    .update(path)
-    .update('\n')
-    .update(body)
-    .digest('hex');
-}
-
-const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
+export { fingerprint } from './options.js';
 
 export class IdempotencyStore<R = unknown> {
   readonly name: string;
