@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
+import { RedfenceError } from '../../src/errors/index.js';
 import { pollUntil } from '../../src/harness/index.js';
 import {
   createIdempotencyMiddleware,
@@ -76,5 +77,27 @@ describe('Idempotency-Key middleware on a node:http server', () => {
     assert.equal(missing.status, 400);
     await missing.text();
     assert.equal(runs, 2);
+
+    const outcomes = (await store.registry.getMetricsAsJSON()).find(
+      (m) => m.name === 'redfence_kit_idempotency_requests_total',
+    );
+    const count = (o: string) => outcomes?.values.find((v) => v.labels.outcome === o)?.value ?? 0;
+    assert.deepEqual([count('ran'), count('replayed'), count('in-flight'), count('mismatch')], [2, 2, 1, 1]);
+  });
+
+  it('bad options fail at construction, naming the option', () => {
+    const store = { run: async () => assert.fail('called') } as never;
+    for (const [o, msg] of [
+      [{}, /"store"/],
+      [{ store, header: 'bad header' }, /"header"/],
+      [{ store, methods: 'POST' }, /"methods"/],
+      [{ store, maxBodyBytes: -1 }, /"maxBodyBytes"/],
+      [{ store, extra: 1 }, /unknown option "extra"/],
+    ] as [Record<string, unknown>, RegExp][]) {
+      assert.throws(
+        () => createIdempotencyMiddleware(o as never, async () => ({ status: 200, body: '' })),
+        (e) => RedfenceError.is(e, 'RF_INVALID_OPTIONS') && msg.test(e.message),
+      );
+    }
   });
 });

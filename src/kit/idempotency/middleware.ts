@@ -8,6 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { RedfenceError } from '../../errors/index.js';
+import { Checker, invalid, shown } from '../common/options.js';
 import { fingerprint, type IdempotencyStore } from './store.js';
 
 /** What a guarded handler answers: stored as it is and replayed byte for byte. */
@@ -55,15 +56,24 @@ export function createIdempotencyMiddleware(
   options: IdempotencyMiddlewareOptions,
   handler: IdempotentHandler,
 ): (req: IncomingMessage, res: ServerResponse) => void {
+  const c = new Checker('idempotency middleware');
+  const o = c.object('', options, ['store', 'header', 'methods', 'required', 'maxBodyBytes']);
+  if (typeof (o.store as { run?: unknown } | undefined)?.run !== 'function') {
+    throw invalid(c.where, 'option "store" must be an IdempotencyStore');
+  }
+  if (o.header !== undefined && (typeof o.header !== 'string' || !/^[A-Za-z0-9-]{1,64}$/.test(o.header))) {
+    throw invalid(c.where, `option "header" must be a header name, got ${shown(o.header)}`);
+  }
+  if (
+    o.methods !== undefined &&
+    (!Array.isArray(o.methods) || !o.methods.every((m) => typeof m === 'string'))
+  ) {
+    throw invalid(c.where, `option "methods" must be an array of method names, got ${shown(o.methods)}`);
+  }
+  c.bool('required', o.required, false);
+  const max = c.integer('maxBodyBytes', o.maxBodyBytes, 0, 2 ** 31, 1_048_576);
   const header = (options.header ?? 'idempotency-key').toLowerCase();
   const methods = (options.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase());
-  const max = options.maxBodyBytes ?? 1_048_576;
-  if (typeof options.store?.run !== 'function') {
-    throw new RedfenceError(
-      'RF_INVALID_OPTIONS',
-      'idempotency middleware: option "store" must be an IdempotencyStore',
-    );
-  }
   const send = (res: ServerResponse, r: IdempotentResponse, replayed: boolean): void => {
     res
       .writeHead(r.status, { ...r.headers, ...(replayed ? { 'idempotent-replayed': 'true' } : {}) })
