@@ -2,12 +2,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import pg from 'pg';
 import { RedfenceError } from '../../src/errors/index.js';
 import { pollUntil, startRedisServer } from '../../src/harness/index.js';
 import { IdempotencyStore } from '../../src/kit/index.js';
 import { DATABASE_URL, standalone, uniqueName } from '../helpers/env.js';
+import { KIT_TARGETS } from './support.js';
 
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 12 });
 const schema = `rf_idemtx_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
@@ -28,7 +29,7 @@ const orders = async (idem: string): Promise<number> =>
     }
   ).n;
 
-async function store(redis: Redis, inFlightTtlMs = 30_000): Promise<IdempotencyStore<Reply>> {
+async function store(redis: Redis | Cluster, inFlightTtlMs = 30_000): Promise<IdempotencyStore<Reply>> {
   const s = new IdempotencyStore<Reply>({
     redis,
     pg: pool,
@@ -56,33 +57,40 @@ function placeOrder(idem: string, gate?: Promise<void>, fail = false) {
   return { fn, runs: () => runs };
 }
 
-describe('idempotency store, command inside the PostgreSQL transaction', () => {
+for (const target of KIT_TARGETS) {
+  describe(`idempotency store on ${target.name}, command inside the PostgreSQL transaction`, () => {
+    const redis = target.connect();
+    after(() => redis.disconnect());
+
+    it('the first request commits its order and its record together; a duplicate replays', async () => {
+      const s = await store(redis);
+      const c = placeOrder(`a-${target.name}`);
+      const first = await s.runInTransaction('a', 'fp', c.fn);
+      assert.equal(first.replayed, false);
+      const again = await s.runInTransaction('a', 'fp', c.fn);
+      assert.deepEqual(again, { status: 'done', response: first.response, replayed: true });
+      assert.equal(c.runs(), 1);
+      assert.equal(await orders(`a-${target.name}`), 1);
+      await assert.rejects(s.runInTransaction('a', 'other', c.fn), (e) =>
+        RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_MISMATCH'),
+      );
+    });
+
+    it('a command that throws rolls back its writes and its claim: the retry runs once more', async () => {
+      const s = await store(redis);
+      const bad = placeOrder(`b-${target.name}`, undefined, true);
+      await assert.rejects(s.runInTransaction('b', 'fp', bad.fn), /payment declined/);
+      assert.equal(await orders(`b-${target.name}`), 0);
+      const good = placeOrder(`b-${target.name}`);
+      assert.equal((await s.runInTransaction('b', 'fp', good.fn)).replayed, false);
+      assert.equal(await orders(`b-${target.name}`), 1);
+    });
+  });
+}
+
+describe('idempotency store, command inside the PostgreSQL transaction, Redis down', () => {
   const redis = standalone();
   after(() => redis.disconnect());
-
-  it('the first request commits its order and its record together; a duplicate replays', async () => {
-    const s = await store(redis);
-    const c = placeOrder('a');
-    const first = await s.runInTransaction('a', 'fp', c.fn);
-    assert.equal(first.replayed, false);
-    const again = await s.runInTransaction('a', 'fp', c.fn);
-    assert.deepEqual(again, { status: 'done', response: first.response, replayed: true });
-    assert.equal(c.runs(), 1);
-    assert.equal(await orders('a'), 1);
-    await assert.rejects(s.runInTransaction('a', 'other', c.fn), (e) =>
-      RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_MISMATCH'),
-    );
-  });
-
-  it('a command that throws rolls back its writes and its claim: the retry runs once more', async () => {
-    const s = await store(redis);
-    const bad = placeOrder('b', undefined, true);
-    await assert.rejects(s.runInTransaction('b', 'fp', bad.fn), /payment declined/);
-    assert.equal(await orders('b'), 0);
-    const good = placeOrder('b');
-    assert.equal((await s.runInTransaction('b', 'fp', good.fn)).replayed, false);
-    assert.equal(await orders('b'), 1);
-  });
 
   it('Redis down: a duplicate during an open transaction waits, past inFlightTtlMs, and never runs', async () => {
     const server = await startRedisServer();
