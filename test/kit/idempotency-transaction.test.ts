@@ -118,7 +118,7 @@ describe('idempotency store, command inside the PostgreSQL transaction, Redis do
       s.runInTransaction('c', 'fp', c.fn),
       (e) => RedfenceError.is(e, 'RF_KIT_IDEMPOTENCY_IN_FLIGHT') && e.details?.status === 409,
     );
-    // Duplicates arriving now wait for the commit and replay it.
+    // Later duplicates (waiting on the row or arriving after the commit) replay the committed response.
     const waiting = Promise.allSettled(Array.from({ length: 5 }, () => s.runInTransaction('c', 'fp', c.fn)));
     open();
     assert.equal((await first).replayed, false);
