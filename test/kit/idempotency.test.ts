@@ -1,3 +1,7 @@
+/**
+ * IdempotencyStore against real Redis (standalone, cluster) and PostgreSQL. Just over 400 lines: the
+ * standalone x cluster x Redis-only x PostgreSQL matrix and the Redis-outage cases share its helpers.
+ */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
