@@ -118,6 +118,15 @@ export const ERROR_CODES = {
     retriable: true,
     summary: 'PostgreSQL could not be reached or failed a query the outbox relay retries.',
   },
+  RF_KIT_IDEMPOTENCY_IN_FLIGHT: {
+    retriable: true,
+    summary:
+      'An idempotency key is claimed by a request that has not finished (answer 409); the duplicate did not run.',
+  },
+  RF_KIT_IDEMPOTENCY_MISMATCH: {
+    retriable: false,
+    summary: 'An idempotency key was reused with a different request fingerprint (answer 422); nothing ran.',
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -97,3 +97,44 @@ export class KitKeys {
     return `${this.component}.${this.namespace} tenant=${key.tenant} ${KeySpace.describeKey(key.id)}`;
   }
 }
+
+/** Kit components added after the first four: keys of the same shape, built by {@link KitRecordKeys}. */
+export type KitRecordComponent = 'idempotency' | 'dedup';
+
+/**
+ * Key names of the idempotency store and the dedup window: `rf:t=<tenant>:{<component>.<namespace>:<id>}`
+ * plus `:<part>`, the same rules as {@link KitKeys} (tenant required, one hash slot per entry, ids that
+ * are long, odd or personal stored by a SHA-256, every id hashed under `keyEncoding: 'hash'`).
+ */
+export class KitRecordKeys {
+  readonly component: KitRecordComponent;
+  readonly namespace: string;
+  readonly #space: KeySpace;
+
+  constructor(
+    component: KitRecordComponent,
+    namespace: string,
+    tenant: string,
+    options: KitKeysOptions = {},
+  ) {
+    if (component !== 'idempotency' && component !== 'dedup') {
+      throw new RedfenceError('RF_INVALID_ARGUMENT', `unknown kit component ${JSON.stringify(component)}`);
+    }
+    if (typeof tenant !== 'string' || tenant === '') {
+      throw new RedfenceError('RF_INVALID_ARGUMENT', 'a kit key needs a tenant (a non-empty string)');
+    }
+    this.component = component;
+    this.#space = new KeySpace({
+      store: `${component}.${namespace}`,
+      tenant,
+      keyEncoding: options.keyEncoding ?? 'auto',
+    });
+    this.namespace = this.#space.store.slice(component.length + 1);
+  }
+
+  /** `<base>:<part>` of one id (checked before any Redis call). */
+  part(id: string | Uint8Array, part: string): string {
+    if (!PART.test(part)) throw new RedfenceError('RF_INVALID_ARGUMENT', `bad kit key part ${part}`);
+    return `${this.#space.state(id)}:${part}`;
+  }
+}

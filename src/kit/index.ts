@@ -14,6 +14,20 @@ export {
   type CacheSubscriber,
 } from './cache/index.js';
 export type { RedisPolicyOptions } from './common/scripts.js';
+export { DedupWindow, type DedupWindowOptions } from './dedup/index.js';
+export {
+  createIdempotencyMiddleware,
+  fingerprint,
+  type IdempotencyCodec,
+  type IdempotencyMiddlewareOptions,
+  type IdempotencyResult,
+  IdempotencyStore,
+  type IdempotencyStoreOptions,
+  type IdempotentHandler,
+  type IdempotentResponse,
+  type PgPool,
+  type PgQueryable,
+} from './idempotency/index.js';
 export {
   type AcquireOptions,
   checkFencingToken,

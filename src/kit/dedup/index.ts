@@ -1,0 +1,1 @@
+export { DedupWindow, type DedupWindowOptions } from './dedup-window.js';
