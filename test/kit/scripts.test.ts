@@ -15,6 +15,8 @@ describe('kit scripts', () => {
   it('every component folder with Lua loads, and each header names its KEYS and its return', () => {
     assert.deepEqual(DIRS.map((d) => d.split('/').at(-3)).sort(), [
       'cache',
+      'dedup',
+      'idempotency',
       'lock',
       'projection',
       'ratelimit',
