@@ -24,6 +24,7 @@ function farSide() {
   const orderViolations: string[] = [];
   let calls = 0;
   let failed = 0;
+  let extraMs = 0;
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (c) => {
@@ -33,7 +34,7 @@ function farSide() {
       calls++;
       const id = String(req.headers['idempotency-key']);
       const ev = JSON.parse(body) as Ev;
-      const latency = Math.floor(Math.random() * 15);
+      const latency = extraMs + Math.floor(Math.random() * 15);
       setTimeout(() => {
         if (Math.random() < 0.2) {
           failed++;
@@ -48,7 +49,16 @@ function farSide() {
       }, latency);
     });
   });
-  return { server, done, orderViolations, stats: () => ({ calls, failed }) };
+  return {
+    server,
+    done,
+    orderViolations,
+    stats: () => ({ calls, failed }),
+    /** Added latency of every call from now on (slows the first instance while the second joins). */
+    slow: (ms: number) => {
+      extraMs = ms;
+    },
+  };
 }
 
 describe('handler calling an HTTP service (real broker, real Redis)', () => {
@@ -135,8 +145,12 @@ describe('handler calling an HTTP service (real broker, real Redis)', () => {
     t.after(() => Promise.all([a.close(), b.close()]));
     await a.start();
     await pollUntil('a third handled', () => far.done.size >= N / 3, 60_000, 20);
+    // a slows down while b joins, so b's partitions still have records when it gets them (a fast a
+    // could finish them during the rebalance and leave b nothing to do)
+    far.slow(200);
     await b.start(); // the group rebalances: some partitions move to b
     await pollUntil('b owns partitions', () => b.assignment.length > 0, 60_000, 20);
+    far.slow(0);
     await pollUntil('two thirds handled', () => far.done.size >= (2 * N) / 3, 60_000, 20);
     await a.close(); // a drains and leaves: b takes everything
     await pollUntil('all handled', () => far.done.size === N, 60_000, 20);
