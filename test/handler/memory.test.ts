@@ -115,7 +115,8 @@ describe('handler on the in-memory Kafka', () => {
     await h.start();
     await until('the other keys done', () => h.counts().done === 99);
     await until('committed up to the held record', () => committed(0) === 37);
-    // every other record is done, the commit stays at the held one
+    // every other record is done, the commit stays at the held one: a negative check, so it waits five
+    // commit intervals (commitIntervalMs 10) for a commit that must not come; no event marks "no commit"
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(committed(0), 37);
     const text = await metrics.metricsText();
@@ -180,7 +181,7 @@ describe('handler on the in-memory Kafka', () => {
   });
 
   it('pauses a partition whose key has maxPerKey records waiting, and resumes it', async (t) => {
-    const { produce, committed, options } = setup(1, 2);
+    const { port, produce, committed, options } = setup(1, 2);
     produce(60, 1); // one hot key
     const held = gate();
     const h = createHandler(
@@ -197,7 +198,8 @@ describe('handler on the in-memory Kafka', () => {
     t.after(() => held.open());
     await h.start();
     await until('the key is full', () => h.inFlight.records >= 8);
-    await new Promise((r) => setTimeout(r, 50));
+    // the consumer has delivered all it will: the partition is paused, so nothing more comes
+    await within('the paused consumer idle', port.idle());
     // accepted whole batches of 2: at most maxPerKey + one batch
     assert.ok(h.inFlight.records <= 10, `buffered ${h.inFlight.records}`);
     held.open();
