@@ -130,6 +130,17 @@ export class Fence {
     return Number(reply);
   }
 
+  /**
+   * Records that the input `topic` has `count` partitions and returns every count recorded for it in
+   * this store, ascending (the current one among them).
+   */
+  async partitionCounts(topic: string, count: number): Promise<number[]> {
+    const key = this.keys.partitionCounts(topic);
+    await this.#redis.zadd(key, count, String(count));
+    const all = await this.#redis.zrangeBuffer(key, 0, -1);
+    return all.map((b) => Number(b.toString('utf8'))).filter((n) => Number.isInteger(n) && n > 0);
+  }
+
   /** Applies the records of one key (one partition batch) and returns one result per record. */
   async apply(request: ApplyRequest): Promise<RecordResult[]> {
     const [results] = await this.applyBatch([request]);

@@ -6,6 +6,7 @@
  * - partition epoch:        rf:[t=<tenant>:]{<store>:<topic>:<partition>}:epoch
  * - partition pending index rf:[t=<tenant>:]{<store>:<topic>:<partition>}:pending
  * - handler done marker:    rf:[t=<tenant>:]{<store>:<topic>:<partition>}:once:<id>
+ * - input partition counts: rf:[t=<tenant>:]{<store>:<topic>}:partition-counts
  *
  * User keys that are long, contain braces, start with `#`, are binary, or are declared
  * sensitive are stored by a hash of their bytes (`#` + base64url SHA-256) so that the
@@ -127,6 +128,15 @@ export class KeySpace {
    */
   once(topic: string, partition: number, id: string): string {
     return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:once:${this.keyId(id)}`;
+  }
+
+  /**
+   * The Redis key of the set of partition counts the input topic has had while this store was written
+   * (a sorted set, score = member = the count), so that records placed by murmur2 under an earlier
+   * count still pass the partition check after partitions were added.
+   */
+  partitionCounts(topic: string): string {
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}}:partition-counts`;
   }
 
   /** A pattern matching every state key of this store (for SCAN-based tools). */

@@ -21,6 +21,12 @@ export interface PlanContext {
   readonly decode: (value: Buffer | null, meta: RecordMeta) => unknown;
   /** The input topic's partition count (what murmur2 places keys by). */
   readonly partitionCount: number;
+  /**
+   * Every partition count the input has had while the store was written, the current one among them:
+   * a record placed by murmur2 under an earlier count (before partitions were added) is on the right
+   * partition too.
+   */
+  readonly partitionCounts: readonly number[];
   readonly callUser: UserCall;
 }
 
@@ -49,7 +55,7 @@ export async function plan(
       continue;
     }
     const expected = partitionFor(record.key, ctx.partitionCount);
-    if (expected !== partition) {
+    if (expected !== partition && !placedEarlier(ctx.partitionCounts, record.key, partition)) {
       const error = new Error(
         `key hashes to partition ${expected} of ${ctx.partitionCount}, record is on ${partition}`,
       );
@@ -65,4 +71,10 @@ export async function plan(
     );
   }
   return out;
+}
+
+/** True when murmur2 put `key` on `partition` under one of the earlier partition counts. */
+function placedEarlier(counts: readonly number[], key: Buffer, partition: number): boolean {
+  for (const n of counts) if (n > partition && partitionFor(key, n) === partition) return true;
+  return false;
 }

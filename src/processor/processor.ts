@@ -106,6 +106,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #rebalance: RebalanceContext;
   #state: ProcessorState = 'idle';
   #partitions = 0;
+  #partitionCounts: readonly number[] = [];
   #partitionCount: Promise<number> | undefined;
   #inFlight: Promise<void> | undefined;
   #starting: Promise<void> | undefined;
@@ -201,6 +202,9 @@ export class Processor<T = unknown, S = unknown> {
         get partitionCount() {
           return processor.#partitions;
         },
+        get partitionCounts() {
+          return processor.#partitionCounts;
+        },
         callUser,
       },
       apply: { definition: o.definition, fence: this.fence, redisStep, callUser, signal },
@@ -226,7 +230,7 @@ export class Processor<T = unknown, S = unknown> {
       redisStep,
       redisOutage: () => this.#guard.outage,
       replication,
-      partitionCount: () => this.#inputPartitions(),
+      partitionCount: (atLeast) => this.#inputPartitions(atLeast),
       drain: () => this.#pipeline.drain(),
       sweepAll: (entries, timeoutMs) => this.#sweeper.sweepAll(entries, timeoutMs),
       assigned: () => this.#watchdog?.assigned(),
@@ -345,13 +349,35 @@ export class Processor<T = unknown, S = unknown> {
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
   }
 
-  /** The input topic's partition count, fetched once (start() and the first assignment share it). */
-  #inputPartitions(): Promise<number> {
-    this.#partitionCount ??= this.#kafka.partitionCount(this.#o.definition.input).then((n) => {
+  /**
+   * The input topic's partition count, fetched once (start() and the first assignment share it) and
+   * again when a partition numbered `atLeast - 1` or higher is assigned (partitions were added). Each
+   * count read is recorded in the store, and every count recorded there is kept for the plan's
+   * partition check.
+   */
+  #inputPartitions(atLeast = 0): Promise<number> {
+    if (this.#partitionCount !== undefined && this.#partitions > 0 && this.#partitions < atLeast)
+      this.#partitionCount = undefined;
+    if (this.#partitionCount !== undefined) return this.#partitionCount;
+    const input = this.#o.definition.input;
+    const fetched = (async () => {
+      const n = await this.#kafka.partitionCount(input);
+      const counts = await this.#guard.step('partitionCounts', () => this.fence.partitionCounts(input, n));
+      if (this.#partitions > 0 && n !== this.#partitions)
+        this.#log.warn(
+          { topic: input, partitions: n, before: this.#partitions },
+          'the input partition count changed: keys that move partitions are answered REBASE',
+        );
       this.#partitions = n;
+      this.#partitionCounts = counts.includes(n) ? counts : [...counts, n];
       return n;
+    })();
+    this.#partitionCount = fetched;
+    // a failed read is not kept: the next assignment or start() tries again
+    fetched.catch(() => {
+      if (this.#partitionCount === fetched) this.#partitionCount = undefined;
     });
-    return this.#partitionCount;
+    return fetched;
   }
 
   async #shutdown(): Promise<void> {

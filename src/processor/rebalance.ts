@@ -22,8 +22,11 @@ export interface RebalanceContext {
   redisStep<T>(what: string, fn: () => Promise<T>): Promise<T>;
   redisOutage(): boolean;
   readonly replication: Replication;
-  /** The input's partition count, known before any batch is planned. */
-  partitionCount(): Promise<number>;
+  /**
+   * The input's partition count, known before any batch is planned; read again when it is below
+   * `atLeast` (an assigned partition the known count does not have: partitions were added).
+   */
+  partitionCount(atLeast?: number): Promise<number>;
   drain(): Promise<void>;
   sweepAll(entries: readonly OwnedPartition[], timeoutMs: number): Promise<void>;
   assigned(): void;
@@ -36,7 +39,7 @@ export async function assign(ctx: RebalanceContext, tps: readonly TopicPartition
   ctx.metrics?.rebalance('assign');
   // Normally known already; a failure here fails start() (which awaits the same call), so it is not
   // raised in the rebalance callback.
-  await ctx.partitionCount().catch(() => undefined);
+  await ctx.partitionCount(Math.max(0, ...tps.map((tp) => tp.partition + 1))).catch(() => undefined);
   const committed = await ctx.kafka.committed(tps);
   // the epochs are raised again when WAIT cannot confirm them on the connection that raised them
   for (let done = false; !done; ) {

@@ -38,6 +38,29 @@ export async function createTopics(
   };
 }
 
+/** Grows a topic to `count` partitions and waits until every one of them has a leader. */
+export async function addPartitions(topic: string, count: number): Promise<void> {
+  const raw = RdKafka.AdminClient.create({ 'bootstrap.servers': KAFKA_BROKERS, log_level: 0 });
+  try {
+    await new Promise<void>((resolve, reject) =>
+      raw.createPartitions(topic, count, 30_000, (err) => (err ? reject(err) : resolve())),
+    );
+  } finally {
+    raw.disconnect();
+  }
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await pollUntil(`${topic} to have ${count} partitions with leaders`, async () => {
+      const seen = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined);
+      const m = seen?.find((x) => x.name === topic);
+      return m?.partitions.length === count && m.partitions.every((p) => p.leader >= 0);
+    });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 export interface Msg {
   key: string | null;
   value: string | Buffer | null;
