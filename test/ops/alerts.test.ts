@@ -2,12 +2,13 @@
  * The shipped Prometheus rules (ops/prometheus/redfence-rules.yml) pass `promtool check rules`, and each
  * alert fires on series recorded from a real processor's /metrics: `redfence run` works through a
  * backlog slowly (lag high, still processing), its Redis is SIGKILLed (outage, then stalled: lag and
- * nothing processed), Redis comes back and the backlog drains (no alert but dead letters), then the
- * partition's epoch is raised behind its back, as a newer owner would (fenced). The recording is
- * time-compressed: each scrape, 250 ms apart, is one minute of promtool's input series, and the
- * expectations are evaluated at the scrapes where the test saw each situation.
- * Two alerts need situations a short run cannot make without disturbing the shared broker (commit
- * latency over a second; keys moving between partitions): they are tested over written series.
+ * nothing processed), Redis comes back and the backlog drains (no alert but dead letters), the input
+ * topic grows a partition and customers' records move there (REBASE), then the partition's epoch is
+ * raised behind its back, as a newer owner would (fenced). The recording is time-compressed: each
+ * scrape, 250 ms apart, is one minute of promtool's input series, and the expectations are evaluated
+ * at the scrapes where the test saw each situation.
+ * One alert needs a situation a short run cannot make without disturbing the shared broker (commit
+ * latency over a second): it is tested over written series, with REBASE there too.
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -19,7 +20,7 @@ import { Redis } from 'ioredis';
 import { startRedisServer } from '../../src/harness/index.js';
 import { killLeftovers, startProcessorChild } from '../helpers/child.js';
 import { uniqueName } from '../helpers/env.js';
-import { createTopics, pollUntil, produce } from '../helpers/kafka.js';
+import { addPartitions, createTopics, pollUntil, produce } from '../helpers/kafka.js';
 import { customerOrders } from '../helpers/outputs.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -96,7 +97,7 @@ const verdictSum = (r: Recorder, partition: number): number[] => {
   return r.scrapes.slice(-16).map((s) => names.reduce((a, n) => a + (s.get(n) ?? 0), 0));
 };
 
-describe('alert rules', { timeout: 240_000 }, () => {
+describe('alert rules', { timeout: 420_000 }, () => {
   after(() => killLeftovers());
 
   it('promtool check rules accepts the shipped rules', () => {
@@ -159,7 +160,11 @@ describe('alert rules', { timeout: 240_000 }, () => {
         instance: 'A',
         redisUrl: redis.url,
         // small batches, each in its own transaction: the backlog takes a while
-        env: { REDFENCE_MAX_BATCH_SIZE: '20', REDFENCE_GROUP_COMMIT_RECORDS: '0' },
+        env: {
+          REDFENCE_MAX_BATCH_SIZE: '20',
+          REDFENCE_GROUP_COMMIT_RECORDS: '0',
+          REDFENCE_KAFKA_CONFIG: 'topic.metadata.refresh.interval.ms=1000',
+        },
       });
       const r = new Recorder(a.metricsPort);
       recorder.current = r;
@@ -233,11 +238,25 @@ describe('alert rules', { timeout: 240_000 }, () => {
       await pollUntil(
         'lag 0 for 8 scrapes',
         () => partitions.every((p) => r.last(lag(p), 8).every((x) => x === 0)),
-        120_000,
+        240_000,
       );
       const healthyAt = r.now;
 
-      // 4. a newer owner's epoch on partition 0: the next batch there is FENCEd
+      // 4. the input grows to two partitions (the consumer refreshes metadata every second): once the
+      // new partition is owned (its REBASE series at 0), records of the same customers go there by
+      // murmur2, and their keys' state was last written from partition 0: REBASE
+      const rebase = `redfence_verdicts_total{job="redfence",instance="A",topic="${n.orders}",partition="1",verdict="REBASE"}`;
+      await addPartitions(n.orders, 2);
+      await pollUntil('partition 1 owned (its REBASE series at 0)', () => r.last(rebase, 1)[0] === 0, 60_000);
+      await produce(n.orders, customerOrders(400, 50).messages);
+      await pollUntil(
+        'REBASE on partition 1, seen for 2 scrapes',
+        () => r.last(rebase, 2).every((x) => x > 0),
+        60_000,
+      );
+      const rebaseAt = r.now;
+
+      // 5. a newer owner's epoch on partition 0: the next batch there is FENCEd
       const store = new Redis(redis.url);
       try {
         await store.incr(`rf:{${n.store}:${n.orders}:0}:epoch`);
@@ -310,6 +329,16 @@ describe('alert rules', { timeout: 240_000 }, () => {
           },
         },
       ];
+      const rebased = [
+        {
+          exp_labels: { job: 'redfence', instance: 'A', topic: n.orders, severity: 'warning' },
+          exp_annotations: {
+            summary: `redfence: keys of ${n.orders} moved between partitions (REBASE)`,
+            description:
+              'State written from one partition was updated from another. Expected once after adding partitions; otherwise a producer is not using the murmur2 partitioner.',
+          },
+        },
+      ];
       const at = (t: number, alertname: string, exp_alerts: object[]) => ({
         eval_time: `${t}m`,
         alertname,
@@ -331,6 +360,8 @@ describe('alert rules', { timeout: 240_000 }, () => {
             at(healthyAt, 'RedfenceStalled', []),
             at(healthyAt, 'RedfenceRedisOutage', []),
             at(healthyAt, 'RedfenceFenced', []),
+            at(healthyAt, 'RedfenceRebase', []),
+            at(rebaseAt, 'RedfenceRebase', rebased),
             at(fencedAt, 'RedfenceFenced', fence),
           ],
         },
