@@ -82,4 +82,10 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
+export {
+  SEMCONV_VERSION,
+  TRACE_ATTRIBUTES,
+  type TracerLike,
+  type TracingOption,
+} from './telemetry/index.js';
 export { VERSION } from './version.js';
