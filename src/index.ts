@@ -82,10 +82,6 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
-export {
-  SEMCONV_VERSION,
-  TRACE_ATTRIBUTES,
-  type TracerLike,
-  type TracingOption,
-} from './telemetry/index.js';
+export type { TracerLike, TracingOption } from './telemetry/options.js';
+export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
 export { VERSION } from './version.js';

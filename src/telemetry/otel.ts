@@ -32,7 +32,7 @@ export type ApiImporter = () => Promise<unknown>;
 const importApi: ApiImporter = () => import('@opentelemetry/api');
 
 /** The API module, or RF_INVALID_OPTIONS saying how to install it. */
-export async function loadApi(importer: ApiImporter = importApi): Promise<ApiModule> {
+async function loadApi(importer: ApiImporter = importApi): Promise<ApiModule> {
   let m: unknown;
   try {
     m = await importer();
