@@ -96,20 +96,23 @@ function recordError(api: ApiModule, span: Api.Span, err: unknown): void {
   span.setStatus({ code: api.SpanStatusCode.ERROR, message: type });
 }
 
-/** The headers carrying a span's context, or undefined when it has none (a no-op tracer's span). */
-function contextHeaders(api: ApiModule, span: Api.Span): Record<string, string> | undefined {
+/**
+ * The headers carrying a span's context, or undefined when it has none (a no-op tracer's span). Bytes,
+ * made once per span and shared by all its records: nothing to convert per record.
+ */
+function contextHeaders(api: ApiModule, span: Api.Span): Record<string, Buffer> | undefined {
   const sc = span.spanContext();
   if (!api.isSpanContextValid(sc)) return undefined;
-  const h: Record<string, string> = {
-    [TRACEPARENT]: formatTraceparent(sc.traceId, sc.spanId, sc.traceFlags),
+  const h: Record<string, Buffer> = {
+    [TRACEPARENT]: Buffer.from(formatTraceparent(sc.traceId, sc.spanId, sc.traceFlags), 'latin1'),
   };
   const state = sc.traceState?.serialize();
-  if (state) h[TRACESTATE] = state;
+  if (state) h[TRACESTATE] = Buffer.from(state, 'latin1');
   return h;
 }
 
 /** A record with `h` as its trace headers: a dead letter's copies of the input's are replaced. */
-function stamped(o: OutRecord, h: Record<string, string>): OutRecord {
+function stamped(o: OutRecord, h: Record<string, Buffer>): OutRecord {
   const headers: Record<string, Buffer | Buffer[] | string> = { ...o.headers, ...h };
   if (h[TRACESTATE] === undefined) delete headers[TRACESTATE];
   return { ...o, headers };
@@ -243,7 +246,7 @@ class OtelBatch implements BatchTrace {
   readonly #t: OtelTracer;
   #span: Api.Span | undefined;
   #end: OtelEnd | undefined;
-  #headers: Record<string, string> | undefined | null = null;
+  #headers: Record<string, Buffer> | undefined | null = null;
 
   constructor(t: OtelTracer) {
     this.#t = t;
