@@ -1,15 +1,25 @@
 /**
  * Tracing without services: the W3C header codec, the option's validation, and the lazy loading of
  * `@opentelemetry/api` (never with the option off; RF_INVALID_OPTIONS naming the package when it
- * cannot be imported; no other source file reaches it at run time).
+ * cannot be imported; no other source file reaches it at run time), and a failed Kafka step's span.
  */
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { SpanStatusCode } from '@opentelemetry/api';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { Redis } from 'ioredis';
 import { createHandler, defineHandler, defineProcessor, Processor, RedfenceError } from '../../src/index.js';
-import { Tracing, tracingOption } from '../../src/telemetry/index.js';
+import type { OutRecord } from '../../src/kafka/types.js';
+import { CommitPipeline } from '../../src/processor/commit-pipeline.js';
+import { silentLogger } from '../../src/processor/logger.js';
+import type { OwnedPartition } from '../../src/processor/partition-table.js';
+import { TRACE_ATTRIBUTES as A, Tracing, tracingOption } from '../../src/telemetry/index.js';
 import { extractContext, formatTraceparent, parseTraceparent } from '../../src/telemetry/w3c.js';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -142,5 +152,65 @@ describe('loading @opentelemetry/api', () => {
     assert.deepEqual(runtime, [
       "telemetry/otel.ts: const importApi: ApiImporter = () => import('@opentelemetry/api');",
     ]);
+  });
+});
+
+describe('a failed Kafka step', () => {
+  it('ends its span with status ERROR and an exception event, without the error message', async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const tracing = new Tracing({ tracer: provider.getTracer('t') }, { groupId: 'g' });
+    await tracing.load();
+    const refused = Object.assign(new Error('the broker refused value secret-value'), {
+      code: 'ERR_MSG_SIZE_TOO_LARGE',
+    });
+    const sought: number[] = [];
+    const pipeline = new CommitPipeline({
+      mode: 'at-least-once',
+      kafka: {
+        produce: async () => {
+          throw refused;
+        },
+        commit: async () => undefined,
+        produceTransactionally: async () => undefined,
+        seek: (_tp, offset) => {
+          sought.push(offset);
+        },
+      },
+      log: silentLogger,
+      metrics: undefined,
+      groupCommitRecords: 2000,
+      fatal: () => undefined,
+      committed: async () => undefined,
+      tracing,
+    });
+    const entry: OwnedPartition = {
+      topic: 'in',
+      partition: 0,
+      epoch: 1,
+      committed: 0,
+      delivered: 2,
+      fenced: false,
+      rewound: undefined,
+    };
+    const trace = tracing.batch();
+    trace.begin('in', 0, 1, []);
+    const out: OutRecord[] = trace.stamp([{ topic: 'out', key: 'k', value: 'secret-value' }]);
+    trace.end();
+    await pipeline.enqueue({ entry, out, count: 2, first: 0, next: 2, highWatermark: '2', trace });
+    await pipeline.drain();
+    assert.deepEqual(sought, [0], 'the step failed and sought the partition back');
+    const step = exporter.getFinishedSpans().find((s) => s.name === 'send out');
+    assert.ok(step, 'the step span');
+    assert.equal(step.status.code, SpanStatusCode.ERROR);
+    assert.equal(step.attributes[A.errorType], 'ERR_MSG_SIZE_TOO_LARGE');
+    const ev = step.events.find((e) => e.name === 'exception');
+    assert.equal(ev?.attributes?.[A.exceptionType], 'Error');
+    assert.equal(ev?.attributes?.[A.errorCode], 'ERR_MSG_SIZE_TOO_LARGE');
+    assert.match(String(ev?.attributes?.[A.exceptionStacktrace]), /^Error\n\s+at /);
+    assert.ok(!JSON.stringify([step.attributes, step.events, step.status]).includes('secret-value'));
+    const batch = exporter.getFinishedSpans().find((s) => s.name === 'process in');
+    assert.equal(step.links[0]?.context.spanId, batch?.spanContext().spanId, 'linked to the batch');
+    await provider.shutdown();
   });
 });
