@@ -82,4 +82,6 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
+export type { TracerLike, TracingOption } from './telemetry/options.js';
+export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
 export { VERSION } from './version.js';

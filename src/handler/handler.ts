@@ -25,6 +25,7 @@ import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
 import type { Logger } from '../processor/logger.js';
+import { Tracing } from '../telemetry/tracing.js';
 import { OnceStore } from './once.js';
 import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions } from './options.js';
 import { SqlOnce } from './postgres.js';
@@ -67,6 +68,7 @@ export class Handler {
   readonly #log: Logger;
   readonly #scheduler: Scheduler;
   readonly #fence: Fence | undefined;
+  readonly #tracing: Tracing;
   readonly #abort = new AbortController();
   readonly #counts: HandlerCounts = { done: 0, deadLettered: 0, abandoned: 0, commits: 0 };
   #state: HandlerState = 'idle';
@@ -87,6 +89,7 @@ export class Handler {
     const name = o.definition.name;
     this.#fence =
       o.redis && new Fence({ redis: o.redis, store: name, mode: o.cluster ? 'cluster' : 'strict' });
+    this.#tracing = new Tracing(o.tracing, { groupId: o.groupId });
     const runner: RunnerContext = {
       definition: o.definition,
       rules: o.definition.classify ?? {},
@@ -99,6 +102,7 @@ export class Handler {
       log: this.#log,
       metrics: o.metrics,
       fenced: (part) => this.#fenced(part),
+      tracing: this.#tracing,
     };
     this.#scheduler = new Scheduler({
       concurrency: o.concurrency,
@@ -163,6 +167,7 @@ export class Handler {
 
   async #startUp(): Promise<void> {
     const o = this.#o;
+    await this.#tracing.load(); // tracing on: the API is imported here, before any connection
     const found = await ensureTopics(this.#kafka, {
       input: o.definition.input,
       outputs: [o.deadLetterTopic],

@@ -21,6 +21,7 @@ import {
   text,
   withMethods,
 } from '../processor/option-checks.js';
+import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
 import { quotedTable, type SqlPool } from './postgres.js';
 
 export interface RetryOptions {
@@ -74,6 +75,8 @@ export interface HandlerOptions {
   health?: HealthState;
   /** Called once on a fatal Kafka error; the handler has started closing itself. */
   onFatal?: (error: Error) => void;
+  /** OpenTelemetry spans, one per handle call (docs/operations.md, "Traces"): `true` or `{ tracer }`. Default off. */
+  tracing?: TracingOption;
 }
 
 export interface ResolvedHandlerOptions {
@@ -99,6 +102,7 @@ export interface ResolvedHandlerOptions {
   readonly health: HealthState | undefined;
   readonly onFatal: ((error: Error) => void) | undefined;
   readonly deadLetterTopic: string;
+  readonly tracing: ResolvedTracing | undefined;
 }
 
 const OPTION_NAMES: Record<keyof HandlerOptions, true> = {
@@ -121,6 +125,7 @@ const OPTION_NAMES: Record<keyof HandlerOptions, true> = {
   metrics: true,
   health: true,
   onFatal: true,
+  tracing: true,
 };
 const RETRY_NAMES: Record<keyof RetryOptions, true> = { attempts: true, baseMs: true, maxMs: true };
 const POSTGRES_NAMES: Record<keyof PostgresOptions, true> = { pool: true, table: true };
@@ -201,5 +206,6 @@ export function resolveHandlerOptions<T>(
     health: withMethods<HealthState>('health', o.health, ['markProgress', 'setReady'], 'a HealthState'),
     onFatal: o.onFatal === undefined ? undefined : fn('onFatal', o.onFatal),
     deadLetterTopic: d.deadLetter ?? `${d.input}.DLT`,
+    tracing: tracingOption(o.tracing, WHAT),
   };
 }

@@ -25,6 +25,7 @@ import type { DeadLetterReason } from '../processor/dead-letter.js';
 import { deadLetterRecord } from '../processor/emit.js';
 import type { Logger } from '../processor/logger.js';
 import { type ClassifyRules, classify } from '../retry/classify.js';
+import { NO_TRACING, type RecordTrace, type Tracer } from '../telemetry/tracing.js';
 import { fencedError, type OnceStore } from './once.js';
 import type { RetryOptions } from './options.js';
 import type { SqlOnce } from './postgres.js';
@@ -43,6 +44,8 @@ export interface RunnerContext {
   readonly metrics: RedfenceMetrics | undefined;
   /** ctx.once found a newer owner: stop the partition (never commit it). */
   fenced(part: PartitionWork): void;
+  /** One span per handle call (tracing off: none). */
+  readonly tracing?: Pick<Tracer, 'record'>;
 }
 
 /** The error's class and code, for logs (its message may quote the value). */
@@ -128,7 +131,7 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
     const e = new RedfenceError('RF_HANDLER_DECODE', `${topic}/${partition}@${offset}: decode failed`, {
       cause: err,
     });
-    return deadLetter(ctx, part, record, 'undecodable', e, log);
+    return deadLetter(ctx, part, record, failedTrace(ctx, record, e), 'undecodable', e, log);
   }
   const rec: HandlerRecord<unknown> = { ...raw, value };
   let id = `${topic}/${partition}/${offset}`;
@@ -142,16 +145,18 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
         );
       id = given;
     } catch (err) {
-      return deadLetter(ctx, part, record, 'processing-error', err, log);
+      return deadLetter(ctx, part, record, failedTrace(ctx, record, err), 'processing-error', err, log);
     }
   }
   const { attempts, baseMs, maxMs } = ctx.retry;
   for (let attempt = 1, failures = 0; ; attempt++) {
     if (part.stopped) return 'abandoned';
+    const trace = (ctx.tracing ?? NO_TRACING).record(record, attempt);
     try {
-      await def.handle(rec, context(ctx, part, id, attempt, log));
+      await trace.run(() => def.handle(rec, context(ctx, part, id, attempt, log)));
       return 'done';
     } catch (err) {
+      trace.failed(err);
       if (RedfenceError.is(err, 'RF_HANDLER_FENCED')) {
         log.warn(errorShape(err), 'a newer owner has the partition: stopping it here');
         ctx.fenced(part);
@@ -162,25 +167,37 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
       if (!infra) failures++;
       const verdict = classify(err, ctx.rules);
       if (verdict === 'fatal' || failures >= attempts)
-        return deadLetter(ctx, part, record, 'processing-error', err, log, verdict, attempt);
+        return deadLetter(ctx, part, record, trace, 'processing-error', err, log, verdict, attempt);
+      trace.end(); // the backoff is not part of the call
       ctx.metrics?.handlerRetry(topic, partition);
       log.debug({ ...errorShape(err), attempt }, 'handler failed: retrying');
       await delay(backoffMs(attempt - 1, baseMs, maxMs), part.stop.signal);
+    } finally {
+      trace.end();
     }
   }
+}
+
+/** The (ended) span of a record that failed before any handle call (decode, id): it is dead-lettered. */
+function failedTrace(ctx: RunnerContext, record: InRecord, err: unknown): RecordTrace {
+  const trace = (ctx.tracing ?? NO_TRACING).record(record, undefined);
+  trace.failed(err);
+  trace.end();
+  return trace;
 }
 
 async function deadLetter(
   ctx: RunnerContext,
   part: PartitionWork,
   record: InRecord,
+  trace: RecordTrace,
   reason: DeadLetterReason,
   error: unknown,
   log: Logger,
   verdict = 'fatal',
   attempts = 1,
 ): Promise<Outcome> {
-  const dl = deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, record, reason, error);
+  const dl = trace.stamp(deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, record, reason, error));
   log.warn({ ...errorShape(error), reason, verdict, attempts }, 'dead-lettering the record');
   for (let i = 0; ; i++) {
     if (part.stopped) return 'abandoned';

@@ -6,6 +6,7 @@
  */
 import type { InRecord, KafkaPort } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
+import { type BatchTrace, NO_TRACING } from '../telemetry/tracing.js';
 import { type ApplyContext, applyAll } from './apply.js';
 import type { CommitPipeline } from './commit-pipeline.js';
 import type { Counts } from './counts.js';
@@ -47,6 +48,7 @@ export async function processBatch(
   partition: number,
   records: readonly InRecord[],
   highWatermark: string,
+  trace: BatchTrace = NO_TRACING.batch(),
 ): Promise<void> {
   const entry = ctx.table.get(topic, partition);
   if (!entry || entry.fenced || records.length === 0) return; // not ours (anymore): never commit it
@@ -61,6 +63,7 @@ export async function processBatch(
   }
   ctx.metrics?.batch(records.length);
   countHoles(ctx, entry, records);
+  trace.begin(topic, partition, entry.epoch, records);
   const planned = await plan(ctx.plan, topic, partition, records);
 
   // 1. Redis write: one fence call per key (state + pending outputs, atomically), made again until
@@ -69,11 +72,12 @@ export async function processBatch(
   let applied: Awaited<ReturnType<typeof applyAll>>;
   for (;;) {
     const mark = ctx.replication.mark();
-    applied = await applyAll(ctx.apply, entry, planned);
+    applied = await trace.redis(() => applyAll(ctx.apply, entry, planned));
     if (applied.results === 'FENCED' || (await ctx.replication.confirm(mark))) break;
   }
   if (applied.results === 'FENCED') {
     entry.fenced = true;
+    trace.fenced();
     ctx.kafka.pause([{ topic, partition }]);
     ctx.counts.fenced();
     ctx.metrics?.fenced(topic, partition);
@@ -86,7 +90,9 @@ export async function processBatch(
   crashPoint('after-redis-write');
 
   // 2. Outputs and dead letters, in offset order.
-  const out = emit(ctx.emit, topic, partition, planned, { ...applied, results: applied.results });
+  const out = trace.stamp(
+    emit(ctx.emit, topic, partition, planned, { ...applied, results: applied.results }),
+  );
 
   // 3. Produce, then commit (or both in one transaction) in the next Kafka step: this batch's Redis
   // step above ran while the previous step was producing and committing.
@@ -98,6 +104,7 @@ export async function processBatch(
     next: entry.delivered,
     highWatermark,
     lastTimestamp: records.at(-1)?.timestamp,
+    trace,
   });
 }
 

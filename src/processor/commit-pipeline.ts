@@ -16,6 +16,7 @@
 import { RedfenceError } from '../errors/index.js';
 import type { KafkaPort, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
+import { type BatchTrace, NO_TRACING, type Tracer } from '../telemetry/tracing.js';
 import { crashPoint } from './crash-points.js';
 import type { Logger } from './logger.js';
 import type { ProcessingMode } from './options.js';
@@ -33,6 +34,8 @@ export interface QueuedBatch {
   readonly highWatermark: string;
   /** Timestamp of the batch's last record (ms since the epoch, decimal), for the time lag. */
   readonly lastTimestamp?: string;
+  /** The batch's span, linked from the Kafka step's. */
+  readonly trace?: BatchTrace;
 }
 
 export interface CommitContext {
@@ -47,6 +50,8 @@ export interface CommitContext {
   fatal(error: Error): void;
   /** Runs inside the step, in order, for each batch it committed (counts, sweep cadence). */
   committed(batch: QueuedBatch): Promise<void>;
+  /** One span per Kafka step (tracing off: none). */
+  readonly tracing?: Pick<Tracer, 'step'>;
 }
 
 interface PartitionStep {
@@ -153,6 +158,7 @@ export class CommitPipeline {
       offset: n.offset,
     }));
     const started = performance.now();
+    const trace = (ctx.tracing ?? NO_TRACING).step(batches, out, ctx.mode);
     try {
       if (ctx.mode === 'exactly-once') {
         await ctx.kafka.produceTransactionally(out, offsets, () => crashPoint('in-transaction'));
@@ -162,8 +168,11 @@ export class CommitPipeline {
         await ctx.kafka.commit(offsets);
       }
     } catch (err) {
+      trace.failed(err);
       this.#failed(err, next);
       throw err;
+    } finally {
+      trace.end();
     }
     crashPoint('after-commit');
     ctx.metrics?.commit(ctx.mode, (performance.now() - started) / 1000);

@@ -9,6 +9,7 @@ import { defineProcessor, type ProcessorDefinition } from '../definition/definit
 import type { FencingMode } from '../fence/index.js';
 import type { KafkaPort } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
 import { type KafkaOptions, kafkaOptions } from './kafka-options.js';
 import { type Logger, silentLogger } from './logger.js';
 import {
@@ -120,6 +121,8 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
   createTopics?: boolean;
   /** Replication factor of topics made by `createTopics`: an integer >= 1, or -1 (default) for the broker's default. */
   replicationFactor?: number;
+  /** OpenTelemetry spans (docs/operations.md, "Traces"): `true` or `{ tracer }`. Default off. */
+  tracing?: TracingOption;
 }
 
 /** The options after validation, with every default filled in. */
@@ -148,6 +151,7 @@ export interface ResolvedOptions {
   /** -1: the broker's default. */
   readonly replicationFactor: number;
   readonly deadLetterTopic: string;
+  readonly tracing: ResolvedTracing | undefined;
 }
 
 // Every option at every level, checked by the compiler against the interfaces so the lists cannot drift.
@@ -173,6 +177,7 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   onFatal: true,
   createTopics: true,
   replicationFactor: true,
+  tracing: true,
 };
 const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
   stallMs: true,
@@ -271,5 +276,6 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     createTopics: bool('createTopics', o.createTopics, false),
     replicationFactor,
     deadLetterTopic: definition.deadLetter ?? `${definition.input}.DLT`,
+    tracing: tracingOption(o.tracing),
   };
 }

@@ -19,6 +19,7 @@ import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
+import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch, type Replication } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
@@ -104,6 +105,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #watchdog: Watchdog | undefined;
   readonly #batch: BatchContext;
   readonly #rebalance: RebalanceContext;
+  readonly #tracing: Tracing;
   #state: ProcessorState = 'idle';
   #partitions = 0;
   #partitionCounts: readonly number[] = [];
@@ -121,6 +123,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#log = o.logger;
     this.fence = new Fence({ redis: o.redis, store: o.definition.store, mode: o.fencing });
     this.#kafka = kafkaPort(o, this.groupId, this.instanceId);
+    this.#tracing = new Tracing(o.tracing, { groupId: this.groupId });
     const kafka = this.#kafka;
     const { metrics, health } = o;
     const log = this.#log;
@@ -172,6 +175,7 @@ export class Processor<T = unknown, S = unknown> {
       groupCommitRecords: o.groupCommitRecords,
       commitIntervalMs: o.commitIntervalMs,
       fatal: (err) => this.#fatal(err),
+      tracing: this.#tracing,
       committed: async (b) => {
         this.#counts.committed(b.count, b.out, o.deadLetterTopic);
         await this.#sweeper.committed(b.entry);
@@ -296,6 +300,7 @@ export class Processor<T = unknown, S = unknown> {
 
   async #startUp(): Promise<void> {
     const o = this.#o;
+    await this.#tracing.load(); // tracing on: the API is imported here, before any connection
     await checkRedis(o.redis, o.requireNoEviction, this.#log);
     o.health?.setReady('redis', true);
     await loadFenceScripts(o.redis);
@@ -432,13 +437,15 @@ export class Processor<T = unknown, S = unknown> {
   ): Promise<void> {
     this.#liveness.batchStarted();
     this.#watchdog?.delivered();
-    const batch = processBatch(this.#batch, topic, partition, records, highWatermark);
+    const trace = this.#tracing.batch();
+    const batch = processBatch(this.#batch, topic, partition, records, highWatermark, trace);
     this.#inFlight = batch;
     let done = false;
     try {
       await batch;
       done = true;
     } catch (err) {
+      trace.failed(err);
       const e = err as { code?: unknown; message?: unknown };
       this.#log.warn(
         { topic, partition, code: e?.code, err: String(e?.message) },
@@ -446,6 +453,7 @@ export class Processor<T = unknown, S = unknown> {
       );
       throw err;
     } finally {
+      trace.end();
       this.#liveness.batchEnded(done);
       this.#inFlight = undefined;
     }
