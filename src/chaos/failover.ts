@@ -31,6 +31,18 @@ const linkedToPrimary = async (port: number) => {
   return /role:slave/.test(info) && /master_link_status:up/.test(info);
 };
 
+/** What a server says of its replication, in one line (for an outcome that did not rejoin). */
+async function replicationLine(port: number): Promise<string> {
+  const info = await redisInfo(port, 'replication', 3000);
+  if (info === undefined) return `:${port} no answer`;
+  const fields = ['role', 'master_port', 'master_link_status', 'master_sync_in_progress', 'connected_slaves'];
+  const seen = info
+    .split(/\r?\n/)
+    .filter((l) => fields.some((f) => l.startsWith(`${f}:`)))
+    .map((l) => l.trim());
+  return `:${port} ${seen.join(' ')}`;
+}
+
 /**
  * Cuts the replication link for `ms` before the primary dies (pacing: how far the replica falls behind):
  * the replica is given credentials the primary does not know, so once the primary drops its replica
@@ -81,11 +93,16 @@ export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected
   const back =
     promoted &&
     (await within('the old primary to rejoin as a replica', () => linkedToPrimary(old.port), 60_000));
+  // when it did not rejoin: both servers' and the sentinel's view, so the report says why
+  const why =
+    promoted && !back
+      ? ` (${await replicationLine(old.port)}; ${await replicationLine(next.port)}; sentinel says primary :${await sentinel.primaryPort()})`
+      : '';
   return {
     target: `redis :${old.port} -> :${next.port}`,
     outcome:
       `${lag}primary SIGKILLed, ${promoted ? `Sentinel promoted the replica in ${promotedMs} ms` : 'Sentinel did NOT promote the replica'}` +
-      `, old primary ${back ? 'rejoined as a replica' : 'did NOT rejoin'}`,
+      `, old primary ${back ? 'rejoined as a replica' : `did NOT rejoin${why}`}`,
     facts: { serverKilled: exit?.signal === 'SIGKILL', promoted, serverBack: back },
   };
 }

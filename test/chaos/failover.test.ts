@@ -39,7 +39,10 @@ const failovers = (r: ChaosReport) =>
     (f) => f.fault.kind === 'redis-failover' && f.facts.promoted === true && f.failure === undefined,
   ).length;
 const why = (r: ChaosReport) =>
-  `${r.failures.join('; ')}\n${r.verify?.violations.map((v) => v.message).join('\n') ?? ''}`;
+  `${r.failures.join('; ')}\n${r.faults
+    .filter((f) => f.failure !== undefined)
+    .map((f) => f.outcome)
+    .join('\n')}\n${r.verify?.violations.map((v) => v.message).join('\n') ?? ''}`;
 
 describe('Redis failover chaos', { timeout: 240_000 }, () => {
   it('with --wait-replicas 1: Sentinel promotions and cluster master kills lose nothing', async () => {
