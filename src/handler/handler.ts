@@ -25,6 +25,7 @@ import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
 import type { Logger } from '../processor/logger.js';
+import { holdRecord } from './hold.js';
 import { OnceStore } from './once.js';
 import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions } from './options.js';
 import { SqlOnce } from './postgres.js';
@@ -99,6 +100,7 @@ export class Handler {
       log: this.#log,
       metrics: o.metrics,
       fenced: (part) => this.#fenced(part),
+      hold: (part, ms) => holdRecord(this.#scheduler, part, ms),
     };
     this.#scheduler = new Scheduler({
       concurrency: o.concurrency,

@@ -25,6 +25,7 @@ import type { DeadLetterReason } from '../processor/dead-letter.js';
 import { deadLetterRecord } from '../processor/emit.js';
 import type { Logger } from '../processor/logger.js';
 import { type ClassifyRules, classify } from '../retry/classify.js';
+import { rateLimitedFor } from './hold.js';
 import { fencedError, type OnceStore } from './once.js';
 import type { RetryOptions } from './options.js';
 import type { SqlOnce } from './postgres.js';
@@ -43,6 +44,8 @@ export interface RunnerContext {
   readonly metrics: RedfenceMetrics | undefined;
   /** ctx.once found a newer owner: stop the partition (never commit it). */
   fenced(part: PartitionWork): void;
+  /** Holds a rate-limited record's partition paused for `ms` (src/handler/hold.ts). */
+  hold(part: PartitionWork, ms: number): Promise<void>;
 }
 
 /** The error's class and code, for logs (its message may quote the value). */
@@ -158,6 +161,12 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
         return 'abandoned';
       }
       if (part.stopped) return 'abandoned';
+      const holdMs = rateLimitedFor(err);
+      if (holdMs !== undefined) {
+        attempt--; // a rate-limited try is not an attempt: hold, then the same record again
+        await ctx.hold(part, holdMs);
+        continue;
+      }
       const infra = RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE');
       if (!infra) failures++;
       const verdict = classify(err, ctx.rules);
