@@ -134,7 +134,7 @@ export class InvalidationConsumer {
             this.#newestEventMs = Math.max(this.#newestEventMs ?? 0, t);
         },
       }),
-      { concurrency: 1000, ...handlerOptions },
+      { concurrency: 5000, maxInFlight: 50_000, maxInFlightPerPartition: 10_000, ...handlerOptions },
     );
   }
 
