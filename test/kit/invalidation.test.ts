@@ -68,7 +68,7 @@ async function topics(partitions: number) {
 
 function consumerFor(
   topic: string,
-  cacheName: string,
+  cache: string | Cache<unknown>,
   redis: Redis | Cluster,
   registry: Registry,
   extra = {},
@@ -78,8 +78,8 @@ function consumerFor(
     defineInvalidation<QuoteEvent>({
       input: { topic },
       name: 'quote-cache',
-      cache: cacheName,
-      keys: `${cacheName}:{tenantId}:{quoteId}`,
+      cache,
+      keys: `${typeof cache === 'string' ? cache : cache.name}:{tenantId}:{quoteId}`,
     }),
     {
       kafka: { brokers: KAFKA_BROKERS.split(',') },
@@ -203,16 +203,23 @@ for (const target of KIT_TARGETS) {
 }
 
 describe('invalidation consumer: bad events and Redis down (real broker)', { timeout: 60_000 }, () => {
-  it('dead-letters an event without a tenant with the reason; the partition goes on', async () => {
+  it('dead-letters an event without a tenant with the reason; the partition goes on (hashed ids)', async () => {
     const redis = KIT_TARGETS[0]?.connect() as Redis;
     after(() => redis.disconnect());
     const topic = await topics(1);
     const name = uniqueName('quotes');
-    const quotes = new Cache<number>({ redis, name, ttlMs: 600_000 });
+    // ids hashed in key names: the consumer, given the Cache, builds the same hashed keys
+    const quotes = new Cache<number>({ redis, name, ttlMs: 600_000, keyEncoding: 'hash' });
     after(() => quotes.close());
     await quotes.get({ tenant: 'acme', id: 'a' }, () => 1);
     await quotes.get({ tenant: 'acme', id: 'b' }, () => 2);
-    const { consumer, groupId } = consumerFor(topic, name, redis, new Registry(), {
+    const hashed = new KitKeys('cache', name, { keyEncoding: 'hash' }).parts(
+      { tenant: 'acme', id: 'a' },
+      'v',
+    )[0] as string;
+    assert.equal(await redis.exists(hashed), 1);
+    assert.ok(!hashed.includes(':a}'), 'the id is not in the key name');
+    const { consumer, groupId } = consumerFor(topic, quotes as Cache<unknown>, redis, new Registry(), {
       retry: { attempts: 3, baseMs: 1, maxMs: 5 },
     });
     await consumer.start();
@@ -233,6 +240,7 @@ describe('invalidation consumer: bad events and Redis down (real broker)', { tim
     let loads = 0;
     await quotes.get({ tenant: 'acme', id: 'b' }, () => ++loads);
     assert.equal(loads, 1, 'the event after the bad ones was applied');
+    assert.equal(await redis.exists(hashed), 0, 'the hashed entry was deleted');
     const dlt = await readToEnd(`${topic}.DLT`);
     assert.equal(dlt.length, 2);
     for (const r of dlt) {
