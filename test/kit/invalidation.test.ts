@@ -303,6 +303,47 @@ describe('invalidation consumer: bad events and Redis down (real broker)', { tim
     assert.equal(consumer.counts().deadLettered, 0);
   });
 
+  it('invalidates entries of several caches by hand, each by its own keys; refuses bad ones', async () => {
+    const redis = KIT_TARGETS[0]?.connect() as Redis;
+    after(() => redis.disconnect());
+    const a = new Cache<number>({ redis, name: uniqueName('qa'), ttlMs: 600_000 });
+    const b = new Cache<number>({ redis, name: uniqueName('qb'), ttlMs: 600_000, keyEncoding: 'hash' });
+    after(() => Promise.all([a.close(), b.close()]).then(() => undefined));
+    await a.get({ tenant: 'acme', id: 'x' }, () => 1);
+    await b.get({ tenant: 'acme', id: 'x' }, () => 2);
+    const consumer = createInvalidation(
+      defineInvalidation<QuoteEvent>({
+        input: { topic: 'never-started' },
+        name: 'two-caches',
+        cache: [a, b],
+        keys: (r) => [{ cache: a.name, tenant: r.value.tenantId as string, id: r.value.quoteId }],
+      }),
+      { kafka: { brokers: KAFKA_BROKERS.split(',') }, redis },
+    );
+    const bad = async (keys: Parameters<typeof consumer.invalidate>[0]) => {
+      const e = await consumer.invalidate(keys).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      assert.ok(RedfenceError.is(e, 'RF_KIT_INVALIDATION_KEY'), String(e));
+      return (e as Error).message;
+    };
+    assert.match(await bad([{ tenant: 'acme', id: 'x' }]), /names no cache/);
+    assert.match(await bad([{ cache: 'other', tenant: 'acme', id: 'x' }]), /does not/);
+    assert.match(await bad([{ cache: a.name, tenant: '', id: 'x' }]), /no tenant/);
+    assert.match(await bad([{ cache: a.name, tenant: 'not a tenant!', id: 'x' }]), /cannot be a cache key/);
+    let loads = 0;
+    await a.get({ tenant: 'acme', id: 'x' }, () => ++loads);
+    assert.equal(loads, 0, 'a refused call invalidated nothing');
+    await consumer.invalidate([
+      { cache: a.name, tenant: 'acme', id: 'x' },
+      { cache: b.name, tenant: 'acme', id: 'x' },
+    ]);
+    await a.get({ tenant: 'acme', id: 'x' }, () => ++loads);
+    await b.get({ tenant: 'acme', id: 'x' }, () => ++loads);
+    assert.equal(loads, 2, 'both entries were invalidated');
+  });
+
   it('refuses bad definitions and options before any connection', () => {
     const base = { input: { topic: 't' }, name: 'n', cache: 'quotes', keys: 'quotes:{tenantId}:{id}' };
     const codeOf = (f: () => unknown) => {
