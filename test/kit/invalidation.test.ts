@@ -3,8 +3,8 @@
  * are gone once their events are consumed (duplicates and missing entries included), in far fewer
  * pipelines than events; a load that began before the invalidation does not write afterwards (and the
  * control without the cache's generation check does); an event without a tenant goes to the dead-letter
- * topic with the reason while the partition goes on; with its Redis killed nothing is committed past
- * the undone deletes, and once Redis is back they are done and committed.
+ * topic with the reason while the partition goes on; with its Redis killed, then hung (SIGSTOP), nothing
+ * is committed past the undone deletes, and once Redis is back they are done and committed.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -251,7 +251,7 @@ describe('invalidation consumer: bad events and Redis down (real broker)', { tim
     }
   });
 
-  it('commits nothing past deletes that failed while Redis was down, and does them once it is back', async () => {
+  it('commits nothing past deletes that failed while Redis was down or hung, and does them once it is back', async () => {
     const server = new RedisServer({ persistent: true });
     await server.start();
     after(() => server.stop());
@@ -300,6 +300,29 @@ describe('invalidation consumer: bad events and Redis down (real broker)', { tim
     await server.start(); // same port and directory: the AOF brings the entries back
     await pollUntil('all committed', async () => (await committedAll(groupId, topic)) === 40, 45_000, 50);
     for (let i = 0; i < 40; i++) assert.equal(await stored(`q${i}`), 0, `q${i} still cached`);
+    assert.equal(consumer.counts().deadLettered, 0);
+
+    // a Redis that hangs (SIGSTOP: connections open, no answer) is down too, by the pipeline's deadline
+    for (let i = 40; i < 50; i++) await quotes.get({ tenant: 'acme', id: `q${i}` }, () => i);
+    const atStop = await errors();
+    const committedAtStop = await committedOffsets(groupId, topic);
+    server.signal('SIGSTOP');
+    try {
+      await produce(
+        topic,
+        Array.from({ length: 10 }, (_, i) => event('acme', `q${40 + i}`)),
+      );
+      await pollUntil('deletes timing out', async () => (await errors()) >= atStop + 20, 45_000, 50);
+      assert.deepEqual(
+        await committedOffsets(groupId, topic),
+        committedAtStop,
+        'committed past a hung Redis',
+      );
+    } finally {
+      server.signal('SIGCONT');
+    }
+    await pollUntil('all committed', async () => (await committedAll(groupId, topic)) === 50, 45_000, 50);
+    for (let i = 40; i < 50; i++) assert.equal(await stored(`q${i}`), 0, `q${i} still cached`);
     assert.equal(consumer.counts().deadLettered, 0);
   });
 
