@@ -45,6 +45,7 @@ export {
   type HandlerState,
   type PostgresOptions,
   processedTableSql,
+  RateLimited,
   type RetryOptions,
   type SqlPool,
 } from './handler/index.js';

@@ -91,6 +91,11 @@ export const ERROR_CODES = {
     retriable: true,
     summary: 'A rate limit refused the call; details.retryAfterMs says when it would be admitted.',
   },
+  RF_KIT_INVALIDATION_KEY: {
+    retriable: false,
+    summary:
+      'An invalidation event names no usable cache entry (no tenant, a missing field, an unknown cache); it is dead-lettered, never retried.',
+  },
   RF_HANDLER_DECODE: {
     retriable: false,
     summary:

@@ -26,6 +26,7 @@ import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
 import type { Logger } from '../processor/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
+import { holdRecord } from './hold.js';
 import { OnceStore } from './once.js';
 import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions } from './options.js';
 import { SqlOnce } from './postgres.js';
@@ -103,6 +104,7 @@ export class Handler {
       metrics: o.metrics,
       fenced: (part) => this.#fenced(part),
       tracing: this.#tracing,
+      hold: (part, ms) => holdRecord(this.#scheduler, part, ms),
     };
     this.#scheduler = new Scheduler({
       concurrency: o.concurrency,

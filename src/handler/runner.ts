@@ -26,6 +26,7 @@ import { deadLetterRecord } from '../processor/emit.js';
 import type { Logger } from '../processor/logger.js';
 import { type ClassifyRules, classify } from '../retry/classify.js';
 import { NO_TRACING, type RecordTrace, type Tracer } from '../telemetry/tracing.js';
+import { rateLimitedFor } from './hold.js';
 import { fencedError, type OnceStore } from './once.js';
 import type { RetryOptions } from './options.js';
 import type { SqlOnce } from './postgres.js';
@@ -46,6 +47,8 @@ export interface RunnerContext {
   fenced(part: PartitionWork): void;
   /** One span per handle call (tracing off: none). */
   readonly tracing?: Pick<Tracer, 'record'>;
+  /** Holds a rate-limited record's partition paused for `ms` (src/handler/hold.ts). */
+  hold(part: PartitionWork, ms: number): Promise<void>;
 }
 
 /** The error's class and code, for logs (its message may quote the value). */
@@ -163,6 +166,12 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
         return 'abandoned';
       }
       if (part.stopped) return 'abandoned';
+      const holdMs = rateLimitedFor(err);
+      if (holdMs !== undefined) {
+        attempt--; // a rate-limited try is not an attempt: hold, then the same record again
+        await ctx.hold(part, holdMs);
+        continue;
+      }
       const infra = RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE');
       if (!infra) failures++;
       const verdict = classify(err, ctx.rules);

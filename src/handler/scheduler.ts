@@ -39,6 +39,8 @@ export class PartitionWork {
   committed = -1;
   fenced = false;
   paused = false;
+  /** A rate-limited record holds the partition paused until then (ms since the epoch; src/handler/hold.ts). */
+  heldUntil = 0;
   /** Its unfinished records no longer count in the instance's in-flight total. */
   dropped = false;
   /** handle() calls of this partition still running (an abandoned one until it settles). */
@@ -167,6 +169,16 @@ export class Scheduler {
     if (this.#parts.get(k) === part) this.#parts.delete(k);
   }
 
+  /** A hold (src/handler/hold.ts) pauses the partition; `#low` keeps it paused while held. */
+  pauseHeld(part: PartitionWork): void {
+    if (!part.paused) this.#pause(part);
+  }
+
+  /** After a hold: resumes the partition when nothing holds it and its bounds allow. */
+  wake(part: PartitionWork): void {
+    if (part.paused && this.#low(part)) this.#resume(part);
+  }
+
   #pushReady(lane: Lane): void {
     this.#ready.push(lane);
   }
@@ -228,6 +240,7 @@ export class Scheduler {
   #low(part: PartitionWork): boolean {
     return (
       !part.stopped &&
+      part.heldUntil <= Date.now() &&
       part.tracker.inFlight <= Math.floor(this.#ctx.maxInFlightPerPartition / 2) &&
       part.keysHigh === 0 &&
       this.#total <= Math.floor(this.#ctx.maxInFlight / 2)

@@ -1,6 +1,7 @@
 /**
  * redfence/kit: Redis patterns beside Kafka, each in its own room — a read-through cache with
- * cross-process single-flight, fenced locks, GCRA rate limits and version-aware projections. Every key
+ * cross-process single-flight and its invalidation consumer, fenced locks, GCRA rate limits and
+ * version-aware projections. Every key
  * is built by src/keys/kit.ts (tenant-scoped, `rf:`, one hash slot per entry). See docs/kit.md.
  */
 
@@ -28,6 +29,15 @@ export {
   type PgPool,
   type PgQueryable,
 } from './idempotency/index.js';
+export {
+  type CacheRef,
+  createInvalidation,
+  defineInvalidation,
+  InvalidationConsumer,
+  type InvalidationDefinition,
+  type InvalidationKey,
+  type InvalidationOptions,
+} from './invalidation/index.js';
 export {
   type AcquireOptions,
   checkFencingToken,

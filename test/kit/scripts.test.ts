@@ -17,6 +17,7 @@ describe('kit scripts', () => {
       'cache',
       'dedup',
       'idempotency',
+      'invalidation',
       'lock',
       'projection',
       'ratelimit',

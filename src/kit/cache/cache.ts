@@ -8,6 +8,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { RedfenceError } from '../../errors/index.js';
+import type { KeyEncoding } from '../../keys/keys.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
 import { KitMetrics } from '../common/metrics.js';
 import { Checker } from '../common/options.js';
@@ -22,7 +23,7 @@ import {
 } from './options.js';
 
 /** Kept this long after an invalidation: far longer than any lease, so a load never sees it reset. */
-const GENERATION_TTL_MS = 86_400_000;
+export const GENERATION_TTL_MS = 86_400_000;
 
 const STATUS = { fresh: 1, stale: 2, miss: 3, early: 4 } as const;
 
@@ -33,6 +34,8 @@ interface Entry {
 
 export class Cache<V> {
   readonly name: string;
+  /** How ids become key names (an invalidation consumer builds the same keys: src/kit/invalidation/). */
+  readonly keyEncoding: KeyEncoding;
   readonly #o: ResolvedCacheOptions<V>;
   readonly #c: Checker;
   readonly #keys: KitKeys;
@@ -50,6 +53,7 @@ export class Cache<V> {
   constructor(options: CacheOptions<V>) {
     this.#o = resolveCacheOptions(options);
     this.name = this.#o.name;
+    this.keyEncoding = this.#o.keyEncoding;
     this.#c = new Checker(`cache "${this.name}"`);
     this.#keys = new KitKeys('cache', this.name, { keyEncoding: this.#o.keyEncoding });
     this.#scripts = new KitScripts(import.meta.url, this.#o.redis, this.#o.policy);

@@ -1,0 +1,11 @@
+export {
+  createInvalidation,
+  InvalidationConsumer,
+  type InvalidationOptions,
+} from './consumer.js';
+export {
+  type CacheRef,
+  defineInvalidation,
+  type InvalidationDefinition,
+  type InvalidationKey,
+} from './definition.js';
