@@ -172,6 +172,20 @@ function faultCounts(r: ChaosReport): Array<{ kind: string; scheduled: number; r
   return [...rows.values()].sort((a, b) => order(a.kind) - order(b.kind) || a.kind.localeCompare(b.kind));
 }
 
+/** A user's processor: the summary's rows on input, outputs, state and the comparison. */
+function moduleSummary(r: ChaosReport): string[] {
+  const c = r.comparison;
+  const f = c?.faulted ?? r.snapshot;
+  const diffs = c ? [...c.counts].filter(([, x]) => x > 0) : [];
+  return [
+    `| module | \`${r.options.processor?.module}\`, ${n(r.options.processor?.records.length)} records, ${r.options.partitions} partitions; reference run ${r.reference ? `${n(Math.round(r.reference.totalSeconds))} s` : '-'} |`,
+    `| outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(f?.outputRecords)} (reference ${n(c?.reference.outputRecords)})${c && c.mode === 'at-least-once' ? `, ${n(c.duplicateOutputs)} duplicates` : ''} |`,
+    `| dead letters | ${n(f?.deadLetterRecords)} (reference ${n(c?.reference.deadLetterRecords)}) |`,
+    `| state | ${n(f?.state.size)} keys (reference ${n(c?.reference.state.size)}); committed / end offsets ${f ? `${n(f.committed)} / ${n(f.endOffsets)}` : '-'} |`,
+    `| differences from the fault-free run | ${c ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(c.keysDiffering)} keys`) : 'not compared'} |`,
+  ];
+}
+
 /**
  * A markdown block for docs/chaos.md's list of long runs: date, command, duration, faults by kind and
  * outcome, records, violations, verdict.
@@ -194,12 +208,20 @@ export function formatSummary(r: ChaosReport, command: string): string {
     '| | |',
     '| --- | --- |',
     `| duration | ${n(Math.round(r.totalSeconds))} s (produced in ${n(Math.round(r.produceSeconds))} s, drained in ${r.drainSeconds.toFixed(1)} s) |`,
-    `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
-    `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
-    `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
-    `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+    ...(o.processor
+      ? moduleSummary(r)
+      : [
+          `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
+          `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
+          `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
+          `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+        ]),
     `| Redis | ${o.redisTopology}, ${o.waitReplicas === undefined ? 'no WAIT' : `--wait-replicas ${o.waitReplicas}`} |`,
-    `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,
+    ...(o.processor
+      ? []
+      : [
+          `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,
+        ]),
     ...(v && v.violations.length > 0
       ? [
           `| by kind | ${KINDS.filter((k) => v.kinds.has(k))
