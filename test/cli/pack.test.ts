@@ -190,7 +190,7 @@ describe('the packed package, installed as a user would', { timeout: 400_000 }, 
   after(() => rmSync(work, { recursive: true, force: true }));
 
   for (const rt of runtimes()) {
-    it(`npx redfence run customer-totals.ts on Node ${rt.version}`, async (t) => {
+    it(`npx redfence run customer-totals.ts, then npx redfence chaos word-count.ts, on Node ${rt.version}`, async (t) => {
       const app = join(work, `app-${rt.version}`);
       cpSync(installed, app, { recursive: true, verbatimSymlinks: true });
       const kafka = join(app, 'node_modules', KAFKA_PKG);
