@@ -4,7 +4,7 @@
  * Input: JSON orders `{ "customer": "c-7", "amount": 250 }` keyed by customer on ORDERS_TOPIC (orders).
  * Output: the customer's `{ "total": ..., "count": ... }` after each order on TOTALS_TOPIC (customer-totals).
  * Under the fault harness (its input from chaosInput below; docs/chaos.md):
- *   redfence chaos examples/customer-totals.ts --brokers 127.0.0.1:19092 --records 5000 --duration 20
+ *   redfence chaos examples/customer-totals.ts --brokers 127.0.0.1:19092
  */
 import { defineProcessor } from '../src/index.js';
 
