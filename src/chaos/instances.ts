@@ -30,7 +30,9 @@ export function instanceCommand(user?: string): { node: string[]; module: string
   return {
     node: FROM_SOURCE ? ['--import', 'tsx', cli] : [cli],
     module: join(dirname(HERE), `${user === undefined ? 'customer-totals' : 'any-processor'}${EXT}`),
-    cwd: ROOT,
+    // a user's module runs where the command was given (as with redfence run), unless `--import tsx`
+    // must be found from the package's root (from the sources)
+    cwd: user !== undefined && !FROM_SOURCE ? process.cwd() : ROOT,
   };
 }
 
