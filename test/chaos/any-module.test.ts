@@ -190,7 +190,7 @@ describe('redfence chaos <module>: bad modules and input files exit 2, before an
     assert.match(again.err, /line 2: not JSON \[RF_INVALID_OPTIONS\]/);
   });
 
-  it('a chaosInput that returns no records', async () => {
+  it('a chaosInput record without a value names the record', async () => {
     const file = join(dir, 'empty-input.mjs');
     writeFileSync(
       file,
