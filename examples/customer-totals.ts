@@ -3,6 +3,8 @@
  *   redfence run examples/customer-totals.ts --brokers 127.0.0.1:19092 --redis redis://127.0.0.1:16379
  * Input: JSON orders `{ "customer": "c-7", "amount": 250 }` keyed by customer on ORDERS_TOPIC (orders).
  * Output: the customer's `{ "total": ..., "count": ... }` after each order on TOTALS_TOPIC (customer-totals).
+ * Under the fault harness (its input from chaosInput below; docs/chaos.md):
+ *   redfence chaos examples/customer-totals.ts --brokers 127.0.0.1:19092
  */
 import { defineProcessor } from '../src/index.js';
 
@@ -29,3 +31,18 @@ export default defineProcessor<Order, Totals>({
     state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 },
   }),
 });
+
+/**
+ * Input for `redfence chaos`: n orders over 200 customers, a few hot ones, with the occasional order
+ * whose amount is not an integer (dead-lettered as undecodable). `rng` is the harness's seeded source.
+ */
+export function chaosInput(
+  rng: { int(n: number): number; range(lo: number, hi: number): number },
+  n: number,
+) {
+  return Array.from({ length: n }, (_, i) => {
+    const customer = `c-${rng.int(4) === 0 ? rng.int(5) : rng.int(200)}`;
+    const amount = rng.range(-50, 1000);
+    return { key: customer, value: { customer, amount: i % 997 === 13 ? amount + 0.5 : amount } };
+  });
+}

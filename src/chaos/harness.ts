@@ -1,5 +1,5 @@
 /**
- * (Just over 400 lines: one run's lifecycle, start to cleanup, reads best in one place.)
+ * (Over 400 lines: one run's lifecycle, start to cleanup, reads best in one place.)
  *
  * The chaos harness: real Kafka, a Redis of its own (one server, a Sentinel set or a cluster:
  * src/chaos/redis-topology.ts), instances of the package's customer-totals processor as child processes
@@ -9,6 +9,10 @@
  * to commit the input's end offsets, stops the instances and hands everything to the verifier
  * (src/chaos/verifier.ts); the verdict (src/chaos/verdict.ts) also fails the run for a fault that did
  * not do what it is meant to and for an instance exit no fault caused.
+ *
+ * With `processor` (a user's module and its input records) the instances run that module instead, the
+ * records are produced as given, and instead of the verifier the run's results are read back
+ * (src/chaos/compare.ts) for the comparison with a fault-free run (src/chaos/any-module.ts).
  *
  * Every wait is a poll or an awaited event with a timeout; the only sleeps are the schedule's pacing
  * (when a fault is due, how long a process stays down). Every child is killed and every topic deleted
@@ -20,9 +24,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Exit } from '../harness/child.js';
 import { pollUntil } from '../harness/poll.js';
+import type { Comparison, Snapshot } from './compare.js';
 import { type FaultContext, type Injected, inject, type Slot } from './faults.js';
 import { type Instance, type Mode, startInstance } from './instances.js';
 import { ChaosKafka, type ConnectionConfig } from './kafka.js';
+import type { InputRecord } from './module.js';
 import {
   instanceRedisArgs,
   type RedisSide,
@@ -35,7 +41,7 @@ import { randomSeed } from './rng.js';
 import { type Fault, type FaultKind, makeSchedule, type ScheduleOptions } from './schedule.js';
 import { type FaultOutcome, judge, judgeFault } from './verdict.js';
 import { type VerifyResult, verify } from './verifier.js';
-import { Feeder, Workload } from './workload.js';
+import { Feeder, RecordList, type RecordSource, Workload } from './workload.js';
 
 export type { FaultOutcome };
 
@@ -70,10 +76,21 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   waitTimeoutMs?: number;
   /** Sentinel and cluster failovers: how long the replica is stopped before its primary dies. */
   replicaLagMs?: number;
+  /** A user's processor module (absolute path) and the records to produce, instead of the orders workload. */
+  processor?: UserProcessor;
+  /** A word in the run's names (`ref`: the fault-free run of a comparison). */
+  label?: string;
   /** Keep topics and the Redis directory (for a look afterwards). */
   keep?: boolean;
   /** Progress lines. */
   log?: (line: string) => void;
+}
+
+export interface UserProcessor {
+  module: string;
+  records: readonly InputRecord[];
+  /** Record i is produced with CreateTime timestampBase + i (the same in both runs). */
+  timestampBase: number;
 }
 
 export const DEFAULTS: Omit<ChaosOptions, 'mode' | 'brokers'> = {
@@ -113,6 +130,12 @@ export interface ChaosReport {
   drainSeconds: number;
   totalSeconds: number;
   verify: VerifyResult | undefined;
+  /** A user's processor: what the run left (read back after the drain). */
+  snapshot?: Snapshot;
+  /** A user's processor: the comparison with the fault-free run (src/chaos/any-module.ts). */
+  comparison?: Comparison;
+  /** A user's processor: the fault-free run's names, duration and failures. */
+  reference?: { names: ChaosReport['names']; totalSeconds: number; failures: string[] };
   /** Harness problems (no drain, an instance that would not stop): each fails the run. */
   harnessErrors: string[];
   /** Why the run fails (src/chaos/verdict.ts); empty when it is OK. */
@@ -128,11 +151,12 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   const t0 = Date.now();
   const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
   const log = (s: string) => o.log?.(`[${at()}] ${s}`);
-  const tag = `${o.mode === 'exactly-once' ? 'eos' : 'alo'}-${seed}-${randomBytes(3).toString('hex')}`;
+  const tag = `${o.label === undefined ? '' : `${o.label}-`}${o.mode === 'exactly-once' ? 'eos' : 'alo'}-${seed}-${randomBytes(3).toString('hex')}`;
+  const [inName, outName] = o.processor ? ['input', 'output'] : ['orders', 'totals'];
   const names = {
-    input: `chaos-${tag}-orders`,
-    output: `chaos-${tag}-totals`,
-    deadLetter: `chaos-${tag}-orders.DLT`,
+    input: `chaos-${tag}-${inName}`,
+    output: `chaos-${tag}-${outName}`,
+    deadLetter: `chaos-${tag}-${inName}.DLT`,
     group: `chaos-${tag}-group`,
     store: `chaos_${tag.replace(/-/g, '_')}`,
   };
@@ -157,7 +181,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     ok: false,
   };
   log(
-    `seed ${seed}, mode ${o.mode}, ${o.records} records over ${o.durationS}s, ${schedule.length} faults: ` +
+    `${o.label === undefined ? '' : `${o.label}: `}seed ${seed}, mode ${o.mode}, ${o.processor?.records.length ?? o.records} records over ${o.durationS}s, ${schedule.length} faults: ` +
       schedule
         .map((f) => (f.kind === 'crash' ? `crash:${f.point}` : f.kind === 'scale' ? `scale:${f.to}` : f.kind))
         .join(' '),
@@ -199,6 +223,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       store: names.store,
       group: names.group,
       sessionTimeoutMs: o.sessionTimeoutMs,
+      ...(o.processor ? { userModule: o.processor.module } : {}),
       ...(env || o.kafkaEnv ? { env: { ...o.kafkaEnv, ...env } } : {}),
     });
     everyInstance.push(inst);
@@ -260,7 +285,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       { topic: names.deadLetter, partitions: 1 },
     ]);
     log(
-      `topics ${names.input} (+ totals, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
+      `topics ${names.input} (+ ${o.processor ? 'output' : 'totals'}, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
         `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}`,
     );
 
@@ -279,17 +304,22 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       for (const s of live()) void s.inst.scrape();
     }, 1000);
 
-    // The workload, produced while faults run.
-    const workload = new Workload({
-      seed,
-      records: o.records,
-      customers: o.customers,
-      partitions: o.partitions,
-      poisonRate: o.poisonRate,
-      large: o.large,
-      skew: o.skew,
-    });
-    feeder = new Feeder(kafka.producer(), names.input, workload, o.records / o.durationS);
+    // The workload (or the user's records), produced while faults run.
+    const workload = o.processor
+      ? undefined
+      : new Workload({
+          seed,
+          records: o.records,
+          customers: o.customers,
+          partitions: o.partitions,
+          poisonRate: o.poisonRate,
+          large: o.large,
+          skew: o.skew,
+        });
+    const source: RecordSource =
+      workload ?? new RecordList(o.processor?.records ?? [], o.partitions, o.processor?.timestampBase ?? 0);
+    const total = o.processor?.records.length ?? o.records;
+    feeder = new Feeder(kafka.producer(), names.input, source, total / o.durationS);
     feeder.start();
     const windowMs = o.durationS * 1000;
     const produceStart = Date.now();
@@ -317,8 +347,9 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     }
     await feeder.finished();
     report.produceSeconds = (feeder.finishedAt - feeder.startedAt) / 1000;
-    for (const [k, v] of workload.counts) report.produced.set(k, v);
-    log(`produced ${workload.produced} records in ${report.produceSeconds.toFixed(1)} s`);
+    if (workload) for (const [k, v] of workload.counts) report.produced.set(k, v);
+    else report.produced.set('records', source.produced);
+    log(`produced ${source.produced} records in ${report.produceSeconds.toFixed(1)} s`);
 
     // Drain: every instance alive, the group's commits reach the end offsets.
     const drainStart = Date.now();
@@ -370,7 +401,21 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   }
 
   try {
-    if (!failed && redis) {
+    if (!failed && redis && o.processor) {
+      log('reading back outputs, dead letters and state');
+      const { snapshot } = await import('./compare.js');
+      report.snapshot = await snapshot({
+        brokers: o.brokers,
+        ...(o.kafkaConfig ? { kafkaConfig: o.kafkaConfig } : {}),
+        ...verifierRedis(redis),
+        mode: o.mode,
+        input: names.input,
+        output: names.output,
+        deadLetter: names.deadLetter,
+        group: names.group,
+        store: names.store,
+      });
+    } else if (!failed && redis) {
       log('verifying');
       report.verify = await verify({
         brokers: o.brokers,

@@ -20,13 +20,19 @@ const EXT = FROM_SOURCE ? '.ts' : '.js';
 /** The package root (this file is src/chaos/ or dist/chaos/). */
 const ROOT = resolve(dirname(HERE), '../..');
 
-/** How an instance is started: node's arguments before `run`, the processor module, the directory. */
-export function instanceCommand(): { node: string[]; module: string; cwd: string } {
+/**
+ * How an instance is started: node's arguments before `run`, the processor module, the directory. The
+ * module is customer-totals, or with `user` (a user's module) any-processor, which runs that module on
+ * the run's topics and store.
+ */
+export function instanceCommand(user?: string): { node: string[]; module: string; cwd: string } {
   const cli = join(dirname(HERE), '..', 'cli', `bin${EXT}`);
   return {
     node: FROM_SOURCE ? ['--import', 'tsx', cli] : [cli],
-    module: join(dirname(HERE), `customer-totals${EXT}`),
-    cwd: ROOT,
+    module: join(dirname(HERE), `${user === undefined ? 'customer-totals' : 'any-processor'}${EXT}`),
+    // a user's module runs where the command was given (as with redfence run), unless `--import tsx`
+    // must be found from the package's root (from the sources)
+    cwd: user !== undefined && !FROM_SOURCE ? process.cwd() : ROOT,
   };
 }
 
@@ -45,6 +51,8 @@ export interface InstanceOptions {
   store: string;
   group: string;
   sessionTimeoutMs: number;
+  /** A user's processor module (absolute path) instead of customer-totals; `orders`/`totals` are its topics. */
+  userModule?: string;
   /** Extra environment (the crash-point variables). */
   env?: Record<string, string>;
   /** Keep this many log lines (the rest are only counted). */
@@ -156,7 +164,7 @@ export class Instance {
 
 export async function startInstance(o: InstanceOptions): Promise<Instance> {
   const metricsPort = await freePort();
-  const cmd = instanceCommand();
+  const cmd = instanceCommand(o.userModule);
   const child = new Child({
     name: `${o.id}#${o.generation}`,
     command: process.execPath,
@@ -187,6 +195,10 @@ export async function startInstance(o: InstanceOptions): Promise<Instance> {
       ORDERS_TOPIC: o.orders,
       TOTALS_TOPIC: o.totals,
       TOTALS_STORE: o.store,
+      REDFENCE_CHAOS_MODULE: o.userModule ?? '',
+      REDFENCE_CHAOS_INPUT: o.orders,
+      REDFENCE_CHAOS_OUTPUT: o.totals,
+      REDFENCE_CHAOS_STORE: o.store,
       REDFENCE_CRASH_AT: '',
       REDFENCE_CRASH_AFTER: '',
       ...o.env,

@@ -12,37 +12,81 @@ function table(title: string, rows: Array<[string, string | number]>): string {
   );
 }
 
+/** A user's processor: the records of both runs and the comparison, by check; then each difference. */
+function moduleTables(r: ChaosReport, out: string[]): void {
+  const o = r.options;
+  const c = r.comparison;
+  const a = c?.reference;
+  const b = c?.faulted ?? r.snapshot;
+  const both = (f: (s: NonNullable<typeof b>) => number | string) => `${a ? f(a) : '-'} / ${b ? f(b) : '-'}`;
+  out.push(
+    table('Records (reference / faulted)', [
+      ['input records', both((s) => s.inputRecords)],
+      [
+        `outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'})`,
+        both((s) => s.outputRecords),
+      ],
+      ['  keys with outputs', both((s) => s.outputs.size)],
+      ['dead letters', both((s) => s.deadLetterRecords)],
+      ['state keys in Redis', both((s) => s.state.size)],
+      ['committed / end offsets', both((s) => `${s.committed}/${s.endOffsets}`)],
+    ]),
+  );
+  if (!c) return;
+  const rows: Array<[string, string | number]> = [
+    ['state keys compared', c.stateKeys],
+    ['output keys compared', c.outputKeys],
+  ];
+  if (c.mode === 'at-least-once') {
+    rows.push(['  duplicate outputs (allowed)', c.duplicateOutputs]);
+    rows.push(['  duplicate dead letters (allowed)', c.duplicateDeadLetters]);
+  }
+  for (const check of ['input', 'state', 'output', 'dead-letter', 'offsets'] as const)
+    rows.push([`differences: ${check}`, c.counts.get(check) ?? 0]);
+  rows.push(['keys that differ', c.keysDiffering]);
+  out.push(table('Compared with the fault-free run', rows));
+}
+
 export function formatReport(r: ChaosReport): string {
   const v = r.verify;
   const o = r.options;
   const out: string[] = [];
-  out.push(
-    `redfence chaos: seed ${r.seed}, mode ${o.mode}, ${o.records} records, ${o.customers} customers (zipf ${o.skew}), ` +
-      `${o.partitions} partitions; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
-      `total ${r.totalSeconds.toFixed(1)} s`,
-  );
-  const produced = (k: string) => r.produced.get(k) ?? 0;
-  out.push(
-    table('Records', [
-      ['input records', v?.inputRecords ?? '-'],
-      ['  valid orders', v?.validRecords ?? '-'],
-      ['  of them ~1 MB', produced('large')],
-      ['  poison: undecodable', v?.poisonByReason.get('undecodable') ?? 0],
-      ['  poison: null-key', v?.poisonByReason.get('null-key') ?? 0],
-      ['  poison: wrong-partition', v?.poisonByReason.get('wrong-partition') ?? 0],
-      ['customers with orders', v?.customers ?? '-'],
-      [
-        `outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'})`,
-        v?.outputRecords ?? '-',
-      ],
-      ['  duplicates', v?.duplicateOutputs ?? '-'],
-      ['dead letters', v?.deadLetters ?? '-'],
-      ['  duplicates', v?.duplicateDeadLetters ?? '-'],
-      ['state keys in Redis', v?.stateKeys ?? '-'],
-      ['pending entries left', v?.pendingEntriesLeft ?? '-'],
-      ['committed / end offsets', v ? `${v.committed} / ${v.endOffsets}` : '-'],
-    ]),
-  );
+  if (o.processor) {
+    out.push(
+      `redfence chaos ${o.processor.module}: seed ${r.seed}, mode ${o.mode}, ${o.processor.records.length} records, ` +
+        `${o.partitions} partitions; reference run ${r.reference ? `${r.reference.totalSeconds.toFixed(1)} s` : '-'}; faulted run produced in ${r.produceSeconds.toFixed(1)} s, ` +
+        `drained in ${r.drainSeconds.toFixed(1)} s, total ${r.totalSeconds.toFixed(1)} s`,
+    );
+    moduleTables(r, out);
+  } else {
+    out.push(
+      `redfence chaos: seed ${r.seed}, mode ${o.mode}, ${o.records} records, ${o.customers} customers (zipf ${o.skew}), ` +
+        `${o.partitions} partitions; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
+        `total ${r.totalSeconds.toFixed(1)} s`,
+    );
+    const produced = (k: string) => r.produced.get(k) ?? 0;
+    out.push(
+      table('Records', [
+        ['input records', v?.inputRecords ?? '-'],
+        ['  valid orders', v?.validRecords ?? '-'],
+        ['  of them ~1 MB', produced('large')],
+        ['  poison: undecodable', v?.poisonByReason.get('undecodable') ?? 0],
+        ['  poison: null-key', v?.poisonByReason.get('null-key') ?? 0],
+        ['  poison: wrong-partition', v?.poisonByReason.get('wrong-partition') ?? 0],
+        ['customers with orders', v?.customers ?? '-'],
+        [
+          `outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'})`,
+          v?.outputRecords ?? '-',
+        ],
+        ['  duplicates', v?.duplicateOutputs ?? '-'],
+        ['dead letters', v?.deadLetters ?? '-'],
+        ['  duplicates', v?.duplicateDeadLetters ?? '-'],
+        ['state keys in Redis', v?.stateKeys ?? '-'],
+        ['pending entries left', v?.pendingEntriesLeft ?? '-'],
+        ['committed / end offsets', v ? `${v.committed} / ${v.endOffsets}` : '-'],
+      ]),
+    );
+  }
   const byKind = new Map<string, { n: number; ok: number }>();
   for (const f of r.faults) {
     const k = f.fault.kind === 'crash' ? `crash ${f.fault.point}` : f.fault.kind;
@@ -73,7 +117,8 @@ export function formatReport(r: ChaosReport): string {
     'verdicts',
   ].map((c) => [c, counts.get(c) ?? 0]);
   violationRows.push(['harness', r.harnessErrors.length]);
-  out.push(table('Violations', violationRows));
+  if (!o.processor) out.push(table('Violations', violationRows));
+  else out.push(table('Harness', [['harness errors', r.harnessErrors.length]]));
   if (v && v.violations.length > 0) {
     const kindRows: Array<[string, number]> = KINDS.filter((k) => v.kinds.has(k)).map((k) => [
       k,
@@ -84,7 +129,9 @@ export function formatReport(r: ChaosReport): string {
     out.push(table('Violations by kind', kindRows));
   }
   for (const x of v?.violations ?? []) out.push(`  VIOLATION [${x.check}] ${x.message}`);
+  for (const x of r.comparison?.differences ?? []) out.push(`  DIFFERENCE [${x.check}] ${x.message}`);
   for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
+  for (const e of r.reference?.failures ?? []) out.push(`  REFERENCE ${e}`);
   for (const e of r.unexpectedExits) out.push(`  EXIT ${e.split('\n')[0]}`);
   for (const f of r.faults)
     if (f.failure !== undefined)
@@ -125,6 +172,20 @@ function faultCounts(r: ChaosReport): Array<{ kind: string; scheduled: number; r
   return [...rows.values()].sort((a, b) => order(a.kind) - order(b.kind) || a.kind.localeCompare(b.kind));
 }
 
+/** A user's processor: the summary's rows on input, outputs, state and the comparison. */
+function moduleSummary(r: ChaosReport): string[] {
+  const c = r.comparison;
+  const f = c?.faulted ?? r.snapshot;
+  const diffs = c ? [...c.counts].filter(([, x]) => x > 0) : [];
+  return [
+    `| module | \`${r.options.processor?.module}\`, ${n(r.options.processor?.records.length)} records, ${r.options.partitions} partitions; reference run ${r.reference ? `${n(Math.round(r.reference.totalSeconds))} s` : '-'} |`,
+    `| outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(f?.outputRecords)} (reference ${n(c?.reference.outputRecords)})${c && c.mode === 'at-least-once' ? `, ${n(c.duplicateOutputs)} duplicates` : ''} |`,
+    `| dead letters | ${n(f?.deadLetterRecords)} (reference ${n(c?.reference.deadLetterRecords)}) |`,
+    `| state | ${n(f?.state.size)} keys (reference ${n(c?.reference.state.size)}); committed / end offsets ${f ? `${n(f.committed)} / ${n(f.endOffsets)}` : '-'} |`,
+    `| differences from the fault-free run | ${c ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(c.keysDiffering)} keys`) : 'not compared'} |`,
+  ];
+}
+
 /**
  * A markdown block for docs/chaos.md's list of long runs: date, command, duration, faults by kind and
  * outcome, records, violations, verdict.
@@ -147,12 +208,20 @@ export function formatSummary(r: ChaosReport, command: string): string {
     '| | |',
     '| --- | --- |',
     `| duration | ${n(Math.round(r.totalSeconds))} s (produced in ${n(Math.round(r.produceSeconds))} s, drained in ${r.drainSeconds.toFixed(1)} s) |`,
-    `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
-    `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
-    `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
-    `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+    ...(o.processor
+      ? moduleSummary(r)
+      : [
+          `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
+          `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
+          `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
+          `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+        ]),
     `| Redis | ${o.redisTopology}, ${o.waitReplicas === undefined ? 'no WAIT' : `--wait-replicas ${o.waitReplicas}`} |`,
-    `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,
+    ...(o.processor
+      ? []
+      : [
+          `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,
+        ]),
     ...(v && v.violations.length > 0
       ? [
           `| by kind | ${KINDS.filter((k) => v.kinds.has(k))

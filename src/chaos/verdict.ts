@@ -5,6 +5,7 @@
  * that was not verified, or a violation the verifier found. A run is OK only with no such failure.
  */
 import type { Exit } from '../harness/child.js';
+import type { Comparison } from './compare.js';
 import type { Fault } from './schedule.js';
 import type { VerifyResult } from './verifier.js';
 
@@ -96,6 +97,12 @@ export interface Judged {
   unexpectedExits: readonly string[];
   harnessErrors: readonly string[];
   verify: Pick<VerifyResult, 'violations'> | undefined;
+  /** A user's processor: the comparison with its fault-free run, checked instead of the verifier's. */
+  comparison?: Pick<Comparison, 'counts' | 'keysDiffering'>;
+  /** A user's processor: its results were read back (the comparison comes after). */
+  snapshot?: unknown;
+  /** A user's processor: why its fault-free run failed (each fails this run too). */
+  reference?: { failures: readonly string[] };
 }
 
 /** Every reason the run fails; empty: the run is OK. */
@@ -110,7 +117,12 @@ export function judge(r: Judged): string[] {
   for (const e of r.unexpectedExits)
     failures.push(`instance exit not caused by a fault: ${e.split('\n')[0]}`);
   for (const e of r.harnessErrors) failures.push(`harness: ${e.split('\n')[0]}`);
-  if (r.verify === undefined) failures.push('not verified');
-  else if (r.verify.violations.length > 0) failures.push(`${r.verify.violations.length} violations`);
+  for (const f of r.reference?.failures ?? []) failures.push(`reference run: ${f}`);
+  if (r.comparison !== undefined) {
+    const n = [...r.comparison.counts.values()].reduce((a, b) => a + b, 0);
+    if (n > 0) failures.push(`${n} differences from the fault-free run (${r.comparison.keysDiffering} keys)`);
+  } else if (r.verify === undefined && r.snapshot === undefined) failures.push('not verified');
+  else if (r.verify !== undefined && r.verify.violations.length > 0)
+    failures.push(`${r.verify.violations.length} violations`);
   return failures;
 }

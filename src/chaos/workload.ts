@@ -43,7 +43,63 @@ export interface WorkloadRecord {
   kind: 'valid' | 'large' | PoisonKind;
 }
 
-export class Workload {
+/** What the feeder produces: the built-in workload, or a list of given records. */
+export interface RecordSource {
+  readonly done: boolean;
+  readonly produced: number;
+  next(): FeedRecord;
+}
+
+export interface FeedRecord {
+  key: string | Buffer | null;
+  value: Buffer | null;
+  partition?: number;
+  /** CreateTime in ms (as a string); default: the producer's clock. */
+  timestamp?: string;
+}
+
+/**
+ * Given records, produced in order. Both runs of a comparison must see the same input: a record without
+ * a key goes to partition i % partitions (not a random one), and record i carries the timestamp
+ * `timestampBase + i`, so a processor reading its record's partition, offset or timestamp sees the same.
+ */
+export class RecordList implements RecordSource {
+  readonly #records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null }>;
+  readonly #partitions: number;
+  readonly #timestampBase: number;
+  #next = 0;
+
+  constructor(
+    records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null }>,
+    partitions: number,
+    timestampBase: number,
+  ) {
+    this.#records = records;
+    this.#partitions = partitions;
+    this.#timestampBase = timestampBase;
+  }
+
+  get produced(): number {
+    return this.#next;
+  }
+
+  get done(): boolean {
+    return this.#next >= this.#records.length;
+  }
+
+  next(): FeedRecord {
+    const i = this.#next++;
+    const r = this.#records[i] as { key: Buffer | null; value: Buffer | null };
+    return {
+      key: r.key,
+      value: r.value,
+      ...(r.key === null ? { partition: i % this.#partitions } : {}),
+      timestamp: String(this.#timestampBase + i),
+    };
+  }
+}
+
+export class Workload implements RecordSource {
   readonly options: WorkloadOptions;
   readonly #rng: Rng;
   readonly #zipf: Zipf;
@@ -131,7 +187,7 @@ export class Workload {
 export class Feeder {
   readonly #producer: KafkaJS.Producer;
   readonly #topic: string;
-  readonly #workload: Workload;
+  readonly #workload: RecordSource;
   readonly #rate: number;
   #loop: Promise<void> | undefined;
   #stopped = false;
@@ -140,7 +196,7 @@ export class Feeder {
   startedAt = 0;
   finishedAt = 0;
 
-  constructor(producer: KafkaJS.Producer, topic: string, workload: Workload, rate: number) {
+  constructor(producer: KafkaJS.Producer, topic: string, workload: RecordSource, rate: number) {
     this.#producer = producer;
     this.#topic = topic;
     this.#workload = workload;
@@ -175,6 +231,7 @@ export class Feeder {
           key: r.key,
           value: r.value,
           ...(r.partition === undefined ? {} : { partition: r.partition }),
+          ...(r.timestamp === undefined ? {} : { timestamp: r.timestamp }),
         });
       }
       await this.#producer.send({ topic: this.#topic, messages });

@@ -1,9 +1,13 @@
 /**
- * `redfence chaos`: runs the fault harness (src/chaos) against real Kafka and a redis-server of its own,
- * prints the report table, and exits 1 when the run fails (src/chaos/verdict.ts; 2 on bad options).
+ * `redfence chaos [<module>]`: runs the fault harness (src/chaos) against real Kafka and a redis-server of
+ * its own, prints the report table, and exits 1 when the run fails (src/chaos/verdict.ts; 2 on bad
+ * options, a bad module or a bad input file). Without a module it runs the built-in orders workload and
+ * its verifier; with one, a fault-free and a faulted run of that module compared key by key
+ * (src/chaos/any-module.ts).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import type { UserProcessor } from '../chaos/harness.js';
 import {
   type ChaosOptions,
   type ChaosReport,
@@ -14,6 +18,7 @@ import {
   runChaos,
 } from '../chaos/index.js';
 import { TOPOLOGIES } from '../chaos/redis-topology.js';
+import { randomSeed } from '../chaos/rng.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
 import { RedfenceError } from '../errors/index.js';
 import { securityProperties } from '../kafka/client-config.js';
@@ -154,22 +159,39 @@ export const CHAOS_OPTIONS = {
     defaultText: String(DEFAULTS.drainTimeoutMs),
     min: 1000,
   }),
+  input: textOption('<file.jsonl>', {
+    description:
+      'with <module>: the input records, one JSON object per line, {"key": ..., "value": ...} (instead of the module\'s chaosInput)',
+  }),
   report: textOption('<file>', { description: 'also write the report to this file' }),
   keep: switchOption({ description: 'keep the topics and the Redis directory' }),
   quiet: switchOption({ description: 'print only the report' }),
 };
 
 export const CHAOS_HELP = helpText(
-  'redfence chaos [options]',
+  'redfence chaos [<module>] [options]',
   `Runs the package's own customer-totals processor as child processes against real Kafka and a Redis
 the harness starts itself (--redis-topology; redis-server and redis-cli must be on the PATH), produces a skewed workload
 with poison records while injecting faults, then verifies outputs, state, dead letters and committed
 offsets. Exit 0: every fault did what it is meant to and no violation; 1: a violation, a fault that did
-not, or an instance exit no fault caused; 2: bad options.`,
+not, or an instance exit no fault caused; 2: bad options.
+
+With <module> (a processor module, as for redfence run): its records come from the module's
+chaosInput(rng, n) export (n = --records) or from --input <file.jsonl>; a fault-free run and a run with
+the faults above, each on its own topics, store and Redis, must end with the same state per key and the
+same outputs and dead letters (exactly-once: the same multisets under read_committed; at-least-once: the
+same values per key, duplicates allowed). Exit 1 names the keys that differ; 2: a bad module or input file.`,
   CHAOS_OPTIONS,
 );
 
+/** Options of the built-in orders workload, refused with a module. */
+const WORKLOAD_ONLY = ['customers', 'skew', 'poison-rate', 'large'] as const;
+
 export interface ParsedChaos {
+  /** A user's processor module; undefined: the built-in orders workload. */
+  module?: string;
+  /** Its input records as JSON Lines; undefined: its chaosInput. */
+  input?: string;
   modes: Array<ChaosOptions['mode']>;
   options: Partial<ChaosOptions>;
   brokers: string[];
@@ -184,8 +206,27 @@ export interface ParsedChaos {
 /** Parses `redfence chaos` arguments; throws RF_INVALID_OPTIONS naming a bad option. */
 export function parseChaosArgs(args: readonly string[], env = process.env): ParsedChaos {
   const { values: o, positionals, help } = parseOptions(CHAOS_OPTIONS, args, env);
-  if (positionals.length > 0)
-    throw new RedfenceError('RF_INVALID_OPTIONS', `unexpected argument "${positionals[0]}"`);
+  if (positionals.length > 1)
+    throw new RedfenceError('RF_INVALID_OPTIONS', `unexpected argument "${positionals[1]}"`);
+  const module = positionals[0];
+  if (module === undefined && o.input !== undefined)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      '--input applies to a module: redfence chaos <module> --input <file>',
+    );
+  if (module !== undefined) {
+    for (const flag of WORKLOAD_ONLY)
+      if (o[flag] !== undefined)
+        throw new RedfenceError(
+          'RF_INVALID_OPTIONS',
+          `--${flag} applies to the built-in orders workload, not to a module's records`,
+        );
+    if (o.input !== undefined && o.records !== undefined)
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        '--records applies to chaosInput; --input gives every record',
+      );
+  }
   const options: Partial<ChaosOptions> = {};
   const numbers = {
     seed: 'seed',
@@ -224,6 +265,8 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
   const security = help ? {} : kafkaSecurity(o, env);
   const connection = Object.keys(security).length === 0 ? {} : kafkaConnection(o, security);
   return {
+    ...(module === undefined ? {} : { module }),
+    ...(o.input === undefined ? {} : { input: o.input }),
     modes: o.mode === 'both' ? ['exactly-once', 'at-least-once'] : [o.mode],
     options,
     brokers: o.brokers,
@@ -273,6 +316,19 @@ function kafkaConnection(
   return { kafkaConfig, kafkaEnv };
 }
 
+/** The module, loaded as `redfence run` loads it, and its records (the seed fixed now: they depend on it). */
+async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
+  const { loadChaosModule, generateInput, readInputFile } = await import('../chaos/module.js');
+  const m = await loadChaosModule(parsed.module as string);
+  parsed.options.seed ??= randomSeed();
+  const records =
+    parsed.input === undefined
+      ? generateInput(m, parsed.options.seed, parsed.options.records ?? DEFAULTS.records)
+      : await readInputFile(parsed.input);
+  // one CreateTime base for every run of this command, so both runs of a comparison see the same
+  return { module: m.path, records, timestampBase: Date.now() };
+}
+
 /** Where the markdown summary of `--report <file>` goes: the same name with `.md`. */
 export function summaryPath(report: string): string {
   return `${report.replace(/\.txt$/, '')}.md`;
@@ -285,13 +341,15 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
     out(CHAOS_HELP);
     return 0;
   }
+  // A module and its records are checked (RF_MODULE_INVALID, RF_INVALID_OPTIONS) before any connection.
+  const processor = parsed.module === undefined ? undefined : await userProcessor(parsed);
   const reports: ChaosReport[] = [];
   const texts: string[] = [];
   const summaries: string[] = [];
   for (const mode of parsed.modes) {
     const { pointsFor } = await import('../chaos/schedule.js');
     const crashes = parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length;
-    const report = await runChaos({
+    const options = {
       ...parsed.options,
       crashes,
       mode,
@@ -299,7 +357,10 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
       ...(parsed.kafkaConfig ? { kafkaConfig: parsed.kafkaConfig } : {}),
       ...(parsed.kafkaEnv ? { kafkaEnv: parsed.kafkaEnv } : {}),
       ...(parsed.quiet ? {} : { log: (line: string) => out(`${line}\n`) }),
-    });
+    };
+    const report = processor
+      ? await (await import('../chaos/any-module.js')).runModuleChaos({ ...options, processor })
+      : await runChaos(options);
     // the next mode reuses the seed, so `--seed` reproduces both
     parsed.options.seed = report.seed;
     reports.push(report);

@@ -26,8 +26,10 @@ Usage:
   redfence dlq <stats|show|replay> --topic <dlt> [options]
                                count, show or replay (once each) the dead letters of redfence, Spring,
                                Kafka Connect or Kafka Streams (redfence dlq --help)
-  redfence chaos [options]     run the fault harness against real Kafka and its own Redis, verify the
-                               results (redfence chaos --help for options)
+  redfence chaos [<module>] [options]
+                               run the fault harness against real Kafka and its own Redis, verify the
+                               results; with a processor module, compare a faulted run of it with a
+                               fault-free one, key by key (redfence chaos --help for options)
   redfence outbox <init|relay|status|retry> [options]
                                the PostgreSQL transactional outbox: create its tables, relay it to Kafka,
                                show its state, retry parked rows (redfence outbox --help)

@@ -2,7 +2,9 @@
  * The package as a user gets it: `npm pack` of this repository (after `npm run build`), installed into
  * a fresh project (`npm init -y`, so a CommonJS package as npm makes it), a `.ts` processor written
  * there that imports `redfence`, run with `npx redfence run` against the real Kafka and Redis, its
- * output read back from the output topic, then stopped with SIGTERM. Nothing of this repository's dev
+ * output read back from the output topic, then stopped with SIGTERM. Then `npx redfence chaos` on a
+ * second `.ts` processor of the project (its own chaosInput; one kill, a few hundred records): the
+ * fault-free and the faulted run must compare equal. Nothing of this repository's dev
  * dependencies is reachable from the project (it lives in a temporary directory).
  *
  * The install is `npm install --prefer-offline --ignore-scripts <tgz>`: every package comes from the
@@ -137,10 +139,29 @@ export default defineProcessor<Order, Totals>({
 });
 `;
 
+const CHAOS_MODULE = `// word-count.ts
+import { defineProcessor } from 'redfence';
+
+export default defineProcessor<{ word: string }>({
+  input: 'words',
+  output: 'word-counts',
+  store: 'word-counts',
+  operation: () => ({ op: 'add', by: 1 }),
+});
+
+export function chaosInput(rng: { int(n: number): number }, n: number) {
+  const words = ['kafka', 'redis', 'fence', 'epoch', 'offset'];
+  return Array.from({ length: n }, () => {
+    const word = words[rng.int(words.length)] as string;
+    return { key: word, value: { word } };
+  });
+}
+`;
+
 const work = mkdtempSync(join(tmpdir(), 'redfence-pack-'));
 let installed = '';
 
-describe('the packed package, installed as a user would', { timeout: 240_000 }, () => {
+describe('the packed package, installed as a user would', { timeout: 400_000 }, () => {
   before(() => {
     sh('npm', ['run', '--silent', 'build'], ROOT);
     const packed = JSON.parse(sh('npm', ['pack', '--json', '--pack-destination', work], ROOT)) as Array<{
@@ -169,7 +190,7 @@ describe('the packed package, installed as a user would', { timeout: 240_000 }, 
   after(() => rmSync(work, { recursive: true, force: true }));
 
   for (const rt of runtimes()) {
-    it(`npx redfence run customer-totals.ts on Node ${rt.version}`, async (t) => {
+    it(`npx redfence run customer-totals.ts, then npx redfence chaos word-count.ts, on Node ${rt.version}`, async (t) => {
       const app = join(work, `app-${rt.version}`);
       cpSync(installed, app, { recursive: true, verbatimSymlinks: true });
       const kafka = join(app, 'node_modules', KAFKA_PKG);
@@ -261,6 +282,57 @@ describe('the packed package, installed as a user would', { timeout: 240_000 }, 
       assert.equal(await exited(child, 30_000), 0, stderr);
       assert.match(stderr, /"msg":"shutting down"/);
       assert.match(stderr, /"msg":"processor closed"/);
+
+      // the fault harness on a module of the project: a fault-free and a faulted run compare equal
+      writeFileSync(join(app, 'word-count.ts'), CHAOS_MODULE);
+      const chaos = spawn(
+        'npx',
+        [
+          '--no',
+          'redfence',
+          'chaos',
+          'word-count.ts',
+          '--brokers',
+          KAFKA_BROKERS,
+          '--records',
+          '300',
+          '--duration',
+          '4',
+          '--partitions',
+          '2',
+          '--kills',
+          '1',
+          '--crashes',
+          '0',
+          '--zombies',
+          '0',
+          '--redis-restarts',
+          '0',
+          '--scale',
+          '1',
+          '--session-timeout',
+          '6000',
+          '--quiet',
+        ],
+        { cwd: app, env: userEnv(rt.node), detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let report = '';
+      chaos.stdout?.on('data', (d: Buffer) => {
+        report += d.toString();
+      });
+      chaos.stderr?.on('data', (d: Buffer) => {
+        report += d.toString();
+      });
+      t.after(() => {
+        try {
+          process.kill(-(chaos.pid as number), 'SIGKILL');
+        } catch {}
+      });
+      assert.equal(await exited(chaos, 150_000), 0, report);
+      assert.match(report, /\| input records +\| +300 \/ 300 \|/);
+      assert.match(report, /\| state keys compared +\| +5 \|/);
+      assert.match(report, /\| kill +\| 1 of 1 \|/);
+      assert.match(report, /VERDICT: OK/);
     });
   }
 });
