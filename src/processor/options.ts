@@ -9,6 +9,7 @@ import { defineProcessor, type ProcessorDefinition } from '../definition/definit
 import type { FencingMode } from '../fence/index.js';
 import type { KafkaPort } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import { type ResolvedSnapshot, type SnapshotOptions, snapshotOptions } from '../snapshot/options.js';
 import { type KafkaOptions, kafkaOptions } from './kafka-options.js';
 import { type Logger, silentLogger } from './logger.js';
 import {
@@ -120,6 +121,12 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
   createTopics?: boolean;
   /** Replication factor of topics made by `createTopics`: an integer >= 1, or -1 (default) for the broker's default. */
   replicationFactor?: number;
+  /**
+   * Periodic snapshots of the owned partitions' state into a compacted topic, from which
+   * `redfence rebuild` restores a Redis that lost the store (docs/operations.md, "Snapshot and
+   * rebuild"). Needs `kafka` as connection settings. Default: none.
+   */
+  snapshot?: SnapshotOptions | false;
 }
 
 /** The options after validation, with every default filled in. */
@@ -148,6 +155,7 @@ export interface ResolvedOptions {
   /** -1: the broker's default. */
   readonly replicationFactor: number;
   readonly deadLetterTopic: string;
+  readonly snapshot: ResolvedSnapshot | undefined;
 }
 
 // Every option at every level, checked by the compiler against the interfaces so the lists cannot drift.
@@ -173,6 +181,7 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   onFatal: true,
   createTopics: true,
   replicationFactor: true,
+  snapshot: true,
 };
 const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
   stallMs: true,
@@ -236,11 +245,12 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
       `option "replicationFactor" must be an integer from 1 to 32767, or -1 for the broker's default, got ${shown(rf)}`,
     );
   const replicationFactor = rf === undefined ? -1 : (rf as number);
+  const kafka = kafkaOptions(o.kafka);
   return {
     definition,
     redis,
     cluster,
-    kafka: kafkaOptions(o.kafka),
+    kafka,
     mode: oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once'),
     fencing,
     groupId: text('groupId', o.groupId) ?? `redfence-${definition.store}`,
@@ -271,5 +281,6 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     createTopics: bool('createTopics', o.createTopics, false),
     replicationFactor,
     deadLetterTopic: definition.deadLetter ?? `${definition.input}.DLT`,
+    snapshot: snapshotOptions(o.snapshot, definition.store, 'port' in kafka),
   };
 }
