@@ -133,6 +133,15 @@ async function pipelined<K extends { redisKey: string }>(
     );
 }
 
+/**
+ * Where a partition's replay starts: the marker's offset, or earlier when a key record was read by a
+ * pass that began earlier (a slower pass of a former owner produced after a newer one): that record
+ * reflects its key only below its own `asOf`.
+ */
+export function replayStart(marker: SnapshotMarker, keys: readonly Pick<SnapshotKey, 'asOf'>[]): number {
+  return keys.reduce((a, k) => Math.min(a, k.asOf), marker.offset);
+}
+
 export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
   const { redis, keys, definition } = o;
   const input = definition.input;
@@ -216,7 +225,7 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
     const lowest = low.get(partition) ?? 0;
     const g = committed.get(partition);
     let from: number;
-    if (m !== undefined) from = list.reduce((a, k) => Math.min(a, k.asOf), m.offset);
+    if (m !== undefined) from = replayStart(m, list);
     else if (list.length === 0 && (g === undefined || g <= lowest)) from = lowest;
     else if (o.force) {
       from = lowest;

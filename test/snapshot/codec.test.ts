@@ -17,6 +17,7 @@ import {
   markerKey,
   type SnapshotKey,
 } from '../../src/snapshot/codec.js';
+import { replayStart } from '../../src/snapshot/rebuild.js';
 import { MemoryKafka } from '../../src/testing/index.js';
 
 const definition = { input: 'in', output: 'out', store: 's', operation: () => ({ op: 'delete' as const }) };
@@ -95,6 +96,16 @@ describe('snapshot codec', () => {
       ],
     });
     assert.equal(keyFromHash('rf:{s:a}', { v: Buffer.from('1') }, 0), null, 'no fence: not a state hash');
+  });
+});
+
+describe('replay start', () => {
+  it("the marker's offset, or the earliest asOf of the partition's key records", () => {
+    const marker = { topic: 't', partition: 0, offset: 500, epoch: 3, keys: 2, at: 0 };
+    assert.equal(replayStart(marker, []), 500);
+    assert.equal(replayStart(marker, [{ asOf: 500 }, { asOf: 500 }]), 500);
+    // a former owner's slower pass, begun at 420, produced its record of a key after the newer pass
+    assert.equal(replayStart(marker, [{ asOf: 500 }, { asOf: 420 }, { asOf: 510 }]), 420);
   });
 });
 

@@ -3,7 +3,8 @@
  * restart without persistence touch no shared Redis). A processor with snapshots on runs over the
  * first orders and snapshots them; more orders come; Redis loses everything mid-run (FLUSHALL, or a
  * restart without persistence) while the processor goes on writing into the empty store; the
- * processor's snapshots must stop on their own (never overwriting the good snapshot). Then: rebuild
+ * processor's snapshots must stop on their own (never overwriting the good snapshot), and a processor
+ * started on the lost store must not start them. Then: rebuild
  * refuses the non-empty store without --force, rebuilds with it, a new processor handles the rest of
  * the orders, and every key is exact: `redfence reconcile` finds no anomaly (value, fence, epoch,
  * pending entries) and each total equals the fold of all the orders.
@@ -132,6 +133,14 @@ function variant(loss: Loss, kind: 'reduce' | 'operation') {
         await a.close();
       }
       assert.ok((await redis.dbsize()) > 0, 'the processor wrote into the empty store');
+      // a processor started on the lost store (no mark, a snapshot topic with records) keeps snapshots off
+      const x = processor(true);
+      await x.start();
+      try {
+        assert.match(String(x.snapshots()?.stopped), /no snapshot mark/);
+      } finally {
+        await x.close();
+      }
 
       // 3. rebuild: refused while the store is not empty, then with --force
       const common = ['--brokers', KAFKA_BROKERS, '--redis', server.url];
