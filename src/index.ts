@@ -82,4 +82,6 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
+export type { SnapshotOptions } from './snapshot/options.js';
+export type { SnapshotStats } from './snapshot/snapshotter.js';
 export { VERSION } from './version.js';

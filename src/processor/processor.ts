@@ -1,5 +1,5 @@
 /**
- * (Just over 400 lines: the wiring of every stage and the whole start/close lifecycle; each stage
+ * (About 450 lines: the wiring of every stage and the whole start/close lifecycle; each stage
  * lives in its own file, and splitting the wiring would only scatter it.)
  *
  * The processor: consume a batch, check each key's partition (murmur2), fence + apply per key in Redis
@@ -20,7 +20,7 @@ import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { snapshotClient } from '../snapshot/options.js';
-import { Snapshotter } from '../snapshot/snapshotter.js';
+import { type SnapshotStats, Snapshotter } from '../snapshot/snapshotter.js';
 import { type BatchContext, processBatch, type Replication } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
@@ -269,7 +269,7 @@ export class Processor<T = unknown, S = unknown> {
   }
 
   /** The snapshot passes written (the `snapshot` option), or undefined without it. */
-  snapshots(): import('../snapshot/snapshotter.js').SnapshotStats | undefined {
+  snapshots(): SnapshotStats | undefined {
     return this.#snapshot?.stats();
   }
 
