@@ -47,12 +47,16 @@ export interface SnapshotStats {
   readonly passes: number;
   readonly keys: number;
   readonly failures: number;
+  /** How long the last completed pass took (ms; 0 before the first). */
+  readonly lastPassMs: number;
   /** Set once Redis was seen to have lost the store: no further pass. */
   readonly stopped: string | undefined;
 }
 
 /** Longest stop() waits for a pass in flight. */
 const STOP_WAIT_MS = 10_000;
+/** Pages of a pass whose delivery may be awaited at once (bounds memory and the producer's queue). */
+const PAGES_IN_FLIGHT = 4;
 
 class StoreLost extends Error {}
 
@@ -64,7 +68,7 @@ export class Snapshotter {
   #lastStart = Number.NEGATIVE_INFINITY;
   #mark: string | undefined;
   #closed = false;
-  #stats = { passes: 0, keys: 0, failures: 0, stopped: undefined as string | undefined };
+  #stats = { passes: 0, keys: 0, failures: 0, lastPassMs: 0, stopped: undefined as string | undefined };
 
   constructor(ctx: SnapshotterContext) {
     this.#ctx = ctx;
@@ -175,6 +179,9 @@ export class Snapshotter {
         owned.set(e.partition, { asOf: Math.max(0, e.committed), epoch: e.epoch, keys: 0 });
     if (owned.size === 0) return;
     const at = Date.now();
+    const started = performance.now();
+    const producer = this.#producer as DeliveryProducer;
+    const inFlight: Promise<void>[] = [];
     await this.#checkMark();
     const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
     const pattern = keys.statePattern();
@@ -199,17 +206,23 @@ export class Snapshotter {
         });
         if (out.length === 0) continue;
         await this.#checkMark();
-        await (this.#producer as DeliveryProducer).produce(out);
+        const delivered = producer.produce(out);
+        delivered.catch(() => undefined); // awaited below
+        inFlight.push(delivered);
+        if (inFlight.length >= PAGES_IN_FLIGHT) await inFlight.shift();
         this.#stats.keys += out.length;
       } while (cursor !== '0');
     }
+    // every key record delivered before any marker
+    for (const d of inFlight.splice(0)) await d;
     await this.#checkMark();
     const markers: OutRecord[] = [...owned].map(([partition, o]) => ({
       topic: options.topic,
       ...encodeMarker({ topic: input, partition, offset: o.asOf, epoch: o.epoch, keys: o.keys, at }),
     }));
-    await (this.#producer as DeliveryProducer).produce(markers);
+    await producer.produce(markers);
     this.#stats.passes++;
+    this.#stats.lastPassMs = Math.round(performance.now() - started);
     this.#ctx.log.debug(
       { partitions: [...owned.keys()], keys: [...owned.values()].reduce((a, o) => a + o.keys, 0) },
       'snapshot pass written',
