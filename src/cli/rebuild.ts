@@ -63,6 +63,11 @@ export const REBUILD_OPTIONS = {
       "delete the store's keys first when it is not empty; go on when the group has live members or a partition has no complete snapshot (replayed from the earliest offset)",
     env: 'REDFENCE_REBUILD_FORCE',
   }),
+  'dry-run': switchOption({
+    description:
+      'read the snapshot and the offsets, print the plan (keys, replay ranges, epochs) and write nothing',
+    env: 'REDFENCE_REBUILD_DRY_RUN',
+  }),
   json: switchOption({ description: 'print the report as one JSON document', env: 'REDFENCE_REBUILD_JSON' }),
   'read-timeout': numberOption('<ms>', {
     description: 'fail when reading a topic makes no progress for this long',
@@ -140,6 +145,7 @@ export async function rebuildCommand(args: readonly string[], out: (s: string) =
       group,
       snapshotTopic: topic,
       force: o.force,
+      dryRun: o['dry-run'],
       epochMargin: o['epoch-margin'],
       timeoutMs: o['read-timeout'],
       onProgress: (_what, p, at, range) => shown.update(p, at, range),
@@ -149,7 +155,7 @@ export async function rebuildCommand(args: readonly string[], out: (s: string) =
     if (o.json) out(`${JSON.stringify({ store: definition.store, topic, group, ...report, warnings })}\n`);
     else {
       const lines = [
-        `rebuilt store ${definition.store} from ${topic}: ${report.keys} keys (${report.pending} pending entries) from ${report.snapshotRecords} snapshot records${report.cleared > 0 ? `, ${report.cleared} keys deleted first` : ''}`,
+        `${report.dryRun ? 'would rebuild' : 'rebuilt'} store ${definition.store} from ${topic}: ${report.keys} keys (${report.pending} pending entries) from ${report.snapshotRecords} snapshot records${report.cleared > 0 ? `, ${report.cleared} keys ${report.dryRun ? 'in the store now' : 'deleted first'}` : ''}`,
         'partition  marker  keys  replayed from..to  records  epoch',
         ...report.partitions.map(
           (p) =>

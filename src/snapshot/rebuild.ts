@@ -44,6 +44,8 @@ export interface RebuildOptions {
   readonly group: string;
   readonly snapshotTopic: string;
   readonly force: boolean;
+  /** Read and plan only: nothing is written (the store need not be empty). */
+  readonly dryRun?: boolean;
   /** Added to the highest epoch seen. */
   readonly epochMargin: number;
   readonly timeoutMs: number;
@@ -69,6 +71,8 @@ export interface RebuildReport {
   readonly pending: number;
   /** Keys deleted first (`force`). */
   readonly cleared: number;
+  /** Nothing was written (`dryRun`): `replayed` counts are 0, `cleared` is what --force would delete. */
+  readonly dryRun: boolean;
   readonly partitions: PartitionRebuild[];
 }
 
@@ -148,8 +152,9 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
   const warn = o.warn ?? (() => undefined);
 
   // 1. an empty store and no live owner
-  const existing = await storeKeys(redis, keys, o.force ? Number.POSITIVE_INFINITY : 1);
-  if (existing.length > 0 && !o.force)
+  const dryRun = o.dryRun === true;
+  const existing = await storeKeys(redis, keys, o.force || dryRun ? Number.POSITIVE_INFINITY : 1);
+  if (existing.length > 0 && !o.force && !dryRun)
     throw refused(
       `the store ${keys.store} is not empty: rebuild restores into an empty store (--force deletes the store's keys first)`,
     );
@@ -159,7 +164,7 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
   try {
     const owners = await admin.groupOwners(o.group);
     const live = [...owners.owned].filter((tp) => tp.startsWith(`${input}:`));
-    if (live.length > 0 && !o.force)
+    if (live.length > 0 && !o.force && !dryRun)
       throw refused(
         `group ${o.group} has live members owning ${live.length} input partition(s): stop every instance first (--force goes on anyway)`,
       );
@@ -247,6 +252,27 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
     const seen = list.reduce((a, k) => Math.max(a, k.epoch), Math.max(m?.epoch ?? 0, stored));
     plans.push({ partition, marker: m?.offset ?? null, keys: list, from, to, epoch: seen + o.epochMargin });
   }
+
+  if (dryRun)
+    return {
+      snapshotRecords,
+      keys: latest.size,
+      pending: plans.reduce(
+        (n, pl) => n + pl.keys.reduce((a, k) => a + k.pending.filter(([off]) => off >= pl.to).length, 0),
+        0,
+      ),
+      cleared: existing.length,
+      dryRun,
+      partitions: plans.map((pl) => ({
+        partition: pl.partition,
+        marker: pl.marker,
+        keys: pl.keys.length,
+        from: pl.from,
+        to: pl.to,
+        replayed: 0,
+        epoch: pl.epoch,
+      })),
+    };
 
   // 3-4. clear (force), epochs, keys, pending index
   if (existing.length > 0) {
@@ -360,6 +386,7 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
     keys: latest.size,
     pending: pendingCount,
     cleared: existing.length,
+    dryRun,
     partitions: done,
   };
 }

@@ -144,6 +144,22 @@ function variant(loss: Loss, kind: 'reduce' | 'operation') {
 
       // 3. rebuild: refused while the store is not empty, then with --force
       const common = ['--brokers', KAFKA_BROKERS, '--redis', server.url];
+      const size = await redis.dbsize();
+      const dry = await cli(['rebuild', module, ...common, '--dry-run', '--json']);
+      assert.equal(dry.code, 0, dry.err);
+      const plan = JSON.parse(dry.out) as {
+        dryRun: boolean;
+        keys: number;
+        partitions: Array<{ from: number; to: number }>;
+      };
+      assert.equal(plan.dryRun, true);
+      assert.equal(plan.keys, 90);
+      assert.equal(
+        plan.partitions.reduce((n, p) => n + p.to, 0),
+        1200,
+        'the replay ends at the committed offsets',
+      );
+      assert.equal(await redis.dbsize(), size, 'a dry run writes nothing');
       const refused = await cli(['rebuild', module, ...common]);
       assert.equal(refused.code, 2, refused.err);
       assert.match(refused.err, /not empty.*--force/);
