@@ -22,15 +22,24 @@ export interface SnapshotOptions {
   intervalMs?: number;
   /** Keys read (HGETALL) and produced per step of a pass. Default 200. */
   pageSize?: number;
+  /** Most keys a pass reads per second (it waits between pages), so it takes a bounded share of Redis. Default 0: no limit. */
+  maxKeysPerSecond?: number;
 }
 
 export interface ResolvedSnapshot {
   readonly topic: string;
   readonly intervalMs: number;
   readonly pageSize: number;
+  /** 0: no limit. */
+  readonly maxKeysPerSecond: number;
 }
 
-const NAMES: Record<keyof SnapshotOptions, true> = { topic: true, intervalMs: true, pageSize: true };
+const NAMES: Record<keyof SnapshotOptions, true> = {
+  topic: true,
+  intervalMs: true,
+  pageSize: true,
+  maxKeysPerSecond: true,
+};
 
 /** The default snapshot topic of a store. */
 export function snapshotTopic(store: string): string {
@@ -58,6 +67,7 @@ export function snapshotOptions(v: unknown, store: string, portGiven: boolean): 
     topic,
     intervalMs: integer('snapshot.intervalMs', v.intervalMs, 100, MAX_TIMER_MS, 60_000),
     pageSize: integer('snapshot.pageSize', v.pageSize, 1, 10_000, 200),
+    maxKeysPerSecond: integer('snapshot.maxKeysPerSecond', v.maxKeysPerSecond, 0, 10_000_000, 0),
   };
 }
 

@@ -171,6 +171,14 @@ export class Snapshotter {
       );
   }
 
+  /** With `maxKeysPerSecond`: waits until `read` keys are within the rate since `started`. */
+  async #pace(read: number, started: number): Promise<void> {
+    const rate = this.#ctx.options.maxKeysPerSecond;
+    if (rate <= 0) return;
+    const wait = (read * 1000) / rate - (performance.now() - started);
+    if (wait > 0) await new Promise((r) => setTimeout(r, Math.ceil(wait)).unref());
+  }
+
   async #pass(): Promise<void> {
     const { redis, keys, options, input } = this.#ctx;
     const owned = new Map<number, { asOf: number; epoch: number; keys: number }>();
@@ -182,6 +190,7 @@ export class Snapshotter {
     const started = performance.now();
     const producer = this.#producer as DeliveryProducer;
     const inFlight: Promise<void>[] = [];
+    let read = 0;
     await this.#checkMark();
     const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
     const pattern = keys.statePattern();
@@ -192,6 +201,8 @@ export class Snapshotter {
         const [next, names] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', options.pageSize);
         cursor = next;
         if (names.length === 0) continue;
+        await this.#pace(read, started);
+        read += names.length;
         const hashes = await Promise.all(names.map((k) => redis.hgetallBuffer(k)));
         const out: OutRecord[] = [];
         names.forEach((name, i) => {

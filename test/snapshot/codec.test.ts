@@ -123,6 +123,7 @@ describe('snapshot options refused before any connection', () => {
     refused({ snapshot: { every: 1 } }, /unknown processor option "snapshot.every"/);
     refused({ snapshot: { intervalMs: 5 } }, /"snapshot.intervalMs" must be an integer from 100/);
     refused({ snapshot: { pageSize: 0 } }, /"snapshot.pageSize"/);
+    refused({ snapshot: { maxKeysPerSecond: -1 } }, /"snapshot.maxKeysPerSecond"/);
     refused({ snapshot: { topic: 'bad topic' } }, /"snapshot.topic" must be a Kafka topic name/);
     refused(
       { snapshot: {}, kafka: new MemoryKafka().port({ groupId: 'g' }) },

@@ -4,7 +4,8 @@
  * one without snapshots handles more (so the committed offsets move past the last snapshot); the store
  * goes; `redfence rebuild --cluster` restores it (cluster fencing, one hash slot per pipeline) and
  * replays; a new processor handles the rest; `redfence reconcile --cluster` finds nothing and every
- * total is the fold of all the orders.
+ * total is the fold of all the orders. The snapshots are paced (`maxKeysPerSecond`): a pass takes as
+ * long as its rate says.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -63,7 +64,8 @@ describe('rebuild on Redis Cluster', { timeout: 120_000 }, () => {
       redis,
       mode: 'exactly-once',
       kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 100 },
-      ...(snapshot ? { snapshot: { intervalMs: 200 } } : {}),
+      // paced: 10 keys a page, at most 30 keys/s, so a pass over the 60 keys takes at least (60 - its last page) / 30 s
+      ...(snapshot ? { snapshot: { intervalMs: 200, pageSize: 10, maxKeysPerSecond: 30 } } : {}),
     });
 
   before(async () => {
@@ -103,6 +105,8 @@ describe('rebuild on Redis Cluster', { timeout: 120_000 }, () => {
       await pollUntil('the first orders committed', () => a.counts().records >= 300, 60_000);
       const passes = a.snapshots()?.passes ?? 0;
       await pollUntil('a pass after the commits', () => (a.snapshots()?.passes ?? 0) >= passes + 2, 30_000);
+      const ms = a.snapshots()?.lastPassMs ?? 0;
+      assert.ok(ms >= 1000, `the pass kept to maxKeysPerSecond (${ms} ms for 60 keys at 30/s)`);
     } finally {
       await a.close();
     }
