@@ -216,6 +216,11 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
     if (list.length === 0) byPartition.set(k.partition, list);
     list.push(k);
   }
+  for (const [p, list] of byPartition)
+    if (p >= partitionCount)
+      warn(
+        `${list.length} key records are fenced on partition ${p}, which ${input} does not have now: not restored`,
+      );
   const plans: Array<{
     partition: number;
     marker: number | null;

@@ -175,8 +175,12 @@ export class Snapshotter {
   async #pace(read: number, started: number): Promise<void> {
     const rate = this.#ctx.options.maxKeysPerSecond;
     if (rate <= 0) return;
-    const wait = (read * 1000) / rate - (performance.now() - started);
-    if (wait > 0) await new Promise((r) => setTimeout(r, Math.ceil(wait)).unref());
+    for (;;) {
+      const wait = (read * 1000) / rate - (performance.now() - started);
+      if (wait <= 0 || this.#closed) return;
+      // in steps, so close() does not wait out a long pause
+      await new Promise((r) => setTimeout(r, Math.ceil(Math.min(wait, 200))).unref());
+    }
   }
 
   async #pass(): Promise<void> {
@@ -202,6 +206,7 @@ export class Snapshotter {
         cursor = next;
         if (names.length === 0) continue;
         await this.#pace(read, started);
+        if (this.#closed) return;
         read += names.length;
         const hashes = await Promise.all(names.map((k) => redis.hgetallBuffer(k)));
         const out: OutRecord[] = [];
