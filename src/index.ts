@@ -83,6 +83,8 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
+export type { SnapshotOptions } from './snapshot/options.js';
+export type { SnapshotStats } from './snapshot/snapshotter.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';
 export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
 export { VERSION } from './version.js';

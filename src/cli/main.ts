@@ -20,6 +20,9 @@ Usage:
   redfence reconcile <module> [options]
                                compare the store in Redis with a fold of the input log; report each
                                anomaly by kind (redfence reconcile --help for options)
+  redfence rebuild <module> [options]
+                               restore a processor's store into an empty Redis from its snapshot topic
+                               and replay the input through the fence (redfence rebuild --help)
   redfence lag --group <id> [options]
                                per-partition lag status of any consumer group (OK, WARN, STALL, STOP,
                                REWIND, ERR); exit 1 when one is not OK (redfence lag --help for options)
@@ -55,6 +58,7 @@ const VERBS = {
   chaos: async () => (await import('./chaos.js')).chaos,
   outbox: async () => (await import('./outbox.js')).outbox,
   reconcile: async () => (await import('./reconcile.js')).reconcileCommand,
+  rebuild: async () => (await import('./rebuild.js')).rebuildCommand,
   lag: async () => (await import('./lag.js')).lag,
   dlq: async () => (await import('./dlq.js')).dlq,
 } as const;

@@ -114,6 +114,9 @@ export class KafkaAdmin {
             topic: t.topic,
             numPartitions: t.partitions,
             replicationFactor: t.replicationFactor ?? -1,
+            ...(t.config === undefined
+              ? {}
+              : { configEntries: Object.entries(t.config).map(([name, value]) => ({ name, value })) }),
           })),
         }),
       );
@@ -128,6 +131,12 @@ export class KafkaAdmin {
   async highWatermarks(topic: string): Promise<Map<number, number>> {
     const rows = await this.#guard((admin) => admin.fetchTopicOffsets(topic));
     return new Map(rows.map((r) => [r.partition, Number(r.high)]));
+  }
+
+  /** Low watermarks (the earliest offset the log still holds) of a topic's partitions. */
+  async lowWatermarks(topic: string): Promise<Map<number, number>> {
+    const rows = await this.#guard((admin) => admin.fetchTopicOffsets(topic));
+    return new Map(rows.map((r) => [r.partition, Number(r.low)]));
   }
 
   /**

@@ -35,6 +35,8 @@ export interface TopicSpec {
   readonly partitions: number;
   /** Omitted: the broker's default (`default.replication.factor`). */
   readonly replicationFactor?: number;
+  /** Topic configuration (e.g. `cleanup.policy: compact`); omitted: the broker's defaults. */
+  readonly config?: Readonly<Record<string, string>>;
 }
 
 /** An offset to commit: the next offset to consume. */

@@ -7,6 +7,7 @@
  * - partition pending index rf:[t=<tenant>:]{<store>:<topic>:<partition>}:pending
  * - handler done marker:    rf:[t=<tenant>:]{<store>:<topic>:<partition>}:once:<id>
  * - input partition counts: rf:[t=<tenant>:]{<store>:<topic>}:partition-counts
+ * - snapshot mark:          rf:[t=<tenant>:]{<store>:<topic>}:snapshot
  *
  * User keys that are long, contain braces, start with `#`, are binary, or are declared
  * sensitive are stored by a hash of their bytes (`#` + base64url SHA-256) so that the
@@ -137,6 +138,14 @@ export class KeySpace {
    */
   partitionCounts(topic: string): string {
     return `${this.#prefix}{${this.store}:${checkTopic(topic)}}:partition-counts`;
+  }
+
+  /**
+   * The Redis key of the store's snapshot mark for input `topic`: a token that lives as long as the
+   * store's data does, so a snapshot pass sees that Redis lost it (src/snapshot).
+   */
+  snapshotMark(topic: string): string {
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}}:snapshot`;
   }
 
   /** A pattern matching every state key of this store (for SCAN-based tools). */

@@ -9,6 +9,7 @@ import { defineProcessor, type ProcessorDefinition } from '../definition/definit
 import type { FencingMode } from '../fence/index.js';
 import type { KafkaPort } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import { type ResolvedSnapshot, type SnapshotOptions, snapshotOptions } from '../snapshot/options.js';
 import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
 import { type KafkaOptions, kafkaOptions } from './kafka-options.js';
 import { type Logger, silentLogger } from './logger.js';
@@ -123,6 +124,12 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
   replicationFactor?: number;
   /** OpenTelemetry spans (docs/operations.md, "Traces"): `true` or `{ tracer }`. Default off. */
   tracing?: TracingOption;
+  /**
+   * Periodic snapshots of the owned partitions' state into a compacted topic, from which
+   * `redfence rebuild` restores a Redis that lost the store (docs/operations.md, "Snapshot and
+   * rebuild"). Needs `kafka` as connection settings. Default: none.
+   */
+  snapshot?: SnapshotOptions | false;
 }
 
 /** The options after validation, with every default filled in. */
@@ -152,6 +159,7 @@ export interface ResolvedOptions {
   readonly replicationFactor: number;
   readonly deadLetterTopic: string;
   readonly tracing: ResolvedTracing | undefined;
+  readonly snapshot: ResolvedSnapshot | undefined;
 }
 
 // Every option at every level, checked by the compiler against the interfaces so the lists cannot drift.
@@ -178,6 +186,7 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   createTopics: true,
   replicationFactor: true,
   tracing: true,
+  snapshot: true,
 };
 const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
   stallMs: true,
@@ -241,11 +250,12 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
       `option "replicationFactor" must be an integer from 1 to 32767, or -1 for the broker's default, got ${shown(rf)}`,
     );
   const replicationFactor = rf === undefined ? -1 : (rf as number);
+  const kafka = kafkaOptions(o.kafka);
   return {
     definition,
     redis,
     cluster,
-    kafka: kafkaOptions(o.kafka),
+    kafka,
     mode: oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once'),
     fencing,
     groupId: text('groupId', o.groupId) ?? `redfence-${definition.store}`,
@@ -277,5 +287,6 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     replicationFactor,
     deadLetterTopic: definition.deadLetter ?? `${definition.input}.DLT`,
     tracing: tracingOption(o.tracing),
+    snapshot: snapshotOptions(o.snapshot, definition.store, 'port' in kafka),
   };
 }

@@ -1,5 +1,5 @@
 /**
- * (Just over 400 lines: the wiring of every stage and the whole start/close lifecycle; each stage
+ * (About 450 lines: the wiring of every stage and the whole start/close lifecycle; each stage
  * lives in its own file, and splitting the wiring would only scatter it.)
  *
  * The processor: consume a batch, check each key's partition (murmur2), fence + apply per key in Redis
@@ -19,6 +19,8 @@ import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
+import { snapshotClient } from '../snapshot/options.js';
+import { type SnapshotStats, Snapshotter } from '../snapshot/snapshotter.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch, type Replication } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
@@ -103,6 +105,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #pipeline: CommitPipeline;
   readonly #sweeper: Sweeper;
   readonly #watchdog: Watchdog | undefined;
+  readonly #snapshot: Snapshotter | undefined;
   readonly #batch: BatchContext;
   readonly #rebalance: RebalanceContext;
   readonly #tracing: Tracing;
@@ -179,6 +182,7 @@ export class Processor<T = unknown, S = unknown> {
       committed: async (b) => {
         this.#counts.committed(b.count, b.out, o.deadLetterTopic);
         await this.#sweeper.committed(b.entry);
+        this.#snapshot?.kick();
       },
     });
     this.#watchdog =
@@ -196,6 +200,20 @@ export class Processor<T = unknown, S = unknown> {
         },
         o.watchdog,
       );
+    this.#snapshot =
+      o.snapshot && 'settings' in o.kafka
+        ? new Snapshotter({
+            options: o.snapshot,
+            redis: o.redis,
+            keys: this.fence.keys,
+            input: o.definition.input,
+            client: snapshotClient(o.kafka.settings, `redfence-${this.instanceId}`),
+            replicationFactor: o.replicationFactor,
+            partitions: () => table.active(),
+            outage: () => this.#guard.outage,
+            log,
+          })
+        : undefined;
     const callUser = userCaller(o.userRetries, signal);
     const processor = this;
     this.#batch = {
@@ -258,6 +276,11 @@ export class Processor<T = unknown, S = unknown> {
     return this.#partitions;
   }
 
+  /** The snapshot passes written (the `snapshot` option), or undefined without it. */
+  snapshots(): SnapshotStats | undefined {
+    return this.#snapshot?.stats();
+  }
+
   /** What this processor has done since it started: a read-only snapshot (the metrics have the same and more). */
   counts(): ProcessorCounts {
     return this.#counts.snapshot();
@@ -305,7 +328,8 @@ export class Processor<T = unknown, S = unknown> {
     o.health?.setReady('redis', true);
     await loadFenceScripts(o.redis);
     o.health?.setReady('scripts', true);
-    await this.#checkTopics();
+    const inputPartitions = await this.#checkTopics();
+    await this.#snapshot?.start(inputPartitions);
     this.#stillStarting();
     this.#liveness.start();
     this.#watchdog?.start();
@@ -327,7 +351,7 @@ export class Processor<T = unknown, S = unknown> {
    * otherwise: a missing output would show only as produce timeouts and endless redelivery), or the
    * missing outputs are created with the input's partition count when `createTopics` is set.
    */
-  async #checkTopics(): Promise<void> {
+  async #checkTopics(): Promise<number> {
     const o = this.#o;
     const output = o.definition.output;
     const found = await ensureTopics(this.#kafka, {
@@ -347,6 +371,7 @@ export class Processor<T = unknown, S = unknown> {
           { topic: m.topic, partitions: m.partitions, inputPartitions: found.inputPartitions },
           'the output topic is not co-partitioned with the input (its partition count differs)',
         );
+    return found.inputPartitions;
   }
 
   #stillStarting(): void {
@@ -411,6 +436,7 @@ export class Processor<T = unknown, S = unknown> {
     await this.#inFlight?.catch(() => undefined);
     await this.#pipeline.drain();
     await this.#sweeper.sweepAll(this.#table.active(), CLOSE_SWEEP_MS);
+    await this.#snapshot?.stop();
     await this.#kafka.stop();
   }
 
