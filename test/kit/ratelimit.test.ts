@@ -114,9 +114,14 @@ for (const target of KIT_TARGETS) {
       t.diagnostic(
         `admitted ${admitted} of ${sent}, expected ${expected.toFixed(1)}, ${(error * 100).toFixed(3)}% off, longest tick gap ${Math.max(...results.map((r) => r.maxGapMs as number))} ms`,
       );
+      // Never over the bound by more than 1%. Under it by more only as far as the senders stalled: a
+      // sender that misses its ticks (a loaded machine) offers nothing meanwhile, and the limiter
+      // cannot admit later what was not asked for beyond its burst.
+      const stalledMs = Math.max(...results.map((r) => r.maxGapMs as number));
+      const floor = expected * 0.99 - (rate * stalledMs) / 1000;
       assert.ok(
-        error <= 0.01,
-        `admitted ${admitted}, expected ${expected.toFixed(1)} (span ${span} ms): ${(error * 100).toFixed(2)}% off`,
+        admitted <= expected * 1.01 && admitted >= floor,
+        `admitted ${admitted}, expected ${expected.toFixed(1)} (span ${span} ms, longest stall ${stalledMs} ms): ${(error * 100).toFixed(2)}% off`,
       );
     });
   });
