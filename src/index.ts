@@ -82,4 +82,11 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
+export { decodeRetryTopicHeaders, type RetryTopicInfo } from './retry/dlq-headers.js';
+export {
+  RETRY_TOPIC_HEADERS,
+  type RetryBackoff,
+  type RetryTopicsOptions,
+  retryTopicName,
+} from './retry/retry-topics.js';
 export { VERSION } from './version.js';

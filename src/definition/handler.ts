@@ -33,8 +33,13 @@ export interface SqlClient {
 export interface HandlerContext {
   /** The record's idempotency id: the definition's `id(record)`, else `<topic>/<partition>/<offset>`. */
   readonly id: string;
-  /** 1 on the first try, 2 on the first retry, ... */
+  /** 1 on the first try, 2 on the first retry, ... (in place, within this delivery). */
   readonly attempt: number;
+  /**
+   * The delivery: 1 from the main topic, n from its (n-1)th retry topic (Spring's
+   * `retry_topic-attempts`). Always 1 without `retry.topics`.
+   */
+  readonly deliveryAttempt: number;
   /** Aborts (reason: RF_HANDLER_ABANDONED) when the record is abandoned on revocation or close. */
   readonly signal: AbortSignal;
   /** The runtime's logger, with topic/partition/offset bound (never the value). */

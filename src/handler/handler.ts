@@ -25,6 +25,10 @@ import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
 import type { Logger } from '../processor/logger.js';
+import { KeyOrderStore } from '../retry/key-order.js';
+import { RetryGate } from '../retry/retry-gate.js';
+import { RetryMetrics } from '../retry/retry-metrics.js';
+import { retryTopicNames } from '../retry/retry-topics.js';
 import { OnceStore } from './once.js';
 import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions } from './options.js';
 import { SqlOnce } from './postgres.js';
@@ -38,6 +42,10 @@ export interface HandlerCounts {
   done: number;
   deadLettered: number;
   abandoned: number;
+  /** Produced to a retry topic (retry.topics), or parked there behind a blocked key. */
+  forwarded: number;
+  /** Given up without a dead letter (retry.topics.dlt 'on-fatal' or 'none'). */
+  dropped: number;
   commits: number;
 }
 
@@ -68,7 +76,19 @@ export class Handler {
   readonly #scheduler: Scheduler;
   readonly #fence: Fence | undefined;
   readonly #abort = new AbortController();
-  readonly #counts: HandlerCounts = { done: 0, deadLettered: 0, abandoned: 0, commits: 0 };
+  readonly #counts: HandlerCounts = {
+    done: 0,
+    deadLettered: 0,
+    abandoned: 0,
+    forwarded: 0,
+    dropped: 0,
+    commits: 0,
+  };
+  /** The input's retry topics (retry.topics), empty without. */
+  readonly #retryTopics: string[];
+  readonly #gates = new Map<string, RetryGate>();
+  readonly #keyOrder: KeyOrderStore | undefined;
+  readonly #retryMetrics: RetryMetrics | undefined;
   #state: HandlerState = 'idle';
   #partitions = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -87,6 +107,13 @@ export class Handler {
     const name = o.definition.name;
     this.#fence =
       o.redis && new Fence({ redis: o.redis, store: name, mode: o.cluster ? 'cluster' : 'strict' });
+    const topics = o.retry.topics;
+    this.#retryTopics = topics ? retryTopicNames(o.definition.input, topics) : [];
+    this.#keyOrder =
+      topics?.keyOrder && o.redis
+        ? new KeyOrderStore(o.redis, new KeySpace({ store: name }), o.definition.input, o.onceTtlMs)
+        : undefined;
+    this.#retryMetrics = topics && o.metrics ? new RetryMetrics(o.metrics) : undefined;
     const runner: RunnerContext = {
       definition: o.definition,
       rules: o.definition.classify ?? {},
@@ -99,6 +126,10 @@ export class Handler {
       log: this.#log,
       metrics: o.metrics,
       fenced: (part) => this.#fenced(part),
+      input: o.definition.input,
+      topics,
+      keyOrder: this.#keyOrder,
+      retryMetrics: this.#retryMetrics,
     };
     this.#scheduler = new Scheduler({
       concurrency: o.concurrency,
@@ -165,11 +196,18 @@ export class Handler {
     const o = this.#o;
     const found = await ensureTopics(this.#kafka, {
       input: o.definition.input,
-      outputs: [o.deadLetterTopic],
+      outputs: [o.deadLetterTopic, ...this.#retryTopics],
       create: o.createTopics,
     });
     this.#partitions = found.inputPartitions;
-    if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created the dead-letter topic');
+    if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created missing topics');
+    const uneven = found.mismatched.filter((m) => this.#retryTopics.includes(m.topic));
+    if (uneven.length > 0)
+      throw new RedfenceError(
+        'RF_RETRY_TOPIC_PARTITIONS',
+        `retry topic ${uneven[0]?.topic} has ${uneven[0]?.partitions} partitions, the input ${found.inputPartitions}: a retried record goes to the same partition number`,
+        { details: { topics: uneven } },
+      );
     if (this.#abort.signal.aborted)
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
     this.#timer = setInterval(() => {
@@ -182,7 +220,7 @@ export class Handler {
       });
     }, o.commitIntervalMs);
     this.#timer.unref();
-    await this.#kafka.start([o.definition.input], {
+    await this.#kafka.start([o.definition.input, ...this.#retryTopics], {
       onAssign: (tps) => this.#onAssign(tps),
       onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
       onBatch: async (topic, partition, records) => this.#onBatch(topic, partition, records),
@@ -198,7 +236,9 @@ export class Handler {
     if (this.#state !== 'running' && this.#state !== 'starting') return;
     const part = this.#scheduler.get(topic, partition);
     if (part === undefined || part.stopped) return;
-    this.#scheduler.accept(part, records);
+    const gate = this.#gates.get(`${topic}/${partition}`);
+    if (gate) gate.offer(records);
+    else this.#scheduler.accept(part, records);
     this.#o.metrics?.handlerInFlight(topic, partition, part.tracker.inFlight);
   }
 
@@ -207,12 +247,61 @@ export class Handler {
     for (const tp of tps) {
       const old = this.#scheduler.get(tp.topic, tp.partition);
       if (old) this.#scheduler.remove(old);
-      this.#scheduler.add(tp, await this.#acquireEpoch(tp));
+      const part = this.#scheduler.add(tp, await this.#acquireEpoch(tp));
+      if (this.#retryTopics.includes(tp.topic)) await this.#addGate(part);
     }
     // a partition paused before a revocation keeps its pause in the client: resume what we own now
     if (tps.length > 0) this.#kafka.resume(tps);
     this.#o.health?.setReady('group', true);
     this.#log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
+  }
+
+  /** A retry-topic partition: its records wait in a gate until due; with keyOrder, its own order epoch. */
+  async #addGate(part: PartitionWork): Promise<void> {
+    const { tp } = part;
+    const k = `${tp.topic}/${tp.partition}`;
+    this.#gates.get(k)?.stop();
+    const gate = new RetryGate({
+      hold: () => {
+        part.held = true;
+        this.#kafka.pause([tp]);
+      },
+      release: () => {
+        part.held = false;
+        if (!part.paused && !part.stopped) this.#kafka.resume([tp]);
+      },
+      accept: (records) => {
+        if (part.stopped) return;
+        this.#scheduler.accept(part, records);
+        this.#o.metrics?.handlerInFlight(tp.topic, tp.partition, part.tracker.inFlight);
+      },
+      waiting: (n, due) => this.#retryMetrics?.waiting(tp.topic, tp.partition, n, due),
+    });
+    this.#gates.set(k, gate);
+    const keys = this.#keyOrder;
+    if (keys === undefined) return;
+    for (let i = 0; ; i++) {
+      try {
+        part.orderEpoch = await keys.raiseRetryEpoch(tp.topic, tp.partition);
+        return;
+      } catch (err) {
+        if (this.#abort.signal.aborted) return;
+        this.#log.warn(
+          { ...errorShape(err), topic: tp.topic, partition: tp.partition },
+          'epoch not raised: retrying',
+        );
+        await delay(backoffMs(i, 100, 5000), this.#abort.signal);
+      }
+    }
+  }
+
+  #dropGate(part: PartitionWork): void {
+    const k = `${part.tp.topic}/${part.tp.partition}`;
+    const gate = this.#gates.get(k);
+    if (gate === undefined) return;
+    gate.stop();
+    this.#gates.delete(k);
+    this.#retryMetrics?.clear(part.tp.topic, part.tp.partition);
   }
 
   /** Raises the partition's epoch in Redis (ctx.once is fenced by it); retried while Redis is down. */
@@ -245,7 +334,10 @@ export class Handler {
 
   /** The drain/abandon rule (file comment) for some partitions, then their last commit. */
   async #release(parts: PartitionWork[], lost: boolean, timeoutMs: number, why: string): Promise<void> {
-    for (const p of parts) this.#scheduler.stop(p, abandoned(p.tp, why));
+    for (const p of parts) {
+      this.#scheduler.stop(p, abandoned(p.tp, why));
+      this.#dropGate(p);
+    }
     if (!lost && parts.length > 0) {
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<void>((resolve) => {
@@ -277,9 +369,12 @@ export class Handler {
   #finished(part: PartitionWork, outcome: Outcome): void {
     if (outcome === 'done') this.#counts.done++;
     else if (outcome === 'dead-lettered') this.#counts.deadLettered++;
+    else if (outcome === 'forwarded') this.#counts.forwarded++;
+    else if (outcome === 'dropped') this.#counts.dropped++;
     const m = this.#o.metrics;
     if (m) {
-      m.handlerRecord(part.tp.topic, part.tp.partition, outcome);
+      if (outcome === 'done' || outcome === 'dead-lettered' || outcome === 'abandoned')
+        m.handlerRecord(part.tp.topic, part.tp.partition, outcome);
       m.handlerInFlight(part.tp.topic, part.tp.partition, part.tracker.inFlight);
     }
   }
@@ -292,6 +387,7 @@ export class Handler {
       `${part.tp.topic}/${part.tp.partition} has a newer owner`,
     );
     this.#scheduler.stop(part, err);
+    this.#dropGate(part);
     part.abandon.abort(err);
     this.#kafka.pause([part.tp]);
     this.#o.metrics?.fenced(part.tp.topic, part.tp.partition);

@@ -21,7 +21,8 @@ import type { KeySpace } from '../keys/index.js';
 
 const LUA_DIR = fileURLToPath(new URL('./lua/', import.meta.url));
 let scripts: Map<string, LoadedScript> | undefined;
-function script(name: string): LoadedScript {
+/** One of the handler's Lua scripts (beside this file), loaded once. */
+export function script(name: string): LoadedScript {
   scripts ??= loadScripts(LUA_DIR);
   const s = scripts.get(name);
   if (!s)
