@@ -12,8 +12,12 @@
  * never committed. Abandoned records come again to the next owner: idempotency (ctx.once,
  * ctx.transaction) makes that safe.
  *
+ * With `retry.topics` the handler also consumes the input's retry topics: their partitions hold
+ * records until due (src/retry/retry-partitions.ts), and the runner forwards failures along the chain.
+ *
  * Lifecycle `idle -> starting -> running -> closing -> closed`, as the processor's: start() once,
- * close() memoised.
+ * close() memoised. (A little over 400 lines: the lifecycle, the rebalance rule and the commit loop
+ * share the partition table and are kept together.)
  */
 import { randomBytes } from 'node:crypto';
 import type { HandlerDefinition } from '../definition/handler.js';
@@ -26,8 +30,8 @@ import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
 import type { Logger } from '../processor/logger.js';
 import { KeyOrderStore } from '../retry/key-order.js';
-import { RetryGate } from '../retry/retry-gate.js';
 import { RetryMetrics } from '../retry/retry-metrics.js';
+import { RetryPartitions } from '../retry/retry-partitions.js';
 import { retryTopicNames } from '../retry/retry-topics.js';
 import { OnceStore } from './once.js';
 import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions } from './options.js';
@@ -86,9 +90,7 @@ export class Handler {
   };
   /** The input's retry topics (retry.topics), empty without. */
   readonly #retryTopics: string[];
-  readonly #gates = new Map<string, RetryGate>();
-  readonly #keyOrder: KeyOrderStore | undefined;
-  readonly #retryMetrics: RetryMetrics | undefined;
+  readonly #retry: RetryPartitions;
   #state: HandlerState = 'idle';
   #partitions = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -109,11 +111,11 @@ export class Handler {
       o.redis && new Fence({ redis: o.redis, store: name, mode: o.cluster ? 'cluster' : 'strict' });
     const topics = o.retry.topics;
     this.#retryTopics = topics ? retryTopicNames(o.definition.input, topics) : [];
-    this.#keyOrder =
+    const keyOrder =
       topics?.keyOrder && o.redis
         ? new KeyOrderStore(o.redis, new KeySpace({ store: name }), o.definition.input, o.onceTtlMs)
         : undefined;
-    this.#retryMetrics = topics && o.metrics ? new RetryMetrics(o.metrics) : undefined;
+    const retryMetrics = topics && o.metrics ? new RetryMetrics(o.metrics) : undefined;
     const runner: RunnerContext = {
       definition: o.definition,
       rules: o.definition.classify ?? {},
@@ -128,8 +130,8 @@ export class Handler {
       fenced: (part) => this.#fenced(part),
       input: o.definition.input,
       topics,
-      keyOrder: this.#keyOrder,
-      retryMetrics: this.#retryMetrics,
+      keyOrder,
+      retryMetrics,
     };
     this.#scheduler = new Scheduler({
       concurrency: o.concurrency,
@@ -139,6 +141,15 @@ export class Handler {
       kafka: this.#kafka,
       run: (part, record) => runRecord(runner, part, record),
       finished: (part, outcome) => this.#finished(part, outcome),
+    });
+    this.#retry = new RetryPartitions({
+      topics: this.#retryTopics,
+      kafka: this.#kafka,
+      keyOrder,
+      metrics: retryMetrics,
+      log: this.#log,
+      signal: this.#abort.signal,
+      accept: (part, records) => this.#accept(part, records),
     });
   }
 
@@ -236,10 +247,12 @@ export class Handler {
     if (this.#state !== 'running' && this.#state !== 'starting') return;
     const part = this.#scheduler.get(topic, partition);
     if (part === undefined || part.stopped) return;
-    const gate = this.#gates.get(`${topic}/${partition}`);
-    if (gate) gate.offer(records);
-    else this.#scheduler.accept(part, records);
-    this.#o.metrics?.handlerInFlight(topic, partition, part.tracker.inFlight);
+    if (!this.#retry.offer(part, records)) this.#accept(part, records);
+  }
+
+  #accept(part: PartitionWork, records: InRecord[]): void {
+    this.#scheduler.accept(part, records);
+    this.#o.metrics?.handlerInFlight(part.tp.topic, part.tp.partition, part.tracker.inFlight);
   }
 
   async #onAssign(tps: TopicPartition[]): Promise<void> {
@@ -248,60 +261,12 @@ export class Handler {
       const old = this.#scheduler.get(tp.topic, tp.partition);
       if (old) this.#scheduler.remove(old);
       const part = this.#scheduler.add(tp, await this.#acquireEpoch(tp));
-      if (this.#retryTopics.includes(tp.topic)) await this.#addGate(part);
+      if (this.#retry.isRetryTopic(tp.topic)) await this.#retry.add(part);
     }
     // a partition paused before a revocation keeps its pause in the client: resume what we own now
     if (tps.length > 0) this.#kafka.resume(tps);
     this.#o.health?.setReady('group', true);
     this.#log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
-  }
-
-  /** A retry-topic partition: its records wait in a gate until due; with keyOrder, its own order epoch. */
-  async #addGate(part: PartitionWork): Promise<void> {
-    const { tp } = part;
-    const k = `${tp.topic}/${tp.partition}`;
-    this.#gates.get(k)?.stop();
-    const gate = new RetryGate({
-      hold: () => {
-        part.held = true;
-        this.#kafka.pause([tp]);
-      },
-      release: () => {
-        part.held = false;
-        if (!part.paused && !part.stopped) this.#kafka.resume([tp]);
-      },
-      accept: (records) => {
-        if (part.stopped) return;
-        this.#scheduler.accept(part, records);
-        this.#o.metrics?.handlerInFlight(tp.topic, tp.partition, part.tracker.inFlight);
-      },
-      waiting: (n, due) => this.#retryMetrics?.waiting(tp.topic, tp.partition, n, due),
-    });
-    this.#gates.set(k, gate);
-    const keys = this.#keyOrder;
-    if (keys === undefined) return;
-    for (let i = 0; ; i++) {
-      try {
-        part.orderEpoch = await keys.raiseRetryEpoch(tp.topic, tp.partition);
-        return;
-      } catch (err) {
-        if (this.#abort.signal.aborted) return;
-        this.#log.warn(
-          { ...errorShape(err), topic: tp.topic, partition: tp.partition },
-          'epoch not raised: retrying',
-        );
-        await delay(backoffMs(i, 100, 5000), this.#abort.signal);
-      }
-    }
-  }
-
-  #dropGate(part: PartitionWork): void {
-    const k = `${part.tp.topic}/${part.tp.partition}`;
-    const gate = this.#gates.get(k);
-    if (gate === undefined) return;
-    gate.stop();
-    this.#gates.delete(k);
-    this.#retryMetrics?.clear(part.tp.topic, part.tp.partition);
   }
 
   /** Raises the partition's epoch in Redis (ctx.once is fenced by it); retried while Redis is down. */
@@ -336,7 +301,7 @@ export class Handler {
   async #release(parts: PartitionWork[], lost: boolean, timeoutMs: number, why: string): Promise<void> {
     for (const p of parts) {
       this.#scheduler.stop(p, abandoned(p.tp, why));
-      this.#dropGate(p);
+      this.#retry.drop(p);
     }
     if (!lost && parts.length > 0) {
       let timer: NodeJS.Timeout | undefined;
@@ -387,7 +352,7 @@ export class Handler {
       `${part.tp.topic}/${part.tp.partition} has a newer owner`,
     );
     this.#scheduler.stop(part, err);
-    this.#dropGate(part);
+    this.#retry.drop(part);
     part.abandon.abort(err);
     this.#kafka.pause([part.tp]);
     this.#o.metrics?.fenced(part.tp.topic, part.tp.partition);
