@@ -145,14 +145,14 @@ const RETRY_NAMES: Record<keyof RetryOptions, true> = {
 const POSTGRES_NAMES: Record<keyof PostgresOptions, true> = { pool: true, table: true };
 const WHAT = 'handler';
 
-function retryOptions(v: unknown): ResolvedRetry {
+function retryOptions(v: unknown, declared: unknown): ResolvedRetry {
   if (v !== undefined && !isObject(v)) throw invalid(`option "retry" must be an object, got ${shown(v)}`);
   const r = v ?? {};
   checkKeys('retry', r, RETRY_NAMES, WHAT);
   const baseMs = integer('retry.baseMs', r.baseMs, 1, MAX_TIMER_MS, 200);
   const maxMs = integer('retry.maxMs', r.maxMs, 1, MAX_TIMER_MS, Math.max(10_000, baseMs));
   if (maxMs < baseMs) throw invalid(`option "retry.maxMs" (${maxMs}) must be >= "retry.baseMs" (${baseMs})`);
-  const topics = resolveRetryTopics(r.topics, WHAT);
+  const topics = resolveRetryTopics(r.topics ?? declared, WHAT);
   return { attempts: integer('retry.attempts', r.attempts, 1, 1000, topics ? 1 : 4), baseMs, maxMs, topics };
 }
 
@@ -187,7 +187,7 @@ export function resolveHandlerOptions<T>(
     10_000_000,
     Math.min(1000, maxInFlight),
   );
-  const retry = retryOptions(o.retry);
+  const retry = retryOptions(o.retry, d.retry?.topics);
   if (retry.topics?.keyOrder && redis === undefined)
     throw invalid(
       'option "retry.topics.keyOrder" needs the option "redis" (the blocked keys are kept there)',

@@ -35,15 +35,21 @@ function headerMap(h: Headers | ReadRecord['headers']): Map<string, Buffer[]> {
   return m;
 }
 
+/** Creates the topics; `cleanup` (one after-hook) closes what the test started first, then deletes them. */
 async function topicsFor(
   t: { after(fn: () => unknown): void },
   input: string,
   retry: string[],
-): Promise<void> {
+): Promise<{ cleanup: (fn: () => Promise<void>) => void }> {
   const drop = await createTopics(
     [input, `${input}.DLT`, ...retry].map((topic) => ({ topic, partitions: 1 })),
   );
-  t.after(drop);
+  const first: Array<() => Promise<void>> = [];
+  t.after(async () => {
+    for (const fn of first.reverse()) await fn();
+    await drop();
+  });
+  return { cleanup: (fn) => first.push(fn) };
 }
 
 function base(
@@ -76,7 +82,7 @@ describe('handler retry topics', () => {
   it('retries through the retry topics after their due times while the main topic flows', async (t) => {
     const name = uniqueName('rt_flow').replace(/-/g, '_');
     const input = name;
-    await topicsFor(t, input, [`${input}-retry-400`, `${input}-retry-800`]);
+    const { cleanup } = await topicsFor(t, input, [`${input}-retry-400`, `${input}-retry-800`]);
     const seen: Seen[] = [];
     const h = createHandler(
       defineHandler<Ev>({
@@ -106,7 +112,7 @@ describe('handler retry topics', () => {
         },
       },
     );
-    t.after(() => h.close());
+    cleanup(() => h.close());
     await h.start();
     await produce(input, [{ key: 'a', value: JSON.stringify({ id: 'A', fail: 2 }) }]);
     await until('A failed once', () => seen.some((s) => s.id === 'A'), 30_000);
@@ -134,7 +140,7 @@ describe('handler retry topics', () => {
   it('exhausted and fatal records go to the DLT with the kafka_dlt-* and retry_topic-* headers', async (t) => {
     const name = uniqueName('rt_dlt').replace(/-/g, '_');
     const input = name;
-    await topicsFor(t, input, [`${input}-retry-300`]);
+    const { cleanup } = await topicsFor(t, input, [`${input}-retry-300`]);
     const h = createHandler(
       defineHandler<Ev>({
         input,
@@ -146,7 +152,7 @@ describe('handler retry topics', () => {
       }),
       { ...base(name), retry: { topics: { backoff: { delayMs: 300 }, maxAttempts: 2 } } },
     );
-    t.after(() => h.close());
+    cleanup(() => h.close());
     await h.start();
     const before = Date.now();
     await produce(input, [
@@ -185,19 +191,21 @@ describe('handler retry topics', () => {
   it("dlt 'none' drops a fatal record and counts it", async (t) => {
     const name = uniqueName('rt_none').replace(/-/g, '_');
     const input = name;
-    await topicsFor(t, input, [`${input}-retry-300`]);
+    const { cleanup } = await topicsFor(t, input, [`${input}-retry-300`]);
     const metrics = new RedfenceMetrics();
     const h = createHandler(
       defineHandler<Ev>({
         input,
         name,
+        // declared on the definition (as `redfence run` loads it)
+        retry: { topics: { backoff: { delayMs: 300 }, dlt: 'none' } },
         handle: async (r) => {
           if (r.value.fatal) throw fatalError();
         },
       }),
-      { ...base(name), metrics, retry: { topics: { backoff: { delayMs: 300 }, dlt: 'none' } } },
+      { ...base(name), metrics },
     );
-    t.after(() => h.close());
+    cleanup(() => h.close());
     await h.start();
     await produce(input, [
       { key: 'f', value: JSON.stringify({ id: 'F', fatal: true }) },
@@ -212,9 +220,9 @@ describe('handler retry topics', () => {
   it('keyOrder: a later record of a retried key waits for it; other keys flow', async (t) => {
     const name = uniqueName('rt_order').replace(/-/g, '_');
     const input = name;
-    await topicsFor(t, input, [`${input}-retry-500`]);
+    const { cleanup } = await topicsFor(t, input, [`${input}-retry-500`]);
     const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 2 });
-    t.after(async () => {
+    cleanup(async () => {
       const keys = await redis.keys(`rf:{${name}:*`);
       if (keys.length > 0) await redis.del(...keys);
       redis.disconnect();
@@ -235,7 +243,7 @@ describe('handler retry topics', () => {
         retry: { topics: { backoff: { delayMs: 500 }, maxAttempts: 3, keyOrder: true } },
       },
     );
-    t.after(() => h.close());
+    cleanup(() => h.close());
     await h.start();
     await produce(input, [
       { key: 'k', value: JSON.stringify({ id: 'K1', fail: 1 }) },
@@ -265,6 +273,17 @@ describe('handler retry topics', () => {
       [{ tries: 2 }, /retry\.topics\.tries/],
       [{ keyOrder: true }, /retry\.topics\.keyOrder.*redis/],
     ];
+    assert.throws(
+      () =>
+        defineHandler({
+          input: 'in',
+          name: 'bad',
+          retry: { topics: { backoff: { delayMs: -1 } } },
+          handle: async () => undefined,
+        }),
+      (e: { code?: string; message: string }) =>
+        e.code === 'RF_INVALID_OPTIONS' && /retry\.topics\.backoff\.delayMs/.test(e.message),
+    );
     for (const [topics, message] of cases)
       assert.throws(
         () => createHandler(def, { kafka, retry: { topics } as HandlerOptions['retry'] }),
