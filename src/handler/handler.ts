@@ -148,6 +148,7 @@ export class Handler {
       keyOrder,
       metrics: retryMetrics,
       log: this.#log,
+      holdLimit: o.maxInFlightPerPartition,
       signal: this.#abort.signal,
       accept: (part, records) => this.#accept(part, records),
     });

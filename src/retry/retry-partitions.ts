@@ -1,6 +1,6 @@
 /**
  * A handler's retry-topic partitions (retry.topics): each owned one gets a gate (src/retry/
- * retry-gate.ts) that holds its records until due, pausing the partition meanwhile, and, with
+ * retry-gate.ts) that holds its records until due, pausing the partition when many wait, and, with
  * keyOrder, its own epoch for the retry chain's key order (src/retry/key-order.ts), raised on
  * assignment and retried while Redis is down.
  */
@@ -19,6 +19,8 @@ export interface RetryPartitionsContext {
   readonly keyOrder: KeyOrderStore | undefined;
   readonly metrics: RetryMetrics | undefined;
   readonly log: Logger;
+  /** Records held per partition before it is paused. */
+  readonly holdLimit: number;
   /** Aborted when the handler closes. */
   readonly signal: AbortSignal;
   /** Hands due records to the scheduler. */
@@ -43,20 +45,23 @@ export class RetryPartitions {
     const { tp } = part;
     const k = `${tp.topic}/${tp.partition}`;
     this.#gates.get(k)?.stop();
-    const gate = new RetryGate({
-      hold: () => {
-        part.held = true;
-        c.kafka.pause([tp]);
+    const gate = new RetryGate(
+      {
+        hold: () => {
+          part.held = true;
+          c.kafka.pause([tp]);
+        },
+        release: () => {
+          part.held = false;
+          if (!part.paused && !part.stopped) c.kafka.resume([tp]);
+        },
+        accept: (records) => {
+          if (!part.stopped) c.accept(part, records);
+        },
+        waiting: (n, due) => c.metrics?.waiting(tp.topic, tp.partition, n, due),
       },
-      release: () => {
-        part.held = false;
-        if (!part.paused && !part.stopped) c.kafka.resume([tp]);
-      },
-      accept: (records) => {
-        if (!part.stopped) c.accept(part, records);
-      },
-      waiting: (n, due) => c.metrics?.waiting(tp.topic, tp.partition, n, due),
-    });
+      c.holdLimit,
+    );
     this.#gates.set(k, gate);
     const keys = c.keyOrder;
     if (keys === undefined) return;

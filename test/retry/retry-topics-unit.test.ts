@@ -153,7 +153,7 @@ describe('retry topics: pure parts', () => {
     });
   });
 
-  it('the gate holds the head and everything behind it until due, then releases and resumes', () => {
+  it('the gate holds the head and everything behind it until due; pauses at its limit, resumes under half', () => {
     let now = 1000;
     const events: string[] = [];
     const accepted: string[] = [];
@@ -164,12 +164,13 @@ describe('retry topics: pure parts', () => {
         accept: (rs) => accepted.push(...rs.map((r) => r.offset)),
         waiting: () => undefined,
       },
+      2,
       () => now,
     );
     const due = (ms: number) => ({ 'retry_topic-backoff-timestamp': bigIntegerBytes(BigInt(ms)) });
     gate.offer([rec(0, due(900)), rec(1, due(1500)), rec(2, due(1200))]);
     assert.deepEqual(accepted, ['0'], 'the due head goes; 1 is not due and 2 waits behind it');
-    assert.deepEqual(events, ['hold']);
+    assert.deepEqual(events, ['hold'], 'two wait: the limit, the partition pauses');
     now = 1500;
     // the timer would fire here; offering nothing drains the same way
     gate.offer([]);

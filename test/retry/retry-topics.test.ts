@@ -84,6 +84,7 @@ describe('handler retry topics', () => {
     const input = name;
     const { cleanup } = await topicsFor(t, input, [`${input}-retry-400`, `${input}-retry-800`]);
     const seen: Seen[] = [];
+    const metrics = new RedfenceMetrics();
     const h = createHandler(
       defineHandler<Ev>({
         input,
@@ -104,6 +105,7 @@ describe('handler retry topics', () => {
       }),
       {
         ...base(name),
+        metrics,
         retry: {
           topics: {
             backoff: { kind: 'exponential', delayMs: 400, multiplier: 2, maxDelayMs: 800 },
@@ -135,6 +137,9 @@ describe('handler retry topics', () => {
     assert.ok(b && b.at < (a[2] as Seen).at, 'B (another key) was handled before the retry finished');
     await until('committed', () => h.counts().commits > 0 && h.counts().done === 2);
     assert.equal(h.counts().forwarded, 2);
+    const text = await metrics.registry.metrics();
+    assert.match(text, new RegExp(`redfence_handler_retry_attempts_total\\{topic="${input}-retry-400"\\} 1`));
+    assert.match(text, new RegExp(`redfence_handler_retry_attempts_total\\{topic="${input}-retry-800"\\} 1`));
   });
 
   it('exhausted and fatal records go to the DLT with the kafka_dlt-* and retry_topic-* headers', async (t) => {
