@@ -111,10 +111,12 @@ export class Handler {
       o.redis && new Fence({ redis: o.redis, store: name, mode: o.cluster ? 'cluster' : 'strict' });
     const topics = o.retry.topics;
     this.#retryTopics = topics ? retryTopicNames(o.definition.input, topics) : [];
-    const keyOrder =
-      topics?.keyOrder && o.redis
+    // with Redis, retry-topic partitions get an epoch in the input partition's slot (ctx.once, keyOrder)
+    const retryStore =
+      topics && o.redis
         ? new KeyOrderStore(o.redis, new KeySpace({ store: name }), o.definition.input, o.onceTtlMs)
         : undefined;
+    const keyOrder = topics?.keyOrder ? retryStore : undefined;
     const retryMetrics = topics && o.metrics ? new RetryMetrics(o.metrics) : undefined;
     const runner: RunnerContext = {
       definition: o.definition,
@@ -145,7 +147,7 @@ export class Handler {
     this.#retry = new RetryPartitions({
       topics: this.#retryTopics,
       kafka: this.#kafka,
-      keyOrder,
+      epochs: retryStore,
       metrics: retryMetrics,
       log: this.#log,
       holdLimit: o.maxInFlightPerPartition,

@@ -97,12 +97,14 @@ function context(
       throw new RedfenceError('RF_INVALID_STATE', 'ctx.once needs the handler option "redis"');
     if (typeof fn !== 'function' || key === '')
       throw new RedfenceError('RF_INVALID_ARGUMENT', 'ctx.once takes (fn) or (id, fn) with a non-empty id');
-    const state = await ctx.once.check(topic, partition, part.epoch, key);
-    if (state === 'fenced') throw fencedError(topic, partition, part.epoch);
+    // a retry-topic record: the input partition's marker, fenced by the retry partition's epoch
+    const fromRetry = ctx.topics !== undefined && topic !== ctx.input;
+    const [at, epoch, via] = fromRetry ? [ctx.input, part.orderEpoch, topic] : [topic, part.epoch, undefined];
+    const state = await ctx.once.check(at, partition, epoch, key, via);
+    if (state === 'fenced') throw fencedError(topic, partition, epoch);
     if (state === 'done') return { ran: false };
     const value = await fn();
-    if (!(await ctx.once.mark(topic, partition, part.epoch, key)))
-      throw fencedError(topic, partition, part.epoch);
+    if (!(await ctx.once.mark(at, partition, epoch, key, via))) throw fencedError(topic, partition, epoch);
     return { ran: true, value };
   };
   const transaction = async <R>(
@@ -155,7 +157,12 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
     return deadLetter(ctx, part, record, 'undecodable', e, log);
   }
   const rec: HandlerRecord<unknown> = { ...raw, value };
-  let id = `${topic}/${partition}/${offset}`;
+  const t = ctx.topics;
+  const fromRetry = t !== undefined && topic !== ctx.input;
+  const delivery = fromRetry ? readAttempts(record.headers) : 1;
+  const origin = fromRetry ? originOffset(record) : record.offset;
+  // a retried record keeps the main topic record's default id on every topic of the chain
+  let id = fromRetry ? `${ctx.input}/${partition}/${origin}` : `${topic}/${partition}/${offset}`;
   if (def.id) {
     try {
       const given = def.id(rec);
@@ -169,10 +176,6 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
       return deadLetter(ctx, part, record, 'processing-error', err, log);
     }
   }
-  const t = ctx.topics;
-  const fromRetry = t !== undefined && topic !== ctx.input;
-  const delivery = fromRetry ? readAttempts(record.headers) : 1;
-  const origin = fromRetry ? originOffset(record) : record.offset;
   const writer: KeyWriter = { topic, partition, epoch: fromRetry ? part.orderEpoch : part.epoch };
   const ordered = ctx.keyOrder !== undefined && record.key !== null;
   let chained = false;

@@ -211,7 +211,12 @@ export function headersForDisplay(headers: DlqHeaders): Record<string, string | 
 }
 
 function showValue(name: string, v: Buffer): string {
-  if (name === SPRING.partition && v.length === 4) return String(v.readInt32BE(0));
+  if ((name === SPRING.partition || name === 'retry_topic-attempts') && v.length === 4)
+    return String(v.readInt32BE(0));
+  if (name === 'retry_topic-backoff-timestamp' || name === 'retry_topic-original-timestamp') {
+    const n = javaBigInteger(v);
+    if (n !== undefined) return String(n);
+  }
   if ((name === SPRING.offset || name === SPRING.timestamp) && v.length === 8) {
     return String(v.readBigInt64BE(0));
   }

@@ -1,8 +1,8 @@
 /**
  * A handler's retry-topic partitions (retry.topics): each owned one gets a gate (src/retry/
  * retry-gate.ts) that holds its records until due, pausing the partition when many wait, and, with
- * keyOrder, its own epoch for the retry chain's key order (src/retry/key-order.ts), raised on
- * assignment and retried while Redis is down.
+ * Redis, its own epoch in the input partition's slot (src/retry/key-order.ts), raised on assignment
+ * and retried while Redis is down: ctx.once and the key order of a retried record are fenced by it.
  */
 import type { PartitionWork } from '../handler/scheduler.js';
 import type { InRecord, KafkaPort } from '../kafka/types.js';
@@ -16,7 +16,8 @@ export interface RetryPartitionsContext {
   /** The retry topics consumed beside the input. */
   readonly topics: readonly string[];
   readonly kafka: Pick<KafkaPort, 'pause' | 'resume'>;
-  readonly keyOrder: KeyOrderStore | undefined;
+  /** With Redis: raises each retry-topic partition's epoch (ctx.once, keyOrder). */
+  readonly epochs: KeyOrderStore | undefined;
   readonly metrics: RetryMetrics | undefined;
   readonly log: Logger;
   /** Records held per partition before it is paused. */
@@ -63,7 +64,7 @@ export class RetryPartitions {
       c.holdLimit,
     );
     this.#gates.set(k, gate);
-    const keys = c.keyOrder;
+    const keys = c.epochs;
     if (keys === undefined) return;
     for (let i = 0; ; i++) {
       try {

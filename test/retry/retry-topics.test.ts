@@ -233,12 +233,16 @@ describe('handler retry topics', () => {
       redis.disconnect();
     });
     const done: { id: string; at: number }[] = [];
+    const ids: string[] = [];
     const h = createHandler(
       defineHandler<Ev>({
         input,
         name,
         handle: async (r, ctx) => {
-          if (ctx.deliveryAttempt <= (r.value.fail ?? 0)) throw new Error('try later');
+          if (r.value.id === 'K1') ids.push(ctx.id);
+          await ctx.once(async () => {
+            if (ctx.deliveryAttempt <= (r.value.fail ?? 0)) throw new Error('try later');
+          });
           done.push({ id: r.value.id, at: Date.now() });
         },
       }),
@@ -259,7 +263,14 @@ describe('handler retry topics', () => {
     const order = done.map((d) => d.id);
     assert.ok(order.indexOf('K1') < order.indexOf('K2'), `K1 before K2: ${order.join(',')}`);
     assert.ok(order.indexOf('O1') < order.indexOf('K1'), `O1 not blocked by key k: ${order.join(',')}`);
-    const list = new KeySpace({ store: name }).retryKeyOrder(input, 0, Buffer.from('k'));
+    assert.deepEqual(ids, [`${input}/0/0`, `${input}/0/0`], 'one id along the chain');
+    const ks = new KeySpace({ store: name });
+    assert.equal(
+      await redis.exists(ks.once(input, 0, `${input}/0/0`)),
+      1,
+      "the retried record's marker is the input's",
+    );
+    const list = ks.retryKeyOrder(input, 0, Buffer.from('k'));
     await until('key k unblocked', async () => (await redis.exists(list)) === 0);
   });
 
