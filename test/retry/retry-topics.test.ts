@@ -20,7 +20,14 @@ import type { Headers } from '../../src/kafka/types.js';
 import { decodeDeadLetter } from '../../src/retry/dlq-headers.js';
 import { readDueMs } from '../../src/retry/retry-topics.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import { createTopics, endOffsets, produce, type ReadRecord, readAll } from '../helpers/kafka.js';
+import {
+  committedOffsets,
+  createTopics,
+  endOffsets,
+  produce,
+  type ReadRecord,
+  readAll,
+} from '../helpers/kafka.js';
 import { until } from '../testing/support.js';
 
 type Ev = { id: string; fail?: number; fatal?: boolean };
@@ -118,6 +125,10 @@ describe('handler retry topics', () => {
     await h.start();
     await produce(input, [{ key: 'a', value: JSON.stringify({ id: 'A', fail: 2 }) }]);
     await until('A failed once', () => seen.some((s) => s.id === 'A'), 30_000);
+    await until('A forwarded', () => h.counts().forwarded >= 1);
+    const early = await committedOffsets(`${name}-g`, `${input}-retry-400`);
+    if (seen.filter((s) => s.id === 'A').length === 1)
+      assert.ok((early.get(0) ?? -1) <= 0, 'nothing of the retry topic committed while A waits');
     await produce(input, [{ key: 'b', value: JSON.stringify({ id: 'B' }) }]);
     await until('A handled', () => seen.some((s) => s.id === 'A' && s.ok), 30_000);
     const a = seen.filter((s) => s.id === 'A');
@@ -136,6 +147,16 @@ describe('handler retry topics', () => {
     const b = seen.find((s) => s.id === 'B' && s.ok);
     assert.ok(b && b.at < (a[2] as Seen).at, 'B (another key) was handled before the retry finished');
     await until('committed', () => h.counts().commits > 0 && h.counts().done === 2);
+    const ends = async () =>
+      Promise.all(
+        [input, `${input}-retry-400`, `${input}-retry-800`].map(
+          async (topic) => (await committedOffsets(`${name}-g`, topic)).get(0) ?? -1,
+        ),
+      );
+    await until('each topic committed past its handled or forwarded records', async () => {
+      const [main, r400, r800] = await ends();
+      return main === 2 && r400 === 1 && r800 === 1;
+    });
     assert.equal(h.counts().forwarded, 2);
     const text = await metrics.registry.metrics();
     assert.match(text, new RegExp(`redfence_handler_retry_attempts_total\\{topic="${input}-retry-400"\\} 1`));
