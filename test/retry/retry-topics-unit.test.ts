@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { KeySpace } from '../../src/index.js';
 import type { InRecord } from '../../src/kafka/types.js';
-import { decodeRetryTopicHeaders } from '../../src/retry/dlq-headers.js';
+import { decodeRetryTopicHeaders, headersForDisplay } from '../../src/retry/dlq-headers.js';
 import { KeyOrderStore } from '../../src/retry/key-order.js';
 import { RetryGate } from '../../src/retry/retry-gate.js';
 import {
@@ -150,6 +150,21 @@ describe('retry topics: pure parts', () => {
       attempts: 3,
       backoffTimestamp: 1764615600400n,
       originalTimestamp: 1764615600000n,
+    });
+  });
+
+  it('dlq show prints the retry_topic-* values as numbers', () => {
+    const shown = headersForDisplay(
+      new Map([
+        ['retry_topic-attempts', [Buffer.from('00000003', 'hex')]],
+        ['retry_topic-backoff-timestamp', [bigIntegerBytes(1_764_615_600_123n)]],
+        ['retry_topic-original-timestamp', [bigIntegerBytes(1_764_615_600_000n)]],
+      ]),
+    );
+    assert.deepEqual(shown, {
+      'retry_topic-attempts': '3',
+      'retry_topic-backoff-timestamp': '1764615600123',
+      'retry_topic-original-timestamp': '1764615600000',
     });
   });
 
