@@ -83,6 +83,13 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
+export { decodeRetryTopicHeaders, type RetryTopicInfo } from './retry/dlq-headers.js';
+export {
+  RETRY_TOPIC_HEADERS,
+  type RetryBackoff,
+  type RetryTopicsOptions,
+  retryTopicName,
+} from './retry/retry-topics.js';
 export type { SnapshotOptions } from './snapshot/options.js';
 export type { SnapshotStats } from './snapshot/snapshotter.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';

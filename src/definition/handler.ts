@@ -8,6 +8,7 @@ import { RedfenceError } from '../errors/index.js';
 import type { Headers } from '../kafka/types.js';
 import type { Logger } from '../processor/logger.js';
 import { type ClassifyRules, checkClassifyRules } from '../retry/classify.js';
+import { type RetryTopicsOptions, resolveRetryTopics } from '../retry/retry-topics.js';
 
 /** One consumed record, decoded. Never log `value` or `key`: they may carry personal data. */
 export interface HandlerRecord<T> {
@@ -33,8 +34,13 @@ export interface SqlClient {
 export interface HandlerContext {
   /** The record's idempotency id: the definition's `id(record)`, else `<topic>/<partition>/<offset>`. */
   readonly id: string;
-  /** 1 on the first try, 2 on the first retry, ... */
+  /** 1 on the first try, 2 on the first retry, ... (in place, within this delivery). */
   readonly attempt: number;
+  /**
+   * The delivery: 1 from the main topic, n from its (n-1)th retry topic (Spring's
+   * `retry_topic-attempts`). Always 1 without `retry.topics`.
+   */
+  readonly deliveryAttempt: number;
   /** Aborts (reason: RF_HANDLER_ABANDONED) when the record is abandoned on revocation or close. */
   readonly signal: AbortSignal;
   /** The runtime's logger, with topic/partition/offset bound (never the value). */
@@ -68,12 +74,17 @@ export interface HandlerDefinition<T = unknown> {
   readonly id?: (record: HandlerRecord<T>) => string;
   /** Which failures are retried and which go straight to the dead-letter topic (src/retry/classify.ts). */
   readonly classify?: ClassifyRules;
+  /**
+   * Non-blocking retries through retry topics (docs/handlers.md "Retry topics"); createHandler's
+   * option `retry.topics`, when given, replaces it.
+   */
+  readonly retry?: { readonly topics?: RetryTopicsOptions };
   /** The side effect. Resolving marks the record done; throwing is classified. */
   readonly handle: (record: HandlerRecord<T>, ctx: HandlerContext) => Promise<void>;
 }
 
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
-const FIELDS = new Set(['input', 'name', 'deadLetter', 'decode', 'id', 'classify', 'handle']);
+const FIELDS = new Set(['input', 'name', 'deadLetter', 'decode', 'id', 'classify', 'retry', 'handle']);
 
 /** Marks what defineHandler returned, for code that tells processor and handler definitions apart. */
 export const HANDLER_KIND = Symbol.for('redfence.handler');
@@ -111,6 +122,13 @@ export function defineHandler<T>(definition: HandlerDefinition<T>): HandlerDefin
     if (d[k] !== undefined && typeof d[k] !== 'function') throw bad(k, 'must be a function');
   if (typeof d.handle !== 'function') throw bad('handle', 'must be an async function (record, ctx)');
   checkClassifyRules('handler definition: classify', d.classify);
+  if (d.retry !== undefined) {
+    const r = d.retry as Record<string, unknown> | null;
+    if (typeof r !== 'object' || r === null || Array.isArray(r)) throw bad('retry', 'must be { topics }');
+    for (const k of Object.keys(r))
+      if (k !== 'topics') throw bad(`retry.${k}`, 'is not a known field (known: topics)');
+    resolveRetryTopics(r.topics, 'handler definition');
+  }
   if (!isHandlerDefinition(d) && Object.isExtensible(d))
     Object.defineProperty(d, HANDLER_KIND, { value: true });
   return definition;

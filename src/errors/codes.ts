@@ -111,6 +111,11 @@ export const ERROR_CODES = {
     summary:
       "A handler's record was abandoned (its partition was revoked or lost, or close() passed its deadline); ctx.signal aborts with this reason and the record is not committed.",
   },
+  RF_RETRY_TOPIC_PARTITIONS: {
+    retriable: false,
+    summary:
+      "A handler's retry topic has a different partition count from its input topic; a retried record goes to the same partition number.",
+  },
   RF_PG_MISSING: {
     retriable: false,
     summary: 'The outbox needs the optional peer dependency `pg`, which is not installed.',

@@ -12,8 +12,12 @@
  * never committed. Abandoned records come again to the next owner: idempotency (ctx.once,
  * ctx.transaction) makes that safe.
  *
+ * With `retry.topics` the handler also consumes the input's retry topics: their partitions hold
+ * records until due (src/retry/retry-partitions.ts), and the runner forwards failures along the chain.
+ *
  * Lifecycle `idle -> starting -> running -> closing -> closed`, as the processor's: start() once,
- * close() memoised.
+ * close() memoised. (A little over 400 lines: the lifecycle, the rebalance rule and the commit loop
+ * share the partition table and are kept together.)
  */
 import { randomBytes } from 'node:crypto';
 import type { HandlerDefinition } from '../definition/handler.js';
@@ -25,6 +29,10 @@ import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
 import type { Logger } from '../processor/logger.js';
+import { KeyOrderStore } from '../retry/key-order.js';
+import { RetryMetrics } from '../retry/retry-metrics.js';
+import { RetryPartitions } from '../retry/retry-partitions.js';
+import { retryTopicNames } from '../retry/retry-topics.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { holdRecord } from './hold.js';
 import { OnceStore } from './once.js';
@@ -40,6 +48,10 @@ export interface HandlerCounts {
   done: number;
   deadLettered: number;
   abandoned: number;
+  /** Produced to a retry topic (retry.topics), or parked there behind a blocked key. */
+  forwarded: number;
+  /** Given up without a dead letter (retry.topics.dlt 'on-fatal' or 'none'). */
+  dropped: number;
   commits: number;
 }
 
@@ -71,7 +83,17 @@ export class Handler {
   readonly #fence: Fence | undefined;
   readonly #tracing: Tracing;
   readonly #abort = new AbortController();
-  readonly #counts: HandlerCounts = { done: 0, deadLettered: 0, abandoned: 0, commits: 0 };
+  readonly #counts: HandlerCounts = {
+    done: 0,
+    deadLettered: 0,
+    abandoned: 0,
+    forwarded: 0,
+    dropped: 0,
+    commits: 0,
+  };
+  /** The input's retry topics (retry.topics), empty without. */
+  readonly #retryTopics: string[];
+  readonly #retry: RetryPartitions;
   #state: HandlerState = 'idle';
   #partitions = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -91,6 +113,15 @@ export class Handler {
     this.#fence =
       o.redis && new Fence({ redis: o.redis, store: name, mode: o.cluster ? 'cluster' : 'strict' });
     this.#tracing = new Tracing(o.tracing, { groupId: o.groupId });
+    const topics = o.retry.topics;
+    this.#retryTopics = topics ? retryTopicNames(o.definition.input, topics) : [];
+    // with Redis, retry-topic partitions get an epoch in the input partition's slot (ctx.once, keyOrder)
+    const retryStore =
+      topics && o.redis
+        ? new KeyOrderStore(o.redis, new KeySpace({ store: name }), o.definition.input, o.onceTtlMs)
+        : undefined;
+    const keyOrder = topics?.keyOrder ? retryStore : undefined;
+    const retryMetrics = topics && o.metrics ? new RetryMetrics(o.metrics) : undefined;
     const runner: RunnerContext = {
       definition: o.definition,
       rules: o.definition.classify ?? {},
@@ -105,6 +136,10 @@ export class Handler {
       fenced: (part) => this.#fenced(part),
       tracing: this.#tracing,
       hold: (part, ms) => holdRecord(this.#scheduler, part, ms),
+      input: o.definition.input,
+      topics,
+      keyOrder,
+      retryMetrics,
     };
     this.#scheduler = new Scheduler({
       concurrency: o.concurrency,
@@ -114,6 +149,16 @@ export class Handler {
       kafka: this.#kafka,
       run: (part, record) => runRecord(runner, part, record),
       finished: (part, outcome) => this.#finished(part, outcome),
+    });
+    this.#retry = new RetryPartitions({
+      topics: this.#retryTopics,
+      kafka: this.#kafka,
+      epochs: retryStore,
+      metrics: retryMetrics,
+      log: this.#log,
+      holdLimit: o.maxInFlightPerPartition,
+      signal: this.#abort.signal,
+      accept: (part, records) => this.#accept(part, records),
     });
   }
 
@@ -172,11 +217,18 @@ export class Handler {
     await this.#tracing.load(); // tracing on: the API is imported here, before any connection
     const found = await ensureTopics(this.#kafka, {
       input: o.definition.input,
-      outputs: [o.deadLetterTopic],
+      outputs: [o.deadLetterTopic, ...this.#retryTopics],
       create: o.createTopics,
     });
     this.#partitions = found.inputPartitions;
-    if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created the dead-letter topic');
+    if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created missing topics');
+    const uneven = found.mismatched.filter((m) => this.#retryTopics.includes(m.topic));
+    if (uneven.length > 0)
+      throw new RedfenceError(
+        'RF_RETRY_TOPIC_PARTITIONS',
+        `retry topic ${uneven[0]?.topic} has ${uneven[0]?.partitions} partitions, the input ${found.inputPartitions}: a retried record goes to the same partition number`,
+        { details: { topics: uneven } },
+      );
     if (this.#abort.signal.aborted)
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
     this.#timer = setInterval(() => {
@@ -189,7 +241,7 @@ export class Handler {
       });
     }, o.commitIntervalMs);
     this.#timer.unref();
-    await this.#kafka.start([o.definition.input], {
+    await this.#kafka.start([o.definition.input, ...this.#retryTopics], {
       onAssign: (tps) => this.#onAssign(tps),
       onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
       onBatch: async (topic, partition, records) => this.#onBatch(topic, partition, records),
@@ -205,8 +257,12 @@ export class Handler {
     if (this.#state !== 'running' && this.#state !== 'starting') return;
     const part = this.#scheduler.get(topic, partition);
     if (part === undefined || part.stopped) return;
+    if (!this.#retry.offer(part, records)) this.#accept(part, records);
+  }
+
+  #accept(part: PartitionWork, records: InRecord[]): void {
     this.#scheduler.accept(part, records);
-    this.#o.metrics?.handlerInFlight(topic, partition, part.tracker.inFlight);
+    this.#o.metrics?.handlerInFlight(part.tp.topic, part.tp.partition, part.tracker.inFlight);
   }
 
   async #onAssign(tps: TopicPartition[]): Promise<void> {
@@ -214,7 +270,8 @@ export class Handler {
     for (const tp of tps) {
       const old = this.#scheduler.get(tp.topic, tp.partition);
       if (old) this.#scheduler.remove(old);
-      this.#scheduler.add(tp, await this.#acquireEpoch(tp));
+      const part = this.#scheduler.add(tp, await this.#acquireEpoch(tp));
+      if (this.#retry.isRetryTopic(tp.topic)) await this.#retry.add(part);
     }
     // a partition paused before a revocation keeps its pause in the client: resume what we own now
     if (tps.length > 0) this.#kafka.resume(tps);
@@ -252,7 +309,10 @@ export class Handler {
 
   /** The drain/abandon rule (file comment) for some partitions, then their last commit. */
   async #release(parts: PartitionWork[], lost: boolean, timeoutMs: number, why: string): Promise<void> {
-    for (const p of parts) this.#scheduler.stop(p, abandoned(p.tp, why));
+    for (const p of parts) {
+      this.#scheduler.stop(p, abandoned(p.tp, why));
+      this.#retry.drop(p);
+    }
     if (!lost && parts.length > 0) {
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<void>((resolve) => {
@@ -284,9 +344,12 @@ export class Handler {
   #finished(part: PartitionWork, outcome: Outcome): void {
     if (outcome === 'done') this.#counts.done++;
     else if (outcome === 'dead-lettered') this.#counts.deadLettered++;
+    else if (outcome === 'forwarded') this.#counts.forwarded++;
+    else if (outcome === 'dropped') this.#counts.dropped++;
     const m = this.#o.metrics;
     if (m) {
-      m.handlerRecord(part.tp.topic, part.tp.partition, outcome);
+      if (outcome === 'done' || outcome === 'dead-lettered' || outcome === 'abandoned')
+        m.handlerRecord(part.tp.topic, part.tp.partition, outcome);
       m.handlerInFlight(part.tp.topic, part.tp.partition, part.tracker.inFlight);
     }
   }
@@ -299,6 +362,7 @@ export class Handler {
       `${part.tp.topic}/${part.tp.partition} has a newer owner`,
     );
     this.#scheduler.stop(part, err);
+    this.#retry.drop(part);
     part.abandon.abort(err);
     this.#kafka.pause([part.tp]);
     this.#o.metrics?.fenced(part.tp.topic, part.tp.partition);

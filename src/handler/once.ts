@@ -21,7 +21,8 @@ import type { KeySpace } from '../keys/index.js';
 
 const LUA_DIR = fileURLToPath(new URL('./lua/', import.meta.url));
 let scripts: Map<string, LoadedScript> | undefined;
-function script(name: string): LoadedScript {
+/** One of the handler's Lua scripts (beside this file), loaded once. */
+export function script(name: string): LoadedScript {
   scripts ??= loadScripts(LUA_DIR);
   const s = scripts.get(name);
   if (!s)
@@ -42,15 +43,26 @@ export class OnceStore {
     this.#ttlMs = ttlMs;
   }
 
-  async check(topic: string, partition: number, epoch: number, id: string): Promise<OnceCheck> {
-    const keys = [this.#keys.epoch(topic, partition), this.#keys.once(topic, partition, id)];
+  /**
+   * `via`: the record was consumed from this retry topic of input `topic` (retry.topics): the marker
+   * is the input partition's, fenced by the retry-topic partition's epoch kept in the same slot, so
+   * an id is one marker along the chain.
+   */
+  #at(topic: string, partition: number, id: string, via?: string): string[] {
+    const epoch =
+      via === undefined ? this.#keys.epoch(topic, partition) : this.#keys.retryEpoch(topic, partition, via);
+    return [epoch, this.#keys.once(topic, partition, id)];
+  }
+
+  async check(topic: string, partition: number, epoch: number, id: string, via?: string): Promise<OnceCheck> {
+    const keys = this.#at(topic, partition, id, via);
     const r = Number(await runScript(this.#redis, script('onceCheck'), keys, [String(epoch)]));
     return r === -1 ? 'fenced' : r === 1 ? 'done' : 'new';
   }
 
   /** True when marked; false when fenced (nothing written). */
-  async mark(topic: string, partition: number, epoch: number, id: string): Promise<boolean> {
-    const keys = [this.#keys.epoch(topic, partition), this.#keys.once(topic, partition, id)];
+  async mark(topic: string, partition: number, epoch: number, id: string, via?: string): Promise<boolean> {
+    const keys = this.#at(topic, partition, id, via);
     const r = await runScript(this.#redis, script('onceMark'), keys, [String(epoch), String(this.#ttlMs)]);
     return Number(r) === 1;
   }

@@ -21,16 +21,30 @@ import {
   text,
   withMethods,
 } from '../processor/option-checks.js';
+import {
+  type ResolvedRetryTopics,
+  type RetryTopicsOptions,
+  resolveRetryTopics,
+} from '../retry/retry-topics.js';
 import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
 import { quotedTable, type SqlPool } from './postgres.js';
 
 export interface RetryOptions {
-  /** Tries of one record in all (the first included) before it is dead-lettered. Default 4. */
+  /** Tries of one record in place, in all (the first included), before it is dead-lettered or, with `topics`, forwarded to the next retry topic. Default 4; 1 with `topics`. */
   attempts?: number;
   /** Backoff before the first retry, doubled each time (full jitter). Default 200. */
   baseMs?: number;
   /** Longest backoff. Default 10000. */
   maxMs?: number;
+  /** Non-blocking retries through retry topics, Spring Kafka's layout (docs/handlers.md "Retry topics"). */
+  topics?: RetryTopicsOptions;
+}
+
+export interface ResolvedRetry {
+  readonly attempts: number;
+  readonly baseMs: number;
+  readonly maxMs: number;
+  readonly topics: ResolvedRetryTopics | undefined;
 }
 
 export interface PostgresOptions {
@@ -91,7 +105,7 @@ export interface ResolvedHandlerOptions {
   readonly maxInFlight: number;
   readonly maxInFlightPerPartition: number;
   readonly maxPerKey: number;
-  readonly retry: Required<RetryOptions>;
+  readonly retry: ResolvedRetry;
   readonly commitIntervalMs: number;
   readonly drainTimeoutMs: number;
   readonly closeTimeoutMs: number;
@@ -127,18 +141,24 @@ const OPTION_NAMES: Record<keyof HandlerOptions, true> = {
   onFatal: true,
   tracing: true,
 };
-const RETRY_NAMES: Record<keyof RetryOptions, true> = { attempts: true, baseMs: true, maxMs: true };
+const RETRY_NAMES: Record<keyof RetryOptions, true> = {
+  attempts: true,
+  baseMs: true,
+  maxMs: true,
+  topics: true,
+};
 const POSTGRES_NAMES: Record<keyof PostgresOptions, true> = { pool: true, table: true };
 const WHAT = 'handler';
 
-function retryOptions(v: unknown): Required<RetryOptions> {
+function retryOptions(v: unknown, declared: unknown): ResolvedRetry {
   if (v !== undefined && !isObject(v)) throw invalid(`option "retry" must be an object, got ${shown(v)}`);
   const r = v ?? {};
   checkKeys('retry', r, RETRY_NAMES, WHAT);
   const baseMs = integer('retry.baseMs', r.baseMs, 1, MAX_TIMER_MS, 200);
   const maxMs = integer('retry.maxMs', r.maxMs, 1, MAX_TIMER_MS, Math.max(10_000, baseMs));
   if (maxMs < baseMs) throw invalid(`option "retry.maxMs" (${maxMs}) must be >= "retry.baseMs" (${baseMs})`);
-  return { attempts: integer('retry.attempts', r.attempts, 1, 1000, 4), baseMs, maxMs };
+  const topics = resolveRetryTopics(r.topics ?? declared, WHAT);
+  return { attempts: integer('retry.attempts', r.attempts, 1, 1000, topics ? 1 : 4), baseMs, maxMs, topics };
 }
 
 function postgresOptions(v: unknown): ResolvedHandlerOptions['postgres'] {
@@ -172,6 +192,11 @@ export function resolveHandlerOptions<T>(
     10_000_000,
     Math.min(1000, maxInFlight),
   );
+  const retry = retryOptions(o.retry, d.retry?.topics);
+  if (retry.topics?.keyOrder && redis === undefined)
+    throw invalid(
+      'option "retry.topics.keyOrder" needs the option "redis" (the blocked keys are kept there)',
+    );
   return {
     definition: d,
     kafka: kafkaOptions(o.kafka, WHAT),
@@ -184,7 +209,7 @@ export function resolveHandlerOptions<T>(
     maxInFlight,
     maxInFlightPerPartition,
     maxPerKey: integer('maxPerKey', o.maxPerKey, 1, 10_000_000, 100),
-    retry: retryOptions(o.retry),
+    retry,
     commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 1, 60_000, 1000),
     drainTimeoutMs: integer('drainTimeoutMs', o.drainTimeoutMs, 0, MAX_TIMER_MS, 10_000),
     closeTimeoutMs: integer('closeTimeoutMs', o.closeTimeoutMs, 0, MAX_TIMER_MS, 30_000),

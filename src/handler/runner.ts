@@ -18,24 +18,39 @@ import type {
   SqlClient,
 } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
-import type { InRecord, KafkaPort } from '../kafka/types.js';
+import type { InRecord, KafkaPort, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
 import type { DeadLetterReason } from '../processor/dead-letter.js';
 import { deadLetterRecord } from '../processor/emit.js';
 import type { Logger } from '../processor/logger.js';
 import { type ClassifyRules, classify } from '../retry/classify.js';
+import type { KeyOrderStore, KeyWriter } from '../retry/key-order.js';
+import type { RetryMetrics } from '../retry/retry-metrics.js';
+import {
+  keepFirstOriginals,
+  lastHeader,
+  type ResolvedRetryTopics,
+  readAttempts,
+  retryRecord,
+  retryTopicName,
+} from '../retry/retry-topics.js';
 import { NO_TRACING, type RecordTrace, type Tracer } from '../telemetry/tracing.js';
 import { rateLimitedFor } from './hold.js';
 import { fencedError, type OnceStore } from './once.js';
-import type { RetryOptions } from './options.js';
+import type { ResolvedRetry } from './options.js';
 import type { SqlOnce } from './postgres.js';
 import type { Outcome, PartitionWork } from './scheduler.js';
 
 export interface RunnerContext {
   readonly definition: HandlerDefinition<unknown>;
   readonly rules: ClassifyRules;
-  readonly retry: Required<RetryOptions>;
+  readonly retry: ResolvedRetry;
+  /** The main topic (records of other topics are from its retry topics). */
+  readonly input: string;
+  readonly topics: ResolvedRetryTopics | undefined;
+  readonly keyOrder: KeyOrderStore | undefined;
+  readonly retryMetrics: RetryMetrics | undefined;
   readonly groupId: string;
   readonly deadLetterTopic: string;
   readonly kafka: Pick<KafkaPort, 'produce'>;
@@ -78,6 +93,7 @@ function context(
   part: PartitionWork,
   id: string,
   attempt: number,
+  deliveryAttempt: number,
   log: Logger,
 ): HandlerContext {
   const { topic, partition } = part.tp;
@@ -87,12 +103,14 @@ function context(
       throw new RedfenceError('RF_INVALID_STATE', 'ctx.once needs the handler option "redis"');
     if (typeof fn !== 'function' || key === '')
       throw new RedfenceError('RF_INVALID_ARGUMENT', 'ctx.once takes (fn) or (id, fn) with a non-empty id');
-    const state = await ctx.once.check(topic, partition, part.epoch, key);
-    if (state === 'fenced') throw fencedError(topic, partition, part.epoch);
+    // a retry-topic record: the input partition's marker, fenced by the retry partition's epoch
+    const fromRetry = ctx.topics !== undefined && topic !== ctx.input;
+    const [at, epoch, via] = fromRetry ? [ctx.input, part.orderEpoch, topic] : [topic, part.epoch, undefined];
+    const state = await ctx.once.check(at, partition, epoch, key, via);
+    if (state === 'fenced') throw fencedError(topic, partition, epoch);
     if (state === 'done') return { ran: false };
     const value = await fn();
-    if (!(await ctx.once.mark(topic, partition, part.epoch, key)))
-      throw fencedError(topic, partition, part.epoch);
+    if (!(await ctx.once.mark(at, partition, epoch, key, via))) throw fencedError(topic, partition, epoch);
     return { ran: true, value };
   };
   const transaction = async <R>(
@@ -109,7 +127,15 @@ function context(
       );
     return ctx.sql.run(key, fn, part.abandon.signal);
   };
-  return { id, attempt, signal: part.abandon.signal, log, once, transaction } as HandlerContext;
+  return {
+    id,
+    attempt,
+    deliveryAttempt,
+    signal: part.abandon.signal,
+    log,
+    once,
+    transaction,
+  } as HandlerContext;
 }
 
 /** Runs one record to its outcome; never rejects. */
@@ -137,7 +163,12 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
     return deadLetter(ctx, part, record, failedTrace(ctx, record, e), 'undecodable', e, log);
   }
   const rec: HandlerRecord<unknown> = { ...raw, value };
-  let id = `${topic}/${partition}/${offset}`;
+  const t = ctx.topics;
+  const fromRetry = t !== undefined && topic !== ctx.input;
+  const delivery = fromRetry ? readAttempts(record.headers) : 1;
+  const origin = fromRetry ? originOffset(record) : record.offset;
+  // a retried record keeps the main topic record's default id on every topic of the chain
+  let id = fromRetry ? `${ctx.input}/${partition}/${origin}` : `${topic}/${partition}/${offset}`;
   if (def.id) {
     try {
       const given = def.id(rec);
@@ -151,23 +182,40 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
       return deadLetter(ctx, part, record, failedTrace(ctx, record, err), 'processing-error', err, log);
     }
   }
+  const writer: KeyWriter = { topic, partition, epoch: fromRetry ? part.orderEpoch : part.epoch };
+  const ordered = ctx.keyOrder !== undefined && record.key !== null;
+  let chained = false;
+  if (ordered) {
+    const keys = ctx.keyOrder as KeyOrderStore;
+    const key = record.key as Buffer;
+    const state = await untilRedis(part, log, () => keys.check(writer, key, origin, !fromRetry));
+    if (state === undefined) return 'abandoned';
+    if (state === 'fenced') return fencedHere(ctx, part, log);
+    if (state === 'behind') return park(ctx, part, record, delivery, log);
+    chained = state === 'head';
+  }
+  const finish = async (outcome: Outcome): Promise<Outcome> => {
+    if (!chained || outcome === 'abandoned') return outcome;
+    const keys = ctx.keyOrder as KeyOrderStore;
+    const ok = await untilRedis(part, log, () => keys.done(writer, record.key as Buffer, origin));
+    if (ok === undefined) return 'abandoned';
+    return ok ? outcome : fencedHere(ctx, part, log);
+  };
   const { attempts, baseMs, maxMs } = ctx.retry;
   for (let attempt = 1, failures = 0; ; attempt++) {
     if (part.stopped) return 'abandoned';
     const trace = (ctx.tracing ?? NO_TRACING).record(record, attempt);
     try {
-      await trace.run(() => def.handle(rec, context(ctx, part, id, attempt, log)));
-      return 'done';
+      await trace.run(() => def.handle(rec, context(ctx, part, id, attempt, delivery, log)));
+      trace.end();
+      return finish('done');
     } catch (err) {
       trace.failed(err);
-      if (RedfenceError.is(err, 'RF_HANDLER_FENCED')) {
-        log.warn(errorShape(err), 'a newer owner has the partition: stopping it here');
-        ctx.fenced(part);
-        return 'abandoned';
-      }
+      if (RedfenceError.is(err, 'RF_HANDLER_FENCED')) return fencedHere(ctx, part, log);
       if (part.stopped) return 'abandoned';
       const holdMs = rateLimitedFor(err);
       if (holdMs !== undefined) {
+        trace.end();
         attempt--; // a rate-limited try is not an attempt: hold, then the same record again
         await ctx.hold(part, holdMs);
         continue;
@@ -175,8 +223,31 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
       const infra = RedfenceError.is(err, 'RF_REDIS_UNAVAILABLE');
       if (!infra) failures++;
       const verdict = classify(err, ctx.rules);
-      if (verdict === 'fatal' || failures >= attempts)
-        return deadLetter(ctx, part, record, trace, 'processing-error', err, log, verdict, attempt);
+      if (verdict === 'fatal' || failures >= attempts) {
+        if (t === undefined)
+          return deadLetter(ctx, part, record, trace, 'processing-error', err, log, verdict, attempt);
+        if (verdict !== 'fatal' && delivery < t.maxAttempts)
+          return forward(ctx, part, record, err, delivery, origin, writer, log);
+        const why = verdict === 'fatal' ? 'fatal' : 'exhausted';
+        if (t.dlt === 'always' || (t.dlt === 'on-fatal' && why === 'fatal'))
+          return finish(
+            await deadLetter(
+              ctx,
+              part,
+              record,
+              trace,
+              'processing-error',
+              err,
+              log,
+              verdict,
+              delivery,
+              fromRetry,
+            ),
+          );
+        log.warn({ ...errorShape(err), verdict, attempts: delivery, dlt: t.dlt }, 'dropping the record');
+        ctx.retryMetrics?.dropped(why);
+        return finish('dropped');
+      }
       trace.end(); // the backoff is not part of the call
       ctx.metrics?.handlerRetry(topic, partition);
       log.debug({ ...errorShape(err), attempt }, 'handler failed: retrying');
@@ -195,6 +266,112 @@ function failedTrace(ctx: RunnerContext, record: InRecord, err: unknown): Record
   return trace;
 }
 
+function fencedHere(ctx: RunnerContext, part: PartitionWork, log: Logger): Outcome {
+  log.warn(
+    { error: 'RedfenceError', code: 'RF_HANDLER_FENCED' },
+    'a newer owner has the partition: stopping it here',
+  );
+  ctx.fenced(part);
+  return 'abandoned';
+}
+
+/** The main-topic offset a retry-topic record stands for (its `kafka_dlt-original-offset`). */
+function originOffset(record: InRecord): string {
+  const b = lastHeader(record.headers, 'kafka_dlt-original-offset');
+  return b !== undefined && b.length === 8 ? b.readBigInt64BE(0).toString() : record.offset;
+}
+
+/** Runs a Redis call until it answers; undefined when the partition stopped meanwhile. */
+async function untilRedis<R>(part: PartitionWork, log: Logger, fn: () => Promise<R>): Promise<R | undefined> {
+  for (let i = 0; ; i++) {
+    if (part.stopped) return undefined;
+    try {
+      return await fn();
+    } catch (err) {
+      if (part.stopped) return undefined;
+      log.warn(errorShape(err), 'retry-chain key order: Redis call failed, retrying');
+      await delay(backoffMs(i, 100, 5000), part.stop.signal);
+    }
+  }
+}
+
+/** Produces until Kafka takes the record; false when the partition stopped (or Kafka is fatal). */
+async function produceUntil(
+  ctx: RunnerContext,
+  part: PartitionWork,
+  out: OutRecord,
+  log: Logger,
+): Promise<boolean> {
+  for (let i = 0; ; i++) {
+    if (part.stopped) return false;
+    try {
+      await ctx.kafka.produce([out]);
+      return true;
+    } catch (err) {
+      if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) return false;
+      log.warn({ ...errorShape(err), to: out.topic }, 'the record was not produced: retrying');
+      await delay(backoffMs(i, 200, 10_000), part.stop.signal);
+    }
+  }
+}
+
+/** Sends a failed record to the retry topic of step `delivery` (Redis first with keyOrder, then produce). */
+async function forward(
+  ctx: RunnerContext,
+  part: PartitionWork,
+  record: InRecord,
+  error: unknown,
+  delivery: number,
+  origin: string,
+  writer: KeyWriter,
+  log: Logger,
+): Promise<Outcome> {
+  const t = ctx.topics as ResolvedRetryTopics;
+  const delayMs = t.delays[delivery - 1] as number;
+  const topic = retryTopicName(ctx.input, delayMs);
+  if (ctx.keyOrder !== undefined && record.key !== null) {
+    const keys = ctx.keyOrder;
+    const ok = await untilRedis(part, log, () => keys.block(writer, record.key as Buffer, origin));
+    if (ok === undefined) return 'abandoned';
+    if (!ok) return fencedHere(ctx, part, log);
+  }
+  const out = retryRecord({
+    record,
+    topic,
+    groupId: ctx.groupId,
+    error,
+    attempts: delivery + 1,
+    dueMs: Date.now() + delayMs,
+  });
+  log.info({ ...errorShape(error), attempt: delivery, to: topic }, 'forwarding the record to a retry topic');
+  if (!(await produceUntil(ctx, part, out, log))) return 'abandoned';
+  ctx.retryMetrics?.forwarded(topic);
+  return 'forwarded';
+}
+
+/** Parks a record behind its blocked key: to the first retry topic, its attempt count unchanged. */
+async function park(
+  ctx: RunnerContext,
+  part: PartitionWork,
+  record: InRecord,
+  delivery: number,
+  log: Logger,
+): Promise<Outcome> {
+  const t = ctx.topics as ResolvedRetryTopics;
+  const delayMs = t.delays[0] as number;
+  const topic = retryTopicName(ctx.input, delayMs);
+  const out = retryRecord({
+    record,
+    topic,
+    groupId: ctx.groupId,
+    error: undefined,
+    attempts: delivery,
+    dueMs: Date.now() + delayMs,
+  });
+  log.debug({ to: topic }, 'key blocked by a record in the retry chain: parked behind it');
+  return (await produceUntil(ctx, part, out, log)) ? 'forwarded' : 'abandoned';
+}
+
 async function deadLetter(
   ctx: RunnerContext,
   part: PartitionWork,
@@ -205,8 +382,11 @@ async function deadLetter(
   log: Logger,
   verdict = 'fatal',
   attempts = 1,
+  fromRetry = false,
 ): Promise<Outcome> {
   const dl = trace.stamp(deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, record, reason, error));
+  if (fromRetry && dl.headers)
+    keepFirstOriginals(dl.headers as Record<string, Buffer | Buffer[] | string>, record.headers);
   log.warn({ ...errorShape(error), reason, verdict, attempts }, 'dead-lettering the record');
   for (let i = 0; ; i++) {
     if (part.stopped) return 'abandoned';

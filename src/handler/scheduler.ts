@@ -17,7 +17,8 @@ import { setMaxListeners } from 'node:events';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { OffsetTracker } from './tracker.js';
 
-export type Outcome = 'done' | 'dead-lettered' | 'abandoned';
+/** `forwarded`: produced to a retry topic; `dropped`: given up without a dead letter (retry.topics.dlt). */
+export type Outcome = 'done' | 'dead-lettered' | 'forwarded' | 'dropped' | 'abandoned';
 
 interface Lane {
   readonly part: PartitionWork;
@@ -41,6 +42,10 @@ export class PartitionWork {
   paused = false;
   /** A rate-limited record holds the partition paused until then (ms since the epoch; src/handler/hold.ts). */
   heldUntil = 0;
+  /** A retry-topic partition's epoch for the retry chain's key order (src/retry/key-order.ts), 0 when unused. */
+  orderEpoch = 0;
+  /** Paused by its retry gate (records held until due): a bound's resume leaves it paused. */
+  held = false;
   /** Its unfinished records no longer count in the instance's in-flight total. */
   dropped = false;
   /** handle() calls of this partition still running (an abandoned one until it settles). */
@@ -255,6 +260,6 @@ export class Scheduler {
 
   #resume(part: PartitionWork): void {
     part.paused = false;
-    this.#ctx.kafka.resume([part.tp]);
+    if (!part.held) this.#ctx.kafka.resume([part.tp]);
   }
 }

@@ -8,6 +8,7 @@
  * - handler done marker:    rf:[t=<tenant>:]{<store>:<topic>:<partition>}:once:<id>
  * - input partition counts: rf:[t=<tenant>:]{<store>:<topic>}:partition-counts
  * - snapshot mark:          rf:[t=<tenant>:]{<store>:<topic>}:snapshot
+ * - handler retry chain:    rf:[t=<tenant>:]{<store>:<topic>:<partition>}:rkey:<key> and :repoch:<retry topic>
  *
  * User keys that are long, contain braces, start with `#`, are binary, or are declared
  * sensitive are stored by a hash of their bytes (`#` + base64url SHA-256) so that the
@@ -146,6 +147,23 @@ export class KeySpace {
    */
   snapshotMark(topic: string): string {
     return `${this.#prefix}{${this.store}:${checkTopic(topic)}}:snapshot`;
+  }
+
+  /**
+   * The Redis key of a handler's retry-chain list for Kafka key `key` of an input partition (retry
+   * topics with `keyOrder`): the main-topic offsets of the key's records in the chain, oldest first.
+   * In the input partition's slot; the key is stored raw when safe, else hashed.
+   */
+  retryKeyOrder(topic: string, partition: number, key: string | Uint8Array): string {
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:rkey:${this.keyId(key)}`;
+  }
+
+  /**
+   * The epoch counter of retry topic `retryTopic`'s partition `partition`, kept in the slot of the
+   * input partition of the same number so that one script can fence a retry-chain list by it.
+   */
+  retryEpoch(topic: string, partition: number, retryTopic: string): string {
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:repoch:${checkTopic(retryTopic)}`;
   }
 
   /** A pattern matching every state key of this store (for SCAN-based tools). */

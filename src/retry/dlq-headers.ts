@@ -211,7 +211,12 @@ export function headersForDisplay(headers: DlqHeaders): Record<string, string | 
 }
 
 function showValue(name: string, v: Buffer): string {
-  if (name === SPRING.partition && v.length === 4) return String(v.readInt32BE(0));
+  if ((name === SPRING.partition || name === 'retry_topic-attempts') && v.length === 4)
+    return String(v.readInt32BE(0));
+  if (name === 'retry_topic-backoff-timestamp' || name === 'retry_topic-original-timestamp') {
+    const n = javaBigInteger(v);
+    if (n !== undefined) return String(n);
+  }
   if ((name === SPRING.offset || name === SPRING.timestamp) && v.length === 8) {
     return String(v.readBigInt64BE(0));
   }
@@ -219,4 +224,35 @@ function showValue(name: string, v: Buffer): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: binary detection
   const binary = s.includes('\uFFFD') || /[\u0000-\u0008\u000E-\u001F]/.test(s);
   return binary ? `base64:${v.toString('base64')}` : s;
+}
+
+/** Spring Kafka's retry-topic headers (src/retry/retry-topics.ts has the encodings), decoded. */
+export interface RetryTopicInfo {
+  /** `retry_topic-attempts`: the delivery attempt of the record in the topic it was written to. */
+  attempts: number | undefined;
+  /** `retry_topic-backoff-timestamp`: when it was due, epoch ms. */
+  backoffTimestamp: bigint | undefined;
+  /** `retry_topic-original-timestamp`: the main topic record's timestamp, epoch ms. */
+  originalTimestamp: bigint | undefined;
+}
+
+function javaBigInteger(b: Buffer | undefined): bigint | undefined {
+  if (b === undefined || b.length === 0 || b.length > 8) return undefined;
+  let v = 0n;
+  for (const x of b) v = (v << 8n) | BigInt(x);
+  return (b[0] as number) & 0x80 ? v - (1n << BigInt(8 * b.length)) : v;
+}
+
+/**
+ * Reads `retry_topic-*` (last values): attempts as a 4-byte (or 1-byte) big-endian int, the two
+ * timestamps as Java `BigInteger.toByteArray()` bytes.
+ */
+export function decodeRetryTopicHeaders(headers: DlqHeaders): RetryTopicInfo {
+  const a = last(headers, 'retry_topic-attempts');
+  const attempts = a?.length === 4 ? a.readInt32BE(0) : a?.length === 1 ? (a[0] as number) : undefined;
+  return {
+    attempts,
+    backoffTimestamp: javaBigInteger(last(headers, 'retry_topic-backoff-timestamp')),
+    originalTimestamp: javaBigInteger(last(headers, 'retry_topic-original-timestamp')),
+  };
 }

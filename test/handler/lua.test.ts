@@ -14,7 +14,13 @@ const LUA = fileURLToPath(new URL('../../src/handler/lua/', import.meta.url));
 describe('handler Lua scripts', () => {
   it('every header names each of its KEYS and its return', () => {
     const files = readdirSync(LUA).filter((f) => f.endsWith('.lua'));
-    assert.deepEqual(files.sort(), ['onceCheck-2.lua', 'onceMark-2.lua']);
+    assert.deepEqual(files.sort(), [
+      'onceCheck-2.lua',
+      'onceMark-2.lua',
+      'retryKeyBlock-2.lua',
+      'retryKeyCheck-2.lua',
+      'retryKeyDone-2.lua',
+    ]);
     for (const file of files) {
       const text = readFileSync(join(LUA, file), 'utf8');
       const header = text.slice(0, text.indexOf(']]'));
