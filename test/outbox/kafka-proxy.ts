@@ -1,0 +1,221 @@
+/**
+ * A TCP proxy in front of one Kafka broker that clients can be cut off from: it reads the Kafka protocol
+ * and rewrites the broker addresses in Metadata and FindCoordinator responses to its own, so a client
+ * bootstrapped through it never learns the broker's advertised address and every connection it makes
+ * (producer, transaction coordinator, consumers) goes through the proxy. `cut()` drops every connection
+ * and refuses new ones until `restore()`: the broker is away for these clients only, and stays up for
+ * everyone else.
+ */
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+const METADATA = 3;
+const FIND_COORDINATOR = 10;
+
+function uvarint(b: Buffer, at: number): [number, number] {
+  let v = 0;
+  let shift = 0;
+  for (let i = at; ; i++) {
+    const x = b[i] as number;
+    v |= (x & 0x7f) << shift;
+    if ((x & 0x80) === 0) return [v >>> 0, i + 1];
+    shift += 7;
+  }
+}
+
+function writeUvarint(n: number): Buffer {
+  const out: number[] = [];
+  let v = n >>> 0;
+  while (v >= 0x80) {
+    out.push((v & 0x7f) | 0x80);
+    v >>>= 7;
+  }
+  out.push(v);
+  return Buffer.from(out);
+}
+
+/** Skips a (nullable) string; returns the offset after it. */
+function skipString(b: Buffer, at: number, flexible: boolean): number {
+  if (flexible) {
+    const [n, next] = uvarint(b, at);
+    return next + Math.max(0, n - 1);
+  }
+  const n = b.readInt16BE(at);
+  return at + 2 + Math.max(0, n);
+}
+
+function skipTags(b: Buffer, at: number): number {
+  let [n, i] = uvarint(b, at);
+  while (n-- > 0) {
+    const [, afterTag] = uvarint(b, i);
+    const [size, afterSize] = uvarint(b, afterTag);
+    i = afterSize + size;
+  }
+  return i;
+}
+
+class Rewriter {
+  readonly #host: Buffer;
+  readonly #port: number;
+  constructor(host: string, port: number) {
+    this.#host = Buffer.from(host);
+    this.#port = port;
+  }
+
+  /** `host` then `port` at `at`, replaced: returns [the new bytes, the offset after the old ones]. */
+  #address(b: Buffer, at: number, flexible: boolean): [Buffer, number] {
+    const afterHost = skipString(b, at, flexible);
+    const port = Buffer.alloc(4);
+    port.writeInt32BE(this.#port);
+    const len = flexible ? writeUvarint(this.#host.length + 1) : Buffer.alloc(2);
+    if (!flexible) len.writeInt16BE(this.#host.length);
+    return [Buffer.concat([len, this.#host, port]), afterHost + 4];
+  }
+
+  /** The response body (after the correlation id) with the broker addresses replaced. */
+  rewrite(api: number, version: number, body: Buffer): Buffer {
+    const parts: Buffer[] = [];
+    let copied = 0;
+    const replace = (at: number, flexible: boolean): number => {
+      parts.push(body.subarray(copied, at));
+      const [bytes, next] = this.#address(body, at, flexible);
+      parts.push(bytes);
+      copied = next;
+      return next;
+    };
+    if (api === METADATA) {
+      const flexible = version >= 9;
+      let i = flexible ? skipTags(body, 0) : 0;
+      if (version >= 3) i += 4; // throttle_time_ms
+      let n: number;
+      if (flexible) {
+        const [c, next] = uvarint(body, i);
+        n = c - 1;
+        i = next;
+      } else {
+        n = body.readInt32BE(i);
+        i += 4;
+      }
+      for (let k = 0; k < n; k++) {
+        i += 4; // node_id
+        i = replace(i, flexible);
+        if (version >= 1) i = skipString(body, i, flexible); // rack
+        if (flexible) i = skipTags(body, i);
+      }
+    } else if (api === FIND_COORDINATOR) {
+      const flexible = version >= 3;
+      let i = flexible ? skipTags(body, 0) : 0;
+      if (version >= 1) i += 4; // throttle_time_ms
+      if (version < 4) {
+        i += 2; // error_code
+        if (version >= 1) i = skipString(body, i, flexible); // error_message
+        i += 4; // node_id
+        replace(i, flexible);
+      } else {
+        const [c, next] = uvarint(body, i);
+        i = next;
+        for (let k = 0; k < c - 1; k++) {
+          i = skipString(body, i, true); // key
+          i += 4; // node_id
+          i = replace(i, true);
+          i += 2; // error_code
+          i = skipString(body, i, true); // error_message
+          i = skipTags(body, i);
+        }
+      }
+    } else return body;
+    parts.push(body.subarray(copied));
+    return Buffer.concat(parts);
+  }
+}
+
+export class KafkaProxy {
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+  #down = false;
+  #port = 0;
+  #rewriter: Rewriter | undefined;
+  /** Connections the proxy accepted (refused ones included). */
+  connections = 0;
+
+  constructor(target: { host: string; port: number }) {
+    this.#server = createServer((client) => {
+      this.connections++;
+      if (this.#down || this.#rewriter === undefined) {
+        client.destroy();
+        return;
+      }
+      const rewriter = this.#rewriter;
+      const upstream = connect(target.port, target.host);
+      this.#sockets.add(client).add(upstream);
+      const asked = new Map<number, [number, number]>();
+      let up = Buffer.alloc(0);
+      client.on('data', (d: Buffer) => {
+        upstream.write(d);
+        up = Buffer.concat([up, d]);
+        while (up.length >= 4 && up.length >= 4 + up.readInt32BE(0)) {
+          const size = up.readInt32BE(0);
+          asked.set(up.readInt32BE(8), [up.readInt16BE(4), up.readInt16BE(6)]);
+          up = up.subarray(4 + size);
+        }
+      });
+      let down = Buffer.alloc(0);
+      upstream.on('data', (d: Buffer) => {
+        down = Buffer.concat([down, d]);
+        while (down.length >= 4 && down.length >= 4 + down.readInt32BE(0)) {
+          const size = down.readInt32BE(0);
+          const frame = down.subarray(4, 4 + size);
+          down = down.subarray(4 + size);
+          const correlation = frame.readInt32BE(0);
+          const req = asked.get(correlation);
+          asked.delete(correlation);
+          const body =
+            req === undefined ? frame.subarray(4) : rewriter.rewrite(req[0], req[1], frame.subarray(4));
+          const head = Buffer.alloc(8);
+          head.writeInt32BE(body.length + 4, 0);
+          head.writeInt32BE(correlation, 4);
+          client.write(Buffer.concat([head, body]));
+        }
+      });
+      const end = (): void => {
+        client.destroy();
+        upstream.destroy();
+        this.#sockets.delete(client);
+        this.#sockets.delete(upstream);
+      };
+      client.on('close', end).on('error', end);
+      upstream.on('close', end).on('error', end);
+    });
+  }
+
+  /** Listens on 127.0.0.1 on a free port; resolves with it. */
+  async listen(): Promise<number> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(0, '127.0.0.1', () => resolve());
+    });
+    const a = this.#server.address();
+    this.#port = typeof a === 'object' && a !== null ? a.port : 0;
+    this.#rewriter = new Rewriter('127.0.0.1', this.#port);
+    return this.#port;
+  }
+
+  get address(): string {
+    return `127.0.0.1:${this.#port}`;
+  }
+
+  /** Drops every connection and refuses new ones until restore(). */
+  cut(): void {
+    this.#down = true;
+    for (const s of this.#sockets) s.destroy();
+    this.#sockets.clear();
+  }
+
+  restore(): void {
+    this.#down = false;
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
