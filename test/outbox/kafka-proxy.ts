@@ -4,10 +4,12 @@
  * bootstrapped through it never learns the broker's advertised address and every connection it makes
  * (producer, transaction coordinator, consumers) goes through the proxy. `cut()` drops every connection
  * and refuses new ones until `restore()`: the broker is away for these clients only, and stays up for
- * everyone else.
+ * everyone else. `failProduce()` turns the broker's answers to produce requests for one topic into a
+ * given error code: a broker error of any code, on a real broker.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
+const PRODUCE = 0;
 const METADATA = 3;
 const FIND_COORDINATOR = 10;
 
@@ -56,9 +58,49 @@ function skipTags(b: Buffer, at: number): number {
 class Rewriter {
   readonly #host: Buffer;
   readonly #port: number;
+  /** Topic -> the error code its partitions' produce responses are given. */
+  readonly failures = new Map<string, number>();
   constructor(host: string, port: number) {
     this.#host = Buffer.from(host);
     this.#port = port;
+  }
+
+  /** A Produce response with the error code of every partition of a failing topic replaced (in place). */
+  #produce(version: number, body: Buffer): Buffer {
+    const flexible = version >= 9;
+    const count = (i: number): [number, number] => {
+      if (!flexible) return [body.readInt32BE(i), i + 4];
+      const [c, next] = uvarint(body, i);
+      return [c - 1, next];
+    };
+    let [topics, i] = count(flexible ? skipTags(body, 0) : 0);
+    while (topics-- > 0) {
+      const start = i;
+      i = skipString(body, i, flexible);
+      const nameAt = flexible ? uvarint(body, start)[1] : start + 2;
+      const code = this.failures.get(body.subarray(nameAt, i).toString());
+      let partitions: number;
+      [partitions, i] = count(i);
+      while (partitions-- > 0) {
+        i += 4; // index
+        if (code !== undefined) body.writeInt16BE(code, i);
+        i += 2 + 8; // error_code, base_offset
+        if (version >= 2) i += 8; // log_append_time_ms
+        if (version >= 5) i += 8; // log_start_offset
+        if (version >= 8) {
+          let errors: number;
+          [errors, i] = count(i);
+          while (errors-- > 0) {
+            i = skipString(body, i + 4, flexible);
+            if (flexible) i = skipTags(body, i);
+          }
+          i = skipString(body, i, flexible); // error_message
+        }
+        if (flexible) i = skipTags(body, i);
+      }
+      if (flexible) i = skipTags(body, i);
+    }
+    return body;
   }
 
   /** `host` then `port` at `at`, replaced: returns [the new bytes, the offset after the old ones]. */
@@ -73,6 +115,7 @@ class Rewriter {
 
   /** The response body (after the correlation id) with the broker addresses replaced. */
   rewrite(api: number, version: number, body: Buffer): Buffer {
+    if (api === PRODUCE) return this.failures.size === 0 ? body : this.#produce(version, Buffer.from(body));
     const parts: Buffer[] = [];
     let copied = 0;
     const replace = (at: number, flexible: boolean): number => {
@@ -212,6 +255,15 @@ export class KafkaProxy {
 
   restore(): void {
     this.#down = false;
+  }
+
+  /**
+   * From now on the broker's answer to every produce to `topic` says `code` (the records were written,
+   * the client is told they were refused: in a transaction they are aborted). undefined: answers pass.
+   */
+  failProduce(topic: string, code: number | undefined): void {
+    if (code === undefined) this.#rewriter?.failures.delete(topic);
+    else this.#rewriter?.failures.set(topic, code);
   }
 
   async close(): Promise<void> {
