@@ -59,6 +59,7 @@ export class RoleWorker {
   readonly #stopped: Promise<void>;
   #done: Promise<void> | undefined;
   #producer: DeliveryProducer | undefined;
+  #recovered = false;
   /** Set when the worker ended on a fatal Kafka error (fenced): the relay drops the role. */
   fatal: Error | undefined;
   /**
@@ -102,9 +103,12 @@ export class RoleWorker {
     try {
       while (!this.#stopping) {
         try {
-          if (this.#producer === undefined) {
-            this.#producer = await ctx.producer(this.role);
+          this.#producer ??= await ctx.producer(this.role);
+          if (!this.#recovered) {
+            // until it succeeds (a progress partition without a leader yet, a timeout): publishing
+            // before the last holder's transaction is marked would publish its rows again
             if (ctx.mode === 'exactly-once') await this.#recover();
+            this.#recovered = true;
             this.#settle();
           }
           if (!ctx.leaseValid(this.role)) {
