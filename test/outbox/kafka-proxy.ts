@@ -10,6 +10,7 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
 const PRODUCE = 0;
+const LIST_OFFSETS = 2;
 const METADATA = 3;
 const FIND_COORDINATOR = 10;
 
@@ -60,6 +61,10 @@ class Rewriter {
   readonly #port: number;
   /** Topic -> the error code its partitions' produce responses are given. */
   readonly failures = new Map<string, number>();
+  /** Topic -> the error code its partitions' ListOffsets responses are given. */
+  readonly offsetFailures = new Map<string, number>();
+  /** Responses whose error codes were replaced. */
+  replaced = 0;
   constructor(host: string, port: number) {
     this.#host = Buffer.from(host);
     this.#port = port;
@@ -103,6 +108,45 @@ class Rewriter {
     return body;
   }
 
+  /** A ListOffsets response with the error code of every partition of a failing topic replaced (in place). */
+  #listOffsets(version: number, body: Buffer): Buffer {
+    const flexible = version >= 6;
+    const count = (i: number): [number, number] => {
+      if (!flexible) return [body.readInt32BE(i), i + 4];
+      const [c, next] = uvarint(body, i);
+      return [c - 1, next];
+    };
+    let i = flexible ? skipTags(body, 0) : 0;
+    if (version >= 2) i += 4; // throttle_time_ms
+    let topics: number;
+    [topics, i] = count(i);
+    while (topics-- > 0) {
+      const start = i;
+      i = skipString(body, i, flexible);
+      const nameAt = flexible ? uvarint(body, start)[1] : start + 2;
+      const code = this.offsetFailures.get(body.subarray(nameAt, i).toString());
+      let partitions: number;
+      [partitions, i] = count(i);
+      while (partitions-- > 0) {
+        i += 4; // partition_index
+        if (code !== undefined) {
+          body.writeInt16BE(code, i);
+          this.replaced++;
+        }
+        i += 2; // error_code
+        if (version === 0) {
+          let n: number;
+          [n, i] = count(i);
+          i += 8 * n;
+        } else i += 16; // timestamp, offset
+        if (version >= 4) i += 4; // leader_epoch
+        if (flexible) i = skipTags(body, i);
+      }
+      if (flexible) i = skipTags(body, i);
+    }
+    return body;
+  }
+
   /** `host` then `port` at `at`, replaced: returns [the new bytes, the offset after the old ones]. */
   #address(b: Buffer, at: number, flexible: boolean): [Buffer, number] {
     const afterHost = skipString(b, at, flexible);
@@ -116,6 +160,8 @@ class Rewriter {
   /** The response body (after the correlation id) with the broker addresses replaced. */
   rewrite(api: number, version: number, body: Buffer): Buffer {
     if (api === PRODUCE) return this.failures.size === 0 ? body : this.#produce(version, Buffer.from(body));
+    if (api === LIST_OFFSETS)
+      return this.offsetFailures.size === 0 ? body : this.#listOffsets(version, Buffer.from(body));
     const parts: Buffer[] = [];
     let copied = 0;
     const replace = (at: number, flexible: boolean): number => {
@@ -264,6 +310,17 @@ export class KafkaProxy {
   failProduce(topic: string, code: number | undefined): void {
     if (code === undefined) this.#rewriter?.failures.delete(topic);
     else this.#rewriter?.failures.set(topic, code);
+  }
+
+  /** From now on the broker's answers to ListOffsets (watermarks) for `topic` say `code`; undefined: they pass. */
+  failListOffsets(topic: string, code: number | undefined): void {
+    if (code === undefined) this.#rewriter?.offsetFailures.delete(topic);
+    else this.#rewriter?.offsetFailures.set(topic, code);
+  }
+
+  /** Partition answers whose error code was replaced so far (ListOffsets). */
+  get replacedOffsets(): number {
+    return this.#rewriter?.replaced ?? 0;
   }
 
   async close(): Promise<void> {
