@@ -7,6 +7,7 @@
 import { createServer } from 'node:http';
 import { RedfenceError } from '../errors/index.js';
 import { DEFAULT_TOPIC_TEMPLATE } from '../outbox/routing.js';
+import { KAFKA_OPTIONS, type KafkaValues, kafkaSecurity } from './kafka-options.js';
 import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
   choiceOption,
@@ -145,6 +146,7 @@ export const OUTBOX_RELAY_OPTIONS = {
     env: 'REDFENCE_LOG',
     default: 'info',
   }),
+  ...KAFKA_OPTIONS,
 };
 
 export const OUTBOX_STATUS_OPTIONS = WHERE;
@@ -262,6 +264,8 @@ export async function outbox(args: readonly string[], out: (s: string) => void):
 }
 
 async function relay(o: Record<string, unknown>, where: { table: string; schema?: string }, url: string) {
+  // files read and every contradiction refused before anything connects
+  const kafka = kafkaSecurity(o as unknown as KafkaValues);
   const { OutboxRelay } = await import('../outbox/index.js');
   const { Registry } = await import('prom-client');
   const relayId = (o['relay-id'] as string | undefined) ?? `relay-${process.pid}`;
@@ -276,6 +280,7 @@ async function relay(o: Record<string, unknown>, where: { table: string; schema?
     relayId,
     logger,
     metrics: registry,
+    kafka,
     ...(opt('topic-template') === undefined ? {} : { topicTemplate: opt<string>('topic-template') }),
     ...(opt('batch-size') === undefined ? {} : { batchSize: opt<number>('batch-size') }),
     ...(opt('poll-interval') === undefined ? {} : { pollIntervalMs: opt<number>('poll-interval') }),

@@ -1,10 +1,20 @@
 /** The relay's options: types, defaults, and their validation (every path named, unknown ones refused). */
 import { RedfenceError } from '../errors/index.js';
+import { commonProperties } from '../kafka/client-config.js';
 import type { MetricsRegistry } from '../metrics/index.js';
+import { type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
 import type { Logger } from '../processor/logger.js';
+import { checkKeys } from '../processor/option-checks.js';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE } from './routing.js';
 import { type OutboxLocation, outboxNames } from './schema.js';
 import type { RelayMode } from './worker.js';
+
+/**
+ * How the relay's Kafka clients connect: the processor's `kafka` security settings (docs/outbox.md):
+ * `securityProtocol`, `sasl` (PLAIN, SCRAM or OAUTHBEARER), `ssl` (PEM text) and `config` (librdkafka
+ * properties for every client of the relay; the ones the runtime owns are refused).
+ */
+export type RelayKafkaOptions = Pick<KafkaOptions, 'securityProtocol' | 'sasl' | 'ssl' | 'config'>;
 
 export interface RelayOptions extends OutboxLocation {
   /** postgres://... of the database holding the outbox. */
@@ -42,14 +52,22 @@ export interface RelayOptions extends OutboxLocation {
    * not full: fewer, larger transactions under a trickle, for up to that much more lag. Default 50.
    */
   transactionIntervalMs?: number;
+  /** Security and librdkafka properties of every Kafka client of the relay. */
+  kafka?: RelayKafkaOptions;
   /** Extra librdkafka producer properties. */
   producerConfig?: Record<string, string | number | boolean>;
   metrics?: MetricsRegistry;
   logger?: Logger;
 }
 
-export type ResolvedRelayOptions = Required<Omit<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table'>> &
-  Pick<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table'>;
+export type ResolvedRelayOptions = Required<
+  Omit<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table' | 'kafka'>
+> &
+  Pick<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table'> & {
+    kafka: RelayKafkaOptions;
+    /** librdkafka properties every client starts from: brokers, client id, security, `kafka.config`. */
+    clientProperties: Record<string, unknown>;
+  };
 
 const KNOWN: Record<keyof RelayOptions, true> = {
   databaseUrl: true,
@@ -68,6 +86,7 @@ const KNOWN: Record<keyof RelayOptions, true> = {
   progressTopic: true,
   transactionTimeoutMs: true,
   transactionIntervalMs: true,
+  kafka: true,
   producerConfig: true,
   metrics: true,
   logger: true,
@@ -97,6 +116,7 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
     throw fail(`relay.mode must be exactly-once or at-least-once, got ${JSON.stringify(mode)}`);
   const names = outboxNames(o);
   const leaseMs = int(o, 'leaseMs', 10_000, 300, 600_000);
+  const kafka = relayKafka(o.brokers, o.kafka);
   const relayId = o.relayId ?? `relay-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   if (typeof relayId !== 'string' || !/^[A-Za-z0-9._-]{1,100}$/.test(relayId))
     throw fail('relay.relayId must be letters, digits, ".", "_" or "-" (at most 100)');
@@ -118,10 +138,50 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
     transactionTimeoutMs: int(o, 'transactionTimeoutMs', 10_000, 1000, 900_000),
     transactionIntervalMs: int(o, 'transactionIntervalMs', 50, 0, 60_000),
     producerConfig: o.producerConfig ?? {},
+    kafka,
+    clientProperties: commonProperties({
+      brokers: [...o.brokers],
+      groupId: '',
+      clientId: 'redfence-outbox',
+      ...(kafka.config === undefined ? {} : { config: kafka.config }),
+      ...(kafka.securityProtocol === undefined
+        ? {}
+        : {
+            security: {
+              protocol: kafka.securityProtocol,
+              ...(kafka.sasl === undefined ? {} : { sasl: kafka.sasl }),
+              ...(kafka.ssl === undefined ? {} : { ssl: kafka.ssl }),
+            },
+          }),
+    }),
   };
   if (o.table !== undefined) r.table = o.table;
   if (o.schema !== undefined) r.schema = o.schema;
   if (o.metrics !== undefined) r.metrics = o.metrics;
   if (o.logger !== undefined) r.logger = o.logger;
   return r;
+}
+
+const KAFKA_KEYS: Record<keyof RelayKafkaOptions, true> = {
+  securityProtocol: true,
+  sasl: true,
+  ssl: true,
+  config: true,
+};
+
+/** The `kafka` option, checked as the processor checks its own (errors name `kafka.<path>`). */
+function relayKafka(brokers: readonly string[], v: unknown): RelayKafkaOptions {
+  if (v === undefined) return {};
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw fail('relay.kafka must be an object { securityProtocol?, sasl?, ssl?, config? }');
+  checkKeys('kafka', v as Record<string, unknown>, KAFKA_KEYS, 'outbox relay');
+  const r = kafkaOptions({ ...(v as object), brokers: [...brokers] }, 'outbox relay');
+  if (!('settings' in r)) throw fail('relay.kafka must be security settings, not a KafkaPort');
+  const s = r.settings;
+  return {
+    ...(s.securityProtocol === undefined ? {} : { securityProtocol: s.securityProtocol }),
+    ...(s.sasl === undefined ? {} : { sasl: s.sasl }),
+    ...(s.ssl === undefined ? {} : { ssl: s.ssl }),
+    ...(s.config === undefined ? {} : { config: s.config }),
+  };
 }

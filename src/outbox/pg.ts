@@ -24,7 +24,12 @@ export interface PgPoolClient extends Queryable {
 }
 
 export interface PgModule {
-  Pool: new (config: { connectionString: string; max?: number; connectionTimeoutMillis?: number }) => PgPool;
+  Pool: new (config: {
+    connectionString: string;
+    max?: number;
+    connectionTimeoutMillis?: number;
+    application_name?: string;
+  }) => PgPool;
 }
 
 /** Loads `pg` on first use. */

@@ -20,13 +20,19 @@ export function progressRecord(topic: string, role: number, p: Progress): OutRec
   return { topic, partition: role, key: `role-${role}`, value: JSON.stringify(p) };
 }
 
-/** Creates the progress topic (one partition per role, compacted) if it is missing. */
+/**
+ * Creates the progress topic (one partition per role, compacted) if it is missing. `properties`:
+ * librdkafka's, brokers and security included.
+ */
 export async function ensureProgressTopic(
-  brokers: readonly string[],
+  properties: Record<string, unknown>,
   topic: string,
   roles: number,
 ): Promise<void> {
-  const kafka = new KafkaJS.Kafka({ kafkaJS: { brokers: [...brokers], logLevel: KafkaJS.logLevel.NOTHING } });
+  const kafka = new KafkaJS.Kafka({
+    ...properties,
+    kafkaJS: { logLevel: KafkaJS.logLevel.NOTHING },
+  } as unknown as KafkaJS.CommonConstructorConfig);
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -67,14 +73,14 @@ const cb = <T>(fn: (done: (err: unknown, v?: T) => void) => void) =>
  * transactional id: then no transaction of the role is open and the partition's end is stable.
  */
 export async function lastProgress(
-  brokers: readonly string[],
+  properties: Record<string, unknown>,
   topic: string,
   role: number,
   timeoutMs = 30_000,
 ): Promise<Progress | undefined> {
   const consumer: Consumer = new RdKafka.KafkaConsumer(
     {
-      'metadata.broker.list': brokers.join(','),
+      ...properties,
       'group.id': `redfence-outbox-progress-${process.pid}-${Date.now()}`,
       'enable.auto.commit': false,
       'isolation.level': 'read_committed',

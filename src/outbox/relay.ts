@@ -67,7 +67,13 @@ export class OutboxRelay {
     const o = this.options;
     try {
       const pg = await loadPg();
-      const pool = new pg.Pool({ connectionString: o.databaseUrl, max: 12, connectionTimeoutMillis: 10_000 });
+      const pool = new pg.Pool({
+        connectionString: o.databaseUrl,
+        max: 12,
+        connectionTimeoutMillis: 10_000,
+        // pg_stat_activity names the relay (an application_name in the URL wins)
+        application_name: `redfence-outbox ${o.relayId}`.slice(0, 63),
+      });
       pool.on('error', () => undefined);
       this.#pool = pool;
       this.#leases = new Leases(pool, this.#names, o.relayId, o.leaseMs);
@@ -84,15 +90,19 @@ export class OutboxRelay {
           cause: err,
         });
       }
-      this.#admin = new KafkaAdmin({
-        'bootstrap.servers': o.brokers.join(','),
-        'client.id': 'redfence-outbox',
-      });
-      if (o.mode === 'exactly-once') await ensureProgressTopic(o.brokers, o.progressTopic, this.#roles);
+      this.#admin = new KafkaAdmin(o.clientProperties);
+      // the first Kafka call: refused credentials are RF_KAFKA_AUTH within seconds (the admin's watch)
+      await this.#admin.describeTopics([o.progressTopic]);
+      if (o.mode === 'exactly-once')
+        await ensureProgressTopic(o.clientProperties, o.progressTopic, this.#roles);
       // at-least-once: one idempotent producer per role too (librdkafka's own threads, in parallel)
       await this.#listen();
       this.#state = 'running';
       await this.#tick();
+      // resolved once the roles taken now can publish (exactly-once: their old holders fenced and
+      // their last transactions marked), so rows committed before start() resolved are not behind a
+      // recovery still running
+      await Promise.all([...this.#workers.values()].map((w) => w.ready));
       this.#timers.push(setInterval(() => void this.#tick(), Math.max(100, Math.floor(o.leaseMs / 3))));
       this.#timers.push(setInterval(() => void this.#sample(), SAMPLE_MS));
       this.#timers.push(setInterval(() => this.#notify(), o.pollIntervalMs));
@@ -107,8 +117,7 @@ export class OutboxRelay {
     const o = this.options;
     return DeliveryProducer.connect(
       {
-        'bootstrap.servers': o.brokers.join(','),
-        'client.id': 'redfence-outbox',
+        ...o.clientProperties,
         partitioner: 'murmur2_random',
         'enable.idempotence': true,
         acks: -1,
@@ -159,7 +168,7 @@ export class OutboxRelay {
       maxMessageBytes: o.maxMessageBytes,
       transactionIntervalMs: o.mode === 'exactly-once' ? o.transactionIntervalMs : 0,
       progressTopic: o.progressTopic,
-      brokers: o.brokers,
+      clientProperties: o.clientProperties,
       logger: this.#logger,
       metrics: this.metrics,
       producer: (role) => this.#connect(o.mode === 'exactly-once' ? role : undefined),

@@ -13,6 +13,7 @@ import type { OutRecord } from '../kafka/types.js';
 import type { Logger } from '../processor/logger.js';
 import type { OutboxMetrics } from './metrics.js';
 import type { Queryable } from './pg.js';
+import { codeName, errorCode, RecordRefusal } from './produce-errors.js';
 import { lastProgress, progressRecord } from './progress.js';
 import { type OutboxRow, preflight, recordOf } from './routing.js';
 import type { OutboxNames } from './schema.js';
@@ -32,7 +33,8 @@ export interface WorkerContext {
   /** Least time from one transaction's start to the next when the first was not full (0 in at-least-once). */
   readonly transactionIntervalMs: number;
   readonly progressTopic: string;
-  readonly brokers: readonly string[];
+  /** librdkafka properties of every Kafka client (brokers, security). */
+  readonly clientProperties: Record<string, unknown>;
   readonly logger: Logger;
   readonly metrics: OutboxMetrics;
   /** A new producer for a role: idempotent, or (exactly-once) transactional with the role's id. */
@@ -57,14 +59,27 @@ export class RoleWorker {
   readonly #stopped: Promise<void>;
   #done: Promise<void> | undefined;
   #producer: DeliveryProducer | undefined;
+  #recovered = false;
   /** Set when the worker ended on a fatal Kafka error (fenced): the relay drops the role. */
   fatal: Error | undefined;
+  /**
+   * Settles once the role can publish: its producer is connected and (exactly-once) the old holder is
+   * fenced and its last transaction marked. Resolves too when the worker stops first; rejects when the
+   * brokers refuse the relay's credentials or options (RF_KAFKA_AUTH, RF_INVALID_OPTIONS): the loop
+   * still tries again, with backoff.
+   */
+  readonly ready: Promise<void>;
+  #settle!: (err?: Error) => void;
 
   constructor(ctx: WorkerContext, role: number, epoch: number) {
     this.#ctx = ctx;
     this.role = role;
     this.epoch = epoch;
     this.#stopped = new Promise<void>((r) => (this.#stop = r));
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.#settle = (err) => (err === undefined ? resolve() : reject(err));
+    });
+    this.ready.catch(() => undefined);
   }
 
   start(): void {
@@ -88,9 +103,13 @@ export class RoleWorker {
     try {
       while (!this.#stopping) {
         try {
-          if (this.#producer === undefined) {
-            this.#producer = await ctx.producer(this.role);
+          this.#producer ??= await ctx.producer(this.role);
+          if (!this.#recovered) {
+            // until it succeeds (a progress partition without a leader yet, a timeout): publishing
+            // before the last holder's transaction is marked would publish its rows again
             if (ctx.mode === 'exactly-once') await this.#recover();
+            this.#recovered = true;
+            this.#settle();
           }
           if (!ctx.leaseValid(this.role)) {
             await sleep(100, this.#stopped);
@@ -115,12 +134,15 @@ export class RoleWorker {
             );
             return;
           }
+          if (RedfenceError.is(err, 'RF_KAFKA_AUTH') || RedfenceError.is(err, 'RF_INVALID_OPTIONS'))
+            this.#settle(err as Error);
           ctx.logger.warn({ role: this.role, err: (err as Error).message }, 'outbox batch failed; retrying');
           await sleep(backoff, this.#stopped);
           backoff = Math.min(backoff * 2, 5000);
         }
       }
     } finally {
+      this.#settle();
       const p = this.#producer;
       this.#producer = undefined;
       await p?.close();
@@ -130,7 +152,7 @@ export class RoleWorker {
   /** Exactly-once, after fencing: mark what the role's last committed transaction published. */
   async #recover(): Promise<void> {
     const ctx = this.#ctx;
-    const last = await lastProgress(ctx.brokers, ctx.progressTopic, this.role);
+    const last = await lastProgress(ctx.clientProperties, ctx.progressTopic, this.role);
     if (last !== undefined && last.ids.length > 0) await this.#mark(last.ids);
   }
 
@@ -181,6 +203,9 @@ export class RoleWorker {
         published = all.length;
       } catch (err) {
         if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        // Kafka away, a timeout, an aborted transaction: no row is at fault, and publishing each
+        // aggregate alone would only wait out the same timeout once per aggregate (backoff instead)
+        if (!(err instanceof RecordRefusal) || err.kind === 'retriable') throw err;
         published = await this.#isolate(producer, [...groups.values()], err, refused);
       }
     }
@@ -189,7 +214,7 @@ export class RoleWorker {
     return published;
   }
 
-  /** Publishes rows (in their order) and marks them. */
+  /** Publishes rows (in their order) and marks them. A record's own refusal is a RecordRefusal. */
   async #publish(producer: DeliveryProducer, rows: ReadonlyArray<{ id: string; record: OutRecord }>) {
     const ctx = this.#ctx;
     const ids = rows.map((r) => r.id);
@@ -203,10 +228,17 @@ export class RoleWorker {
         });
       } catch (err) {
         // the broker's reason for the record it refused, if one was: it decides whether rows are at fault
-        if (refusal === undefined || RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
-        throw new Error(errorText(refusal), { cause: refusal });
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+        throw refusalOf(refusal) ?? err;
       }
-    } else await producer.produce(records);
+    } else {
+      try {
+        await producer.produce(records);
+      } catch (err) {
+        // a delivery report's error, or librdkafka refusing a record as it is handed over
+        throw refusalOf(err) ?? err;
+      }
+    }
     await this.#mark(ids);
     ctx.metrics.published(ids.length);
   }
@@ -214,8 +246,9 @@ export class RoleWorker {
   /**
    * A batch failed. Kafka may be down (nothing is the rows' fault), or the broker refused a record for
    * itself (a topic's own size limit, its authorisation). Each aggregate's rows are then published on
-   * their own; an aggregate that fails with a per-record refusal (by its error code) counts an attempt on
-   * its first row (parked after the last). Other failures count nothing: those rows are tried again by
+   * their own; an aggregate whose record is refused with a permanent or unknown code (produce-errors.ts)
+   * counts an attempt on its first row (parked after the last). Retriable codes and failures that are not
+   * a record's (a transaction that cannot begin or commit) count nothing: those rows are tried again by
    * the next batch, and if nothing went through at all the batch failed as a whole (backoff).
    */
   async #isolate(
@@ -232,11 +265,17 @@ export class RoleWorker {
         published += g.length;
       } catch (err) {
         if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
-        if (recordRefused(err))
+        if (err instanceof RecordRefusal && err.kind !== 'retriable') {
           failed.push({
             id: (g[0] as { id: string }).id,
-            why: `Kafka refused the record: ${errorText(err)}`,
+            why: `Kafka refused the record (${codeName(err.code)}${err.kind === 'unknown' ? ', an error code the relay does not know' : ''}): ${errorText(err)}`,
           });
+          if (err.kind === 'unknown')
+            this.#ctx.logger.warn(
+              { role: this.role, code: err.code },
+              'outbox record refused with an unknown error code: counted as an attempt',
+            );
+        }
       }
     }
     if (published === 0 && failed.length === 0) throw first;
@@ -284,28 +323,12 @@ export class RoleWorker {
   }
 }
 
-/** librdkafka error codes that refuse one record for itself, not the batch or the connection. */
-const RECORD_REFUSED = new Set([
-  3, // UNKNOWN_TOPIC_OR_PART
-  10, // MSG_SIZE_TOO_LARGE
-  17, // INVALID_TOPIC_EXCEPTION
-  18, // RECORD_LIST_TOO_LARGE
-  29, // TOPIC_AUTHORIZATION_FAILED
-  87, // INVALID_RECORD
-  -188, // local: unknown topic
-  -190, // local: unknown partition
-]);
-
-function recordRefused(err: unknown): boolean {
-  for (
-    let e = err, i = 0;
-    e !== undefined && e !== null && i < 5;
-    e = (e as { cause?: unknown }).cause, i++
-  ) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'number' && RECORD_REFUSED.has(code)) return true;
-  }
-  return false;
+/** A record-level error as a RecordRefusal (undefined: no librdkafka code on it). */
+function refusalOf(err: unknown): RecordRefusal | undefined {
+  if (err === undefined) return undefined;
+  if (err instanceof RecordRefusal) return err;
+  const code = errorCode(err);
+  return code === undefined ? undefined : new RecordRefusal(errorText(err), code, err);
 }
 
 /** The error's message without anything after a newline (never record contents: librdkafka names codes). */

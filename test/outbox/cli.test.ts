@@ -1,7 +1,7 @@
 /**
- * `redfence outbox` through the CLI entry (main): bad options refused with exit 2 and a coded line
- * before any connection (a listening socket stands in for PostgreSQL and must see none), --print-sql
- * without a database, init, status and retry against a real PostgreSQL, a missing outbox named with
+ * `redfence outbox` through the CLI entry (main): bad options (the Kafka security flags included) refused
+ * with exit 2 and a coded line before any connection (a listening socket stands in for PostgreSQL and
+ * must see none), --print-sql without a database, init, status and retry against a real PostgreSQL, a missing outbox named with
  * RF_OUTBOX_MISSING, and an unreachable database's error without its password.
  */
 import assert from 'node:assert/strict';
@@ -53,6 +53,10 @@ describe('redfence outbox', () => {
       ['outbox', 'relay', '--database-url', trapUrl, '--batch-size', '0'],
       ['outbox', 'relay', '--database-url', trapUrl, '--mode', 'twice'],
       ['outbox', 'relay', '--database-url', trapUrl, '--brokers', 'nohost'],
+      ['outbox', 'relay', '--database-url', trapUrl, '--kafka-config', 'enable.idempotence=false'],
+      ['outbox', 'relay', '--database-url', trapUrl, '--kafka-sasl-username', 'u'],
+      ['outbox', 'relay', '--database-url', trapUrl, '--kafka-ca', '/nonexistent/ca.pem'],
+      ['outbox', 'relay', '--database-url', trapUrl, '--kafka-security-protocol', 'SASL_SSL'],
       ['outbox', 'status', '--database-url', trapUrl, '--table', 'Bad-Name'],
       ['outbox', 'retry', '--database-url', trapUrl, 'not-a-uuid'],
       ['outbox', 'retry', '--database-url', trapUrl],

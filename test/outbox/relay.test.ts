@@ -208,7 +208,10 @@ for (const mode of ['exactly-once', 'at-least-once'] as RelayMode[]) {
           },
           60_000,
         );
-        assert.match((await byId()).get(big as string)?.last_error ?? '', /Kafka refused the record/);
+        assert.match(
+          (await byId()).get(big as string)?.last_error ?? '',
+          /Kafka refused the record \(MESSAGE_TOO_LARGE\)/,
+        );
       } finally {
         await admin.deleteTopics({ topics: [`${prefix}.small`] }).catch(() => undefined);
         await admin.disconnect();
