@@ -35,6 +35,8 @@ export interface FaultContext {
   stopGracefully(slot: Slot): Promise<{ exit: Exit; forced: boolean }>;
   /** True once the input is all produced and committed (no batch will come). */
   inputDone(): Promise<boolean>;
+  /** True once the input is all produced (what is left to consume is all there is). */
+  inputProduced(): boolean;
 }
 
 export interface Injected {
@@ -96,13 +98,16 @@ async function crash(c: FaultContext, f: Fault): Promise<Injected> {
     };
   const s = pickLive(c, f);
   const name = s.inst.name;
+  // With the input all produced, what the stopped instance left may be a single batch: the armed one
+  // then crashes at its first pass, so the point is reached whatever `after` the schedule drew.
   await c.stopGracefully(s);
-  await c.restart(s, { REDFENCE_CRASH_AT: f.point as string, REDFENCE_CRASH_AFTER: String(f.after) });
+  const after = c.inputProduced() ? 1 : (f.after as number);
+  await c.restart(s, { REDFENCE_CRASH_AT: f.point as string, REDFENCE_CRASH_AFTER: String(after) });
   s.expecting = true;
   const armed = s.inst;
   let outcome: string;
   const exit = await armed.waitExit(c.crashTimeoutMs).catch(() => undefined);
-  if (exit?.signal === 'SIGKILL') outcome = `crashed at ${f.point} (pass ${f.after})`;
+  if (exit?.signal === 'SIGKILL') outcome = `crashed at ${f.point} (pass ${after})`;
   else if (exit) outcome = `exited ${JSON.stringify(exit)} before reaching ${f.point}`;
   else {
     await armed.scrape();

@@ -265,6 +265,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     restart,
     stopGracefully,
     inputDone,
+    inputProduced: () => feeder?.done ?? false,
   });
   /** Any exit the harness did not cause is listed (it fails the run); the supervisor restarts it. */
   const unexpected = (s: Slot): boolean => {
