@@ -24,6 +24,9 @@ const PROCESSOR_ONLY = [
   'wait-replicas',
   'replication-factor',
   'allow-eviction',
+  'snapshot-interval',
+  'snapshot-topic',
+  'snapshot-rate',
 ];
 const HANDLER_ONLY = ['concurrency', 'postgres', 'postgres-table'];
 const REDIS_TARGETS = ['redis', 'cluster', 'sentinels'];
@@ -93,6 +96,7 @@ export async function runHandler(r: HandlerRun): Promise<number> {
   if (o.group !== undefined) settings.groupId = o.group;
   if (o.concurrency !== undefined) settings.concurrency = o.concurrency;
   if (o['commit-interval'] !== undefined) settings.commitIntervalMs = o['commit-interval'];
+  if (o.tracing) settings.tracing = true;
 
   const { createHandler, HealthState, RedfenceMetrics, startMetricsServer } = await import('../index.js');
   const useRedis = given(r.sources, REDIS_TARGETS).length > 0;
