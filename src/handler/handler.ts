@@ -57,8 +57,22 @@ export interface HandlerCounts {
 
 function kafkaPort(o: ResolvedHandlerOptions, instanceId: string): KafkaPort {
   if ('port' in o.kafka) return o.kafka.port;
-  const k = o.kafka.settings;
-  return new ConfluentKafka({ ...k, groupId: o.groupId, clientId: `redfence-${instanceId}` });
+  // the adapter takes the security settings as one `security` object (as the processor gives them)
+  const { securityProtocol, sasl, ssl, ...k } = o.kafka.settings;
+  return new ConfluentKafka({
+    ...k,
+    groupId: o.groupId,
+    clientId: `redfence-${instanceId}`,
+    ...(securityProtocol === undefined
+      ? {}
+      : {
+          security: {
+            protocol: securityProtocol,
+            ...(sasl === undefined ? {} : { sasl }),
+            ...(ssl === undefined ? {} : { ssl }),
+          },
+        }),
+  });
 }
 
 function abandoned(tp: TopicPartition, why: string): RedfenceError {
