@@ -9,21 +9,20 @@ import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import type { ProcessingMode, Processor, ProcessorOptions, startMetricsServer } from '../index.js';
 import { MAX_TIMER_MS } from '../processor/option-checks.js';
-import { KAFKA_OPTIONS, type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
+import { CONNECTION_OPTIONS, modulePositional } from './connection.js';
+import { type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
 import { loadDefinition } from './load.js';
 import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
   choiceOption,
   helpText,
-  hostPort,
-  listOption,
   numberOption,
   parseOptions,
   switchOption,
   textOption,
   type Values,
 } from './options.js';
-import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget, showRedisUrl } from './redis.js';
+import { connectRedis, redisClient, redisTarget, showRedisUrl } from './redis.js';
 import { checkHandlerFlags, runHandler } from './run-handler.js';
 import { superviseWorkers, watchSupervisor, workerRole, workerStarted } from './workers.js';
 
@@ -31,15 +30,7 @@ const MODES: readonly ProcessingMode[] = ['exactly-once', 'at-least-once'];
 const INSTANCE_ID = /^[A-Za-z0-9._-]{1,200}$/;
 
 export const RUN_OPTIONS = {
-  brokers: listOption('<list>', {
-    description: 'Kafka bootstrap servers host:port,...',
-    env: 'KAFKA_BROKERS',
-    default: ['127.0.0.1:9092'],
-    allowed: 'host:port[,host:port...]',
-    item: (s) => (hostPort(s) ? s : undefined),
-  }),
-  ...REDIS_OPTIONS,
-  ...KAFKA_OPTIONS,
+  ...CONNECTION_OPTIONS,
   mode: choiceOption(MODES, {
     description: 'processing mode',
     env: 'REDFENCE_MODE',
@@ -279,11 +270,7 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     out(RUN_HELP);
     return 0;
   }
-  const [file, ...extra] = positionals;
-  if (file === undefined)
-    throw invalid('missing <module>: redfence run <module> [options] (redfence run --help)');
-  if (extra.length > 0)
-    throw invalid(`unexpected ${extra.length === 1 ? 'argument' : 'arguments'} ${extra.join(' ')}`);
+  const file = modulePositional('run', positionals);
   if (o.static && o.instance === undefined)
     throw invalid('--static needs --instance <id> (the id a replacement reuses to take over)');
   if (o['replication-factor'] !== undefined && !o['create-topics'])
