@@ -8,13 +8,12 @@
  * 2: a bad option, a missing topic, a refused login.
  */
 import { RedfenceError } from '../errors/index.js';
-import type { ClientSettings } from '../kafka/client-config.js';
 import type { DltRecord } from '../retry/dlq-read.js';
 import type { DlqFilter } from '../retry/dlq-replay.js';
-import { KAFKA_OPTIONS, kafkaSecurity } from './kafka-options.js';
+import { BROKERS_OPTION, kafkaClient } from './connection.js';
+import { KAFKA_OPTIONS, type KafkaValues } from './kafka-options.js';
 import {
   helpText,
-  hostPort,
   Invalid,
   listOption,
   numberOption,
@@ -76,13 +75,7 @@ const COMMON = {
     allowed: 'a Kafka topic name (1-249 of [A-Za-z0-9._-])',
     pattern: TOPIC,
   }),
-  brokers: listOption('<list>', {
-    description: 'Kafka bootstrap servers host:port,...',
-    env: 'KAFKA_BROKERS',
-    default: ['127.0.0.1:9092'],
-    allowed: 'host:port[,host:port...]',
-    item: (s) => (hostPort(s) ? s : undefined),
-  }),
+  brokers: BROKERS_OPTION,
   reason: listOption('<list>', {
     description: "only these redfence reasons (other writers' dead letters have none)",
     allowed: REASONS.join(', '),
@@ -199,24 +192,6 @@ function filterOf(o: CommonValues): DlqFilter {
   return f;
 }
 
-function clientOf(o: CommonValues & Parameters<typeof kafkaSecurity>[0]): Omit<ClientSettings, 'groupId'> {
-  const s = kafkaSecurity(o);
-  return {
-    brokers: o.brokers,
-    clientId: 'redfence-dlq',
-    ...(s.config === undefined ? {} : { config: s.config }),
-    ...(s.securityProtocol === undefined
-      ? {}
-      : {
-          security: {
-            protocol: s.securityProtocol,
-            ...(s.sasl === undefined ? {} : { sasl: s.sasl }),
-            ...(s.ssl === undefined ? {} : { ssl: s.ssl }),
-          },
-        }),
-  };
-}
-
 function bytes(b: Buffer | null): string | null {
   if (b === null) return null;
   const t = b.toString('utf8');
@@ -251,12 +226,12 @@ export async function dlq(args: readonly string[], out: (s: string) => void): Pr
     return 0;
   }
   if (parsed.positionals.length > 0) throw invalid(`unexpected arguments ${parsed.positionals.join(' ')}`);
-  const o = parsed.values as unknown as CommonValues & Parameters<typeof kafkaSecurity>[0];
+  const o = parsed.values as unknown as CommonValues & KafkaValues;
   if (o.topic === undefined)
     throw invalid(`--topic <dead-letter topic> is required (redfence dlq ${sub} --help)`);
   const topic = o.topic;
   const filter = filterOf(o);
-  const client = clientOf(o);
+  const client = kafkaClient(o, 'redfence-dlq');
   const json =
     parsed.sources.json === undefined ? process.stdout.isTTY !== true : parsed.values.json === true;
   const { matches, DlqCounter } = await import('../retry/dlq-replay.js');

@@ -8,11 +8,11 @@
 import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
 import type { LagEvaluation, LagSample } from '../ops/lag.js';
-import { KAFKA_OPTIONS, kafkaSecurity } from './kafka-options.js';
+import { BROKERS_OPTION, kafkaClient } from './connection.js';
+import { KAFKA_OPTIONS } from './kafka-options.js';
 import {
   choiceOption,
   helpText,
-  hostPort,
   listOption,
   numberOption,
   parseOptions,
@@ -30,13 +30,7 @@ export const LAG_OPTIONS = {
     allowed: 'topic[,topic...]',
     item: (s) => (/^[A-Za-z0-9._-]{1,249}$/.test(s) ? s : undefined),
   }),
-  brokers: listOption('<list>', {
-    description: 'Kafka bootstrap servers host:port,...',
-    env: 'KAFKA_BROKERS',
-    default: ['127.0.0.1:9092'],
-    allowed: 'host:port[,host:port...]',
-    item: (s) => (hostPort(s) ? s : undefined),
-  }),
+  brokers: BROKERS_OPTION,
   samples: numberOption('<n>', { description: 'samples in the window', default: 3, min: 1, max: 1000 }),
   interval: numberOption('<ms>', {
     description: 'time between samples',
@@ -118,25 +112,11 @@ export async function lag(args: readonly string[], out: (s: string) => void): Pr
   const group = o.group;
   if (group === undefined)
     throw new RedfenceError('RF_INVALID_OPTIONS', '--group <id> is required (redfence lag --help)');
-  const s = kafkaSecurity(o);
+  const client = kafkaClient(o, 'redfence-lag');
   const json = sources.json === undefined ? process.stdout.isTTY !== true : o.json;
   const { LagSampler } = await import('../ops/lag-sampler.js');
   const { evaluateLag, worstStatus } = await import('../ops/lag.js');
-  const properties = commonProperties({
-    brokers: o.brokers,
-    groupId: group,
-    clientId: 'redfence-lag',
-    ...(s.config === undefined ? {} : { config: s.config }),
-    ...(s.securityProtocol === undefined
-      ? {}
-      : {
-          security: {
-            protocol: s.securityProtocol,
-            ...(s.sasl === undefined ? {} : { sasl: s.sasl }),
-            ...(s.ssl === undefined ? {} : { ssl: s.ssl }),
-          },
-        }),
-  });
+  const properties = commonProperties({ ...client, groupId: group });
   const sampler = new LagSampler({
     properties,
     group,

@@ -7,13 +7,12 @@
 import { createServer } from 'node:http';
 import { RedfenceError } from '../errors/index.js';
 import { DEFAULT_TOPIC_TEMPLATE } from '../outbox/routing.js';
+import { BROKERS_OPTION } from './connection.js';
 import { KAFKA_OPTIONS, type KafkaValues, kafkaSecurity } from './kafka-options.js';
 import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
   choiceOption,
   helpText,
-  hostPort,
-  listOption,
   numberOption,
   parseOptions,
   switchOption,
@@ -58,13 +57,7 @@ export const OUTBOX_INIT_OPTIONS = {
 
 export const OUTBOX_RELAY_OPTIONS = {
   ...WHERE,
-  brokers: listOption('<list>', {
-    description: 'Kafka bootstrap servers host:port,...',
-    env: 'KAFKA_BROKERS',
-    default: ['127.0.0.1:9092'],
-    allowed: 'host:port[,host:port...]',
-    item: (s) => (hostPort(s) ? s : undefined),
-  }),
+  brokers: BROKERS_OPTION,
   mode: choiceOption(['exactly-once', 'at-least-once'] as const, {
     description: 'exactly-once: one Kafka transaction per batch; at-least-once: rows marked after acks',
     env: 'REDFENCE_MODE',

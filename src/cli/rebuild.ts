@@ -8,31 +8,13 @@
  * checked and the module loaded before any connection.
  */
 import { RedfenceError } from '../errors/index.js';
-import { KAFKA_OPTIONS, kafkaSecurity } from './kafka-options.js';
-import { loadDefinition } from './load.js';
+import { CONNECTION_OPTIONS, kafkaClient, loadProcessorModule, modulePositional } from './connection.js';
 import { jsonLogger } from './log.js';
-import {
-  choiceOption,
-  helpText,
-  hostPort,
-  listOption,
-  numberOption,
-  parseOptions,
-  switchOption,
-  textOption,
-} from './options.js';
-import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
+import { choiceOption, helpText, numberOption, parseOptions, switchOption, textOption } from './options.js';
+import { connectRedis, redisClient, redisTarget } from './redis.js';
 
 export const REBUILD_OPTIONS = {
-  brokers: listOption('<list>', {
-    description: 'Kafka bootstrap servers host:port,...',
-    env: 'KAFKA_BROKERS',
-    default: ['127.0.0.1:9092'],
-    allowed: 'host:port[,host:port...]',
-    item: (s) => (hostPort(s) ? s : undefined),
-  }),
-  ...REDIS_OPTIONS,
-  ...KAFKA_OPTIONS,
+  ...CONNECTION_OPTIONS,
   group: textOption('<id>', {
     description: "the processor's consumer group (the replay ends at its committed offsets)",
     env: 'REDFENCE_GROUP',
@@ -92,23 +74,15 @@ export async function rebuildCommand(args: readonly string[], out: (s: string) =
     out(REBUILD_HELP);
     return 0;
   }
-  const [file, ...extra] = positionals;
-  if (file === undefined)
-    throw invalid('missing <module>: redfence rebuild <module> [options] (redfence rebuild --help)');
-  if (extra.length > 0)
-    throw invalid(`unexpected ${extra.length === 1 ? 'argument' : 'arguments'} ${extra.join(' ')}`);
+  const file = modulePositional('rebuild', positionals);
   const target = redisTarget(o, sources);
   if (o.fencing === 'strict' && target.kind === 'cluster')
     throw invalid("--fencing strict needs a single Redis: with --cluster use 'cluster'");
-  const security = kafkaSecurity(o);
-  const loaded = await loadDefinition(file);
-  const { isHandlerDefinition } = await import('../definition/handler.js');
-  if (isHandlerDefinition(loaded))
-    throw new RedfenceError(
-      'RF_MODULE_INVALID',
-      `${file} exports a handler: rebuild restores the state of a processor (defineProcessor)`,
-    );
-  const definition = loaded;
+  const client = kafkaClient(o, 'redfence-rebuild');
+  const definition = await loadProcessorModule(
+    file,
+    'rebuild restores the state of a processor (defineProcessor)',
+  );
   const group = o.group ?? `redfence-${definition.store}`;
   const { snapshotTopic } = await import('../snapshot/options.js');
   const topic = o['snapshot-topic'] ?? snapshotTopic(definition.store);
@@ -117,20 +91,6 @@ export async function rebuildCommand(args: readonly string[], out: (s: string) =
   const { rebuild } = await import('../snapshot/rebuild.js');
   const { progress } = await import('../ops/reconcile-report.js');
   const keys = new KeySpace({ store: definition.store });
-  const client = {
-    brokers: o.brokers,
-    clientId: 'redfence-rebuild',
-    ...(security.securityProtocol === undefined
-      ? {}
-      : {
-          security: {
-            protocol: security.securityProtocol,
-            ...(security.sasl === undefined ? {} : { sasl: security.sasl }),
-            ...(security.ssl === undefined ? {} : { ssl: security.ssl }),
-          },
-        }),
-    ...(security.config === undefined ? {} : { config: security.config }),
-  };
   const redis = await redisClient(target, jsonLogger('error', 'rebuild'));
   try {
     await connectRedis(redis, target, o['connect-timeout']);

@@ -6,31 +6,13 @@
  * (repaired or not, with --repair; or the run failed: Redis or Kafka unavailable); 2: bad options, module or topic. Every option is
  * checked and the module loaded before any connection.
  */
-import { RedfenceError } from '../errors/index.js';
-import { KAFKA_OPTIONS, kafkaSecurity } from './kafka-options.js';
-import { loadDefinition } from './load.js';
+import { CONNECTION_OPTIONS, kafkaClient, loadProcessorModule, modulePositional } from './connection.js';
 import { jsonLogger } from './log.js';
-import {
-  helpText,
-  hostPort,
-  listOption,
-  numberOption,
-  parseOptions,
-  switchOption,
-  textOption,
-} from './options.js';
-import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
+import { helpText, listOption, numberOption, parseOptions, switchOption, textOption } from './options.js';
+import { connectRedis, redisClient, redisTarget } from './redis.js';
 
 export const RECONCILE_OPTIONS = {
-  brokers: listOption('<list>', {
-    description: 'Kafka bootstrap servers host:port,...',
-    env: 'KAFKA_BROKERS',
-    default: ['127.0.0.1:9092'],
-    allowed: 'host:port[,host:port...]',
-    item: (s) => (hostPort(s) ? s : undefined),
-  }),
-  ...REDIS_OPTIONS,
-  ...KAFKA_OPTIONS,
+  ...CONNECTION_OPTIONS,
   group: textOption('<id>', {
     description: "the processor's consumer group (its committed offsets bound what state must reflect)",
     env: 'REDFENCE_GROUP',
@@ -80,31 +62,21 @@ export const RECONCILE_HELP = helpText(
   RECONCILE_OPTIONS,
 );
 
-const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
-
 export async function reconcileCommand(args: readonly string[], out: (s: string) => void): Promise<number> {
   const { values: o, sources, positionals, help } = parseOptions(RECONCILE_OPTIONS, args);
   if (help) {
     out(RECONCILE_HELP);
     return 0;
   }
-  const [file, ...extra] = positionals;
-  if (file === undefined)
-    throw invalid('missing <module>: redfence reconcile <module> [options] (redfence reconcile --help)');
-  if (extra.length > 0)
-    throw invalid(`unexpected ${extra.length === 1 ? 'argument' : 'arguments'} ${extra.join(' ')}`);
+  const file = modulePositional('reconcile', positionals);
   const partitions =
     o.partitions === undefined ? undefined : [...new Set(o.partitions)].sort((a, b) => a - b);
   const target = redisTarget(o, sources);
-  const security = kafkaSecurity(o);
-  const loaded = await loadDefinition(file);
-  const { isHandlerDefinition } = await import('../definition/handler.js');
-  if (isHandlerDefinition(loaded))
-    throw new RedfenceError(
-      'RF_MODULE_INVALID',
-      `${file} exports a handler: reconcile compares the state of a processor (defineProcessor) with its input`,
-    );
-  const definition = loaded;
+  const client = kafkaClient(o, 'redfence-reconcile');
+  const definition = await loadProcessorModule(
+    file,
+    'reconcile compares the state of a processor (defineProcessor) with its input',
+  );
   const group = o.group ?? `redfence-${definition.store}`;
 
   const { KeySpace } = await import('../keys/index.js');
@@ -113,20 +85,6 @@ export async function reconcileCommand(args: readonly string[], out: (s: string)
   const { reconcile } = await import('../ops/reconcile.js');
   const report = await import('../ops/reconcile-report.js');
   const keys = new KeySpace({ store: definition.store });
-  const client = {
-    brokers: o.brokers,
-    clientId: 'redfence-reconcile',
-    ...(security.securityProtocol === undefined
-      ? {}
-      : {
-          security: {
-            protocol: security.securityProtocol,
-            ...(security.sasl === undefined ? {} : { sasl: security.sasl }),
-            ...(security.ssl === undefined ? {} : { ssl: security.ssl }),
-          },
-        }),
-    ...(security.config === undefined ? {} : { config: security.config }),
-  };
   const redis = await redisClient(target, jsonLogger('error', 'reconcile'));
   try {
     await connectRedis(redis, target, o['connect-timeout']);

@@ -10,6 +10,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import type { SqlPool } from '../handler/postgres.js';
 import type { HandlerDefinition, HandlerOptions, Logger } from '../index.js';
+import { kafkaSecurity } from './kafka-options.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
 import type { RUN_OPTIONS } from './run.js';
@@ -24,6 +25,9 @@ const PROCESSOR_ONLY = [
   'wait-replicas',
   'replication-factor',
   'allow-eviction',
+  'snapshot-interval',
+  'snapshot-topic',
+  'snapshot-rate',
 ];
 const HANDLER_ONLY = ['concurrency', 'postgres', 'postgres-table'];
 const REDIS_TARGETS = ['redis', 'cluster', 'sentinels'];
@@ -76,7 +80,11 @@ export async function runHandler(r: HandlerRun): Promise<number> {
   const { o, logger, target, worker } = r;
   if (given(r.sources, ['postgres-table']).length > 0 && o.postgres === undefined)
     throw invalid('--postgres-table needs --postgres');
-  const kafka: Extract<HandlerOptions['kafka'], { brokers: string[] }> = { brokers: o.brokers };
+  // the Kafka security options, checked (and their files read) by run() before the module was loaded
+  const kafka: Extract<HandlerOptions['kafka'], { brokers: string[] }> = {
+    brokers: o.brokers,
+    ...kafkaSecurity(o),
+  };
   if (o['session-timeout'] !== undefined) kafka.sessionTimeoutMs = o['session-timeout'];
   if (o.static) kafka.groupInstanceId = r.instance;
   if (o['group-protocol'] !== undefined) kafka.groupProtocol = o['group-protocol'];
@@ -93,6 +101,7 @@ export async function runHandler(r: HandlerRun): Promise<number> {
   if (o.group !== undefined) settings.groupId = o.group;
   if (o.concurrency !== undefined) settings.concurrency = o.concurrency;
   if (o['commit-interval'] !== undefined) settings.commitIntervalMs = o['commit-interval'];
+  if (o.tracing) settings.tracing = true;
 
   const { createHandler, HealthState, RedfenceMetrics, startMetricsServer } = await import('../index.js');
   const useRedis = given(r.sources, REDIS_TARGETS).length > 0;

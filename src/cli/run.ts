@@ -8,21 +8,21 @@
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import type { ProcessingMode, Processor, ProcessorOptions, startMetricsServer } from '../index.js';
-import { KAFKA_OPTIONS, type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
+import { MAX_TIMER_MS } from '../processor/option-checks.js';
+import { CONNECTION_OPTIONS, modulePositional } from './connection.js';
+import { type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
 import { loadDefinition } from './load.js';
 import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
   choiceOption,
   helpText,
-  hostPort,
-  listOption,
   numberOption,
   parseOptions,
   switchOption,
   textOption,
   type Values,
 } from './options.js';
-import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget, showRedisUrl } from './redis.js';
+import { connectRedis, redisClient, redisTarget, showRedisUrl } from './redis.js';
 import { checkHandlerFlags, runHandler } from './run-handler.js';
 import { superviseWorkers, watchSupervisor, workerRole, workerStarted } from './workers.js';
 
@@ -30,15 +30,7 @@ const MODES: readonly ProcessingMode[] = ['exactly-once', 'at-least-once'];
 const INSTANCE_ID = /^[A-Za-z0-9._-]{1,200}$/;
 
 export const RUN_OPTIONS = {
-  brokers: listOption('<list>', {
-    description: 'Kafka bootstrap servers host:port,...',
-    env: 'KAFKA_BROKERS',
-    default: ['127.0.0.1:9092'],
-    allowed: 'host:port[,host:port...]',
-    item: (s) => (hostPort(s) ? s : undefined),
-  }),
-  ...REDIS_OPTIONS,
-  ...KAFKA_OPTIONS,
+  ...CONNECTION_OPTIONS,
   mode: choiceOption(MODES, {
     description: 'processing mode',
     env: 'REDFENCE_MODE',
@@ -175,6 +167,33 @@ export const RUN_OPTIONS = {
     allowed: '<table> or <schema>.<table> of [A-Za-z_][A-Za-z0-9_]*',
     pattern: /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/,
   }),
+  'snapshot-interval': numberOption('<ms>', {
+    description:
+      "processors: snapshot the owned partitions' state into a compacted topic, a pass at most every <ms>, for `redfence rebuild` (docs/operations.md)",
+    env: 'REDFENCE_SNAPSHOT_INTERVAL_MS',
+    defaultText: 'off',
+    min: 100,
+    max: MAX_TIMER_MS,
+  }),
+  'snapshot-topic': textOption('<name>', {
+    description: 'the snapshot topic (with --snapshot-interval)',
+    env: 'REDFENCE_SNAPSHOT_TOPIC',
+    defaultText: '<store>-snapshot',
+    allowed: 'a Kafka topic name (1-249 of [A-Za-z0-9._-])',
+    pattern: /^[A-Za-z0-9._-]{1,249}$/,
+  }),
+  'snapshot-rate': numberOption('<keys/s>', {
+    description: 'most keys a snapshot pass reads per second (with --snapshot-interval); 0: no limit',
+    env: 'REDFENCE_SNAPSHOT_RATE',
+    defaultText: '0',
+    min: 0,
+    max: 10_000_000,
+  }),
+  tracing: switchOption({
+    description:
+      'OpenTelemetry spans from the global tracer provider (needs @opentelemetry/api; register the SDK with node --import: docs/operations.md, "Traces")',
+    env: 'REDFENCE_TRACING',
+  }),
   'allow-eviction': switchOption({
     description: "start even if Redis' maxmemory-policy is not noeviction",
     env: 'REDFENCE_ALLOW_EVICTION',
@@ -233,6 +252,13 @@ export function processorSettings(
     s.waitReplicas = { replicas: o['wait-replicas'], timeoutMs: o['wait-timeout'] };
   if (o['create-topics']) s.createTopics = true;
   if (o['replication-factor'] !== undefined) s.replicationFactor = o['replication-factor'];
+  if (o['snapshot-interval'] !== undefined)
+    s.snapshot = {
+      intervalMs: o['snapshot-interval'],
+      ...(o['snapshot-topic'] === undefined ? {} : { topic: o['snapshot-topic'] }),
+      ...(o['snapshot-rate'] === undefined ? {} : { maxKeysPerSecond: o['snapshot-rate'] }),
+    };
+  if (o.tracing) s.tracing = true;
   return s;
 }
 
@@ -244,19 +270,19 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     out(RUN_HELP);
     return 0;
   }
-  const [file, ...extra] = positionals;
-  if (file === undefined)
-    throw invalid('missing <module>: redfence run <module> [options] (redfence run --help)');
-  if (extra.length > 0)
-    throw invalid(`unexpected ${extra.length === 1 ? 'argument' : 'arguments'} ${extra.join(' ')}`);
+  const file = modulePositional('run', positionals);
   if (o.static && o.instance === undefined)
     throw invalid('--static needs --instance <id> (the id a replacement reuses to take over)');
   if (o['replication-factor'] !== undefined && !o['create-topics'])
     throw invalid('--replication-factor applies to the topics --create-topics makes; add --create-topics');
   if (sources['wait-timeout'] !== 'default' && o['wait-replicas'] === undefined)
     throw invalid('--wait-timeout applies to --wait-replicas; add --wait-replicas <n>');
+  for (const name of ['snapshot-topic', 'snapshot-rate'] as const)
+    if (o[name] !== undefined && o['snapshot-interval'] === undefined)
+      throw invalid(`--${name} applies to snapshots; add --snapshot-interval <ms>`);
   const target = redisTarget(o, sources);
   const security = kafkaSecurity(o);
+  if (o.tracing) await tracingApi();
   const worker = workerRole();
   const workers = worker === undefined ? o.workers : 1;
   if (workers > 1) checkWorkers(o);
@@ -353,6 +379,15 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   }
   if (worker !== undefined) workerStarted(processor.inputPartitions);
   return stopped.finally(() => release?.());
+}
+
+/**
+ * --tracing: the library's own check that @opentelemetry/api can be imported (RF_INVALID_OPTIONS naming
+ * the install), made here because the CLI connects Redis before start() would make it.
+ */
+async function tracingApi(): Promise<void> {
+  const { Tracing } = await import('../telemetry/tracing.js');
+  await new Tracing({ tracer: undefined }, { groupId: 'redfence' }).load();
 }
 
 /** What --workers adds to the checks: every worker's metrics port and instance id must be valid. */

@@ -28,6 +28,7 @@ import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
+import { clientSecurity } from '../processor/kafka-options.js';
 import type { Logger } from '../processor/logger.js';
 import { KeyOrderStore } from '../retry/key-order.js';
 import { RetryMetrics } from '../retry/retry-metrics.js';
@@ -57,8 +58,14 @@ export interface HandlerCounts {
 
 function kafkaPort(o: ResolvedHandlerOptions, instanceId: string): KafkaPort {
   if ('port' in o.kafka) return o.kafka.port;
-  const k = o.kafka.settings;
-  return new ConfluentKafka({ ...k, groupId: o.groupId, clientId: `redfence-${instanceId}` });
+  const { securityProtocol, sasl, ssl, ...k } = o.kafka.settings;
+  return new ConfluentKafka({
+    ...k,
+    groupId: o.groupId,
+    clientId: `redfence-${instanceId}`,
+    // the adapter takes them as one `security` object (top-level fields would be ignored)
+    ...clientSecurity({ securityProtocol, sasl, ssl }),
+  });
 }
 
 function abandoned(tp: TopicPartition, why: string): RedfenceError {

@@ -14,6 +14,7 @@ import {
   type SaslSettings,
   SECURITY_PROTOCOLS,
   type SecurityProtocol,
+  type SecuritySettings,
   type SslSettings,
 } from '../kafka/client-config.js';
 import type { KafkaPort } from '../kafka/types.js';
@@ -241,4 +242,21 @@ export function kafkaOptions(
     if (c !== undefined) settings[block] = c;
   }
   return { settings };
+}
+
+/**
+ * The security fields of the settings as the adapter's client settings take them: one `security`
+ * object (none when no protocol is set).
+ */
+export function clientSecurity(k: Pick<KafkaOptions, 'securityProtocol' | 'sasl' | 'ssl'>): {
+  security?: SecuritySettings;
+} {
+  if (k.securityProtocol === undefined) return {};
+  return {
+    security: {
+      protocol: k.securityProtocol,
+      ...(k.sasl === undefined ? {} : { sasl: k.sasl }),
+      ...(k.ssl === undefined ? {} : { ssl: k.ssl }),
+    },
+  };
 }

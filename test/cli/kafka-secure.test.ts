@@ -3,7 +3,7 @@
  * SCRAM-SHA-512 over SASL_SSL (password from REDFENCE_KAFKA_PASSWORD) and with mutual TLS (an encrypted
  * key, its password from --kafka-key-password-file), outputs counted; a wrong password and an untrusted
  * CA stop it within seconds with RF_KAFKA_AUTH (exit 2); a refused --kafka-config key exits 2 before
- * anything connects; `redfence chaos` runs its harness and instances over SCRAM; no password, key material or key password in anything it printed or served on
+ * anything connects; a handler module takes the same options; `redfence chaos` runs its harness and instances over SCRAM; no password, key material or key password in anything it printed or served on
  * /metrics.
  */
 import assert from 'node:assert/strict';
@@ -120,21 +120,19 @@ async function runProcessor(kafkaArgs: string[], env: NodeJS.ProcessEnv): Promis
   }
 }
 
+/** SCRAM-SHA-512 over SASL_SSL as user redfence, the broker's CA trusted (the password is the caller's). */
+const SCRAM = [
+  '--kafka-sasl-mechanism',
+  'SCRAM-SHA-512',
+  '--kafka-sasl-username',
+  'redfence',
+  '--kafka-ca',
+  tlsFile('ca.crt'),
+];
+
 describe('redfence run on the secured Kafka', { timeout: 240_000 }, () => {
   it('SCRAM-SHA-512 over SASL_SSL, the password from REDFENCE_KAFKA_PASSWORD', () =>
-    runProcessor(
-      [
-        '--brokers',
-        LISTENERS.saslSsl,
-        '--kafka-sasl-mechanism',
-        'SCRAM-SHA-512',
-        '--kafka-sasl-username',
-        'redfence',
-        '--kafka-ca',
-        tlsFile('ca.crt'),
-      ],
-      { REDFENCE_KAFKA_PASSWORD: secret('scram') },
-    ));
+    runProcessor(['--brokers', LISTENERS.saslSsl, ...SCRAM], { REDFENCE_KAFKA_PASSWORD: secret('scram') }));
 
   it('mutual TLS with an encrypted key, its password from --kafka-key-password-file', () => {
     const pwFile = join(dir, 'key.password');
@@ -161,14 +159,7 @@ describe('redfence run on the secured Kafka', { timeout: 240_000 }, () => {
   const failing: Array<[string, string[], NodeJS.ProcessEnv, RegExp]> = [
     [
       'a wrong SCRAM password',
-      [
-        '--kafka-sasl-mechanism',
-        'SCRAM-SHA-512',
-        '--kafka-sasl-username',
-        'redfence',
-        '--kafka-ca',
-        tlsFile('ca.crt'),
-      ],
+      [...SCRAM],
       { REDFENCE_KAFKA_PASSWORD: 'not-the-password' },
       /SASL authentication error.*\[RF_KAFKA_AUTH\]/,
     ],
@@ -208,6 +199,32 @@ describe('redfence run on the secured Kafka', { timeout: 240_000 }, () => {
     });
   }
 
+  it('a handler module gets the Kafka options too: a wrong SCRAM password exits 2 with RF_KAFKA_AUTH', async () => {
+    const ns = uniqueName('khfail');
+    const drop = await createSecureTopics(
+      [`${ns}-in`, `${ns}-in.DLT`].map((topic) => ({ topic, partitions: 1 })),
+    );
+    const module = join(dir, `${ns}-handler.mjs`);
+    writeFileSync(
+      module,
+      `export default { name: '${ns}', input: '${ns}-in', handle: async () => undefined };\n`,
+    );
+    try {
+      const r = start(['run', module, '--brokers', LISTENERS.saslSsl, ...SCRAM], {
+        REDFENCE_KAFKA_PASSWORD: 'not-the-password',
+      });
+      const t0 = Date.now();
+      const timer = setTimeout(() => r.child.kill('SIGKILL'), 30_000);
+      const code = await r.exited;
+      clearTimeout(timer);
+      assert.equal(code, 2, r.stderr());
+      assert.match(r.stderr(), /SASL authentication error.*\[RF_KAFKA_AUTH\]/);
+      assert.ok(Date.now() - t0 < 15_000, `exited after ${Date.now() - t0} ms`);
+    } finally {
+      await drop();
+    }
+  });
+
   it('a refused --kafka-config key exits 2 before anything connects', async () => {
     // nothing listens on either port: any connection attempt would fail differently
     const r = start([
@@ -235,12 +252,7 @@ describe('redfence run on the secured Kafka', { timeout: 240_000 }, () => {
         'chaos',
         '--brokers',
         LISTENERS.saslSsl,
-        '--kafka-sasl-mechanism',
-        'SCRAM-SHA-512',
-        '--kafka-sasl-username',
-        'redfence',
-        '--kafka-ca',
-        tlsFile('ca.crt'),
+        ...SCRAM,
         ...['--records', '300', '--duration', '2', '--partitions', '3', '--customers', '20', '--large', '0'],
         ...['--kills', '1', '--crashes', '0', '--zombies', '0', '--redis-restarts', '0'],
         ...['--redis-failovers', '0', '--scale', '2', '--quiet'],

@@ -224,6 +224,16 @@ describe('CLI options', () => {
       instanceId: 'x',
       requireNoEviction: true,
     });
+    // snapshots and tracing: from flags or the environment (the topic's variable is rebuild's too)
+    const snap = run(['m.ts', '--snapshot-interval', '500', '--snapshot-rate', '2000', '--tracing'], {
+      REDFENCE_SNAPSHOT_TOPIC: 'totals-snap',
+    }).values;
+    const { snapshot, tracing } = processorSettings(snap, 'x');
+    assert.deepEqual(snapshot, { intervalMs: 500, topic: 'totals-snap', maxKeysPerSecond: 2000 });
+    assert.equal(tracing, true);
+    assert.deepEqual(processorSettings(run(['m.ts', '--snapshot-interval', '100']).values, 'x').snapshot, {
+      intervalMs: 100,
+    });
   });
 
   it('--redis and --cluster: the stronger source wins, the same source twice is refused', () => {
