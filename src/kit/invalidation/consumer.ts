@@ -82,7 +82,7 @@ export interface InvalidationOptions
 const OWN = ['redis', 'redisTimeoutMs', 'maxKeysPerPipeline', 'registry'] as const;
 const WHERE = 'invalidation consumer';
 /** Batches whose Redis step may run at once (over all partitions): the consume loop waits past it. */
-const MAX_BATCHES = 4;
+const MAX_BATCHES = 16;
 
 function gauge(registry: MetricsRegistry, name: string, help: string, collect: () => void): Gauge<string> {
   const found = registry.getSingleMetric(name);
