@@ -141,6 +141,7 @@ export class InvalidationConsumer {
     commits: 0,
   };
   #state: InvalidationState = 'idle';
+  #partitions = 0;
   #newestEventMs: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #commits: Promise<void> = Promise.resolve();
@@ -250,6 +251,11 @@ export class InvalidationConsumer {
     return this.#state;
   }
 
+  /** The input topic's partition count: 0 until start() has read it. */
+  get inputPartitions(): number {
+    return this.#partitions;
+  }
+
   /**
    * Invalidates entries now, outside the topic (a manual invalidation): the same keys, pipeline and
    * generation move. Rejects RF_KIT_INVALIDATION_KEY for a bad key, RF_REDIS_UNAVAILABLE when Redis
@@ -296,6 +302,7 @@ export class InvalidationConsumer {
       outputs: [o.deadLetterTopic],
       create: o.createTopics,
     });
+    this.#partitions = found.inputPartitions;
     if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created missing topics');
     if (this.#abort.signal.aborted)
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
