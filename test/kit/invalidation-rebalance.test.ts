@@ -88,13 +88,13 @@ describe('invalidation consumer: a rebalance while Redis hangs (real broker)', {
     server.signal('SIGSTOP');
     try {
       await produce(topic, events(40));
-      await pollUntil('batches waiting on Redis', async () => (await errors()) >= 2, 30_000, 50);
+      await pollUntil('batches waiting on Redis', async () => (await errors()) >= 2, 15_000, 50);
       const b = instance();
       await b.start();
       await pollUntil(
         'the revocation abandoned the waiting batches',
         async () => a.counts().abandoned > 0,
-        30_000,
+        15_000,
         50,
       );
       assert.equal(await committedAll(groupId, topic), 40, 'committed past deletes that did not answer');
@@ -104,7 +104,7 @@ describe('invalidation consumer: a rebalance while Redis hangs (real broker)', {
     await pollUntil(
       'every event committed',
       async () => (await committedAll(groupId, topic)) === 80,
-      45_000,
+      20_000,
       50,
     );
     for (let i = 0; i < 80; i++) assert.equal(await stored(i), 0, `q${i} still cached`);

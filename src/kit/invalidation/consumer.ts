@@ -19,6 +19,9 @@
  * the newest invalidation processed, at scrape time), `redfence_cache_invalidation_deletes_total{name}`
  * (entries invalidated), `redfence_cache_invalidation_pipelines_total{name}` and, for pipelines that
  * failed, `redfence_kit_redis_errors_total{component="invalidation",policy="closed"}`.
+ *
+ * Over 400 lines: the batch flow, the revocation and the commits share the partitions' state (done
+ * points, batch chains, stop signals); split, each part would need all of it.
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
@@ -83,6 +86,8 @@ const OWN = ['redis', 'redisTimeoutMs', 'maxKeysPerPipeline', 'registry'] as con
 const WHERE = 'invalidation consumer';
 /** Batches whose Redis step may run at once (over all partitions): the consume loop waits past it. */
 const MAX_BATCHES = 16;
+/** How long the consume loop waits for a free place before pausing the partitions (rebalances are served meanwhile). */
+const FULL_WAIT_MS = 500;
 
 function gauge(registry: MetricsRegistry, name: string, help: string, collect: () => void): Gauge<string> {
   const found = registry.getSingleMetric(name);
@@ -131,6 +136,8 @@ export class InvalidationConsumer {
   readonly #kit: KitMetrics;
   readonly #parts = new Map<string, Part>();
   readonly #running = new Set<Promise<void>>();
+  /** Partitions paused because MAX_BATCHES batches were waiting: resumed once one is done. */
+  #full: TopicPartition[] = [];
   readonly #abort = new AbortController();
   readonly #counts: HandlerCounts = {
     done: 0,
@@ -348,30 +355,63 @@ export class InvalidationConsumer {
     const part = this.#parts.get(tpKey(topic, partition));
     const last = records[records.length - 1];
     if (part === undefined || part.stop.signal.aborted || last === undefined) return;
+    if (this.#state !== 'running' && this.#state !== 'starting') {
+      part.broken = true; // skipped: nothing after it may be marked done
+      return;
+    }
     const read = readBatch(this.#reader, records);
     const next = Number(last.offset) + 1;
     part.pending += records.length;
     const step = this.#apply(part, read);
-    const run = part.tail.then(async () => {
-      const ok = await step;
-      part.pending = Math.max(0, part.pending - records.length);
-      if (!ok || part.broken) {
+    const run = part.tail
+      .then(async () => {
+        const ok = await step;
+        part.pending = Math.max(0, part.pending - records.length);
+        if (!ok || part.broken) {
+          part.broken = true;
+          return;
+        }
+        part.done = Math.max(part.done, next);
+        const dead = read.bad.length;
+        this.#counts.done += records.length - dead;
+        this.#counts.deadLettered += dead;
+        this.#o.metrics?.handlerRecord(topic, partition, 'done', records.length - dead);
+        if (dead > 0) this.#o.metrics?.handlerRecord(topic, partition, 'dead-lettered', dead);
+        if (read.newestEventMs !== undefined)
+          this.#newestEventMs = Math.max(this.#newestEventMs ?? 0, read.newestEventMs);
+      })
+      .catch((err: unknown) => {
         part.broken = true;
-        return;
-      }
-      part.done = Math.max(part.done, next);
-      const dead = read.bad.length;
-      this.#counts.done += records.length - dead;
-      this.#counts.deadLettered += dead;
-      this.#o.metrics?.handlerRecord(topic, partition, 'done', records.length - dead);
-      if (dead > 0) this.#o.metrics?.handlerRecord(topic, partition, 'dead-lettered', dead);
-      if (read.newestEventMs !== undefined)
-        this.#newestEventMs = Math.max(this.#newestEventMs ?? 0, read.newestEventMs);
-    });
+        this.#log.error(
+          { ...errorShape(err), topic, partition },
+          'invalidation batch failed: partition stopped',
+        );
+      });
     part.tail = run;
     this.#running.add(run);
-    void run.finally(() => this.#running.delete(run));
-    while (this.#running.size >= MAX_BATCHES) await Promise.race(this.#running);
+    void run.finally(() => {
+      this.#running.delete(run);
+      if (this.#full.length > 0 && this.#running.size < MAX_BATCHES) {
+        const paused = this.#full.filter((tp) => this.#parts.has(tpKey(tp.topic, tp.partition)));
+        this.#full = [];
+        this.#kafka.resume(paused);
+      }
+    });
+    if (this.#running.size < MAX_BATCHES) return;
+    // full: wait a little for a place (the usual case, Redis answering), else pause every partition so
+    // that the consume loop serves rebalances while Redis is away
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.race(this.#running),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, FULL_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (this.#running.size >= MAX_BATCHES && this.#full.length === 0) {
+      this.#full = [...this.#parts.values()].filter((p) => !p.stop.signal.aborted).map((p) => p.tp);
+      this.#kafka.pause(this.#full);
+    }
   }
 
   /** The batch's deletes (until Redis answers) and dead letters (until Kafka takes them); false if the partition stopped first. */
