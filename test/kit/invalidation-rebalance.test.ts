@@ -58,6 +58,7 @@ describe('invalidation consumer: a rebalance while Redis hangs (real broker)', {
           registry,
           commitIntervalMs: 50,
           drainTimeoutMs: 300,
+          closeTimeoutMs: 3000,
           redisTimeoutMs: 200,
           retry: { baseMs: 20, maxMs: 200 },
         },
@@ -75,6 +76,7 @@ describe('invalidation consumer: a rebalance while Redis hangs (real broker)', {
       return (m?.values ?? []).reduce((s, v) => s + v.value, 0);
     };
 
+    let b: ReturnType<typeof instance> | undefined;
     const a = instance();
     await a.start();
     await produce(topic, events(0));
@@ -89,7 +91,7 @@ describe('invalidation consumer: a rebalance while Redis hangs (real broker)', {
     try {
       await produce(topic, events(40));
       await pollUntil('batches waiting on Redis', async () => (await errors()) >= 2, 15_000, 50);
-      const b = instance();
+      b = instance();
       await b.start();
       await pollUntil(
         'the revocation abandoned the waiting batches',
@@ -109,5 +111,7 @@ describe('invalidation consumer: a rebalance while Redis hangs (real broker)', {
     );
     for (let i = 0; i < 80; i++) assert.equal(await stored(i), 0, `q${i} still cached`);
     assert.equal(a.counts().deadLettered, 0);
+    // closed here, while their Redis still runs (the after hooks stop the server first)
+    await Promise.all([a.close(), b?.close()]);
   });
 });
