@@ -3,8 +3,8 @@
  *   node --import tsx examples/quote-cache.ts
  * Input: JSON events `{ "tenantId": "acme", "quoteId": "q-17" }` on QUOTE_EVENTS (quote-events; its
  * dead-letter topic quote-events.DLT must exist). Each event deletes the entry a
- * `new Cache({ name: 'quotes' })` keeps for that tenant and quote and moves its generation, in one
- * pipeline per tick; offsets are committed once the deletes answered. An event without a tenant goes to
+ * `new Cache({ name: 'quotes' })` keeps for that tenant and quote and moves its generation, one
+ * pipeline per partition batch; offsets are committed once the deletes answered. An event without a tenant goes to
  * the dead-letter topic. Redis at REDIS_URL, Kafka at KAFKA_BROKERS.
  */
 import { Redis } from 'ioredis';

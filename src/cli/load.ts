@@ -15,6 +15,7 @@ import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { RedfenceError } from '../errors/index.js';
 import type { HandlerDefinition, ProcessorDefinition } from '../index.js';
+import type { InvalidationDefinition } from '../kit/invalidation/definition.js';
 
 const TYPESCRIPT = ['.ts', '.mts', '.cts'];
 const JAVASCRIPT = ['.js', '.mjs', '.cjs'];
@@ -47,11 +48,8 @@ function pick(mod: Record<string, unknown>): unknown {
   return top;
 }
 
-/**
- * Imports `file` and returns its checked processor or handler definition (a handler: made by
- * defineHandler, or any object with a `handle` function), or throws RF_MODULE_INVALID.
- */
-export async function loadDefinition(file: string): Promise<ProcessorDefinition | HandlerDefinition> {
+/** Imports `file` and returns the object it exports as its definition (unchecked), or throws RF_MODULE_INVALID. */
+async function importDefinition(file: string): Promise<object> {
   const path = resolve(file);
   const ext = extname(path);
   if (!TYPESCRIPT.includes(ext) && !JAVASCRIPT.includes(ext))
@@ -71,6 +69,18 @@ export async function loadDefinition(file: string): Promise<ProcessorDefinition 
     );
   if (typeof found !== 'object' || found === null)
     throw bad(`${file} exports a ${found === null ? 'null' : typeof found}, not a processor definition`);
+  return found;
+}
+
+/**
+ * Imports `file` and returns its checked processor or handler definition (a handler: made by
+ * defineHandler, or any object with a `handle` function), or throws RF_MODULE_INVALID.
+ */
+export async function loadDefinition(file: string): Promise<ProcessorDefinition | HandlerDefinition> {
+  return checked(file, await importDefinition(file));
+}
+
+async function checked(file: string, found: object): Promise<ProcessorDefinition | HandlerDefinition> {
   const { defineHandler, defineProcessor } = await import('../index.js');
   try {
     if (typeof (found as { handle?: unknown }).handle === 'function')
@@ -79,4 +89,23 @@ export async function loadDefinition(file: string): Promise<ProcessorDefinition 
   } catch (err) {
     throw bad(`${file}: ${oneLine(err)}`, err);
   }
+}
+
+/**
+ * What `redfence run` runs: loadDefinition's, or a cache invalidation definition (defineInvalidation
+ * of redfence/kit: an object with `cache` and `keys`).
+ */
+export async function loadRunnable(
+  file: string,
+): Promise<ProcessorDefinition | HandlerDefinition | InvalidationDefinition> {
+  const found = await importDefinition(file);
+  if ('cache' in found && 'keys' in found && !('handle' in found)) {
+    const { defineInvalidation } = await import('../kit/invalidation/definition.js');
+    try {
+      return defineInvalidation(found as InvalidationDefinition);
+    } catch (err) {
+      throw bad(`${file}: ${oneLine(err)}`, err);
+    }
+  }
+  return checked(file, found);
 }

@@ -4,12 +4,15 @@
  * Redis target is given (--redis, --cluster, --sentinels, or their environment variables): ctx.once
  * needs it, ctx.transaction does not. --postgres makes a pg Pool for ctx.transaction (pg is an
  * optional peer dependency, loaded only then). Flags that only mean something to a processor are
- * refused with a handler, and the handler's own flags with a processor, before any connection.
+ * refused with a handler, and the handler's own flags with a processor, before any connection. A
+ * cache invalidation definition (defineInvalidation of redfence/kit) runs here too, as
+ * createInvalidation with the same settings: it needs a Redis target, and takes no --postgres.
  */
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import type { SqlPool } from '../handler/postgres.js';
 import type { HandlerDefinition, HandlerOptions, Logger } from '../index.js';
+import type { InvalidationDefinition } from '../kit/invalidation/definition.js';
 import { kafkaSecurity } from './kafka-options.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
@@ -48,7 +51,7 @@ export function checkHandlerFlags(handler: boolean, sources: Record<string, Sour
 export interface HandlerRun {
   o: Values<typeof RUN_OPTIONS>;
   sources: Record<string, Source>;
-  definition: HandlerDefinition;
+  definition: HandlerDefinition | InvalidationDefinition;
   instance: string;
   logger: Logger;
   target: RedisTarget;
@@ -105,6 +108,11 @@ export async function runHandler(r: HandlerRun): Promise<number> {
 
   const { createHandler, HealthState, RedfenceMetrics, startMetricsServer } = await import('../index.js');
   const useRedis = given(r.sources, REDIS_TARGETS).length > 0;
+  const invalidation = 'cache' in r.definition ? r.definition : undefined;
+  if (invalidation && !useRedis)
+    throw invalid("an invalidation module needs its caches' Redis: give --redis, --cluster or --sentinels");
+  if (invalidation && o.postgres !== undefined)
+    throw invalid('--postgres applies to handlers, not to invalidations');
   const redis: Redis | Cluster | undefined = useRedis ? await redisClient(target, logger) : undefined;
   const pool =
     o.postgres === undefined
@@ -118,19 +126,33 @@ export async function runHandler(r: HandlerRun): Promise<number> {
     redis?.disconnect();
     await pool?.end().catch(() => undefined);
   };
-  let handler: ReturnType<typeof createHandler>;
+  let handler: Pick<ReturnType<typeof createHandler>, 'start' | 'close' | 'inputPartitions'>;
+  const onFatal = (err: Error) => {
+    logger.error({ err: err.message }, 'handler stopped after a fatal error');
+    void release().then(() => process.exit(1));
+  };
   try {
-    handler = createHandler(r.definition, {
-      ...settings,
-      ...(redis ? { redis } : {}),
-      ...(pool ? { postgres: { pool, ...(o['postgres-table'] ? { table: o['postgres-table'] } : {}) } } : {}),
-      metrics,
-      health,
-      onFatal: (err) => {
-        logger.error({ err: err.message }, 'handler stopped after a fatal error');
-        void release().then(() => process.exit(1));
-      },
-    });
+    if (invalidation) {
+      const { createInvalidation } = await import('../kit/index.js');
+      const { concurrency: _ignored, ...rest } = settings;
+      handler = createInvalidation(invalidation, {
+        ...rest,
+        redis: redis as Redis | Cluster,
+        metrics,
+        health,
+        onFatal,
+      });
+    } else
+      handler = createHandler(r.definition as HandlerDefinition, {
+        ...settings,
+        ...(redis ? { redis } : {}),
+        ...(pool
+          ? { postgres: { pool, ...(o['postgres-table'] ? { table: o['postgres-table'] } : {}) } }
+          : {}),
+        metrics,
+        health,
+        onFatal,
+      });
   } catch (err) {
     await release();
     throw err;

@@ -11,7 +11,7 @@ import type { ProcessingMode, Processor, ProcessorOptions, startMetricsServer } 
 import { MAX_TIMER_MS } from '../processor/option-checks.js';
 import { CONNECTION_OPTIONS, modulePositional } from './connection.js';
 import { type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
-import { loadDefinition } from './load.js';
+import { loadRunnable } from './load.js';
 import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
   choiceOption,
@@ -290,8 +290,8 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const base = worker?.base ?? o.instance ?? randomBytes(4).toString('hex');
   const instance = worker === undefined ? base : `${base}-${worker.index}`;
   const logger = jsonLogger(o.log, instance, worker === undefined ? {} : { worker: worker.index });
-  const loaded = await loadDefinition(file);
-  const handler = 'handle' in loaded;
+  const loaded = await loadRunnable(file);
+  const handler = 'handle' in loaded || 'cache' in loaded;
   checkHandlerFlags(handler, sources);
   if (workers > 1)
     return superviseWorkers({
@@ -302,7 +302,7 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
       logger,
     });
   const metricsPort = o['metrics-port'] === undefined ? undefined : o['metrics-port'] + (worker?.index ?? 0);
-  if ('handle' in loaded)
+  if ('handle' in loaded || 'cache' in loaded)
     return runHandler({ o, sources, definition: loaded, instance, logger, target, worker, metricsPort });
   const definition = loaded;
 

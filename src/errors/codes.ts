@@ -83,6 +83,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'A fenced lock is no longer held by this token (it expired or was taken over).',
   },
+  RF_KIT_EVICTION_POLICY: {
+    retriable: false,
+    summary:
+      'A fenced lock refused a Redis whose maxmemory-policy may evict keys without a TTL (allkeys-*): an evicted fencing counter would restart the fencing numbers.',
+  },
   RF_KIT_FENCED: {
     retriable: false,
     summary: 'A write carried a fencing number older than one the protected store has already seen.',

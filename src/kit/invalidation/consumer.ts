@@ -1,25 +1,50 @@
 /**
- * The cache invalidation consumer: a handler (src/handler/) whose `handle` names a record's cache
- * entries and invalidates them through one pipeline per tick (src/kit/invalidation/pipeline.ts). The
- * handler runtime gives the rest: records of one Kafka key in order, keys concurrently (their deletes
- * share pipelines), offsets committed only up to the lowest record whose deletes have not answered,
- * Redis down retried in place without using up attempts (nothing is committed past it; the bounds
- * pause the partitions), and records naming no usable entry dead-lettered at once with the reason.
+ * The cache invalidation consumer, batch by batch on the Kafka port (src/kafka/types.ts), the way the
+ * state processor consumes: each partition batch the adapter delivers is read at once (decode, keys,
+ * src/kit/invalidation/batch.ts), all its entries go to Redis together (src/kit/invalidation/pipeline.ts:
+ * one pipeline per node, multi-entry scripts on a standalone Redis, one slot per script on a Cluster),
+ * and once every one answered the partition's done point moves past the batch. A timer commits the
+ * done points (`commitIntervalMs`), so nothing is committed before its deletes answered. Up to
+ * MAX_BATCHES batches are in flight: the next one is fetched and read while Redis answers the last.
+ *
+ * A record that names no usable entry (or cannot be decoded) is dead-lettered with the reason, its
+ * delivery awaited before the done point may pass it; the others of its batch go on. Redis down (an
+ * error, a pipeline past `redisTimeoutMs`): the batch is tried again with backoff (`retry.baseMs`,
+ * `retry.maxMs`) until Redis answers; nothing past it is committed meanwhile, and the in-flight bound
+ * stops the consume loop. A revocation waits (up to `drainTimeoutMs`) for the partition's batches,
+ * then commits its done point (never for a lost assignment); what was not done is abandoned, for the
+ * next owner.
  *
  * Metrics (on `registry`): `redfence_cache_invalidation_lag_seconds{name}` (now minus the event time of
  * the newest invalidation processed, at scrape time), `redfence_cache_invalidation_deletes_total{name}`
  * (entries invalidated), `redfence_cache_invalidation_pipelines_total{name}` and, for pipelines that
  * failed, `redfence_kit_redis_errors_total{component="invalidation",policy="closed"}`.
+ *
+ * Over 400 lines: the batch flow, the revocation and the commits share the partitions' state (done
+ * points, batch chains, stop signals); split, each part would need all of it.
  */
+import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { defineHandler, type HandlerRecord } from '../../definition/handler.js';
 import { RedfenceError } from '../../errors/index.js';
-import { createHandler, type Handler, type HandlerCounts } from '../../handler/handler.js';
-import type { HandlerOptions } from '../../handler/options.js';
+import type { HandlerCounts } from '../../handler/handler.js';
+import {
+  type HandlerOptions,
+  type ResolvedHandlerOptions,
+  resolveHandlerOptions,
+} from '../../handler/options.js';
+import { errorShape } from '../../handler/runner.js';
+import { ConfluentKafka } from '../../kafka/confluent.js';
+import { ensureTopics } from '../../kafka/topics.js';
+import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../../kafka/types.js';
 import type { MetricsRegistry } from '../../metrics/index.js';
+import { backoffMs, delay } from '../../processor/backoff.js';
+import { deadLetterRecord } from '../../processor/emit.js';
+import type { Logger } from '../../processor/logger.js';
 import { KitMetrics } from '../common/metrics.js';
 import { Checker, invalid } from '../common/options.js';
+import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
 import {
   type CacheKeys,
   cacheKeys,
@@ -31,19 +56,38 @@ import {
 } from './definition.js';
 import { InvalidationPipeline } from './pipeline.js';
 
-export interface InvalidationOptions extends Omit<HandlerOptions, 'redis' | 'postgres' | 'onceTtlMs'> {
+export interface InvalidationOptions
+  extends Omit<
+    HandlerOptions,
+    | 'redis'
+    | 'postgres'
+    | 'onceTtlMs'
+    | 'concurrency'
+    | 'maxInFlight'
+    | 'maxInFlightPerPartition'
+    | 'maxPerKey'
+  > {
   /** Where the caches are: an ioredis Redis or Cluster (not closed by the consumer). */
   redis: Redis | Cluster;
-  /** Deadline of one pipeline, in ms; past it its records are retried. Default 1000. */
+  /** Deadline of one pipeline, in ms; past it its batch is tried again. Default 1000. */
   redisTimeoutMs?: number;
   /** Most entries in one pipeline. Default 1000. */
   maxKeysPerPipeline?: number;
   /** Registry of the invalidation metrics. Default: `metrics.registry`, else a private one. */
   registry?: MetricsRegistry;
+  /** Accepted for compatibility and ignored: batches, not concurrent calls, set the pace. */
+  concurrency?: number;
+  maxInFlight?: number;
+  maxInFlightPerPartition?: number;
+  maxPerKey?: number;
 }
 
 const OWN = ['redis', 'redisTimeoutMs', 'maxKeysPerPipeline', 'registry'] as const;
 const WHERE = 'invalidation consumer';
+/** Batches whose Redis step may run at once (over all partitions): the consume loop waits past it. */
+const MAX_BATCHES = 16;
+/** How long the consume loop waits for a free place before pausing the partitions (rebalances are served meanwhile). */
+const FULL_WAIT_MS = 500;
 
 function gauge(registry: MetricsRegistry, name: string, help: string, collect: () => void): Gauge<string> {
   const found = registry.getSingleMetric(name);
@@ -60,15 +104,57 @@ function counter(registry: MetricsRegistry, name: string, help: string): Counter
 /** Event times of consumers sharing a registry's lag gauge: the gauge's collect reads them all. */
 const LAGS = new WeakMap<MetricsRegistry, Map<string, () => number | undefined>>();
 
+/** One assigned partition. */
+interface Part {
+  readonly tp: TopicPartition;
+  readonly stop: AbortController;
+  /** The next offset to commit: every record before it is done (-1: none yet). */
+  done: number;
+  committed: number;
+  /** Its batches, in order: each marks its records done after the one before. */
+  tail: Promise<void>;
+  /** A batch of it was given up (the partition stopped): nothing after it may be marked done. */
+  broken: boolean;
+  /** Records of it accepted and not done. */
+  pending: number;
+}
+
+export type InvalidationState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+
 export class InvalidationConsumer {
   readonly name: string;
   readonly registry: MetricsRegistry;
-  readonly handler: Handler;
+  readonly groupId: string;
+  readonly instanceId: string;
+  readonly #o: ResolvedHandlerOptions;
+  readonly #kafka: KafkaPort;
+  readonly #log: Logger;
   readonly #caches: CacheKeys;
+  readonly #reader: BatchReader;
   readonly #pipeline: InvalidationPipeline;
   readonly #deletes: Counter<string>;
   readonly #kit: KitMetrics;
+  readonly #parts = new Map<string, Part>();
+  readonly #running = new Set<Promise<void>>();
+  /** Partitions paused because MAX_BATCHES batches were waiting: resumed once one is done. */
+  #full: TopicPartition[] = [];
+  readonly #abort = new AbortController();
+  readonly #counts: HandlerCounts = {
+    done: 0,
+    deadLettered: 0,
+    abandoned: 0,
+    forwarded: 0,
+    dropped: 0,
+    commits: 0,
+  };
+  #state: InvalidationState = 'idle';
+  #partitions = 0;
   #newestEventMs: number | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #commits: Promise<void> = Promise.resolve();
+  #ticking = false;
+  #starting: Promise<void> | undefined;
+  #closing: Promise<void> | undefined;
 
   constructor(definition: InvalidationDefinition<unknown>, options: InvalidationOptions) {
     const d = defineInvalidation(definition);
@@ -85,11 +171,29 @@ export class InvalidationConsumer {
     const maxKeys = c.integer('maxKeysPerPipeline', o.maxKeysPerPipeline, 1, 100_000, 1000);
     const rest: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(o)) if (!(OWN as readonly string[]).includes(k)) rest[k] = v;
-    const handlerOptions = rest as unknown as HandlerOptions;
+    // the handler's option table checks the rest (kafka, groupId, retry, logger, metrics...)
+    const resolved = resolveHandlerOptions(
+      defineHandler<unknown>({
+        input: d.input.topic,
+        name: d.name,
+        ...(d.input.deadLetter === undefined ? {} : { deadLetter: d.input.deadLetter }),
+        handle: async () => undefined,
+      }),
+      rest as unknown as HandlerOptions,
+    );
+    if (resolved.retry.topics !== undefined)
+      throw invalid(
+        WHERE,
+        'option "retry.topics" does not apply: a bad event is dead-lettered at once, Redis down is retried in place',
+      );
+    this.#o = resolved;
+    this.groupId = resolved.groupId;
+    this.instanceId = resolved.instanceId ?? randomBytes(4).toString('hex');
+    this.#log = resolved.logger;
     this.name = d.name;
     this.registry =
       (o.registry as MetricsRegistry | undefined) ??
-      (handlerOptions.metrics as { registry?: MetricsRegistry } | undefined)?.registry ??
+      (resolved.metrics as { registry?: MetricsRegistry } | undefined)?.registry ??
       new Registry();
     this.#kit = new KitMetrics(this.name, this.registry);
     this.#caches = cacheKeys(d.cache);
@@ -109,33 +213,24 @@ export class InvalidationConsumer {
       maxKeys,
       stats: { pipeline: () => pipelines.inc({ name: this.name }) },
     });
-    const keysOf =
-      typeof d.keys === 'string'
-        ? keysFromTemplate(d.keys, [...this.#caches.keys()])
-        : (d.keys as (r: HandlerRecord<unknown>) => readonly InvalidationKey[]);
-    const eventTime = d.eventTime;
-    this.handler = createHandler(
-      defineHandler<unknown>({
-        input: d.input.topic,
-        name: d.name,
-        ...(d.input.deadLetter === undefined ? {} : { deadLetter: d.input.deadLetter }),
-        ...(d.decode === undefined ? {} : { decode: d.decode }),
-        handle: async (record) => {
-          let keys: readonly InvalidationKey[];
-          try {
-            keys = keysOf(record);
-          } catch (err) {
-            if (RedfenceError.is(err, 'RF_KIT_INVALIDATION_KEY')) throw err;
-            throw new RedfenceError('RF_KIT_INVALIDATION_KEY', 'keys() threw on the event', { cause: err });
-          }
-          await this.#invalidate(keys);
-          const t = eventTime ? eventTime(record) : Number(record.timestamp);
-          if (typeof t === 'number' && Number.isFinite(t) && t >= 0)
-            this.#newestEventMs = Math.max(this.#newestEventMs ?? 0, t);
-        },
-      }),
-      { concurrency: 5000, maxInFlight: 50_000, maxInFlightPerPartition: 10_000, ...handlerOptions },
-    );
+    this.#reader = {
+      caches: this.#caches,
+      keysOf:
+        typeof d.keys === 'string'
+          ? keysFromTemplate(d.keys, [...this.#caches.keys()])
+          : (d.keys as (r: HandlerRecord<unknown>) => readonly InvalidationKey[]),
+      decode: d.decode as BatchReader['decode'],
+      eventTime: d.eventTime as BatchReader['eventTime'],
+    };
+    const k = resolved.kafka;
+    this.#kafka =
+      'port' in k
+        ? k.port
+        : new ConfluentKafka({
+            ...k.settings,
+            groupId: this.groupId,
+            clientId: `redfence-${this.instanceId}`,
+          });
   }
 
   #lagGauge(): void {
@@ -159,8 +254,25 @@ export class InvalidationConsumer {
     lags.set(this.name, () => this.#newestEventMs);
   }
 
-  async #invalidate(keys: readonly InvalidationKey[]): Promise<void> {
-    const entries = entriesOf(keys, this.#caches);
+  get state(): InvalidationState {
+    return this.#state;
+  }
+
+  /** The input topic's partition count: 0 until start() has read it. */
+  get inputPartitions(): number {
+    return this.#partitions;
+  }
+
+  /**
+   * Invalidates entries now, outside the topic (a manual invalidation): the same keys, pipeline and
+   * generation move. Rejects RF_KIT_INVALIDATION_KEY for a bad key, RF_REDIS_UNAVAILABLE when Redis
+   * did not answer.
+   */
+  async invalidate(keys: readonly InvalidationKey[]): Promise<void> {
+    await this.#send(entriesOf(keys, this.#caches));
+  }
+
+  async #send(entries: ReadBatch['entries']): Promise<void> {
     if (entries.length === 0) return;
     try {
       await this.#pipeline.invalidate(entries);
@@ -171,34 +283,284 @@ export class InvalidationConsumer {
     this.#deletes.inc({ name: this.name }, entries.length);
   }
 
-  /**
-   * Invalidates entries now, outside the topic (a manual invalidation): the same keys, pipeline and
-   * generation move. Rejects RF_KIT_INVALIDATION_KEY for a bad key, RF_REDIS_UNAVAILABLE when Redis
-   * did not answer.
-   */
-  invalidate(keys: readonly InvalidationKey[]): Promise<void> {
-    return this.#invalidate(keys);
-  }
-
-  /** Checks the topics, joins the group and starts consuming. */
-  start(): Promise<void> {
-    return this.handler.start();
-  }
-
-  /** Drains, commits what is done and leaves the group. */
-  close(): Promise<void> {
-    return this.handler.close();
-  }
-
   counts(): HandlerCounts {
-    return this.handler.counts();
+    return { ...this.#counts };
+  }
+
+  /** Checks the topics, joins the group and starts consuming. Call once. */
+  async start(): Promise<void> {
+    if (this.#state !== 'idle')
+      throw new RedfenceError('RF_INVALID_STATE', `start() called in state ${this.#state}: it starts once`);
+    this.#state = 'starting';
+    this.#starting = this.#startUp().catch(async (err: unknown) => {
+      this.#log.error(errorShape(err), 'start failed: stopping what was started');
+      clearInterval(this.#timer);
+      await this.#kafka.stop().catch(() => undefined);
+      this.#state = 'closed';
+      throw err;
+    });
+    await this.#starting;
+  }
+
+  async #startUp(): Promise<void> {
+    const o = this.#o;
+    const found = await ensureTopics(this.#kafka, {
+      input: o.definition.input,
+      outputs: [o.deadLetterTopic],
+      create: o.createTopics,
+    });
+    this.#partitions = found.inputPartitions;
+    if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created missing topics');
+    if (this.#abort.signal.aborted)
+      throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
+    this.#timer = setInterval(() => {
+      o.health?.markProgress();
+      if (this.#ticking) return; // a slow commit is not queued up behind itself
+      this.#ticking = true;
+      void this.#commit().finally(() => {
+        this.#ticking = false;
+      });
+    }, o.commitIntervalMs);
+    this.#timer.unref();
+    await this.#kafka.start([o.definition.input], {
+      onAssign: async (tps) => this.#onAssign(tps),
+      onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
+      onBatch: (topic, partition, records) => this.#onBatch(topic, partition, records),
+    });
+    this.#state = 'running';
+    for (const part of ['redis', 'scripts', 'kafka'] as const) o.health?.setReady(part, true);
+    this.#log.info({ group: this.groupId, instance: this.instanceId }, 'invalidation consumer started');
+  }
+
+  #onAssign(tps: TopicPartition[]): void {
+    this.#o.metrics?.rebalance('assign');
+    for (const tp of tps) {
+      this.#parts.get(tpKey(tp.topic, tp.partition))?.stop.abort();
+      this.#parts.set(tpKey(tp.topic, tp.partition), {
+        tp,
+        stop: new AbortController(),
+        done: -1,
+        committed: -1,
+        tail: Promise.resolve(),
+        broken: false,
+        pending: 0,
+      });
+    }
+    if (tps.length > 0) this.#kafka.resume(tps);
+    this.#o.health?.setReady('group', true);
+  }
+
+  async #onBatch(topic: string, partition: number, records: InRecord[]): Promise<void> {
+    this.#o.health?.markProgress();
+    const part = this.#parts.get(tpKey(topic, partition));
+    const last = records[records.length - 1];
+    if (part === undefined || part.stop.signal.aborted || last === undefined) return;
+    if (this.#state !== 'running' && this.#state !== 'starting') {
+      part.broken = true; // skipped: nothing after it may be marked done
+      return;
+    }
+    const read = readBatch(this.#reader, records);
+    const next = Number(last.offset) + 1;
+    part.pending += records.length;
+    const step = this.#apply(part, read);
+    const run = part.tail
+      .then(async () => {
+        const ok = await step;
+        part.pending = Math.max(0, part.pending - records.length);
+        if (!ok || part.broken) {
+          part.broken = true;
+          return;
+        }
+        part.done = Math.max(part.done, next);
+        const dead = read.bad.length;
+        this.#counts.done += records.length - dead;
+        this.#counts.deadLettered += dead;
+        this.#o.metrics?.handlerRecord(topic, partition, 'done', records.length - dead);
+        if (dead > 0) this.#o.metrics?.handlerRecord(topic, partition, 'dead-lettered', dead);
+        if (read.newestEventMs !== undefined)
+          this.#newestEventMs = Math.max(this.#newestEventMs ?? 0, read.newestEventMs);
+      })
+      .catch((err: unknown) => {
+        part.broken = true;
+        this.#log.error(
+          { ...errorShape(err), topic, partition },
+          'invalidation batch failed: partition stopped',
+        );
+      });
+    part.tail = run;
+    this.#running.add(run);
+    void run.finally(() => {
+      this.#running.delete(run);
+      if (this.#full.length > 0 && this.#running.size < MAX_BATCHES) {
+        const paused = this.#full.filter((tp) => this.#parts.has(tpKey(tp.topic, tp.partition)));
+        this.#full = [];
+        this.#kafka.resume(paused);
+      }
+    });
+    if (this.#running.size < MAX_BATCHES) return;
+    // full: wait a little for a place (the usual case, Redis answering), else pause every partition so
+    // that the consume loop serves rebalances while Redis is away
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.race(this.#running),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, FULL_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (this.#running.size >= MAX_BATCHES && this.#full.length === 0) {
+      this.#full = [...this.#parts.values()].filter((p) => !p.stop.signal.aborted).map((p) => p.tp);
+      this.#kafka.pause(this.#full);
+    }
+  }
+
+  /** The batch's deletes (until Redis answers) and dead letters (until Kafka takes them); false if the partition stopped first. */
+  async #apply(part: Part, read: ReadBatch): Promise<boolean> {
+    const { baseMs, maxMs } = this.#o.retry;
+    const signal = part.stop.signal;
+    for (let i = 0; read.entries.length > 0; i++) {
+      if (signal.aborted) return false;
+      try {
+        await this.#send(read.entries);
+        break;
+      } catch (err) {
+        if (signal.aborted) return false;
+        this.#log.warn(
+          { ...errorShape(err), topic: part.tp.topic, partition: part.tp.partition },
+          'invalidations not answered: retrying the batch',
+        );
+        await delay(backoffMs(i, baseMs, maxMs), signal);
+      }
+    }
+    if (read.bad.length === 0) return true;
+    const letters = read.bad.map((b) => {
+      this.#log.warn(
+        {
+          ...errorShape(b.error),
+          topic: part.tp.topic,
+          partition: part.tp.partition,
+          offset: b.record.offset,
+        },
+        'dead-lettering the event',
+      );
+      return deadLetterRecord(this.#o.deadLetterTopic, this.groupId, b.record, b.reason, b.error);
+    });
+    for (let i = 0; ; i++) {
+      if (signal.aborted) return false;
+      try {
+        await this.#kafka.produce(letters);
+        for (const b of read.bad) this.#o.metrics?.deadLetter(b.reason);
+        return true;
+      } catch (err) {
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) return false;
+        this.#log.warn(errorShape(err), 'the dead letters were not produced: retrying');
+        await delay(backoffMs(i, 200, 10_000), signal);
+      }
+    }
+  }
+
+  async #onRevoke(tps: TopicPartition[], lost: boolean): Promise<void> {
+    this.#o.metrics?.rebalance(lost ? 'lost' : 'revoke');
+    const parts = tps
+      .map((tp) => this.#parts.get(tpKey(tp.topic, tp.partition)))
+      .filter((p): p is Part => p !== undefined);
+    await this.#release(parts, lost, this.#o.drainTimeoutMs);
+  }
+
+  /** Waits (up to `timeoutMs`) for the partitions' batches, stops them, commits their done points. */
+  async #release(parts: Part[], lost: boolean, timeoutMs: number): Promise<void> {
+    if (!lost && parts.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      await Promise.race([Promise.all(parts.map((p) => p.tail)), deadline]);
+      clearTimeout(timer);
+    }
+    for (const p of parts) {
+      p.stop.abort();
+      if (p.pending > 0) {
+        this.#counts.abandoned += p.pending;
+        this.#log.warn(
+          { topic: p.tp.topic, partition: p.tp.partition, records: p.pending, lost },
+          'abandoning unfinished invalidations: they are not committed',
+        );
+        p.pending = 0;
+      }
+    }
+    if (!lost) await this.#commit(parts);
+    for (const p of parts) {
+      if (this.#parts.get(tpKey(p.tp.topic, p.tp.partition)) === p)
+        this.#parts.delete(tpKey(p.tp.topic, p.tp.partition));
+      this.#o.metrics?.clearPartition(p.tp.topic, p.tp.partition);
+    }
+  }
+
+  /** Commits each partition's done point where it moved (given ones even though stopped). One at a time. */
+  #commit(only?: Part[]): Promise<void> {
+    const next = this.#commits.then(async () => {
+      const parts = only ?? [...this.#parts.values()].filter((p) => !p.stop.signal.aborted);
+      const due = parts
+        .filter((p) => p.done >= 0 && p.done > p.committed)
+        .map((p) => ({ p, offset: p.done }));
+      if (due.length === 0) return;
+      try {
+        await this.#kafka.commit(due.map((x) => ({ ...x.p.tp, offset: x.offset })));
+        for (const x of due) x.p.committed = Math.max(x.p.committed, x.offset);
+        this.#counts.commits++;
+      } catch (err) {
+        this.#log.warn(errorShape(err), 'offset commit failed: retried at the next interval');
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err);
+      }
+    });
+    this.#commits = next.catch(() => undefined);
+    return next;
+  }
+
+  #fatal(err: Error): void {
+    if (this.#state === 'closing' || this.#state === 'closed') return;
+    this.#log.error(errorShape(err), 'fatal Kafka error: closing the invalidation consumer (restart it)');
+    setImmediate(() => {
+      void this.close()
+        .catch(() => undefined)
+        .then(() => this.#o.onFatal?.(err));
+    });
+  }
+
+  /** Drains (up to `closeTimeoutMs`), commits what is done and leaves the group. Every call returns the same promise. */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    if (this.#state === 'starting') {
+      this.#abort.abort();
+      await this.#starting?.catch(() => undefined);
+    }
+    if (this.#state === 'closed' || this.#state === 'idle') {
+      this.#state = 'closed';
+      return;
+    }
+    this.#state = 'closing';
+    this.#abort.abort();
+    clearInterval(this.#timer);
+    this.#o.health?.setReady('kafka', false);
+    try {
+      await this.#release([...this.#parts.values()], false, this.#o.closeTimeoutMs);
+      await this.#kafka.stop();
+    } finally {
+      this.#state = 'closed';
+    }
+    this.#log.info({ instance: this.instanceId }, 'invalidation consumer closed');
   }
 }
 
 /**
- * An invalidation consumer for `definition` (not started). Options are the handler's (docs/handlers.md)
- * with `redis` required, `concurrency` defaulting to 1000 (their deletes share pipelines), and
- * `redisTimeoutMs`, `maxKeysPerPipeline`, `registry`; all checked now, before any connection.
+ * An invalidation consumer for `definition` (not started). Options are the handler's (docs/handlers.md:
+ * kafka, groupId, retry's backoff, commitIntervalMs, drain/close timeouts, createTopics, logger, metrics,
+ * health, onFatal) with `redis` required and `redisTimeoutMs`, `maxKeysPerPipeline`, `registry`; all
+ * checked now, before any connection.
  *
  * @example
  * const consumer = createInvalidation(definition, { kafka: { brokers }, redis });

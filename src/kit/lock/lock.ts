@@ -12,6 +12,7 @@ import { type KitKey, KitKeys } from '../../keys/kit.js';
 import { KitMetrics } from '../common/metrics.js';
 import { MAX_TIMER_MS } from '../common/options.js';
 import { int, KitScripts } from '../common/scripts.js';
+import { checkEvictionPolicy } from './eviction.js';
 import {
   type LockLostReason,
   type LockOptions,
@@ -143,6 +144,7 @@ export class LockManager {
   readonly #keys: KitKeys;
   readonly #metrics: KitMetrics;
   readonly #held = new Set<HeldLock>();
+  #checked: Promise<void> | undefined;
 
   constructor(options: LockOptions) {
     this.#o = resolveLockOptions(options);
@@ -155,6 +157,28 @@ export class LockManager {
 
   get registry(): KitMetrics['registry'] {
     return this.#metrics.registry;
+  }
+
+  /**
+   * Checks that Redis keeps the fencing counters: its maxmemory-policy must be noeviction or volatile-*
+   * (src/kit/lock/eviction.ts). Runs once, before the first acquisition, or when called; rejects
+   * RF_KIT_EVICTION_POLICY (kept: every later acquisition rejects the same), or the connection error
+   * (tried again next time).
+   */
+  check(): Promise<void> {
+    if (this.#checked === undefined) {
+      const run = checkEvictionPolicy(
+        this.#o.redis as unknown as Parameters<typeof checkEvictionPolicy>[0],
+        this.name,
+        this.#o.policy.timeoutMs,
+      );
+      this.#checked = run;
+      run.catch((err: unknown) => {
+        if (!RedfenceError.is(err, 'RF_KIT_EVICTION_POLICY') && this.#checked === run)
+          this.#checked = undefined;
+      });
+    }
+    return this.#checked;
   }
 
   /** The lock, or null when another token holds it (one attempt). */
@@ -185,6 +209,7 @@ export class LockManager {
   async #acquire(key: KitKey, waitMs: number): Promise<HeldLock | null> {
     const [owner, fence] = this.#keys.parts(key, 'owner', 'fence') as [string, string];
     const token = randomBytes(16).toString('base64url');
+    await this.check();
     const until = Date.now() + waitMs;
     for (;;) {
       const started = Date.now();
