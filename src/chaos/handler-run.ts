@@ -52,10 +52,12 @@ export async function judgeHandler(o: JudgeHandlerOptions): Promise<HandlerResul
     o.kafkaConfig,
   );
   const kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
-  const [committed, ends] = await Promise.all([
-    kafka.committedOffsets(o.group, o.input),
-    kafka.endOffsets(o.input),
-  ]).finally(() => kafka.close());
+  // one after the other: the first call connects the admin client (two at once would connect two)
+  const committed = await kafka.committedOffsets(o.group, o.input).catch(async (err: Error) => {
+    await kafka.close();
+    throw err;
+  });
+  const ends = await kafka.endOffsets(o.input).finally(() => kafka.close());
   const deaths = new Map<string, number>();
   const zombies = new Set<string>();
   for (const i of o.instances) {

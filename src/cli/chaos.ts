@@ -181,6 +181,13 @@ export const CHAOS_OPTIONS = {
     max: 0.5,
     fraction: true,
   }),
+  'commit-interval': numberOption('<ms>', {
+    description:
+      "with --handler: the instances' --commit-interval (a longer one makes a replay after a kill reach further back)",
+    defaultText: '3000',
+    min: 1,
+    max: 60_000,
+  }),
   report: textOption('<file>', { description: 'also write the report to this file' }),
   keep: switchOption({ description: 'keep the topics and the Redis directory' }),
   quiet: switchOption({ description: 'print only the report' }),
@@ -219,7 +226,7 @@ const PROCESSOR_ONLY = [
   'wait-timeout',
   'replica-lag',
 ] as const;
-const HANDLER_FLAGS = ['far-latency', 'far-failure-rate'] as const;
+const HANDLER_FLAGS = ['far-latency', 'far-failure-rate', 'commit-interval'] as const;
 
 /** Options of the built-in orders workload, refused with a module. */
 const WORKLOAD_ONLY = ['customers', 'skew', 'poison-rate', 'large'] as const;
@@ -232,6 +239,7 @@ export interface ParsedChaos {
   /** --handler: the far side's latency bound and failure rate. */
   farLatencyMs: number;
   farFailureRate: number;
+  commitIntervalMs: number;
   /** Its input records as JSON Lines; undefined: its chaosInput. */
   input?: string;
   modes: Array<ChaosOptions['mode']>;
@@ -327,6 +335,7 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     handler: o.handler,
     farLatencyMs: o['far-latency'] ?? 20,
     farFailureRate: o['far-failure-rate'] ?? 0.02,
+    commitIntervalMs: o['commit-interval'] ?? 3000,
     modes: o.handler ? ['at-least-once'] : o.mode === 'both' ? ['exactly-once', 'at-least-once'] : [o.mode],
     options,
     brokers: o.brokers,
@@ -406,7 +415,7 @@ async function userHandler(parsed: ParsedChaos): Promise<UserHandler> {
     latencyMs: [parsed.farLatencyMs / 5, parsed.farLatencyMs],
     failureRate: parsed.farFailureRate,
     inFlightMs: 1000,
-    commitIntervalMs: 3000,
+    commitIntervalMs: parsed.commitIntervalMs,
   };
 }
 
