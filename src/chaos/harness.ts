@@ -14,6 +14,10 @@
  * records are produced as given, and instead of the verifier the run's results are read back
  * (src/chaos/compare.ts) for the comparison with a fault-free run (src/chaos/any-module.ts).
  *
+ * With `handler` (a handler module: the built-in webhook or a user's) the instances run that handler,
+ * which calls a far side the harness starts (src/chaos/far-side.ts); after the drain the far side's calls
+ * are judged against the input (src/chaos/handler-run.ts, handler-verdict.ts).
+ *
  * Every wait is a poll or an awaited event with a timeout; the only sleeps are the schedule's pacing
  * (when a fault is due, how long a process stays down). Every child is killed and every topic deleted
  * at the end, whatever happens.
@@ -25,7 +29,9 @@ import { join } from 'node:path';
 import type { Exit } from '../harness/child.js';
 import { pollUntil } from '../harness/poll.js';
 import type { Comparison, Snapshot } from './compare.js';
+import type { FarSide } from './far-side.js';
 import { type FaultContext, type Injected, inject, type Slot } from './faults.js';
+import type { HandlerResult } from './handler-verdict.js';
 import { type Instance, type Mode, startInstance } from './instances.js';
 import { ChaosKafka, type ConnectionConfig } from './kafka.js';
 import type { InputRecord } from './module.js';
@@ -78,6 +84,8 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   replicaLagMs?: number;
   /** A user's processor module (absolute path) and the records to produce, instead of the orders workload. */
   processor?: UserProcessor;
+  /** A handler module and its records, instead of a processor (src/chaos/handler-run.ts). */
+  handler?: UserHandler;
   /** A word in the run's names (`ref`: the fault-free run of a comparison). */
   label?: string;
   /** Keep topics and the Redis directory (for a look afterwards). */
@@ -91,6 +99,17 @@ export interface UserProcessor {
   records: readonly InputRecord[];
   /** Record i is produced with CreateTime timestampBase + i (the same in both runs). */
   timestampBase: number;
+}
+
+export interface UserHandler extends UserProcessor {
+  /** The far side's latency of every call, uniform in [min, max] ms. */
+  latencyMs: readonly [number, number];
+  /** The fraction of far-side calls answered 503. */
+  failureRate: number;
+  /** An effect answered this long before its process was killed or stopped counts as in flight (unmarked). */
+  inFlightMs: number;
+  /** The instances' `--commit-interval`. */
+  commitIntervalMs: number;
 }
 
 export const DEFAULTS: Omit<ChaosOptions, 'mode' | 'brokers'> = {
@@ -134,6 +153,8 @@ export interface ChaosReport {
   snapshot?: Snapshot;
   /** A user's processor: the comparison with the fault-free run (src/chaos/any-module.ts). */
   comparison?: Comparison;
+  /** A handler: the far side's calls judged against the input (src/chaos/handler-verdict.ts). */
+  handler?: HandlerResult;
   /** A user's processor: the fault-free run's names, duration and failures. */
   reference?: { names: ChaosReport['names']; totalSeconds: number; failures: string[] };
   /** Harness problems (no drain, an instance that would not stop): each fails the run. */
@@ -151,8 +172,10 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   const t0 = Date.now();
   const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
   const log = (s: string) => o.log?.(`[${at()}] ${s}`);
-  const tag = `${o.label === undefined ? '' : `${o.label}-`}${o.mode === 'exactly-once' ? 'eos' : 'alo'}-${seed}-${randomBytes(3).toString('hex')}`;
-  const [inName, outName] = o.processor ? ['input', 'output'] : ['orders', 'totals'];
+  const user = o.handler ?? o.processor;
+  const modeTag = o.handler ? 'hdl' : o.mode === 'exactly-once' ? 'eos' : 'alo';
+  const tag = `${o.label === undefined ? '' : `${o.label}-`}${modeTag}-${seed}-${randomBytes(3).toString('hex')}`;
+  const [inName, outName] = user ? ['input', 'output'] : ['orders', 'totals'];
   const names = {
     input: `chaos-${tag}-${inName}`,
     output: `chaos-${tag}-${outName}`,
@@ -181,7 +204,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     ok: false,
   };
   log(
-    `${o.label === undefined ? '' : `${o.label}: `}seed ${seed}, mode ${o.mode}, ${o.processor?.records.length ?? o.records} records over ${o.durationS}s, ${schedule.length} faults: ` +
+    `${o.label === undefined ? '' : `${o.label}: `}seed ${seed}, ${o.handler ? 'handler' : `mode ${o.mode}`}, ${user?.records.length ?? o.records} records over ${o.durationS}s, ${schedule.length} faults: ` +
       schedule
         .map((f) => (f.kind === 'crash' ? `crash:${f.point}` : f.kind === 'scale' ? `scale:${f.to}` : f.kind))
         .join(' '),
@@ -190,6 +213,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   const kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
   const dir = await mkdtemp(join(tmpdir(), 'redfence-chaos-'));
   let redis: RedisSide | undefined;
+  let farSide: FarSide | undefined;
   const slots: Slot[] = [];
   const everyInstance: Instance[] = [];
   let feeder: Feeder | undefined;
@@ -210,8 +234,9 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       mode: o.mode,
       brokers: o.brokers,
       redisArgs: instanceRedisArgs(redis as RedisSide),
-      runArgs:
-        o.waitReplicas === undefined
+      runArgs: o.handler
+        ? ['--commit-interval', String(o.handler.commitIntervalMs)]
+        : o.waitReplicas === undefined
           ? []
           : [
               '--wait-replicas',
@@ -223,15 +248,18 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       store: names.store,
       group: names.group,
       sessionTimeoutMs: o.sessionTimeoutMs,
-      ...(o.processor ? { userModule: o.processor.module } : {}),
-      ...(env || o.kafkaEnv ? { env: { ...o.kafkaEnv, ...env } } : {}),
+      ...(user ? { userModule: user.module } : {}),
+      ...(o.handler ? { handler: true } : {}),
+      ...(env || o.kafkaEnv || farSide
+        ? { env: { ...o.kafkaEnv, ...(farSide ? { REDFENCE_CHAOS_FAR_SIDE: farSide.url } : {}), ...env } }
+        : {}),
     });
     everyInstance.push(inst);
     const full: Slot = { ...slot, generation, inst };
     return full;
   };
-  const started = (s: Slot) =>
-    s.inst.waitFor('processor started', (l) => l.msg === 'processor started', 90_000);
+  const startLine = o.handler ? 'handler started' : 'processor started';
+  const started = (s: Slot) => s.inst.waitFor(startLine, (l) => l.msg === startLine, 90_000);
   const addInstance = async () => {
     const slot = await spawnSlot({ id: `i${nextId++}`, expecting: false });
     slots.push(slot);
@@ -279,6 +307,13 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
 
   try {
     redis = await startRedisSide(o.redisTopology, dir, o.redisFailovers, o.replicaLagMs);
+    if (o.handler) {
+      const { FarSide } = await import('./far-side.js');
+      farSide = new FarSide({ latencyMs: o.handler.latencyMs, failureRate: o.handler.failureRate, seed });
+      log(
+        `far side ${await farSide.start()}: latency ${o.handler.latencyMs.join('-')} ms, ${o.handler.failureRate} failing`,
+      );
+    }
     const faultContext = context(redis);
     await kafka.createTopics([
       { topic: names.input, partitions: o.partitions },
@@ -286,7 +321,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       { topic: names.deadLetter, partitions: 1 },
     ]);
     log(
-      `topics ${names.input} (+ ${o.processor ? 'output' : 'totals'}, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
+      `topics ${names.input} (+ ${user ? 'output' : 'totals'}, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
         `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}`,
     );
 
@@ -306,7 +341,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     }, 1000);
 
     // The workload (or the user's records), produced while faults run.
-    const workload = o.processor
+    const workload = user
       ? undefined
       : new Workload({
           seed,
@@ -318,8 +353,8 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
           skew: o.skew,
         });
     const source: RecordSource =
-      workload ?? new RecordList(o.processor?.records ?? [], o.partitions, o.processor?.timestampBase ?? 0);
-    const total = o.processor?.records.length ?? o.records;
+      workload ?? new RecordList(user?.records ?? [], o.partitions, user?.timestampBase ?? 0);
+    const total = user?.records.length ?? o.records;
     feeder = new Feeder(kafka.producer(), names.input, source, total / o.durationS);
     feeder.start();
     const windowMs = o.durationS * 1000;
@@ -402,7 +437,20 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
   }
 
   try {
-    if (!failed && redis && o.processor) {
+    if (!failed && redis && o.handler && farSide) {
+      log("judging the far side's calls");
+      const { judgeHandler } = await import('./handler-run.js');
+      report.handler = await judgeHandler({
+        brokers: o.brokers,
+        ...(o.kafkaConfig ? { kafkaConfig: o.kafkaConfig } : {}),
+        input: names.input,
+        deadLetter: names.deadLetter,
+        group: names.group,
+        calls: farSide.calls,
+        instances: everyInstance,
+        inFlightMs: o.handler.inFlightMs,
+      });
+    } else if (!failed && redis && o.processor) {
       log('reading back outputs, dead letters and state');
       const { snapshot } = await import('./compare.js');
       report.snapshot = await snapshot({
@@ -437,6 +485,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     report.harnessErrors.push(`verifier: ${(err as Error).message}`);
   } finally {
     if (redis) await stopRedisSide(redis);
+    await farSide?.stop();
     if (!o.keep) {
       await kafka.deleteTopics([names.input, names.output, names.deadLetter]);
       await rm(dir, { recursive: true, force: true });

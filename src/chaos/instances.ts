@@ -23,17 +23,27 @@ const ROOT = resolve(dirname(HERE), '../..');
 /**
  * How an instance is started: node's arguments before `run`, the processor module, the directory. The
  * module is customer-totals, or with `user` (a user's module) any-processor, which runs that module on
- * the run's topics and store.
+ * the run's topics and store; with `handler`, any-handler (the handler module `user`, the built-in
+ * webhook handler or a user's, on the run's input and name).
  */
-export function instanceCommand(user?: string): { node: string[]; module: string; cwd: string } {
+export function instanceCommand(
+  user?: string,
+  handler = false,
+): { node: string[]; module: string; cwd: string } {
   const cli = join(dirname(HERE), '..', 'cli', `bin${EXT}`);
+  const wrapper = handler ? 'any-handler' : user === undefined ? 'customer-totals' : 'any-processor';
   return {
     node: FROM_SOURCE ? ['--import', 'tsx', cli] : [cli],
-    module: join(dirname(HERE), `${user === undefined ? 'customer-totals' : 'any-processor'}${EXT}`),
+    module: join(dirname(HERE), `${wrapper}${EXT}`),
     // a user's module runs where the command was given (as with redfence run), unless `--import tsx`
     // must be found from the package's root (from the sources)
     cwd: user !== undefined && !FROM_SOURCE ? process.cwd() : ROOT,
   };
+}
+
+/** The built-in handler module of `redfence chaos --handler` (src/chaos/webhook.ts, or its .js). */
+export function webhookModule(): string {
+  return join(dirname(HERE), `webhook${EXT}`);
 }
 
 export interface InstanceOptions {
@@ -53,6 +63,8 @@ export interface InstanceOptions {
   sessionTimeoutMs: number;
   /** A user's processor module (absolute path) instead of customer-totals; `orders`/`totals` are its topics. */
   userModule?: string;
+  /** `userModule` is a handler module (run through any-handler; no `--mode`). */
+  handler?: boolean;
   /** Extra environment (the crash-point variables). */
   env?: Record<string, string>;
   /** Keep this many log lines (the rest are only counted). */
@@ -92,6 +104,9 @@ export class Instance {
   stopped = false;
   /** The last successful scrape of /metrics. */
   lastScrape: Scrape | undefined;
+  /** When the harness SIGKILLed it while it ran, and when it SIGSTOPped it (ms since the epoch). */
+  killedAt: number | undefined;
+  stoppedAt: number | undefined;
 
   constructor(id: string, child: Child, metricsPort: number) {
     this.id = id;
@@ -144,11 +159,15 @@ export class Instance {
 
   signal(sig: NodeJS.Signals): void {
     this.child.signal(sig);
-    if (sig === 'SIGSTOP') this.stopped = true;
+    if (sig === 'SIGSTOP') {
+      this.stopped = true;
+      this.stoppedAt ??= Date.now();
+    }
     if (sig === 'SIGCONT') this.stopped = false;
   }
 
   kill(): Promise<Exit> {
+    if (this.alive) this.killedAt ??= Date.now();
     return this.child.kill();
   }
 
@@ -164,9 +183,10 @@ export class Instance {
 
 export async function startInstance(o: InstanceOptions): Promise<Instance> {
   const metricsPort = await freePort();
-  const cmd = instanceCommand(o.userModule);
+  const cmd = instanceCommand(o.userModule, o.handler);
+  const name = `${o.id}#${o.generation}`;
   const child = new Child({
-    name: `${o.id}#${o.generation}`,
+    name,
     command: process.execPath,
     args: [
       ...cmd.node,
@@ -176,8 +196,7 @@ export async function startInstance(o: InstanceOptions): Promise<Instance> {
       o.brokers.join(','),
       ...o.redisArgs,
       ...(o.runArgs ?? []),
-      '--mode',
-      o.mode,
+      ...(o.handler ? [] : ['--mode', o.mode]),
       '--group',
       o.group,
       '--instance',
@@ -201,6 +220,7 @@ export async function startInstance(o: InstanceOptions): Promise<Instance> {
       REDFENCE_CHAOS_STORE: o.store,
       REDFENCE_CRASH_AT: '',
       REDFENCE_CRASH_AFTER: '',
+      REDFENCE_CHAOS_INSTANCE: name,
       ...o.env,
     },
     keepLines: o.keepLines ?? 400,

@@ -18,7 +18,7 @@ import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { RedfenceError } from '../errors/index.js';
-import type { ProcessorDefinition } from '../index.js';
+import type { HandlerDefinition, ProcessorDefinition } from '../index.js';
 import { Rng } from './rng.js';
 
 /** The seeded random source handed to `chaosInput`. */
@@ -47,7 +47,7 @@ export const MAX_RECORDS = 2_000_000;
 export interface LoadedModule {
   /** The absolute path the instances load. */
   path: string;
-  definition: ProcessorDefinition;
+  definition: ProcessorDefinition | HandlerDefinition;
   /** The module's `chaosInput`, when it exports one. */
   generator?: (rng: ChaosRandom, n: number) => Iterable<ChaosRecord>;
 }
@@ -64,8 +64,32 @@ export async function loadChaosModule(file: string): Promise<LoadedModule> {
   const loaded = await loadDefinition(file);
   if ('handle' in loaded)
     throw moduleError(
-      `${file} exports a handler; redfence chaos <module> compares a processor's state and outputs (defineProcessor)`,
+      `${file} exports a handler; redfence chaos <module> compares a processor's state and outputs (defineProcessor); redfence chaos --handler <module> runs a handler`,
     );
+  return withGenerator(file, loaded);
+}
+
+/**
+ * Loads a handler module for `redfence chaos --handler <module>`: RF_MODULE_INVALID for a processor
+ * and for a handler with retry topics (the harness gives the handler only its input and dead-letter
+ * topics, and the far side is told records by their input partition and offset).
+ */
+export async function loadChaosHandler(file: string): Promise<LoadedModule> {
+  const { loadDefinition } = await import('../cli/load.js');
+  const loaded = await loadDefinition(file);
+  if (!('handle' in loaded))
+    throw moduleError(
+      `${file} exports a processor; redfence chaos --handler runs a handler (defineHandler); drop --handler to compare a processor`,
+    );
+  if ((loaded as HandlerDefinition).retry?.topics !== undefined)
+    throw moduleError(`${file}: redfence chaos --handler runs handlers without retry topics`);
+  return withGenerator(file, loaded);
+}
+
+async function withGenerator(
+  file: string,
+  loaded: ProcessorDefinition | HandlerDefinition,
+): Promise<LoadedModule> {
   const path = resolve(file);
   // already imported (and TypeScript registered) by loadDefinition: the same module instance
   const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;

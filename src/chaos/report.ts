@@ -1,4 +1,6 @@
 /** The chaos run's report as a plain-text table (also written to a file by dev/chaos-long). */
+
+import { HANDLER_KINDS } from './handler-verdict.js';
 import { type ChaosReport, describeFault } from './harness.js';
 import { FAULT_KINDS } from './schedule.js';
 import { KINDS } from './verifier.js';
@@ -47,11 +49,41 @@ function moduleTables(r: ChaosReport, out: string[]): void {
   out.push(table('Compared with the fault-free run', rows));
 }
 
+/** A handler run: the far side's calls and effects, then the violations by kind. */
+function handlerTables(r: ChaosReport, out: string[]): void {
+  const h = r.handler;
+  const x = (f: (s: NonNullable<typeof h>) => number | string) => (h ? f(h) : '-');
+  out.push(
+    table('Records and effects (far side)', [
+      ['input records', x((s) => s.inputRecords)],
+      ['keys', x((s) => s.keys)],
+      ['calls', x((s) => s.calls)],
+      ['  answered 503 (retried)', x((s) => s.failedCalls)],
+      ['  outside handle', x((s) => s.unboundCalls)],
+      ['effects (answered 200)', x((s) => s.effects)],
+      ['records replayed (unmarked effects)', x((s) => `${s.replayedRecords} (${s.unmarkedEffects})`)],
+      [
+        'zombie effects after SIGSTOP (repeated)',
+        x((s) => `${s.zombieEffects} (${s.zombieEffectsRepeated})`),
+      ],
+      ['dead letters', x((s) => s.deadLetters)],
+      ['committed / end offsets', x((s) => `${s.committed} / ${s.endOffsets}`)],
+    ]),
+  );
+}
+
 export function formatReport(r: ChaosReport): string {
   const v = r.verify;
   const o = r.options;
   const out: string[] = [];
-  if (o.processor) {
+  if (o.handler) {
+    out.push(
+      `redfence chaos --handler ${o.handler.module}: seed ${r.seed}, ${o.handler.records.length} records, ` +
+        `${o.partitions} partitions, far side ${o.handler.latencyMs.join('-')} ms, ${o.handler.failureRate} failing; ` +
+        `produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, total ${r.totalSeconds.toFixed(1)} s`,
+    );
+    handlerTables(r, out);
+  } else if (o.processor) {
     out.push(
       `redfence chaos ${o.processor.module}: seed ${r.seed}, mode ${o.mode}, ${o.processor.records.length} records, ` +
         `${o.partitions} partitions; reference run ${r.reference ? `${r.reference.totalSeconds.toFixed(1)} s` : '-'}; faulted run produced in ${r.produceSeconds.toFixed(1)} s, ` +
@@ -117,7 +149,11 @@ export function formatReport(r: ChaosReport): string {
     'verdicts',
   ].map((c) => [c, counts.get(c) ?? 0]);
   violationRows.push(['harness', r.harnessErrors.length]);
-  if (!o.processor) out.push(table('Violations', violationRows));
+  if (o.handler) {
+    const rows: Array<[string, number]> = HANDLER_KINDS.map((k) => [k, r.handler?.counts.get(k) ?? 0]);
+    rows.push(['harness', r.harnessErrors.length]);
+    out.push(table('Violations by kind', rows));
+  } else if (!o.processor) out.push(table('Violations', violationRows));
   else out.push(table('Harness', [['harness errors', r.harnessErrors.length]]));
   if (v && v.violations.length > 0) {
     const kindRows: Array<[string, number]> = KINDS.filter((k) => v.kinds.has(k)).map((k) => [
@@ -129,6 +165,7 @@ export function formatReport(r: ChaosReport): string {
     out.push(table('Violations by kind', kindRows));
   }
   for (const x of v?.violations ?? []) out.push(`  VIOLATION [${x.check}] ${x.message}`);
+  for (const x of r.handler?.violations ?? []) out.push(`  VIOLATION [${x.kind}] ${x.message}`);
   for (const x of r.comparison?.differences ?? []) out.push(`  DIFFERENCE [${x.check}] ${x.message}`);
   for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
   for (const e of r.reference?.failures ?? []) out.push(`  REFERENCE ${e}`);
@@ -186,6 +223,17 @@ function moduleSummary(r: ChaosReport): string[] {
   ];
 }
 
+/** A handler run: the summary's rows on records, effects and violations. */
+function handlerSummary(r: ChaosReport): string[] {
+  const h = r.handler;
+  return [
+    `| handler | \`${r.options.handler?.module}\`, ${n(r.options.handler?.records.length)} records, ${r.options.partitions} partitions |`,
+    `| far side | ${n(h?.calls)} calls, ${n(h?.failedCalls)} answered 503, ${n(h?.effects)} effects; ${n(h?.replayedRecords)} records replayed (${n(h?.unmarkedEffects)} unmarked effects); zombie effects after SIGSTOP ${n(h?.zombieEffects)} |`,
+    `| dead letters | ${n(h?.deadLetters)}; committed / end offsets ${h ? `${n(h.committed)} / ${n(h.endOffsets)}` : '-'} |`,
+    `| violations | ${h ? HANDLER_KINDS.map((k) => `${k} ${n(h.counts.get(k) ?? 0)}`).join(', ') : 'not judged'} |`,
+  ];
+}
+
 /**
  * A markdown block for docs/chaos.md's list of long runs: date, command, duration, faults by kind and
  * outcome, records, violations, verdict.
@@ -208,16 +256,18 @@ export function formatSummary(r: ChaosReport, command: string): string {
     '| | |',
     '| --- | --- |',
     `| duration | ${n(Math.round(r.totalSeconds))} s (produced in ${n(Math.round(r.produceSeconds))} s, drained in ${r.drainSeconds.toFixed(1)} s) |`,
-    ...(o.processor
-      ? moduleSummary(r)
-      : [
-          `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
-          `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
-          `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
-          `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
-        ]),
+    ...(o.handler
+      ? handlerSummary(r)
+      : o.processor
+        ? moduleSummary(r)
+        : [
+            `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
+            `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
+            `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
+            `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+          ]),
     `| Redis | ${o.redisTopology}, ${o.waitReplicas === undefined ? 'no WAIT' : `--wait-replicas ${o.waitReplicas}`} |`,
-    ...(o.processor
+    ...(o.processor || o.handler
       ? []
       : [
           `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,

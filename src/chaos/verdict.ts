@@ -103,6 +103,8 @@ export interface Judged {
   snapshot?: unknown;
   /** A user's processor: why its fault-free run failed (each fails this run too). */
   reference?: { failures: readonly string[] };
+  /** A handler run: the far side's calls judged (src/chaos/handler-verdict.ts), instead of the verifier. */
+  handler?: { violations: readonly unknown[]; counts: ReadonlyMap<string, number> };
 }
 
 /** Every reason the run fails; empty: the run is OK. */
@@ -121,6 +123,10 @@ export function judge(r: Judged): string[] {
   if (r.comparison !== undefined) {
     const n = [...r.comparison.counts.values()].reduce((a, b) => a + b, 0);
     if (n > 0) failures.push(`${n} differences from the fault-free run (${r.comparison.keysDiffering} keys)`);
+  } else if (r.handler !== undefined) {
+    const n = [...r.handler.counts.values()].reduce((x, y) => x + y, 0);
+    if (n > 0)
+      failures.push(`${n} violations (${[...r.handler.counts].map(([k, x]) => `${k} ${x}`).join(', ')})`);
   } else if (r.verify === undefined && r.snapshot === undefined) failures.push('not verified');
   else if (r.verify !== undefined && r.verify.violations.length > 0)
     failures.push(`${r.verify.violations.length} violations`);

@@ -3,11 +3,12 @@
  * its own, prints the report table, and exits 1 when the run fails (src/chaos/verdict.ts; 2 on bad
  * options, a bad module or a bad input file). Without a module it runs the built-in orders workload and
  * its verifier; with one, a fault-free and a faulted run of that module compared key by key
- * (src/chaos/any-module.ts).
+ * (src/chaos/any-module.ts). With --handler, a handler (the built-in webhook or the module given) calling
+ * a far side the harness starts, judged from the far side's calls (src/chaos/handler-verdict.ts).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { UserProcessor } from '../chaos/harness.js';
+import type { UserHandler, UserProcessor } from '../chaos/harness.js';
 import {
   type ChaosOptions,
   type ChaosReport,
@@ -163,6 +164,30 @@ export const CHAOS_OPTIONS = {
     description:
       'with <module>: the input records, one JSON object per line, {"key": ..., "value": ...} (instead of the module\'s chaosInput)',
   }),
+  handler: switchOption({
+    description:
+      'run a handler (the built-in webhook handler, or <module> exporting defineHandler) against a far side the harness starts',
+  }),
+  'far-latency': numberOption('<ms>', {
+    description: "with --handler: the far side's latency, uniform from a fifth of this to this",
+    defaultText: '20',
+    min: 0,
+    max: 10_000,
+  }),
+  'far-failure-rate': numberOption('<f>', {
+    description: 'with --handler: fraction of far-side calls answered 503 (retried by the handler)',
+    defaultText: '0.02',
+    min: 0,
+    max: 0.5,
+    fraction: true,
+  }),
+  'commit-interval': numberOption('<ms>', {
+    description:
+      "with --handler: the instances' --commit-interval (a longer one makes a replay after a kill reach further back)",
+    defaultText: '3000',
+    min: 1,
+    max: 60_000,
+  }),
   report: textOption('<file>', { description: 'also write the report to this file' }),
   keep: switchOption({ description: 'keep the topics and the Redis directory' }),
   quiet: switchOption({ description: 'print only the report' }),
@@ -180,9 +205,28 @@ With <module> (a processor module, as for redfence run): its records come from t
 chaosInput(rng, n) export (n = --records) or from --input <file.jsonl>; a fault-free run and a run with
 the faults above, each on its own topics, store and Redis, must end with the same state per key and the
 same outputs and dead letters (exactly-once: the same multisets under read_committed; at-least-once: the
-same values per key, duplicates allowed). Exit 1 names the keys that differ; 2: a bad module or input file.`,
+same values per key, duplicates allowed). Exit 1 names the keys that differ; 2: a bad module or input file.
+
+With --handler [<module>] (a handler module, or the built-in one: ctx.once around one POST per record):
+the instances call a far side on 127.0.0.1 the harness starts (its URL in REDFENCE_CHAOS_FAR_SIDE;
+--far-latency, --far-failure-rate) under kills, a zombie and scaling; every record must have an effect
+there (or a dead letter), no record more than one beyond those in flight at a kill or a stop, the first
+effects of a key in offset order, and the group's commits at the end offsets. Exit 1 names the records.`,
   CHAOS_OPTIONS,
 );
+
+/** Faults and settings a handler run does not take (crash points are the processor's; Redis stays up). */
+const PROCESSOR_ONLY = [
+  'mode',
+  'crashes',
+  'points',
+  'redis-restarts',
+  'redis-failovers',
+  'wait-replicas',
+  'wait-timeout',
+  'replica-lag',
+] as const;
+const HANDLER_FLAGS = ['far-latency', 'far-failure-rate', 'commit-interval'] as const;
 
 /** Options of the built-in orders workload, refused with a module. */
 const WORKLOAD_ONLY = ['customers', 'skew', 'poison-rate', 'large'] as const;
@@ -190,6 +234,12 @@ const WORKLOAD_ONLY = ['customers', 'skew', 'poison-rate', 'large'] as const;
 export interface ParsedChaos {
   /** A user's processor module; undefined: the built-in orders workload. */
   module?: string;
+  /** --handler: the module (or the built-in one) is a handler. */
+  handler: boolean;
+  /** --handler: the far side's latency bound and failure rate. */
+  farLatencyMs: number;
+  farFailureRate: number;
+  commitIntervalMs: number;
   /** Its input records as JSON Lines; undefined: its chaosInput. */
   input?: string;
   modes: Array<ChaosOptions['mode']>;
@@ -205,16 +255,31 @@ export interface ParsedChaos {
 
 /** Parses `redfence chaos` arguments; throws RF_INVALID_OPTIONS naming a bad option. */
 export function parseChaosArgs(args: readonly string[], env = process.env): ParsedChaos {
-  const { values: o, positionals, help } = parseOptions(CHAOS_OPTIONS, args, env);
+  const { values: o, positionals, help, sources } = parseOptions(CHAOS_OPTIONS, args, env);
   if (positionals.length > 1)
     throw new RedfenceError('RF_INVALID_OPTIONS', `unexpected argument "${positionals[1]}"`);
   const module = positionals[0];
+  const given = (flag: keyof typeof CHAOS_OPTIONS) =>
+    sources[flag] !== undefined && sources[flag] !== 'default';
+  for (const flag of o.handler ? [...PROCESSOR_ONLY, ...WORKLOAD_ONLY] : HANDLER_FLAGS)
+    if (given(flag))
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        o.handler
+          ? `--${flag} applies to processors, not to --handler runs`
+          : `--${flag} applies to --handler runs`,
+      );
+  if (o.handler && module === undefined && o.input !== undefined)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      '--input applies to a module: redfence chaos --handler <module> --input <file>',
+    );
   if (module === undefined && o.input !== undefined)
     throw new RedfenceError(
       'RF_INVALID_OPTIONS',
       '--input applies to a module: redfence chaos <module> --input <file>',
     );
-  if (module !== undefined) {
+  if (module !== undefined || o.handler) {
     for (const flag of WORKLOAD_ONLY)
       if (o[flag] !== undefined)
         throw new RedfenceError(
@@ -267,7 +332,11 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
   return {
     ...(module === undefined ? {} : { module }),
     ...(o.input === undefined ? {} : { input: o.input }),
-    modes: o.mode === 'both' ? ['exactly-once', 'at-least-once'] : [o.mode],
+    handler: o.handler,
+    farLatencyMs: o['far-latency'] ?? 20,
+    farFailureRate: o['far-failure-rate'] ?? 0.02,
+    commitIntervalMs: o['commit-interval'] ?? 3000,
+    modes: o.handler ? ['at-least-once'] : o.mode === 'both' ? ['exactly-once', 'at-least-once'] : [o.mode],
     options,
     brokers: o.brokers,
     ...connection,
@@ -329,6 +398,30 @@ async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
   return { module: m.path, records, timestampBase: Date.now() };
 }
 
+/** The handler module (the built-in webhook without one) and its records, checked before any connection. */
+async function userHandler(parsed: ParsedChaos): Promise<UserHandler> {
+  const { loadChaosHandler, generateInput, readInputFile } = await import('../chaos/module.js');
+  const { webhookModule } = await import('../chaos/instances.js');
+  const m = await loadChaosHandler(parsed.module ?? webhookModule());
+  parsed.options.seed ??= randomSeed();
+  const records =
+    parsed.input === undefined
+      ? generateInput(m, parsed.options.seed, parsed.options.records ?? HANDLER_RECORDS)
+      : await readInputFile(parsed.input);
+  return {
+    module: m.path,
+    records,
+    timestampBase: Date.now(),
+    latencyMs: [parsed.farLatencyMs / 5, parsed.farLatencyMs],
+    failureRate: parsed.farFailureRate,
+    inFlightMs: 1000,
+    commitIntervalMs: parsed.commitIntervalMs,
+  };
+}
+
+/** --handler's default record count (fewer than the orders workload: each is a far-side call). */
+const HANDLER_RECORDS = 5000;
+
 /** Where the markdown summary of `--report <file>` goes: the same name with `.md`. */
 export function summaryPath(report: string): string {
   return `${report.replace(/\.txt$/, '')}.md`;
@@ -342,15 +435,19 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
     return 0;
   }
   // A module and its records are checked (RF_MODULE_INVALID, RF_INVALID_OPTIONS) before any connection.
-  const processor = parsed.module === undefined ? undefined : await userProcessor(parsed);
+  const handler = parsed.handler ? await userHandler(parsed) : undefined;
+  const processor = parsed.module === undefined || handler ? undefined : await userProcessor(parsed);
   const reports: ChaosReport[] = [];
   const texts: string[] = [];
   const summaries: string[] = [];
   for (const mode of parsed.modes) {
     const { pointsFor } = await import('../chaos/schedule.js');
-    const crashes = parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length;
+    const crashes = handler
+      ? 0
+      : (parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length);
     const options = {
       ...parsed.options,
+      ...(handler ? { redisRestarts: 0, redisFailovers: 0, handler } : {}),
       crashes,
       mode,
       brokers: parsed.brokers,
@@ -358,9 +455,11 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
       ...(parsed.kafkaEnv ? { kafkaEnv: parsed.kafkaEnv } : {}),
       ...(parsed.quiet ? {} : { log: (line: string) => out(`${line}\n`) }),
     };
-    const report = processor
-      ? await (await import('../chaos/any-module.js')).runModuleChaos({ ...options, processor })
-      : await runChaos(options);
+    const report = handler
+      ? await runChaos(options)
+      : processor
+        ? await (await import('../chaos/any-module.js')).runModuleChaos({ ...options, processor })
+        : await runChaos(options);
     // the next mode reuses the seed, so `--seed` reproduces both
     parsed.options.seed = report.seed;
     reports.push(report);

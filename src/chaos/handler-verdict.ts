@@ -1,0 +1,185 @@
+/**
+ * The verdict of a handler chaos run, from the far side's calls (src/chaos/far-side.ts), the input and
+ * dead-letter topics read back, the group's committed offsets, and when each process died (SIGKILL) or
+ * was stopped (the zombie's SIGSTOP). The rules:
+ *
+ * - **missing**: every input record has an effect (a call answered 200) or a dead letter.
+ * - **duplicate**: a record's effects beyond one are allowed only when they are the gap `ctx.once`
+ *   documents: work that ran and whose mark never happened because its process died or was stopped
+ *   right then. An effect is such an *unmarked* one when its process was SIGKILLed or SIGSTOPped no
+ *   later than `inFlightMs` after the far side answered it. More than one effect of a record that is
+ *   not unmarked is a duplicate (the id and the key are named).
+ * - **order**: per key (records of one key are one partition's, in offset order), the first effect of
+ *   each record comes in offset order. A retry (a 503, then the same record again) or a replay adds
+ *   calls of a record already in effect; only first effects are ordered.
+ * - **offsets**: every partition's committed offset is its end offset. With every record done (no
+ *   missing) and no duplicates this is the contiguous-commit rule seen from outside: a commit past an
+ *   unfinished record whose process then died would have left that record without an effect.
+ */
+import type { FarSideCall } from './far-side.js';
+
+export type HandlerViolationKind = 'missing' | 'duplicate' | 'order' | 'offsets';
+export const HANDLER_KINDS: readonly HandlerViolationKind[] = ['missing', 'duplicate', 'order', 'offsets'];
+
+export interface HandlerViolation {
+  kind: HandlerViolationKind;
+  message: string;
+}
+
+export interface InputPosition {
+  partition: number;
+  offset: number;
+  /** The key's bytes as hex; null: no key (no order to keep). */
+  key: string | null;
+}
+
+export interface HandlerVerdictInput {
+  records: readonly InputPosition[];
+  /** `<partition>/<offset>` of every dead letter's original record. */
+  deadLettered: ReadonlySet<string>;
+  calls: readonly FarSideCall[];
+  /** Process name -> when it was SIGKILLed or SIGSTOPped (ms since the epoch). */
+  deaths: ReadonlyMap<string, number>;
+  /** The zombie processes (their calls after the SIGSTOP are counted apart). */
+  zombies: ReadonlySet<string>;
+  committed: ReadonlyMap<number, number>;
+  ends: ReadonlyMap<number, number>;
+  inFlightMs: number;
+}
+
+export interface HandlerResult {
+  inputRecords: number;
+  calls: number;
+  failedCalls: number;
+  effects: number;
+  /** Calls made outside a bound `handle` (not counted as any record's). */
+  unboundCalls: number;
+  deadLetters: number;
+  /** Records with more than one effect, all but one of them unmarked (allowed). */
+  replayedRecords: number;
+  unmarkedEffects: number;
+  /** Effects of zombie processes answered after their SIGSTOP, and how many of them another process repeated. */
+  zombieEffects: number;
+  zombieEffectsRepeated: number;
+  keys: number;
+  committed: number;
+  endOffsets: number;
+  violations: HandlerViolation[];
+  counts: Map<HandlerViolationKind, number>;
+}
+
+/** At most this many violations of one kind are listed (all are counted). */
+const LISTED = 20;
+
+export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
+  const violations: HandlerViolation[] = [];
+  const counts = new Map<HandlerViolationKind, number>();
+  const add = (kind: HandlerViolationKind, message: string) => {
+    const n = (counts.get(kind) ?? 0) + 1;
+    counts.set(kind, n);
+    if (n <= LISTED) violations.push({ kind, message });
+  };
+  const at = (p: number, o: number) => `${p}/${o}`;
+  const effectsOf = new Map<string, FarSideCall[]>();
+  let failedCalls = 0;
+  let unboundCalls = 0;
+  let effects = 0;
+  for (const c of [...x.calls].sort((a, b) => a.seq - b.seq)) {
+    if (c.partition === undefined || c.offset === undefined) {
+      unboundCalls++;
+      continue;
+    }
+    if (c.status !== 200) {
+      failedCalls++;
+      continue;
+    }
+    effects++;
+    const k = at(c.partition, c.offset);
+    const list = effectsOf.get(k) ?? [];
+    if (list.length === 0) effectsOf.set(k, list);
+    list.push(c);
+  }
+  const unmarked = (c: FarSideCall) => {
+    const died = x.deaths.get(c.instance);
+    return died !== undefined && died <= c.answeredAt + x.inFlightMs;
+  };
+  const keyName = (hex: string | null) =>
+    hex === null ? 'null' : JSON.stringify(Buffer.from(hex, 'hex').toString('utf8'));
+
+  let replayedRecords = 0;
+  let unmarkedEffects = 0;
+  let zombieEffects = 0;
+  let zombieEffectsRepeated = 0;
+  const byKey = new Map<string, Array<{ offset: number; first: FarSideCall }>>();
+  const sorted = [...x.records].sort((a, b) => a.partition - b.partition || a.offset - b.offset);
+  for (const r of sorted) {
+    const k = at(r.partition, r.offset);
+    const list = effectsOf.get(k) ?? [];
+    if (list.length === 0) {
+      if (!x.deadLettered.has(k))
+        add('missing', `record ${k} (key ${keyName(r.key)}): no effect at the far side and no dead letter`);
+      continue;
+    }
+    for (const c of list) {
+      const died = x.deaths.get(c.instance);
+      if (x.zombies.has(c.instance) && died !== undefined && c.answeredAt >= died) {
+        zombieEffects++;
+        if (list.length > 1) zombieEffectsRepeated++;
+      }
+    }
+    if (list.length > 1) {
+      const marked = list.filter((c) => !unmarked(c));
+      unmarkedEffects += list.length - marked.length;
+      if (marked.length > 1)
+        add(
+          'duplicate',
+          `record ${k} (id ${JSON.stringify(list[0]?.id)}, key ${keyName(r.key)}): ${list.length} effects, ` +
+            `${marked.length} of them not in flight at a kill or stop (${marked.map((c) => c.instance).join(', ')})`,
+        );
+      else replayedRecords++;
+    }
+    if (r.key !== null) {
+      const kk = `${r.partition}:${r.key}`;
+      const seq = byKey.get(kk) ?? [];
+      if (seq.length === 0) byKey.set(kk, seq);
+      seq.push({ offset: r.offset, first: list[0] as FarSideCall });
+    }
+  }
+  for (const [kk, seq] of byKey) {
+    for (let i = 1; i < seq.length; i++) {
+      const a = seq[i - 1] as (typeof seq)[number];
+      const b = seq[i] as (typeof seq)[number];
+      if (b.first.seq < a.first.seq)
+        add(
+          'order',
+          `key ${keyName(kk.slice(kk.indexOf(':') + 1))} on partition ${kk.slice(0, kk.indexOf(':'))}: ` +
+            `offset ${b.offset} took effect before offset ${a.offset}`,
+        );
+    }
+  }
+  let committed = 0;
+  let endOffsets = 0;
+  for (const [p, end] of x.ends) {
+    const c = x.committed.get(p) ?? -1;
+    endOffsets += end;
+    committed += Math.max(0, c);
+    if (c !== end) add('offsets', `partition ${p}: committed ${c}, end offset ${end}`);
+  }
+  return {
+    inputRecords: x.records.length,
+    calls: x.calls.length,
+    failedCalls,
+    effects,
+    unboundCalls,
+    deadLetters: x.deadLettered.size,
+    replayedRecords,
+    unmarkedEffects,
+    zombieEffects,
+    zombieEffectsRepeated,
+    keys: byKey.size,
+    committed,
+    endOffsets,
+    violations,
+    counts,
+  };
+}

@@ -1,0 +1,189 @@
+/**
+ * `redfence chaos --handler`: handler instances calling the far side the harness starts, under kills, a
+ * zombie and two instances. The built-in webhook handler (ctx.once around its call) passes; a handler
+ * that makes its call without ctx.once (test/chaos/fixtures/webhook-no-once.mjs), with a long commit
+ * interval so a replay reaches back further than the in-flight window, fails with exit 1 and names the
+ * duplicated records (id and key). Bad options and modules exit 2 with a code, before any connection.
+ * The verdict's rules are also checked on hand-made calls, without services.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { FarSideCall } from '../../src/chaos/far-side.js';
+import { judgeHandlerRun } from '../../src/chaos/handler-verdict.js';
+import { main } from '../../src/cli/main.js';
+import { KAFKA_BROKERS } from '../helpers/env.js';
+
+const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const fixture = (name: string) => join(FIXTURES, name);
+
+async function chaos(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(
+    ['chaos', ...args],
+    (s) => {
+      out += s;
+    },
+    (s) => {
+      err += s;
+    },
+  );
+  return { code, out, err };
+}
+
+const common = [
+  '--handler',
+  '--brokers',
+  KAFKA_BROKERS,
+  '--partitions',
+  '4',
+  '--records',
+  '600',
+  '--duration',
+  '10',
+  '--scale',
+  '2',
+  '--session-timeout',
+  '6000',
+  '--quiet',
+];
+
+describe('redfence chaos --handler against Kafka, its own Redis and a far side', { timeout: 150_000 }, () => {
+  it('ctx.once passes under kills and a zombie; the same call without it is caught as duplicates', async () => {
+    const [once, noOnce] = await Promise.all([
+      chaos([...common, '--kills', '2', '--zombies', '1']),
+      chaos([
+        fixture('webhook-no-once.mjs'),
+        ...common,
+        '--kills',
+        '3',
+        '--zombies',
+        '1',
+        '--commit-interval',
+        '10000',
+      ]),
+    ]);
+    assert.equal(once.code, 0, `${once.out}\n${once.err}`);
+    assert.match(once.out, /VERDICT: OK/);
+    assert.match(once.out, /\| kill +\| 2 of 2 \|/);
+    assert.match(once.out, /\| zombie +\| 1 of 1 \|/);
+    assert.match(once.out, /\| input records +\| +600 \|/);
+    assert.match(once.out, /\| committed \/ end offsets +\| 600 \/ 600 \|/);
+
+    assert.equal(noOnce.code, 1, `${noOnce.out}\n${noOnce.err}`);
+    assert.match(noOnce.out, /VERDICT: FAILED/);
+    assert.match(
+      noOnce.out,
+      /VIOLATION \[duplicate\] record \d+\/\d+ \(id "chaos-hdl-[^"]+\/\d+\/\d+", key "k-\d+"\)/,
+    );
+    assert.match(noOnce.out, /\| missing +\| +0 \|/);
+  });
+
+  it('bad options and modules exit 2 with a code, before any connection', async () => {
+    for (const [what, args, pattern] of [
+      [
+        'a crash point',
+        ['--handler', '--crashes', '1'],
+        /--crashes applies to processors.*\[RF_INVALID_OPTIONS\]/,
+      ],
+      [
+        'a mode',
+        ['--handler', '--mode', 'exactly-once'],
+        /--mode applies to processors.*\[RF_INVALID_OPTIONS\]/,
+      ],
+      [
+        'a far side flag without --handler',
+        ['--far-latency', '5'],
+        /--far-latency applies to --handler.*\[RF_INVALID_OPTIONS\]/,
+      ],
+      [
+        'a failure rate out of range',
+        ['--handler', '--far-failure-rate', '0.9'],
+        /far-failure-rate.*\[RF_INVALID_OPTIONS\]/,
+      ],
+      [
+        'a processor module',
+        ['--handler', fixture('max-reading.mjs')],
+        /exports a processor.*\[RF_MODULE_INVALID\]/,
+      ],
+      ['no such module', ['--handler', fixture('nope.mjs')], /no such file.*\[RF_MODULE_INVALID\]/],
+    ] as Array<[string, string[], RegExp]>) {
+      const r = await chaos([...args, '--brokers', '127.0.0.1:1', '--quiet']);
+      assert.equal(r.code, 2, `${what}: ${r.out}${r.err}`);
+      assert.match(r.err, pattern, what);
+    }
+  });
+});
+
+describe('the handler verdict', () => {
+  const call = (
+    seq: number,
+    p: number,
+    o: number,
+    instance: string,
+    answeredAt: number,
+    status = 200,
+  ): FarSideCall => ({
+    seq,
+    id: `t/${p}/${o}`,
+    partition: p,
+    offset: o,
+    instance,
+    status,
+    receivedAt: answeredAt - 5,
+    answeredAt,
+  });
+  const key = (s: string) => Buffer.from(s).toString('hex');
+  const base = {
+    records: [
+      { partition: 0, offset: 0, key: key('a') },
+      { partition: 0, offset: 1, key: key('a') },
+      { partition: 0, offset: 2, key: key('b') },
+    ],
+    deadLettered: new Set<string>(),
+    zombies: new Set<string>(),
+    committed: new Map([[0, 3]]),
+    ends: new Map([[0, 3]]),
+    inFlightMs: 1000,
+  };
+
+  it('allows a repeat of an effect in flight at a kill, and names one that was not', () => {
+    const calls = [
+      call(0, 0, 0, 'i0#0', 1000),
+      call(1, 0, 1, 'i0#0', 1000, 503),
+      call(2, 0, 1, 'i0#0', 9500),
+      call(3, 0, 2, 'i0#0', 5000),
+      // i0#0 killed at 10000: offset 1 (answered 9500) was in flight; offset 2 (5000) was not
+      call(4, 0, 1, 'i0#1', 11_000),
+      call(5, 0, 2, 'i0#1', 11_010),
+    ];
+    const r = judgeHandlerRun({ ...base, calls, deaths: new Map([['i0#0', 10_000]]) });
+    assert.equal(r.failedCalls, 1);
+    assert.equal(r.effects, 5);
+    assert.equal(r.replayedRecords, 1);
+    assert.equal(r.counts.get('duplicate'), 1);
+    assert.match(r.violations[0]?.message ?? '', /record 0\/2 \(id "t\/0\/2", key "b"\)/);
+  });
+
+  it('names a missing record, a key out of order and a commit short of the end', () => {
+    const calls = [call(0, 0, 1, 'i0#0', 1000), call(1, 0, 0, 'i0#0', 2000)];
+    const r = judgeHandlerRun({
+      ...base,
+      calls,
+      deaths: new Map(),
+      committed: new Map([[0, 2]]),
+    });
+    assert.equal(r.counts.get('missing'), 1);
+    assert.equal(r.counts.get('order'), 1);
+    assert.equal(r.counts.get('offsets'), 1);
+    assert.match(
+      r.violations.map((v) => v.message).join('\n'),
+      /key "a" on partition 0: offset 1 took effect before offset 0/,
+    );
+    // a dead letter stands for its record's effect
+    const dl = judgeHandlerRun({ ...base, calls, deaths: new Map(), deadLettered: new Set(['0/2']) });
+    assert.equal(dl.counts.get('missing'), undefined);
+  });
+});
