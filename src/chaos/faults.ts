@@ -35,7 +35,10 @@ export interface FaultContext {
   stopGracefully(slot: Slot): Promise<{ exit: Exit; forced: boolean }>;
   /** True once the input is all produced and committed (no batch will come). */
   inputDone(): Promise<boolean>;
-  /** True once the input is all produced (what is left to consume is all there is). */
+  /**
+   * True once the input is all produced or will be within 10 s (what is left to consume may then be a
+   * batch or two by the time a restarted instance consumes).
+   */
   inputProduced(): boolean;
 }
 
@@ -98,8 +101,9 @@ async function crash(c: FaultContext, f: Fault): Promise<Injected> {
     };
   const s = pickLive(c, f);
   const name = s.inst.name;
-  // With the input all produced, what the stopped instance left may be a single batch: the armed one
-  // then crashes at its first pass, so the point is reached whatever `after` the schedule drew.
+  // With the input (nearly) all produced, what is left may be a single batch by the time the armed
+  // instance consumes: it then crashes at its first pass, so the point is reached whatever `after`
+  // the schedule drew.
   await c.stopGracefully(s);
   const after = c.inputProduced() ? 1 : (f.after as number);
   await c.restart(s, { REDFENCE_CRASH_AT: f.point as string, REDFENCE_CRASH_AFTER: String(after) });

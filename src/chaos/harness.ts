@@ -293,7 +293,10 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     restart,
     stopGracefully,
     inputDone,
-    inputProduced: () => feeder?.done ?? false,
+    // produced, or about to be: the feeder paces the input over the run's duration
+    inputProduced: () =>
+      (feeder?.done ?? false) ||
+      (feeder !== undefined && (Date.now() - feeder.startedAt) / 1000 > o.durationS - 10),
   });
   /** Any exit the harness did not cause is listed (it fails the run); the supervisor restarts it. */
   const unexpected = (s: Slot): boolean => {
