@@ -57,10 +57,12 @@ describe('redfence chaos --handler against Kafka, its own Redis and a far side',
       chaos([
         fixture('webhook-no-once.mjs'),
         ...common,
+        // kills only: a zombie's effects after its stop are excused (its marks are fenced), and a
+        // replay it made shortly before could then go unseen
         '--kills',
-        '3',
+        '5',
         '--zombies',
-        '1',
+        '0',
         '--commit-interval',
         '10000',
       ]),
