@@ -113,6 +113,7 @@ export function writers(
         payload: { w, i, k },
       }));
       ids.push(...(await inTransaction(pool, (c) => enqueue(c, events, { schema }))));
+      // pacing of the workload (how fast the writers commit), not a wait for anything
       if (o.pauseMs) await new Promise((r) => setTimeout(r, o.pauseMs));
     }
   });
