@@ -7,8 +7,11 @@
  * - **duplicate**: a record's effects beyond one are allowed only when they are the gap `ctx.once`
  *   documents: work that ran and whose mark never happened because its process died or was stopped
  *   right then. An effect is such an *unmarked* one when its process was SIGKILLed or SIGSTOPped no
- *   later than `inFlightMs` after the far side answered it. More than one effect of a record that is
- *   not unmarked is a duplicate (the id and the key are named).
+ *   later than `inFlightMs` after the far side answered it. Every effect of a record but its last must
+ *   be unmarked: an earlier effect that was marked should have stopped the later one, however that later
+ *   one ended (a replay that is itself cut short by the next kill does not excuse the first). A zombie's
+ *   effects answered after its SIGSTOP are counted apart and left out of this rule (its mark is fenced).
+ *   A breach is a duplicate (the id and the key are named).
  * - **order**: per key (records of one key are one partition's, in offset order), the first effect of
  *   each record comes in offset order. A retry (a 503, then the same record again) or a replay adds
  *   calls of a record already in effect; only first effects are ordered.
@@ -103,6 +106,10 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     const died = x.deaths.get(c.instance);
     return died !== undefined && died <= c.answeredAt + x.inFlightMs;
   };
+  const afterStop = (c: FarSideCall) => {
+    const died = x.deaths.get(c.instance);
+    return x.zombies.has(c.instance) && died !== undefined && c.answeredAt >= died;
+  };
   const keyName = (hex: string | null) =>
     hex === null ? 'null' : JSON.stringify(Buffer.from(hex, 'hex').toString('utf8'));
 
@@ -121,20 +128,20 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
       continue;
     }
     for (const c of list) {
-      const died = x.deaths.get(c.instance);
-      if (x.zombies.has(c.instance) && died !== undefined && c.answeredAt >= died) {
+      if (afterStop(c)) {
         zombieEffects++;
         if (list.length > 1) zombieEffectsRepeated++;
       }
     }
     if (list.length > 1) {
-      const marked = list.filter((c) => !unmarked(c));
-      unmarkedEffects += list.length - marked.length;
-      if (marked.length > 1)
+      unmarkedEffects += list.filter(unmarked).length;
+      const ruled = list.filter((c) => !afterStop(c));
+      const breaches = ruled.slice(0, -1).filter((c) => !unmarked(c));
+      if (breaches.length > 0)
         add(
           'duplicate',
           `record ${k} (id ${JSON.stringify(list[0]?.id)}, key ${keyName(r.key)}): ${list.length} effects, ` +
-            `${marked.length} of them not in flight at a kill or stop (${marked.map((c) => c.instance).join(', ')})`,
+            `${breaches.length} before the last not in flight at a kill or stop (${breaches.map((c) => c.instance).join(', ')})`,
         );
       else replayedRecords++;
     }

@@ -57,14 +57,18 @@ describe('redfence chaos --handler against Kafka, its own Redis and a far side',
       chaos([
         fixture('webhook-no-once.mjs'),
         ...common,
-        // kills only: a zombie's effects after its stop are excused (its marks are fenced), and a
-        // replay it made shortly before could then go unseen
+        // Kills only, on a seed whose three kills fall at 28, 41 and 83% of the production window, on
+        // alternate instances. No interval commit happens in the run (the instances commit only when
+        // partitions move), so a killed instance's partitions are replayed from their assignment on,
+        // effects answered seconds before the kill among them: each is a duplicate.
+        '--seed',
+        '2',
         '--kills',
-        '5',
+        '3',
         '--zombies',
         '0',
         '--commit-interval',
-        '10000',
+        '30000',
       ]),
     ]);
     assert.equal(once.code, 0, `${once.out}\n${once.err}`);
@@ -167,6 +171,38 @@ describe('the handler verdict', () => {
     assert.equal(r.replayedRecords, 1);
     assert.equal(r.counts.get('duplicate'), 1);
     assert.match(r.violations[0]?.message ?? '', /record 0\/2 \(id "t\/0\/2", key "b"\)/);
+  });
+
+  it('names a marked effect repeated by a replay that was itself in flight at the next kill', () => {
+    const calls = [
+      call(0, 0, 0, 'i0#0', 1000),
+      call(1, 0, 1, 'i0#0', 9500),
+      call(2, 0, 2, 'i0#0', 9600),
+      // i0#0 killed at 10000: offset 0 (answered 1000) was done and marked, 1 and 2 were in flight
+      call(3, 0, 0, 'i0#1', 11_000),
+      call(4, 0, 1, 'i0#1', 11_010),
+      call(5, 0, 2, 'i0#1', 11_020),
+      // i0#1 killed at 11500: all three replays were in flight; i0#2 repeats only offset 2
+      call(6, 0, 2, 'i0#2', 13_000),
+    ];
+    const deaths = new Map([
+      ['i0#0', 10_000],
+      ['i0#1', 11_500],
+    ]);
+    const r = judgeHandlerRun({ ...base, calls, deaths });
+    assert.equal(r.counts.get('duplicate'), 1);
+    assert.match(r.violations[0]?.message ?? '', /record 0\/0 .*2 effects, 1 before the last .*\(i0#0\)/);
+    assert.equal(r.replayedRecords, 2);
+    // a zombie's effect after its stop is counted apart, wherever it falls
+    const z = judgeHandlerRun({
+      ...base,
+      calls: [call(0, 0, 0, 'i0#1', 2000), call(1, 0, 0, 'z#0', 3000), call(2, 0, 1, 'z#0', 3000)],
+      deaths: new Map([['z#0', 2500]]),
+      zombies: new Set(['z#0']),
+    });
+    assert.equal(z.counts.get('duplicate'), undefined);
+    assert.equal(z.zombieEffects, 2);
+    assert.equal(z.zombieEffectsRepeated, 1);
   });
 
   it('names a missing record, a key out of order and a commit short of the end', () => {
