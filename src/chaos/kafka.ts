@@ -16,18 +16,22 @@ export type ConnectionConfig = Record<string, string | number | boolean>;
 export class ChaosKafka {
   readonly brokers: string[];
   readonly #kafka: KafkaJS.Kafka;
-  #admin: KafkaJS.Admin | undefined;
+  /** One connection, shared by concurrent first callers (a failed connect is forgotten, so the next call tries again). */
+  #admin: Promise<KafkaJS.Admin> | undefined;
 
   constructor(brokers: string[], config: ConnectionConfig = {}) {
     this.brokers = brokers;
     this.#kafka = new KafkaJS.Kafka({ ...config, kafkaJS: { brokers, ...quiet } });
   }
 
-  async admin(): Promise<KafkaJS.Admin> {
+  admin(): Promise<KafkaJS.Admin> {
     if (!this.#admin) {
       const admin = this.#kafka.admin();
-      await admin.connect();
-      this.#admin = admin;
+      const connected = admin.connect().then(() => admin);
+      this.#admin = connected;
+      connected.catch(() => {
+        if (this.#admin === connected) this.#admin = undefined;
+      });
     }
     return this.#admin;
   }
@@ -68,8 +72,9 @@ export class ChaosKafka {
   }
 
   async close(): Promise<void> {
-    await this.#admin?.disconnect().catch(() => undefined);
+    const admin = this.#admin;
     this.#admin = undefined;
+    await admin?.then((a) => a.disconnect()).catch(() => undefined);
   }
 }
 

@@ -2,7 +2,7 @@
 import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
 import type { MetricsRegistry } from '../metrics/index.js';
-import { type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
+import { clientSecurity, type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
 import type { Logger } from '../processor/logger.js';
 import { checkKeys } from '../processor/option-checks.js';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE } from './routing.js';
@@ -144,15 +144,7 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
       groupId: '',
       clientId: 'redfence-outbox',
       ...(kafka.config === undefined ? {} : { config: kafka.config }),
-      ...(kafka.securityProtocol === undefined
-        ? {}
-        : {
-            security: {
-              protocol: kafka.securityProtocol,
-              ...(kafka.sasl === undefined ? {} : { sasl: kafka.sasl }),
-              ...(kafka.ssl === undefined ? {} : { ssl: kafka.ssl }),
-            },
-          }),
+      ...clientSecurity(kafka),
     }),
   };
   if (o.table !== undefined) r.table = o.table;

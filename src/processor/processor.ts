@@ -25,6 +25,7 @@ import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch, type Replication } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
+import { clientSecurity } from './kafka-options.js';
 import { Liveness } from './liveness.js';
 import type { Logger } from './logger.js';
 import {
@@ -68,15 +69,7 @@ function kafkaPort(o: ResolvedOptions, groupId: string, instanceId: string): Kaf
     ...(k.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: k.sessionTimeoutMs }),
     ...(k.maxBatchSize === undefined ? {} : { maxBatchSize: k.maxBatchSize }),
     ...(k.transactionTimeoutMs === undefined ? {} : { transactionTimeoutMs: k.transactionTimeoutMs }),
-    ...(k.securityProtocol === undefined
-      ? {}
-      : {
-          security: {
-            protocol: k.securityProtocol,
-            ...(k.sasl === undefined ? {} : { sasl: k.sasl }),
-            ...(k.ssl === undefined ? {} : { ssl: k.ssl }),
-          },
-        }),
+    ...clientSecurity(k),
     ...(k.config === undefined ? {} : { config: k.config }),
     ...(k.consumerConfig === undefined ? {} : { consumerConfig: k.consumerConfig }),
     ...(k.producerConfig === undefined ? {} : { producerConfig: k.producerConfig }),

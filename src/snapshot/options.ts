@@ -1,7 +1,7 @@
 /** The processor's `snapshot` option, checked at construction (RF_INVALID_OPTIONS naming the path). */
 import type { ClientSettings } from '../kafka/client-config.js';
 import { checkTopic } from '../keys/index.js';
-import type { KafkaOptions } from '../processor/kafka-options.js';
+import { clientSecurity, type KafkaOptions } from '../processor/kafka-options.js';
 import {
   checkKeys,
   integer,
@@ -77,15 +77,7 @@ export function snapshotClient(k: KafkaOptions, clientId: string): ClientSetting
     brokers: k.brokers,
     groupId: `${clientId}-snapshot`,
     clientId,
-    ...(k.securityProtocol === undefined
-      ? {}
-      : {
-          security: {
-            protocol: k.securityProtocol,
-            ...(k.sasl === undefined ? {} : { sasl: k.sasl }),
-            ...(k.ssl === undefined ? {} : { ssl: k.ssl }),
-          },
-        }),
+    ...clientSecurity(k),
     ...(k.config === undefined ? {} : { config: k.config }),
     ...(k.producerConfig === undefined ? {} : { producerConfig: k.producerConfig }),
   };
