@@ -16,8 +16,8 @@
  * records until due (src/retry/retry-partitions.ts), and the runner forwards failures along the chain.
  *
  * Lifecycle `idle -> starting -> running -> closing -> closed`, as the processor's: start() once,
- * close() memoised. (A little over 400 lines: the lifecycle, the rebalance rule and the commit loop
- * share the partition table and are kept together.)
+ * close() memoised. Commits: src/handler/committer.ts. (A little over 400 lines: the lifecycle and the
+ * rebalance rule share the partition table and are kept together.)
  */
 import { randomBytes } from 'node:crypto';
 import type { HandlerDefinition } from '../definition/handler.js';
@@ -35,6 +35,7 @@ import { RetryMetrics } from '../retry/retry-metrics.js';
 import { RetryPartitions } from '../retry/retry-partitions.js';
 import { retryTopicNames } from '../retry/retry-topics.js';
 import { Tracing } from '../telemetry/tracing.js';
+import { Committer } from './committer.js';
 import { holdRecord } from './hold.js';
 import { OnceStore } from './once.js';
 import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions } from './options.js';
@@ -103,9 +104,7 @@ export class Handler {
   readonly #retry: RetryPartitions;
   #state: HandlerState = 'idle';
   #partitions = 0;
-  #timer: NodeJS.Timeout | undefined;
-  #commits: Promise<void> = Promise.resolve();
-  #ticking = false;
+  readonly #committer: Committer<PartitionWork>;
   #starting: Promise<void> | undefined;
   #closing: Promise<void> | undefined;
 
@@ -116,6 +115,16 @@ export class Handler {
     this.instanceId = o.instanceId ?? randomBytes(4).toString('hex');
     this.#log = o.logger;
     this.#kafka = kafkaPort(o, this.instanceId);
+    this.#committer = new Committer<PartitionWork>({
+      kafka: this.#kafka,
+      log: this.#log,
+      pointOf: (p) => p.tracker.commitPoint(),
+      live: () => this.#scheduler.all().filter((p) => !p.stopped),
+      onCommitted: () => {
+        this.#counts.commits++;
+      },
+      onFatal: (err) => this.#fatal(err),
+    });
     const name = o.definition.name;
     this.#fence =
       o.redis && new Fence({ redis: o.redis, store: name, mode: o.cluster ? 'cluster' : 'strict' });
@@ -205,7 +214,7 @@ export class Handler {
     this.#state = 'starting';
     this.#starting = this.#startUp().catch(async (err: unknown) => {
       this.#log.error(errorShape(err), 'start failed: stopping what was started');
-      clearInterval(this.#timer);
+      this.#committer.stop();
       await this.#kafka.stop().catch(() => undefined);
       this.#state = 'closed';
       throw err;
@@ -238,16 +247,7 @@ export class Handler {
       );
     if (this.#abort.signal.aborted)
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
-    this.#timer = setInterval(() => {
-      o.health?.markProgress();
-      // a slow commit (coordinator away) is not queued up behind itself once per tick
-      if (this.#ticking) return;
-      this.#ticking = true;
-      void this.#commit().finally(() => {
-        this.#ticking = false;
-      });
-    }, o.commitIntervalMs);
-    this.#timer.unref();
+    this.#committer.start(o.commitIntervalMs, () => o.health?.markProgress());
     await this.#kafka.start([o.definition.input, ...this.#retryTopics], {
       onAssign: (tps) => this.#onAssign(tps),
       onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
@@ -341,7 +341,7 @@ export class Handler {
       }
       if (!p.abandon.signal.aborted) p.abandon.abort(abandoned(p.tp, why));
     }
-    if (!lost) await this.#commit(parts.filter((p) => !p.fenced));
+    if (!lost) await this.#committer.commit(parts.filter((p) => !p.fenced));
     for (const p of parts) {
       this.#scheduler.remove(p);
       this.#o.metrics?.clearPartition(p.tp.topic, p.tp.partition);
@@ -375,30 +375,6 @@ export class Handler {
     this.#o.metrics?.fenced(part.tp.topic, part.tp.partition);
   }
 
-  /**
-   * Commits each partition's contiguous point where it moved. Given partitions (a revocation, close)
-   * are committed even though they are stopped; else every live one. One commit at a time.
-   */
-  #commit(only?: PartitionWork[]): Promise<void> {
-    const next = this.#commits.then(async () => {
-      const parts = only ?? this.#scheduler.all().filter((p) => !p.stopped);
-      const due = parts
-        .map((p) => ({ p, offset: p.tracker.commitPoint() }))
-        .filter((x) => x.offset >= 0 && x.offset > x.p.committed);
-      if (due.length === 0) return;
-      try {
-        await this.#kafka.commit(due.map((x) => ({ ...x.p.tp, offset: x.offset })));
-        for (const x of due) x.p.committed = Math.max(x.p.committed, x.offset);
-        this.#counts.commits++;
-      } catch (err) {
-        this.#log.warn(errorShape(err), 'offset commit failed: retried at the next interval');
-        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err);
-      }
-    });
-    this.#commits = next.catch(() => undefined);
-    return next;
-  }
-
   #fatal(err: Error): void {
     if (this.#state === 'closing' || this.#state === 'closed') return;
     this.#log.error(errorShape(err), 'fatal Kafka error: closing the handler (restart it)');
@@ -417,7 +393,7 @@ export class Handler {
     if (this.#state === 'closed') return;
     this.#state = 'closing';
     this.#abort.abort();
-    clearInterval(this.#timer);
+    this.#committer.stop();
     this.#o.health?.setReady('kafka', false);
     try {
       await this.#release(this.#scheduler.all(), false, this.#o.closeTimeoutMs, 'closing');

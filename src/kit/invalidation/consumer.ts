@@ -20,14 +20,16 @@
  * (entries invalidated), `redfence_cache_invalidation_pipelines_total{name}` and, for pipelines that
  * failed, `redfence_kit_redis_errors_total{component="invalidation",policy="closed"}`.
  *
- * Over 400 lines: the batch flow, the revocation and the commits share the partitions' state (done
- * points, batch chains, stop signals); split, each part would need all of it.
+ * Over 400 lines: the batch flow and the revocation share the partitions' state (done
+ * points, batch chains, stop signals); split, each part would need all of it. Commits are
+ * src/handler/committer.ts's, as the handler's.
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { defineHandler, type HandlerRecord } from '../../definition/handler.js';
 import { RedfenceError } from '../../errors/index.js';
+import { Committer } from '../../handler/committer.js';
 import type { HandlerCounts } from '../../handler/handler.js';
 import {
   type HandlerOptions,
@@ -150,9 +152,7 @@ export class InvalidationConsumer {
   #state: InvalidationState = 'idle';
   #partitions = 0;
   #newestEventMs: number | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #commits: Promise<void> = Promise.resolve();
-  #ticking = false;
+  readonly #committer: Committer<Part>;
   #starting: Promise<void> | undefined;
   #closing: Promise<void> | undefined;
 
@@ -231,6 +231,16 @@ export class InvalidationConsumer {
             groupId: this.groupId,
             clientId: `redfence-${this.instanceId}`,
           });
+    this.#committer = new Committer<Part>({
+      kafka: this.#kafka,
+      log: this.#log,
+      pointOf: (p) => p.done,
+      live: () => [...this.#parts.values()].filter((p) => !p.stop.signal.aborted),
+      onCommitted: () => {
+        this.#counts.commits++;
+      },
+      onFatal: (err) => this.#fatal(err),
+    });
   }
 
   #lagGauge(): void {
@@ -294,7 +304,7 @@ export class InvalidationConsumer {
     this.#state = 'starting';
     this.#starting = this.#startUp().catch(async (err: unknown) => {
       this.#log.error(errorShape(err), 'start failed: stopping what was started');
-      clearInterval(this.#timer);
+      this.#committer.stop();
       await this.#kafka.stop().catch(() => undefined);
       this.#state = 'closed';
       throw err;
@@ -313,15 +323,7 @@ export class InvalidationConsumer {
     if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created missing topics');
     if (this.#abort.signal.aborted)
       throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
-    this.#timer = setInterval(() => {
-      o.health?.markProgress();
-      if (this.#ticking) return; // a slow commit is not queued up behind itself
-      this.#ticking = true;
-      void this.#commit().finally(() => {
-        this.#ticking = false;
-      });
-    }, o.commitIntervalMs);
-    this.#timer.unref();
+    this.#committer.start(o.commitIntervalMs, () => o.health?.markProgress());
     await this.#kafka.start([o.definition.input], {
       onAssign: async (tps) => this.#onAssign(tps),
       onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
@@ -488,33 +490,12 @@ export class InvalidationConsumer {
         p.pending = 0;
       }
     }
-    if (!lost) await this.#commit(parts);
+    if (!lost) await this.#committer.commit(parts);
     for (const p of parts) {
       if (this.#parts.get(tpKey(p.tp.topic, p.tp.partition)) === p)
         this.#parts.delete(tpKey(p.tp.topic, p.tp.partition));
       this.#o.metrics?.clearPartition(p.tp.topic, p.tp.partition);
     }
-  }
-
-  /** Commits each partition's done point where it moved (given ones even though stopped). One at a time. */
-  #commit(only?: Part[]): Promise<void> {
-    const next = this.#commits.then(async () => {
-      const parts = only ?? [...this.#parts.values()].filter((p) => !p.stop.signal.aborted);
-      const due = parts
-        .filter((p) => p.done >= 0 && p.done > p.committed)
-        .map((p) => ({ p, offset: p.done }));
-      if (due.length === 0) return;
-      try {
-        await this.#kafka.commit(due.map((x) => ({ ...x.p.tp, offset: x.offset })));
-        for (const x of due) x.p.committed = Math.max(x.p.committed, x.offset);
-        this.#counts.commits++;
-      } catch (err) {
-        this.#log.warn(errorShape(err), 'offset commit failed: retried at the next interval');
-        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#fatal(err);
-      }
-    });
-    this.#commits = next.catch(() => undefined);
-    return next;
   }
 
   #fatal(err: Error): void {
@@ -544,7 +525,7 @@ export class InvalidationConsumer {
     }
     this.#state = 'closing';
     this.#abort.abort();
-    clearInterval(this.#timer);
+    this.#committer.stop();
     this.#o.health?.setReady('kafka', false);
     try {
       await this.#release([...this.#parts.values()], false, this.#o.closeTimeoutMs);
