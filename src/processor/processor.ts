@@ -55,6 +55,8 @@ export type ProcessorState = 'idle' | 'starting' | 'running' | 'closing' | 'clos
 
 /** Longest close() waits for the last sweep of the partitions it committed. */
 const CLOSE_SWEEP_MS = 5000;
+/** An idle processor PINGs Redis after this long without a Redis call (src/processor/redis-guard.ts). */
+const IDLE_PROBE_MS = 2000;
 
 function kafkaPort(o: ResolvedOptions, groupId: string, instanceId: string): KafkaPort {
   if ('port' in o.kafka) return o.kafka.port;
@@ -95,6 +97,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #abort = new AbortController();
   readonly #liveness: Liveness;
   readonly #guard: RedisGuard;
+  #idleProbe: NodeJS.Timeout | undefined;
   readonly #pipeline: CommitPipeline;
   readonly #sweeper: Sweeper;
   readonly #watchdog: Watchdog | undefined;
@@ -335,6 +338,8 @@ export class Processor<T = unknown, S = unknown> {
     await this.#inputPartitions();
     this.#stillStarting();
     o.health?.setReady('kafka', true);
+    this.#idleProbe = setInterval(() => this.#guard.probeIfIdle(() => o.redis.ping(), IDLE_PROBE_MS), 1000);
+    this.#idleProbe.unref();
     this.#state = 'running';
     this.#log.info({ group: this.groupId, instance: this.instanceId, mode: this.mode }, 'processor started');
   }
@@ -422,6 +427,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#state = 'closing';
     this.#abort.abort();
     this.#liveness.stop();
+    clearInterval(this.#idleProbe);
     this.#watchdog?.stop();
     this.#sweeper.stop();
     this.#o.health?.setReady('kafka', false);

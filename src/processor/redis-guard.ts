@@ -5,8 +5,13 @@
  * until it succeeds; then consumption resumes. Offsets stay where they are throughout: nothing is
  * skipped and nothing is committed. Any other error (a script error, a compare-and-set conflict) is
  * passed on to the caller. Closing (the signal) ends the retries.
+ *
+ * An idle processor makes no Redis calls, so it would notice an outage (and say so on /readyz and in
+ * `redfence_redis_outage`) only with its next batch: {@link RedisGuard.probeIfIdle} sends a PING through
+ * the same step when nothing else has called Redis for a while, so an outage and its end show while idle.
  */
 import { RedfenceError } from '../errors/index.js';
+import { wrapRedisError } from '../fence/script-runner.js';
 import type { KafkaPort, TopicPartition } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
 import { backoffMs, delay } from './backoff.js';
@@ -30,6 +35,8 @@ export function isRedisOutage(err: unknown): boolean {
 export class RedisGuard {
   readonly #ctx: RedisGuardContext;
   #outage = false;
+  #lastCallAt = Date.now();
+  #probing = false;
 
   constructor(ctx: RedisGuardContext) {
     this.#ctx = ctx;
@@ -43,6 +50,7 @@ export class RedisGuard {
   async step<T>(what: string, fn: () => Promise<T>): Promise<T> {
     const ctx = this.#ctx;
     for (let attempt = 0; ; attempt++) {
+      this.#lastCallAt = Date.now();
       try {
         const started = performance.now();
         const out = await fn();
@@ -70,5 +78,24 @@ export class RedisGuard {
         await delay(backoffMs(attempt, 200, 5000), ctx.signal);
       }
     }
+  }
+
+  /**
+   * A PING through {@link RedisGuard.step} when no Redis call has started for `idleMs` (one at a time;
+   * none during an outage, whose own retries already watch for its end). Its failure is the outage's.
+   */
+  probeIfIdle(ping: () => Promise<unknown>, idleMs: number): void {
+    if (this.#probing || this.#outage || this.#ctx.signal.aborted) return;
+    if (Date.now() - this.#lastCallAt < idleMs) return;
+    this.#probing = true;
+    void this.step('ping', () =>
+      ping().catch((err: unknown) => {
+        throw wrapRedisError('PING', err);
+      }),
+    )
+      .catch(() => undefined)
+      .finally(() => {
+        this.#probing = false;
+      });
   }
 }

@@ -3,6 +3,8 @@
  * handled (ioredis prints "[ioredis] Unhandled error event" for each one otherwise), logged once per
  * outage as a JSON line, and SIGTERM still ends the process. The Redis is a private redis-server; once
  * it is killed, a socket on its port that drops every connection counts the client's reconnect attempts.
+ * An idle processor (no record comes) still shows the outage on /readyz and in redfence_redis_outage,
+ * and its end when Redis is back.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -10,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, describe, it, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { freePort } from '../helpers/child.js';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
@@ -27,43 +29,54 @@ function exited(child: ChildProcess): Promise<number | null> {
   });
 }
 
+/** A private redis-server on `port`, killed after the test; resolves once it answers. */
+async function privateRedis(t: TestContext, port: number): Promise<ChildProcess> {
+  const redis = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    { stdio: 'ignore' },
+  );
+  t.after(() => {
+    redis.kill('SIGKILL');
+  });
+  const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
+  probe.on('error', () => undefined);
+  await pollUntil(
+    'the private redis-server answers',
+    () =>
+      probe.ping().then(
+        (r) => r === 'PONG',
+        () => false,
+      ),
+    10_000,
+  );
+  probe.disconnect();
+  return redis;
+}
+
+/** Topics and a one-line processor module for `ns`; returns the module's path. */
+async function processorModule(t: TestContext, ns: string): Promise<string> {
+  t.after(
+    await createTopics([
+      { topic: `${ns}-in`, partitions: 1 },
+      { topic: `${ns}-out`, partitions: 1 },
+      { topic: `${ns}-in.DLT`, partitions: 1 },
+    ]),
+  );
+  const module = join(dir, `${ns}.mjs`);
+  writeFileSync(
+    module,
+    `export default { input: '${ns}-in', output: '${ns}-out', store: '${ns}', reduce: (s, r) => ({ state: r }) };\n`,
+  );
+  return module;
+}
+
 describe('redfence run while Redis is down', { timeout: 90_000 }, () => {
   it('handles every client error event, logs the outage once, and still stops on SIGTERM', async (t) => {
     const port = await freePort();
-    const redis = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-      { stdio: 'ignore' },
-    );
-    t.after(() => {
-      redis.kill('SIGKILL');
-    });
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
-    probe.on('error', () => undefined);
-    await pollUntil(
-      'the private redis-server answers',
-      () =>
-        probe.ping().then(
-          (r) => r === 'PONG',
-          () => false,
-        ),
-      10_000,
-    );
-    probe.disconnect();
-
+    const redis = await privateRedis(t, port);
     const ns = uniqueName('cli-outage');
-    t.after(
-      await createTopics([
-        { topic: `${ns}-in`, partitions: 1 },
-        { topic: `${ns}-out`, partitions: 1 },
-        { topic: `${ns}-in.DLT`, partitions: 1 },
-      ]),
-    );
-    const module = join(dir, 'm.mjs');
-    writeFileSync(
-      module,
-      `export default { input: '${ns}-in', output: '${ns}-out', store: '${ns}', reduce: (s, r) => ({ state: r }) };\n`,
-    );
+    const module = await processorModule(t, ns);
     const env = Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !/^(REDIS_|REDFENCE_)/.test(k)),
     );
@@ -122,5 +135,68 @@ describe('redfence run while Redis is down', { timeout: 90_000 }, () => {
     assert.ok(Date.now() - sent < 5000 + 3000, `stopped after ${Date.now() - sent} ms`);
     assert.match(stderr, /"msg":"shutting down"/);
     assert.doesNotMatch(stderr, /Unhandled error event/);
+  });
+  it('an idle processor shows the outage on /readyz and redfence_redis_outage, and its end', async (t) => {
+    const port = await freePort();
+    let redis = await privateRedis(t, port);
+    const ns = uniqueName('cli-idle-outage');
+    const module = await processorModule(t, ns);
+    const metricsPort = await freePort();
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !/^(REDIS_|REDFENCE_)/.test(k)),
+    );
+    const child = spawn(
+      process.execPath,
+      [
+        BIN,
+        'run',
+        module,
+        '--brokers',
+        KAFKA_BROKERS,
+        '--redis',
+        `redis://127.0.0.1:${port}`,
+        '--group',
+        ns,
+        '--allow-eviction',
+        '--session-timeout',
+        '6000',
+        '--metrics-port',
+        String(metricsPort),
+      ],
+      { env, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    t.after(() => {
+      child.kill('SIGKILL');
+    });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const base = `http://127.0.0.1:${metricsPort}`;
+    const ready = () =>
+      fetch(`${base}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      );
+    const outageMetric = async () => {
+      const text = await (await fetch(`${base}/metrics`)).text();
+      return /^redfence_redis_outage(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1];
+    };
+    await pollUntil('/readyz says ready', async () => (await ready()) === 200, 40_000, 100);
+    assert.equal(await outageMetric(), '0');
+
+    // no record comes: only the idle probe can notice
+    redis.kill('SIGKILL');
+    await exited(redis);
+    await pollUntil('/readyz says not ready', async () => (await ready()) === 503, 20_000, 100);
+    assert.equal(await outageMetric(), '1');
+    assert.match(stderr, /"msg":"Redis unavailable: paused consumption, offsets stay put"/);
+
+    redis = await privateRedis(t, port);
+    await pollUntil('/readyz says ready again', async () => (await ready()) === 200, 30_000, 100);
+    assert.equal(await outageMetric(), '0');
+    assert.match(stderr, /"msg":"Redis is back: resumed"/);
+    child.kill('SIGTERM');
+    assert.equal(await exited(child), 0, stderr);
   });
 });
