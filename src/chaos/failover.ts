@@ -9,7 +9,6 @@
  */
 import { pollUntil } from '../harness/poll.js';
 import { type RedisServer, redisCommand, redisInfo } from '../harness/redis-server.js';
-import type { Injected } from './faults.js';
 import {
   clusterNodes,
   clusterOk,
@@ -19,6 +18,7 @@ import {
   sentinelsReady,
 } from './redis-topology.js';
 import type { Fault } from './schedule.js';
+import type { Injected } from './verdict.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const within = (what: string, check: () => Promise<boolean>, ms: number, every = 100) =>

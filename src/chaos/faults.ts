@@ -10,7 +10,7 @@ import { clusterFailover, sentinelFailover } from './failover.js';
 import type { Instance } from './instances.js';
 import type { RedisSide } from './redis-topology.js';
 import type { Fault } from './schedule.js';
-import type { FaultFacts } from './verdict.js';
+import type { FaultFacts, Injected } from './verdict.js';
 
 export interface Slot {
   id: string;
@@ -40,12 +40,6 @@ export interface FaultContext {
    * batch or two by the time a restarted instance consumes).
    */
   inputProduced(): boolean;
-}
-
-export interface Injected {
-  target?: string;
-  outcome: string;
-  facts: FaultFacts;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

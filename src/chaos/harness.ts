@@ -30,7 +30,7 @@ import type { Exit } from '../harness/child.js';
 import { pollUntil } from '../harness/poll.js';
 import type { Comparison, Snapshot } from './compare.js';
 import type { FarSide } from './far-side.js';
-import { type FaultContext, type Injected, inject, type Slot } from './faults.js';
+import { type FaultContext, inject, type Slot } from './faults.js';
 import type { HandlerResult } from './handler-verdict.js';
 import { type Instance, type Mode, startInstance } from './instances.js';
 import { ChaosKafka, type ConnectionConfig } from './kafka.js';
@@ -45,7 +45,7 @@ import {
 } from './redis-topology.js';
 import { randomSeed } from './rng.js';
 import { type Fault, type FaultKind, makeSchedule, type ScheduleOptions } from './schedule.js';
-import { type FaultOutcome, judge, judgeFault } from './verdict.js';
+import { type FaultOutcome, type Injected, judge, judgeFault } from './verdict.js';
 import { type VerifyResult, verify } from './verifier.js';
 import { Feeder, RecordList, type RecordSource, Workload } from './workload.js';
 

@@ -38,6 +38,13 @@ export interface FaultFacts {
   stoppedCleanly?: boolean;
 }
 
+/** What injecting one fault returns (src/chaos/faults.ts, failover.ts): the harness adds the rest. */
+export interface Injected {
+  target?: string;
+  outcome: string;
+  facts: FaultFacts;
+}
+
 export interface FaultOutcome {
   fault: Fault;
   target?: string;

@@ -16,7 +16,7 @@ import type { InvalidationDefinition } from '../kit/invalidation/definition.js';
 import { kafkaSecurity } from './kafka-options.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
-import type { RUN_OPTIONS } from './run.js';
+import type { RUN_OPTIONS } from './run-options.js';
 import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
 
 const PROCESSOR_ONLY = [

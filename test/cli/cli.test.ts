@@ -11,7 +11,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { RUN_HELP } from '../../src/cli/run.js';
+import { RUN_HELP } from '../../src/cli/run-options.js';
 import { REDIS_URL } from '../helpers/env.js';
 
 const BIN = new URL('../../dist/cli/bin.js', import.meta.url).pathname;

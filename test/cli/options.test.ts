@@ -12,7 +12,8 @@ import { CHAOS_HELP, CHAOS_OPTIONS } from '../../src/cli/chaos-options.js';
 import { INSPECT_HELP, INSPECT_OPTIONS } from '../../src/cli/inspect.js';
 import { parseOptions, type Table } from '../../src/cli/options.js';
 import { redisTarget, showRedisUrl } from '../../src/cli/redis.js';
-import { processorSettings, RUN_HELP, RUN_OPTIONS } from '../../src/cli/run.js';
+import { processorSettings } from '../../src/cli/run.js';
+import { RUN_HELP, RUN_OPTIONS } from '../../src/cli/run-options.js';
 import { RedfenceError } from '../../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'redfence-cli-options-'));
