@@ -21,7 +21,7 @@ import type { InRecord, OutRecord } from '../kafka/types.js';
 import { VERSION } from '../version.js';
 import type { ResolvedTracing } from './options.js';
 import { ATTR, FENCE_SPAN, KAFKA, MAX_LINKS, OPERATION, REDIS, TRACEPARENT, TRACESTATE } from './semconv.js';
-import type { BatchTrace, RecordTrace, StepBatch, StepTrace, Tracer, TracingScope } from './tracing.js';
+import type { BatchTrace, RecordTrace, StepBatch, StepTrace, Tracer, TracingScope } from './trace-types.js';
 import { extractContext, formatTraceparent, type RemoteContext } from './w3c.js';
 
 type ApiModule = typeof Api;

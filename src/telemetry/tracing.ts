@@ -7,49 +7,9 @@
 import type { InRecord, OutRecord } from '../kafka/types.js';
 import type { ResolvedTracing } from './options.js';
 import { type ApiImporter, loadTracer } from './otel.js';
+import type { BatchTrace, RecordTrace, StepBatch, StepTrace, Tracer, TracingScope } from './trace-types.js';
 
-/** One batch's `process <topic>` span. Created unstarted, so a batch dropped at intake has none. */
-export interface BatchTrace {
-  /** Starts the span, linked to the creation contexts the first records carry. */
-  begin(topic: string, partition: number, epoch: number, records: readonly InRecord[]): void;
-  /** Runs one Redis step (the fence calls) in a child span. */
-  redis<R>(fn: () => Promise<R>): Promise<R>;
-  /** The records with this batch's context in their `traceparent`/`tracestate` headers. */
-  stamp(out: OutRecord[]): OutRecord[];
-  /** A newer owner holds the partition: the batch is dropped. */
-  fenced(): void;
-  failed(error: unknown): void;
-  /** Ends the span; later calls do nothing. */
-  end(): void;
-}
-
-/** One Kafka step's `send` span, linked to the spans of the batches it carries. */
-export interface StepTrace {
-  failed(error: unknown): void;
-  end(): void;
-}
-
-/** One handler call's `process <topic>` span, parented to the record's creation context. */
-export interface RecordTrace {
-  /** Runs fn with the span as the active context (the user's own spans become its children). */
-  run<R>(fn: () => Promise<R>): Promise<R>;
-  stamp(out: OutRecord): OutRecord;
-  failed(error: unknown): void;
-  end(): void;
-}
-
-export interface StepBatch {
-  readonly trace?: BatchTrace;
-  /** Input records in the batch. */
-  readonly count: number;
-}
-
-/** What a loaded tracer makes; the no-op one below when tracing is off. */
-export interface Tracer {
-  batch(): BatchTrace;
-  step(batches: readonly StepBatch[], out: readonly OutRecord[], mode: string): StepTrace;
-  record(record: InRecord, attempt: number | undefined): RecordTrace;
-}
+export type { BatchTrace, RecordTrace, StepBatch, StepTrace, Tracer, TracingScope } from './trace-types.js';
 
 const NOOP_BATCH: BatchTrace = {
   begin: () => undefined,
@@ -67,11 +27,6 @@ const NOOP_RECORD: RecordTrace = {
   end: () => undefined,
 };
 const NOOP: Tracer = { batch: () => NOOP_BATCH, step: () => NOOP_STEP, record: () => NOOP_RECORD };
-
-/** Who is tracing: written on every span. */
-export interface TracingScope {
-  readonly groupId: string;
-}
 
 export class Tracing implements Tracer {
   readonly #option: ResolvedTracing | undefined;
