@@ -92,8 +92,10 @@ describe('redfence chaos <module> against Kafka and its own Redis', { timeout: 1
         'at-least-once',
         '--input',
         wordsFile(2000),
+        // 16 s: the crash's stop and armed restart (several seconds on a loaded machine, under tsx)
+        // must leave input for the armed instance; in 8 s the other instance had consumed it all
         '--duration',
-        '8',
+        '16',
         '--kills',
         '1',
         '--crashes',
