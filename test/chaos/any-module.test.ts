@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { compare, type Snapshot } from '../../src/chaos/compare.js';
-import { main } from '../../src/cli/main.js';
+import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS } from '../helpers/env.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
@@ -22,20 +22,7 @@ const fixture = (name: string) => join(FIXTURES, name);
 const dir = mkdtempSync(join(tmpdir(), 'redfence-chaos-any-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-async function chaos(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    ['chaos', ...args],
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
+const chaos = (args: string[]) => runCli(['chaos', ...args]);
 
 const QUIET_FAULTS = ['--kills', '0', '--crashes', '0', '--zombies', '0', '--redis-restarts', '0'];
 const common = ['--brokers', KAFKA_BROKERS, '--partitions', '3', '--session-timeout', '6000', '--quiet'];

@@ -12,26 +12,13 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { FarSideCall } from '../../src/chaos/far-side.js';
 import { judgeHandlerRun } from '../../src/chaos/handler-verdict.js';
-import { main } from '../../src/cli/main.js';
+import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS } from '../helpers/env.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 const fixture = (name: string) => join(FIXTURES, name);
 
-async function chaos(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    ['chaos', ...args],
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
+const chaos = (args: string[]) => runCli(['chaos', ...args]);
 
 const common = [
   '--handler',

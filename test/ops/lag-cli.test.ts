@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { main } from '../../src/cli/main.js';
+import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, produce } from '../helpers/kafka.js';
 
@@ -24,20 +25,7 @@ interface Report {
   }[];
 }
 
-async function runLag(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    ['lag', '--brokers', KAFKA_BROKERS, '--json', ...args],
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
+const runLag = (args: string[]) => runCli(['lag', '--brokers', KAFKA_BROKERS, '--json', ...args]);
 
 /** Commits offsets for a group from a consumer that never subscribes (no member, no assignment). */
 async function commit(group: string, offsets: { topic: string; partition: number; offset: number }[]) {

@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Cluster } from 'ioredis';
-import { main } from '../../src/cli/main.js';
 import { defineProcessor, Processor, type ProcessorDefinition } from '../../src/index.js';
 import { KeySpace, keySlot } from '../../src/keys/index.js';
+import { runCli } from '../helpers/cli.js';
 import { cluster, KAFKA_BROKERS, REDIS_CLUSTER_NODES, uniqueName } from '../helpers/env.js';
 import { createTopics, type Msg, pollUntil, produce } from '../helpers/kafka.js';
 
@@ -24,20 +24,7 @@ const OPERATION = `(o) => {
   return { op: 'add', by: o.n };
 }`;
 
-async function reconcile(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    ['reconcile', ...args],
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
+const reconcile = (args: string[]) => runCli(['reconcile', ...args]);
 
 describe('redfence reconcile on Redis Cluster, operation processor', { timeout: 180_000 }, () => {
   const ns = uniqueName('recc');

@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
-import { main } from '../../src/cli/main.js';
 import { Processor, type ProcessorDefinition, partitionFor } from '../../src/index.js';
 import { KeySpace } from '../../src/keys/index.js';
 import { startProcessorChild } from '../helpers/child.js';
+import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, kafka, type Msg, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
 import { customerOrders } from '../helpers/outputs.js';
@@ -39,20 +39,7 @@ interface Report {
   partitions: Array<{ partition: number; committed: number }>;
 }
 
-async function reconcile(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    ['reconcile', ...args],
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
+const reconcile = (args: string[]) => runCli(['reconcile', ...args]);
 
 describe('redfence reconcile', { timeout: 240_000 }, () => {
   const ns = uniqueName('rec');

@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Cluster } from 'ioredis';
-import { main } from '../../src/cli/main.js';
 import { Processor, type ProcessorDefinition } from '../../src/index.js';
 import { KeySpace } from '../../src/keys/index.js';
+import { runCli } from '../helpers/cli.js';
 import { cluster, KAFKA_BROKERS, REDIS_CLUSTER_NODES, uniqueName } from '../helpers/env.js';
 import { createTopics, kafka, pollUntil, produce } from '../helpers/kafka.js';
 import { customerOrders } from '../helpers/outputs.js';
@@ -23,20 +23,7 @@ import { customerOrders } from '../helpers/outputs.js';
 const PARTITIONS = 3;
 const SRC = new URL('../../src/index.ts', import.meta.url).pathname;
 
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    args,
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
+const cli = runCli;
 
 describe('rebuild on Redis Cluster', { timeout: 120_000 }, () => {
   const ns = uniqueName('snapc');

@@ -15,10 +15,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { main } from '../../src/cli/main.js';
 import { RedisServer } from '../../src/harness/index.js';
 import { Processor, type ProcessorDefinition } from '../../src/index.js';
 import { KeySpace } from '../../src/keys/index.js';
+import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { createTopics, kafka, pollUntil, produce } from '../helpers/kafka.js';
 import { customerOrders } from '../helpers/outputs.js';
@@ -26,20 +26,7 @@ import { customerOrders } from '../helpers/outputs.js';
 const PARTITIONS = 3;
 const SRC = new URL('../../src/index.ts', import.meta.url).pathname;
 
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    args,
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
+const cli = runCli;
 
 type Loss = 'flushall' | 'restart';
 
