@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
-import { Child, freePort } from '../src/harness/index.js';
+import { Child, freePort, pollUntil } from '../src/harness/index.js';
 import { Fence, partitionFor, readDeadLetterHeaders } from '../src/index.js';
 
 const BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:19092';
@@ -324,6 +324,8 @@ async function startReader(): Promise<Reader> {
   const consumer = kafka.consumer({
     'isolation.level': 'read_committed',
     'js.consumer.max.batch.size': 1000,
+    // a subscribed topic missing from the first metadata is looked for again within a second
+    'topic.metadata.refresh.interval.ms': 1000,
     kafkaJS: { groupId: `${GROUP}-reader`, fromBeginning: true, autoCommit: false, ...quiet },
   });
   const reader: Reader = {
@@ -398,6 +400,20 @@ async function main(): Promise<number> {
     ],
   });
   topicsCreated = true;
+  // The create call returns once the controller has the topics; a client that asks a busy broker at
+  // once may not see them yet (a reader that missed the dead-letter topic would look again only at
+  // librdkafka's 5-minute metadata refresh). Start once every partition has a leader.
+  await pollUntil(
+    'the topics to have leaders',
+    async () => {
+      const seen = await admin.fetchTopicMetadata({ topics: [ORDERS, TOTALS, DLT] }).catch(() => []);
+      return [ORDERS, TOTALS, DLT].every((t) => {
+        const m = seen.find((x) => x.name === t);
+        return m !== undefined && m.partitions.length > 0 && m.partitions.every((p) => p.leader >= 0);
+      });
+    },
+    30_000,
+  );
   process.stdout.write(
     `redfence demo ${run}: ${N} orders over ${K} customers + ${poison.length} poison records, ` +
       `${PARTITIONS} partitions, two exactly-once instances (a, b); a gets SIGKILLed midway\n`,
