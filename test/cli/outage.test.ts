@@ -71,43 +71,55 @@ async function processorModule(t: TestContext, ns: string): Promise<string> {
   return module;
 }
 
+/** `redfence run <module>` on the broker and the Redis at `redisUrl`, as a child; its stderr collected. */
+function startRun(
+  t: TestContext,
+  module: string,
+  ns: string,
+  redisUrl: string,
+  extra: string[],
+): { child: ChildProcess; stderr: string } {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(REDIS_|REDFENCE_)/.test(k)));
+  const child = spawn(
+    process.execPath,
+    [
+      BIN,
+      'run',
+      module,
+      '--brokers',
+      KAFKA_BROKERS,
+      '--redis',
+      redisUrl,
+      '--group',
+      ns,
+      '--allow-eviction',
+      ...extra,
+    ],
+    { env, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  t.after(() => {
+    child.kill('SIGKILL');
+  });
+  const run = { child, stderr: '' };
+  child.stderr?.on('data', (d: Buffer) => {
+    run.stderr += d.toString();
+  });
+  return run;
+}
+
 describe('redfence run while Redis is down', { timeout: 90_000 }, () => {
   it('handles every client error event, logs the outage once, and still stops on SIGTERM', async (t) => {
     const port = await freePort();
     const redis = await privateRedis(t, port);
     const ns = uniqueName('cli-outage');
     const module = await processorModule(t, ns);
-    const env = Object.fromEntries(
-      Object.entries(process.env).filter(([k]) => !/^(REDIS_|REDFENCE_)/.test(k)),
-    );
-    const child = spawn(
-      process.execPath,
-      [
-        BIN,
-        'run',
-        module,
-        '--brokers',
-        KAFKA_BROKERS,
-        '--redis',
-        `redis://:pw-never-shown@127.0.0.1:${port}`,
-        '--group',
-        ns,
-        '--allow-eviction',
-        '--shutdown-timeout',
-        '5000',
-        '--session-timeout',
-        '6000',
-      ],
-      { env, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    t.after(() => {
-      child.kill('SIGKILL');
-    });
-    let stderr = '';
-    child.stderr?.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    await pollUntil('the processor started', () => stderr.includes('"msg":"processor started"'), 40_000);
+    const run = startRun(t, module, ns, `redis://:pw-never-shown@127.0.0.1:${port}`, [
+      '--shutdown-timeout',
+      '5000',
+      '--session-timeout',
+      '6000',
+    ]);
+    await pollUntil('the processor started', () => run.stderr.includes('"msg":"processor started"'), 40_000);
 
     // Redis dies; its port then drops every connection, so each reconnect attempt fails with an error event
     redis.kill('SIGKILL');
@@ -121,20 +133,20 @@ describe('redfence run while Redis is down', { timeout: 90_000 }, () => {
     t.after(() => new Promise<void>((r) => dropper.close(() => r())));
     await pollUntil('the client tried to reconnect three times', () => attempts >= 3, 30_000);
 
-    assert.doesNotMatch(stderr, /Unhandled error event/);
-    assert.doesNotMatch(stderr, /pw-never-shown/);
-    const outage = stderr.split('\n').filter((l) => l.includes('"msg":"Redis connection error"'));
-    assert.equal(outage.length, 1, stderr);
+    assert.doesNotMatch(run.stderr, /Unhandled error event/);
+    assert.doesNotMatch(run.stderr, /pw-never-shown/);
+    const outage = run.stderr.split('\n').filter((l) => l.includes('"msg":"Redis connection error"'));
+    assert.equal(outage.length, 1, run.stderr);
     assert.match(outage[0] as string, /"level":"warn"/);
 
     // shutting down with Redis gone ends within --shutdown-timeout (5 s): at once or by the deadline
     const sent = Date.now();
-    child.kill('SIGTERM');
-    const code = await exited(child);
+    run.child.kill('SIGTERM');
+    const code = await exited(run.child);
     assert.ok(code === 0 || code === 1, `exit ${code}`);
     assert.ok(Date.now() - sent < 5000 + 3000, `stopped after ${Date.now() - sent} ms`);
-    assert.match(stderr, /"msg":"shutting down"/);
-    assert.doesNotMatch(stderr, /Unhandled error event/);
+    assert.match(run.stderr, /"msg":"shutting down"/);
+    assert.doesNotMatch(run.stderr, /Unhandled error event/);
   });
   it('an idle processor shows the outage on /readyz and redfence_redis_outage, and its end', async (t) => {
     const port = await freePort();
@@ -142,36 +154,12 @@ describe('redfence run while Redis is down', { timeout: 90_000 }, () => {
     const ns = uniqueName('cli-idle-outage');
     const module = await processorModule(t, ns);
     const metricsPort = await freePort();
-    const env = Object.fromEntries(
-      Object.entries(process.env).filter(([k]) => !/^(REDIS_|REDFENCE_)/.test(k)),
-    );
-    const child = spawn(
-      process.execPath,
-      [
-        BIN,
-        'run',
-        module,
-        '--brokers',
-        KAFKA_BROKERS,
-        '--redis',
-        `redis://127.0.0.1:${port}`,
-        '--group',
-        ns,
-        '--allow-eviction',
-        '--session-timeout',
-        '6000',
-        '--metrics-port',
-        String(metricsPort),
-      ],
-      { env, stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    t.after(() => {
-      child.kill('SIGKILL');
-    });
-    let stderr = '';
-    child.stderr?.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
+    const run = startRun(t, module, ns, `redis://127.0.0.1:${port}`, [
+      '--session-timeout',
+      '6000',
+      '--metrics-port',
+      String(metricsPort),
+    ]);
     const base = `http://127.0.0.1:${metricsPort}`;
     const ready = () =>
       fetch(`${base}/readyz`).then(
@@ -190,13 +178,13 @@ describe('redfence run while Redis is down', { timeout: 90_000 }, () => {
     await exited(redis);
     await pollUntil('/readyz says not ready', async () => (await ready()) === 503, 20_000, 100);
     assert.equal(await outageMetric(), '1');
-    assert.match(stderr, /"msg":"Redis unavailable: paused consumption, offsets stay put"/);
+    assert.match(run.stderr, /"msg":"Redis unavailable: paused consumption, offsets stay put"/);
 
     redis = await privateRedis(t, port);
     await pollUntil('/readyz says ready again', async () => (await ready()) === 200, 30_000, 100);
     assert.equal(await outageMetric(), '0');
-    assert.match(stderr, /"msg":"Redis is back: resumed"/);
-    child.kill('SIGTERM');
-    assert.equal(await exited(child), 0, stderr);
+    assert.match(run.stderr, /"msg":"Redis is back: resumed"/);
+    run.child.kill('SIGTERM');
+    assert.equal(await exited(run.child), 0, run.stderr);
   });
 });
