@@ -96,7 +96,7 @@ export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected
   // when it did not rejoin: both servers' and the sentinel's view, so the report says why
   const why =
     promoted && !back
-      ? ` (${await replicationLine(old.port)}; ${await replicationLine(next.port)}; sentinel says primary :${await sentinel.primaryPort()})`
+      ? ` (${await replicationLine(old.port)}; ${await replicationLine(next.port)}; sentinel says primary :${await sentinel.primaryPort()})${old.tail()}`
       : '';
   return {
     target: `redis :${old.port} -> :${next.port}`,

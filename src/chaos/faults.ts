@@ -159,6 +159,14 @@ async function zombie(c: FaultContext, f: Fault): Promise<Injected> {
     () => true,
     () => false,
   );
+  // A woken zombie's stale work may fail fatally a moment after it logs the rebalance (its open
+  // transaction was aborted by the coordinator): it stays expected until it has rejoined or exited.
+  if (noticed && s.inst.alive && !fenced())
+    await pollUntil(
+      'the zombie to rejoin or exit',
+      () => !s.inst.alive || s.inst.seen((l) => l.msg === 'partitions assigned', mark),
+      c.sessionTimeoutMs * 3 + 15_000,
+    ).catch(() => undefined);
   const facts: FaultFacts = { partitionsMoved: moved };
   let what: string;
   if (!s.inst.alive) {

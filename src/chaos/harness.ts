@@ -271,8 +271,12 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     const next = await spawnSlot({ id: slot.id, expecting: false, generation: slot.generation + 1 }, env);
     slot.inst = next.inst;
     slot.generation = next.generation;
+    // An armed instance (env) is meant to die; any other is left alone by the faults until it has
+    // started (a fault stopping it mid-start would fail the restart).
+    slot.expecting = true;
+    if (env) return;
+    await started(slot);
     slot.expecting = false;
-    if (!env) await started(slot);
   };
   const stopGracefully = async (slot: Slot): Promise<{ exit: Exit; forced: boolean }> => {
     slot.expecting = true;

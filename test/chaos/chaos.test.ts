@@ -314,7 +314,12 @@ describe('chaos, short', { timeout: 420_000, concurrency: 2 }, () => {
         log: (line) => console.log(`[${mode}] ${line}`),
       });
       console.log(`${formatReport(report)}\nFaults:\n${formatFaults(report)}`);
-      assert.equal(report.harnessErrors.length, 0, report.harnessErrors.join('\n'));
+      // the exits no fault caused go in the message too: they are often what led to a harness error
+      assert.equal(
+        report.harnessErrors.length,
+        0,
+        [...report.harnessErrors, ...report.unexpectedExits.map((e) => `unexpected exit: ${e}`)].join('\n'),
+      );
       assert.deepEqual(report.unexpectedExits, [], 'no instance exited without a fault causing it');
       assert.deepEqual(report.verify?.violations ?? ['not verified'], []);
       assert.equal(report.faults.length, report.schedule.length, 'every scheduled fault ran');
