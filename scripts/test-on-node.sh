@@ -29,4 +29,6 @@ cp -a "$dir/kafka/build/Release" "$pkg/Release"
 echo "$v" >"$pkg/.redfence-abi"
 
 echo "[test] Node $("$dir/bin/node" --version): ${#} test files"
-PATH="$PWD/$dir/bin:$PATH" "$dir/bin/node" --import tsx --test --test-concurrency=1 --test-reporter=spec "$@"
+PATH="$PWD/$dir/bin:$PATH" "$dir/bin/node" --import tsx --test --test-concurrency=1 \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=./scripts/test-durations.mjs --test-reporter-destination=".dev/test-durations-$v.txt" "$@"
