@@ -16,6 +16,7 @@ import {
   masterPorts,
   type RedisSide,
   sentinelsReady,
+  sentinelsView,
 } from './redis-topology.js';
 import type { Fault } from './schedule.js';
 import type { Injected } from './verdict.js';
@@ -26,8 +27,9 @@ const within = (what: string, check: () => Promise<boolean>, ms: number, every =
     () => true,
     () => false,
   );
+// 3 s to answer: a replica applying its primary's stream with an fsync per write is slow on a busy disk
 const linkedToPrimary = async (port: number) => {
-  const info = (await redisInfo(port, 'replication')) ?? '';
+  const info = (await redisInfo(port, 'replication', 3000)) ?? '';
   return /role:slave/.test(info) && /master_link_status:up/.test(info);
 };
 
@@ -71,7 +73,7 @@ export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected
   if (!next || !sentinel) return { outcome: 'skipped: no replica', facts: { skipped: 'no replica' } };
   if (!(await within('the sentinels to know the replica, linked', () => sentinelsReady(r), 60_000, 200)))
     return {
-      outcome: 'skipped: the sentinels never saw the replica linked',
+      outcome: `skipped: the sentinels never saw the replica linked (${await replicationLine(next.port)}; ${await sentinelsView(r)})`,
       facts: { skipped: 'replica not linked' },
     };
   const lag = await lagBehind(old, next, r.replicaLagMs);

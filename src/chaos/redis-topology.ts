@@ -152,6 +152,18 @@ export function verifierRedis(side: RedisSide): { redisUrl: string } | { cluster
   return { redisUrl: side.primary.url };
 }
 
+/** What each sentinel says of the primary and the replica, in one line (for a failover that was skipped). */
+export async function sentinelsView(side: RedisSide): Promise<string> {
+  const views = await Promise.all(
+    (side.sentinels ?? []).map(async (s) => {
+      const r = (await s.replicas()).find((x) => Number(x.get('port')) === side.replica?.port);
+      const replica = r ? `flags ${r.get('flags')} link ${r.get('master-link-status')}` : 'replica unknown';
+      return `sentinel :${s.port} primary :${await s.primaryPort()} ${replica}`;
+    }),
+  );
+  return views.join('; ');
+}
+
 /** True when every sentinel names `primary` and knows `replica` as a replica that is up and linked. */
 export async function sentinelsReady(side: RedisSide): Promise<boolean> {
   const replica = side.replica;
