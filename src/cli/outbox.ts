@@ -49,6 +49,14 @@ const WHERE = {
 
 export const OUTBOX_INIT_OPTIONS = {
   ...WHERE,
+  roles: numberOption('<n>', {
+    description:
+      'relay roles of a new outbox (at most this many relays publish at once); an existing one must already have this many',
+    env: 'REDFENCE_OUTBOX_ROLES',
+    defaultText: '8',
+    min: 1,
+    max: 64,
+  }),
   'print-sql': switchOption({
     description:
       'print the migration SQL (for your own migration tool) instead of running it; needs no database',
@@ -204,8 +212,9 @@ export async function outbox(args: readonly string[], out: (s: string) => void):
   if (sub !== 'retry' && parsed.positionals.length > 0)
     throw invalid(`unexpected arguments ${parsed.positionals.join(' ')}`);
   const mod = await import('../outbox/index.js');
+  const init = { ...where, ...(o.roles === undefined ? {} : { roles: o.roles as number }) };
   if (sub === 'init' && o['print-sql'] === true) {
-    out(mod.outboxSql(where));
+    out(mod.outboxSql(init));
     return 0;
   }
   if (sub === 'retry') {
@@ -226,7 +235,7 @@ export async function outbox(args: readonly string[], out: (s: string) => void):
     if (sub === 'init') {
       const client = await pool.connect();
       try {
-        await mod.initOutbox(client, where);
+        await mod.initOutbox(client, init);
       } finally {
         client.release();
       }

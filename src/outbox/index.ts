@@ -6,5 +6,13 @@ export type { RelayOptions } from './options.js';
 export type { Queryable } from './pg.js';
 export { OutboxRelay } from './relay.js';
 export { DEFAULT_TOPIC_TEMPLATE } from './routing.js';
-export { DEFAULT_TABLE, initOutbox, type OutboxLocation, outboxSql } from './schema.js';
+export {
+  DEFAULT_ROLES,
+  DEFAULT_TABLE,
+  initOutbox,
+  MAX_ROLES,
+  type OutboxInit,
+  type OutboxLocation,
+  outboxSql,
+} from './schema.js';
 export type { RelayMode } from './worker.js';

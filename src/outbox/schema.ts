@@ -18,6 +18,30 @@ export interface OutboxLocation {
   schema?: string;
 }
 
+/** Where the outbox goes, and its number of relay roles. */
+export interface OutboxInit extends OutboxLocation {
+  /**
+   * Relay roles (default 8, from 1 to {@link MAX_ROLES}): at most this many relays publish at once, each
+   * role's aggregates in order. Set when the outbox is made; an init naming another count for an
+   * existing outbox is refused (RF_INVALID_OPTIONS), since it would move aggregates between roles.
+   */
+  roles?: number;
+}
+
+export const DEFAULT_ROLES = 8;
+/** Each held role runs its own loop and producer: more roles than this would cost more than they share. */
+export const MAX_ROLES = 64;
+
+function checkRoles(roles: number | undefined): number {
+  if (roles === undefined) return DEFAULT_ROLES;
+  if (!Number.isSafeInteger(roles) || roles < 1 || roles > MAX_ROLES)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      `outbox roles must be an integer from 1 to ${MAX_ROLES}, got ${JSON.stringify(roles)}`,
+    );
+  return roles;
+}
+
 /** Quoted, schema-qualified names of every outbox object. */
 export interface OutboxNames {
   readonly base: string;
@@ -68,24 +92,40 @@ function migrationText(file: string): string {
  * `--print-sql` prints. With a schema it starts with `SET LOCAL search_path`, so it must run in a
  * transaction (init does).
  */
-export function outboxSql(loc: OutboxLocation = {}): string {
+export function outboxSql(loc: OutboxInit = {}): string {
   const n = outboxNames(loc);
+  const roles = checkRoles(loc.roles);
   const body = MIGRATIONS.map(migrationText)
     .join('\n')
-    .replace(/\bredfence_outbox/g, n.base);
+    .replace(/\bredfence_outbox/g, n.base)
+    .replace('generate_series(0, 8 - 1)', `generate_series(0, ${roles} - 1)`);
   return n.schema === undefined
     ? body
     : `CREATE SCHEMA IF NOT EXISTS "${n.schema}";\nSET LOCAL search_path TO "${n.schema}";\n${body}`;
 }
 
-/** Creates (or brings up to date) the outbox tables in one transaction. */
-export async function initOutbox(client: Queryable, loc: OutboxLocation = {}): Promise<void> {
+/**
+ * Creates (or brings up to date) the outbox tables in one transaction. With `roles` given, an existing
+ * outbox must have that many roles: otherwise RF_INVALID_OPTIONS and nothing changes.
+ */
+export async function initOutbox(client: Queryable, loc: OutboxInit = {}): Promise<void> {
   const sql = outboxSql(loc);
   await client.query('BEGIN');
   try {
     // Two concurrent inits would race on CREATE ... IF NOT EXISTS; one waits for the other instead.
     await client.query("SELECT pg_advisory_xact_lock(hashtext('redfence_outbox_init'))");
     await client.query(sql);
+    if (loc.roles !== undefined) {
+      const n = outboxNames(loc);
+      const { rows } = await client.query(`SELECT count(*)::int AS n FROM ${n.role}`);
+      const have = (rows[0] as { n: number }).n;
+      if (have !== loc.roles)
+        throw new RedfenceError(
+          'RF_INVALID_OPTIONS',
+          `outbox ${n.label} already has ${have} roles, not ${loc.roles}: the role count is set when the outbox is made ` +
+            '(changing it would move aggregates to other roles while relays publish them)',
+        );
+    }
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);

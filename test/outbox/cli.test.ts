@@ -58,6 +58,8 @@ describe('redfence outbox', () => {
       ['outbox', 'relay', '--database-url', trapUrl, '--kafka-ca', '/nonexistent/ca.pem'],
       ['outbox', 'relay', '--database-url', trapUrl, '--kafka-security-protocol', 'SASL_SSL'],
       ['outbox', 'status', '--database-url', trapUrl, '--table', 'Bad-Name'],
+      ['outbox', 'init', '--database-url', trapUrl, '--roles', '0'],
+      ['outbox', 'init', '--database-url', trapUrl, '--roles', '65'],
       ['outbox', 'retry', '--database-url', trapUrl, 'not-a-uuid'],
       ['outbox', 'retry', '--database-url', trapUrl],
       ['outbox', 'status', '--database-url', 'mysql://x'],
@@ -77,6 +79,10 @@ describe('redfence outbox', () => {
     assert.equal(r.code, 0);
     assert.match(r.out, /SET LOCAL search_path TO "shop"/);
     assert.match(r.out, /CREATE TABLE IF NOT EXISTS shop_outbox \(/);
+    assert.match(r.out, /generate_series\(0, 8 - 1\)/, 'eight roles by default');
+    const four = await cli(['outbox', 'init', '--print-sql', '--roles', '4']);
+    assert.equal(four.code, 0);
+    assert.match(four.out, /generate_series\(0, 4 - 1\)/);
     assert.equal(connections, 0);
   });
 

@@ -15,13 +15,13 @@ export interface TestSchema {
   drop(): Promise<void>;
 }
 
-export async function testSchema(databaseUrl = DATABASE_URL): Promise<TestSchema> {
+export async function testSchema(databaseUrl = DATABASE_URL, roles?: number): Promise<TestSchema> {
   const schema = `rf_outbox_test_${randomBytes(4).toString('hex')}`;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
   pool.on('error', () => undefined);
   const client = await pool.connect();
   try {
-    await initOutbox(client, { schema });
+    await initOutbox(client, { schema, ...(roles === undefined ? {} : { roles }) });
   } finally {
     client.release();
   }
