@@ -11,7 +11,8 @@
  *    the reader's clock when a row arrives minus the writer's clock when its COMMIT returned; p50/p99.
  *
  * node --import tsx bench/outbox/run.ts   (results in bench/results/outbox-<time>.json)
- * BENCH_ONLY=redfence-eo,one-row picks contenders; BENCH_LAG_SECONDS=0 skips the lag runs.
+ * BENCH_ONLY=redfence-eo,one-row picks contenders; BENCH_LAG_SECONDS=0 skips the lag runs; BENCH_ROLES
+ * makes the outboxes with that many relay roles (default 4); BENCH_TXN_INTERVAL_MS sets transactionIntervalMs.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { RdKafka } from '@confluentinc/kafka-javascript';
@@ -172,7 +173,10 @@ async function fresh(pool: pg.Pool, label: string) {
   const schema = `rf_obench_${label.replace(/-/g, '_').slice(0, 18)}_${Date.now().toString(36)}`;
   const c = await pool.connect();
   try {
-    await initOutbox(c, { schema });
+    await initOutbox(c, {
+      schema,
+      ...(process.env.BENCH_ROLES ? { roles: Number(process.env.BENCH_ROLES) } : {}),
+    });
   } finally {
     c.release();
   }

@@ -53,7 +53,7 @@ export const OUTBOX_INIT_OPTIONS = {
     description:
       'relay roles of a new outbox (at most this many relays publish at once); an existing one must already have this many',
     env: 'REDFENCE_OUTBOX_ROLES',
-    defaultText: '8',
+    defaultText: '4',
     min: 1,
     max: 64,
   }),

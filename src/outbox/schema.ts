@@ -21,14 +21,14 @@ export interface OutboxLocation {
 /** Where the outbox goes, and its number of relay roles. */
 export interface OutboxInit extends OutboxLocation {
   /**
-   * Relay roles (default 8, from 1 to {@link MAX_ROLES}): at most this many relays publish at once, each
+   * Relay roles (default 4, from 1 to {@link MAX_ROLES}): at most this many relays publish at once, each
    * role's aggregates in order. Set when the outbox is made; an init naming another count for an
    * existing outbox is refused (RF_INVALID_OPTIONS), since it would move aggregates between roles.
    */
   roles?: number;
 }
 
-export const DEFAULT_ROLES = 8;
+export const DEFAULT_ROLES = 4;
 /** Each held role runs its own loop and producer: more roles than this would cost more than they share. */
 export const MAX_ROLES = 64;
 
@@ -98,7 +98,7 @@ export function outboxSql(loc: OutboxInit = {}): string {
   const body = MIGRATIONS.map(migrationText)
     .join('\n')
     .replace(/\bredfence_outbox/g, n.base)
-    .replace('generate_series(0, 8 - 1)', `generate_series(0, ${roles} - 1)`);
+    .replace('generate_series(0, 4 - 1)', `generate_series(0, ${roles} - 1)`);
   return n.schema === undefined
     ? body
     : `CREATE SCHEMA IF NOT EXISTS "${n.schema}";\nSET LOCAL search_path TO "${n.schema}";\n${body}`;

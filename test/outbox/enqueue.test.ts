@@ -28,7 +28,7 @@ describe('outbox table and enqueue', () => {
       c.release();
     }
     const roles = await t.pool.query(`SELECT count(*)::int AS n FROM "${t.schema}".redfence_outbox_role`);
-    assert.equal(roles.rows[0].n, 8);
+    assert.equal(roles.rows[0].n, 4);
     const sql = outboxSql({ table: 'orders_outbox', schema: 'app' });
     assert.match(sql, /CREATE TABLE IF NOT EXISTS orders_outbox \(/);
     assert.match(sql, /pg_notify\('orders_outbox'/);

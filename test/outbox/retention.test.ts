@@ -99,8 +99,8 @@ describe('outbox retention and metrics', () => {
     assert.equal(value('redfence_outbox_published_total'), 150);
     assert.equal(value('redfence_outbox_retention_deleted_total'), 150);
     assert.equal(value('redfence_outbox_parked_total'), 1);
-    assert.equal(value('redfence_outbox_roles_held'), 8);
-    assert.match(text, /redfence_outbox_role_changes_total\{change="gained"\} 8/);
+    assert.equal(value('redfence_outbox_roles_held'), 4);
+    assert.match(text, /redfence_outbox_role_changes_total\{change="gained"\} 4/);
     for (const line of text.split('\n').filter((l) => l && !l.startsWith('#')))
       assert.match(line, /^redfence_outbox_/, 'every metric is redfence_outbox_*');
     await pollUntil('the parked row sampled', async () => {

@@ -48,7 +48,7 @@ describe('outbox relay roles', () => {
     const registry = new Registry();
     const a = relay('a', registry);
     await a.start();
-    assert.deepEqual(a.roles, [0, 1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(a.roles, [0, 1, 2, 3]);
     const b = relay('b');
     await b.start();
     const owners = async () =>
@@ -57,16 +57,16 @@ describe('outbox relay roles', () => {
         role: number;
         owner: string | null;
       }>;
-    await pollUntil('four roles each', () => a.roles.length === 4 && b.roles.length === 4, 20_000, 50);
-    assert.deepEqual([...a.roles, ...b.roles].sort(), [0, 1, 2, 3, 4, 5, 6, 7], 'each role held once');
+    await pollUntil('two roles each', () => a.roles.length === 2 && b.roles.length === 2, 20_000, 50);
+    assert.deepEqual([...a.roles, ...b.roles].sort(), [0, 1, 2, 3], 'each role held once');
     const table = await owners();
     for (const r of table)
       assert.equal(r.owner, (a.roles.includes(r.role) ? a : b).options.relayId, `owner of role ${r.role}`);
     await b.close();
-    await pollUntil('the first relay holds all again', () => a.roles.length === 8, 20_000, 50);
+    await pollUntil('the first relay holds all again', () => a.roles.length === 4, 20_000, 50);
     const text = await registry.metrics();
-    assert.match(text, /redfence_outbox_role_changes_total\{change="released"\} 4/);
-    assert.match(text, /redfence_outbox_role_changes_total\{change="gained"\} 12/);
+    assert.match(text, /redfence_outbox_role_changes_total\{change="released"\} 2/);
+    assert.match(text, /redfence_outbox_role_changes_total\{change="gained"\} 6/);
   });
 });
 
@@ -97,8 +97,8 @@ describe('an outbox made with 3 roles', () => {
     const c = await t.pool.connect();
     try {
       await assert.rejects(
-        initOutbox(c, { schema: t.schema, roles: 8 }),
-        (e) => RedfenceError.is(e, 'RF_INVALID_OPTIONS') && /already has 3 roles, not 8/.test(e.message),
+        initOutbox(c, { schema: t.schema, roles: 4 }),
+        (e) => RedfenceError.is(e, 'RF_INVALID_OPTIONS') && /already has 3 roles, not 4/.test(e.message),
       );
       await initOutbox(c, { schema: t.schema, roles: 3 });
       await initOutbox(c, { schema: t.schema });

@@ -44,11 +44,11 @@ CREATE TABLE IF NOT EXISTS redfence_outbox_role (
   epoch      bigint      NOT NULL DEFAULT 0,
   expires_at timestamptz NOT NULL DEFAULT '-infinity'
 );
--- The number of roles is fixed when the outbox is made (8 here; `redfence outbox init --roles <n>` or
+-- The number of roles is fixed when the outbox is made (4 here; `redfence outbox init --roles <n>` or
 -- initOutbox's `roles` set another): a later change would move aggregates to other roles while relays
 -- publish them. Run again, this adds none.
 INSERT INTO redfence_outbox_role (role)
-  SELECT g FROM generate_series(0, 8 - 1) AS g
+  SELECT g FROM generate_series(0, 4 - 1) AS g
   WHERE NOT EXISTS (SELECT 1 FROM redfence_outbox_role);
 
 -- Live relays (a heartbeat each): how many share the roles.
