@@ -32,7 +32,7 @@ const PROCESSOR_ONLY = [
   'snapshot-topic',
   'snapshot-rate',
 ];
-const HANDLER_ONLY = ['concurrency', 'postgres', 'postgres-table'];
+const HANDLER_ONLY = ['concurrency', 'attempt-timeout', 'postgres', 'postgres-table'];
 const REDIS_TARGETS = ['redis', 'cluster', 'sentinels'];
 
 const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
@@ -103,6 +103,7 @@ export async function runHandler(r: HandlerRun): Promise<number> {
   };
   if (o.group !== undefined) settings.groupId = o.group;
   if (o.concurrency !== undefined) settings.concurrency = o.concurrency;
+  if (o['attempt-timeout'] !== undefined) settings.retry = { attemptTimeoutMs: o['attempt-timeout'] };
   if (o['commit-interval'] !== undefined) settings.commitIntervalMs = o['commit-interval'];
   if (o.tracing) settings.tracing = true;
 
@@ -113,6 +114,8 @@ export async function runHandler(r: HandlerRun): Promise<number> {
     throw invalid("an invalidation module needs its caches' Redis: give --redis, --cluster or --sentinels");
   if (invalidation && o.postgres !== undefined)
     throw invalid('--postgres applies to handlers, not to invalidations');
+  if (invalidation && o['attempt-timeout'] !== undefined)
+    throw invalid('--attempt-timeout applies to handlers, not to invalidations');
   const redis: Redis | Cluster | undefined = useRedis ? await redisClient(target, logger) : undefined;
   const pool =
     o.postgres === undefined

@@ -135,6 +135,14 @@ export const RUN_OPTIONS = {
     min: 1,
     max: 100_000,
   }),
+  'attempt-timeout': numberOption('<ms>', {
+    description:
+      'handlers: a handle() call past this aborts ctx.signal and, when it throws, fails as retriable (RF_HANDLER_TIMEOUT); 0: none',
+    env: 'REDFENCE_ATTEMPT_TIMEOUT_MS',
+    defaultText: '0',
+    min: 0,
+    max: 2_147_483_647,
+  }),
   postgres: textOption('<url>', {
     description:
       'handlers: PostgreSQL for ctx.transaction (needs the pg package; give a password through the environment, not a flag)',

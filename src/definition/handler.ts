@@ -41,7 +41,10 @@ export interface HandlerContext {
    * `retry_topic-attempts`). Always 1 without `retry.topics`.
    */
   readonly deliveryAttempt: number;
-  /** Aborts (reason: RF_HANDLER_ABANDONED) when the record is abandoned on revocation or close. */
+  /**
+   * Aborts when the record is abandoned on revocation or close (reason: RF_HANDLER_ABANDONED), or when
+   * this call runs past `retry.attemptTimeoutMs` (reason: RF_HANDLER_TIMEOUT).
+   */
   readonly signal: AbortSignal;
   /** The runtime's logger, with topic/partition/offset bound (never the value). */
   readonly log: Logger;

@@ -111,6 +111,11 @@ export const ERROR_CODES = {
     summary:
       'ctx.once found a newer owner epoch on the partition: this instance is a zombie for it, its work is not marked done and its record is not committed.',
   },
+  RF_HANDLER_TIMEOUT: {
+    retriable: true,
+    summary:
+      "A handler's handle call ran past retry.attemptTimeoutMs: ctx.signal aborts with this reason, and a call that then throws has failed with it (retried like any retriable failure).",
+  },
   RF_HANDLER_ABANDONED: {
     retriable: false,
     summary:

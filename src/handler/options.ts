@@ -36,6 +36,14 @@ export interface RetryOptions {
   baseMs?: number;
   /** Longest backoff. Default 10000. */
   maxMs?: number;
+  /**
+   * Longest one `handle` call may take, in ms; 0 (the default) sets none. Past it `ctx.signal` aborts
+   * with an RF_HANDLER_TIMEOUT reason, and when the call settles by throwing, the attempt has failed
+   * with RF_HANDLER_TIMEOUT (retriable: retried, forwarded or dead-lettered as any retriable failure).
+   * A call that ignores the signal keeps its slot and its key until it returns: no second call of a
+   * record, or of a later record of its key, starts meanwhile.
+   */
+  attemptTimeoutMs?: number;
   /** Non-blocking retries through retry topics, Spring Kafka's layout (docs/handlers.md "Retry topics"). */
   topics?: RetryTopicsOptions;
 }
@@ -44,6 +52,8 @@ export interface ResolvedRetry {
   readonly attempts: number;
   readonly baseMs: number;
   readonly maxMs: number;
+  /** 0: none. */
+  readonly attemptTimeoutMs: number;
   readonly topics: ResolvedRetryTopics | undefined;
 }
 
@@ -145,6 +155,7 @@ const RETRY_NAMES: Record<keyof RetryOptions, true> = {
   attempts: true,
   baseMs: true,
   maxMs: true,
+  attemptTimeoutMs: true,
   topics: true,
 };
 const POSTGRES_NAMES: Record<keyof PostgresOptions, true> = { pool: true, table: true };
@@ -157,8 +168,15 @@ function retryOptions(v: unknown, declared: unknown): ResolvedRetry {
   const baseMs = integer('retry.baseMs', r.baseMs, 1, MAX_TIMER_MS, 200);
   const maxMs = integer('retry.maxMs', r.maxMs, 1, MAX_TIMER_MS, Math.max(10_000, baseMs));
   if (maxMs < baseMs) throw invalid(`option "retry.maxMs" (${maxMs}) must be >= "retry.baseMs" (${baseMs})`);
+  const attemptTimeoutMs = integer('retry.attemptTimeoutMs', r.attemptTimeoutMs, 0, MAX_TIMER_MS, 0);
   const topics = resolveRetryTopics(r.topics ?? declared, WHAT);
-  return { attempts: integer('retry.attempts', r.attempts, 1, 1000, topics ? 1 : 4), baseMs, maxMs, topics };
+  return {
+    attempts: integer('retry.attempts', r.attempts, 1, 1000, topics ? 1 : 4),
+    baseMs,
+    maxMs,
+    attemptTimeoutMs,
+    topics,
+  };
 }
 
 function postgresOptions(v: unknown): ResolvedHandlerOptions['postgres'] {

@@ -10,13 +10,7 @@
  * afterwards is abandoned (not committed): the next owner handles it. Logs carry topic, partition,
  * offset and the error's class and code, never the key, the value or the error's message.
  */
-import type {
-  HandlerContext,
-  HandlerDefinition,
-  HandlerRecord,
-  OnceResult,
-  SqlClient,
-} from '../definition/handler.js';
+import type { HandlerDefinition, HandlerRecord } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
 import type { InRecord, KafkaPort, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
@@ -36,8 +30,9 @@ import {
   retryTopicName,
 } from '../retry/retry-topics.js';
 import { NO_TRACING, type RecordTrace, type Tracer } from '../telemetry/tracing.js';
+import { attemptDeadline, handlerContext } from './context.js';
 import { rateLimitedFor } from './hold.js';
-import { fencedError, type OnceStore } from './once.js';
+import type { OnceStore } from './once.js';
 import type { ResolvedRetry } from './options.js';
 import type { SqlOnce } from './postgres.js';
 import type { Outcome, PartitionWork } from './scheduler.js';
@@ -86,56 +81,6 @@ function boundLog(log: Logger, fields: object): Logger {
     warn: (o, m) => log.warn({ ...fields, ...o }, m),
     error: (o, m) => log.error({ ...fields, ...o }, m),
   };
-}
-
-function context(
-  ctx: RunnerContext,
-  part: PartitionWork,
-  id: string,
-  attempt: number,
-  deliveryAttempt: number,
-  log: Logger,
-): HandlerContext {
-  const { topic, partition } = part.tp;
-  const once = async <R>(a: string | (() => Promise<R>), b?: () => Promise<R>): Promise<OnceResult<R>> => {
-    const [key, fn] = typeof a === 'string' ? [a, b] : [id, a];
-    if (ctx.once === undefined)
-      throw new RedfenceError('RF_INVALID_STATE', 'ctx.once needs the handler option "redis"');
-    if (typeof fn !== 'function' || key === '')
-      throw new RedfenceError('RF_INVALID_ARGUMENT', 'ctx.once takes (fn) or (id, fn) with a non-empty id');
-    // a retry-topic record: the input partition's marker, fenced by the retry partition's epoch
-    const fromRetry = ctx.topics !== undefined && topic !== ctx.input;
-    const [at, epoch, via] = fromRetry ? [ctx.input, part.orderEpoch, topic] : [topic, part.epoch, undefined];
-    const state = await ctx.once.check(at, partition, epoch, key, via);
-    if (state === 'fenced') throw fencedError(topic, partition, epoch);
-    if (state === 'done') return { ran: false };
-    const value = await fn();
-    if (!(await ctx.once.mark(at, partition, epoch, key, via))) throw fencedError(topic, partition, epoch);
-    return { ran: true, value };
-  };
-  const transaction = async <R>(
-    a: string | ((db: SqlClient) => Promise<R>),
-    b?: (db: SqlClient) => Promise<R>,
-  ): Promise<OnceResult<R>> => {
-    const [key, fn] = typeof a === 'string' ? [a, b] : [id, a];
-    if (ctx.sql === undefined)
-      throw new RedfenceError('RF_INVALID_STATE', 'ctx.transaction needs the handler option "postgres"');
-    if (typeof fn !== 'function' || key === '')
-      throw new RedfenceError(
-        'RF_INVALID_ARGUMENT',
-        'ctx.transaction takes (fn) or (id, fn) with a non-empty id',
-      );
-    return ctx.sql.run(key, fn, part.abandon.signal);
-  };
-  return {
-    id,
-    attempt,
-    deliveryAttempt,
-    signal: part.abandon.signal,
-    log,
-    once,
-    transaction,
-  } as HandlerContext;
 }
 
 /** Runs one record to its outcome; never rejects. */
@@ -201,15 +146,20 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
     if (ok === undefined) return 'abandoned';
     return ok ? outcome : fencedHere(ctx, part, log);
   };
-  const { attempts, baseMs, maxMs } = ctx.retry;
+  const { attempts, baseMs, maxMs, attemptTimeoutMs } = ctx.retry;
   for (let attempt = 1, failures = 0; ; attempt++) {
     if (part.stopped) return 'abandoned';
     const trace = (ctx.tracing ?? NO_TRACING).record(record, attempt);
+    const timer =
+      attemptTimeoutMs > 0 ? attemptDeadline(part, attemptTimeoutMs, topic, partition, offset) : undefined;
     try {
-      await trace.run(() => def.handle(rec, context(ctx, part, id, attempt, delivery, log)));
+      const signal = timer?.signal ?? part.abandon.signal;
+      await trace.run(() => def.handle(rec, handlerContext(ctx, part, id, attempt, delivery, log, signal)));
       trace.end();
       return finish('done');
-    } catch (err) {
+    } catch (thrown) {
+      // a call that ran out of time fails with the timeout, whatever it threw when its signal aborted
+      const err = timer?.expired && !part.stopped ? timer.error(thrown) : thrown;
       trace.failed(err);
       if (RedfenceError.is(err, 'RF_HANDLER_FENCED')) return fencedHere(ctx, part, log);
       if (part.stopped) return 'abandoned';
@@ -253,6 +203,7 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
       log.debug({ ...errorShape(err), attempt }, 'handler failed: retrying');
       await delay(backoffMs(attempt - 1, baseMs, maxMs), part.stop.signal);
     } finally {
+      timer?.clear();
       trace.end();
     }
   }

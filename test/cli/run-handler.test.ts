@@ -68,6 +68,8 @@ async function webhookRun(
       '8',
       '--commit-interval',
       '100',
+      '--attempt-timeout',
+      '10000',
       ...extra,
     ],
     {
@@ -244,6 +246,8 @@ describe('redfence run <handler module>', { timeout: 120_000 }, () => {
         '127.0.0.1:1',
         '--concurrency',
         '4',
+        '--attempt-timeout',
+        '100',
       ],
       {
         encoding: 'utf8',
@@ -251,6 +255,9 @@ describe('redfence run <handler module>', { timeout: 120_000 }, () => {
       },
     );
     assert.equal(p.status, 2);
-    assert.match(p.stderr, /--concurrency applies to handlers, and the module exports a processor/);
+    assert.match(
+      p.stderr,
+      /--concurrency, --attempt-timeout apply to handlers, and the module exports a processor/,
+    );
   });
 });

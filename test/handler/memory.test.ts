@@ -242,6 +242,64 @@ describe('handler on the in-memory Kafka', () => {
     assert.equal(h.state, 'closed');
   });
 
+  it('retry.attemptTimeoutMs: a call past it fails with RF_HANDLER_TIMEOUT and is retried; one that ignores the signal keeps its key', async (t) => {
+    const { kafka, produce, committed, options } = setup(1);
+    // k0: seq 0 hangs on its first attempt until the signal aborts, then seq 3 of the same key;
+    // k1: seq 1 ignores the signal and returns after three deadlines (a success); k2: seq 2 always hangs
+    produce(4, 3);
+    const calls: Array<[number, number]> = [];
+    const reasons: unknown[] = [];
+    const running = new Set<string>();
+    const overlaps: string[] = [];
+    const untilAborted = (signal: AbortSignal) =>
+      new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+    const h = createHandler(
+      defineHandler<Order>({
+        input: 'in',
+        name: 'deadline',
+        handle: async (r, ctx) => {
+          calls.push([r.value.seq, ctx.attempt]);
+          if (running.has(r.value.key)) overlaps.push(`${r.value.key} seq ${r.value.seq}`);
+          running.add(r.value.key);
+          try {
+            if ((r.value.seq === 0 && ctx.attempt === 1) || r.value.seq === 2) {
+              await untilAborted(ctx.signal).catch((e) => {
+                reasons.push(e);
+                throw new Error('the far side hung up');
+              });
+            }
+            if (r.value.seq === 1) await new Promise((res) => setTimeout(res, 90));
+          } finally {
+            running.delete(r.value.key);
+          }
+        },
+      }),
+      options({ retry: { attempts: 2, baseMs: 1, maxMs: 5, attemptTimeoutMs: 30 } }),
+    );
+    t.after(() => h.close());
+    await h.start();
+    await until('committed to the end', () => committed(0) === 4);
+    assert.deepEqual(
+      calls.sort((a, b) => a[0] - b[0] || a[1] - b[1]),
+      [
+        [0, 1],
+        [0, 2],
+        [1, 1],
+        [2, 1],
+        [2, 2],
+        [3, 1],
+      ],
+      'seq 0 and 2 tried again after their deadline; seq 1 (past its deadline, but it returned) once',
+    );
+    assert.ok(reasons.length === 3 && reasons.every((e) => RedfenceError.is(e, 'RF_HANDLER_TIMEOUT')));
+    assert.deepEqual(overlaps, [], 'no second call of a key while one runs');
+    assert.equal(h.counts().done, 3);
+    assert.equal(h.counts().deadLettered, 1);
+    const [letter] = kafka.read('in.DLT').map((r) => readDeadLetterHeaders(r.headers));
+    assert.equal(Number(letter?.originalOffset), 2);
+    assert.match(letter?.exceptionMessage ?? '', /in\/0@2: handle ran past 30 ms/);
+  });
+
   it('refuses bad options before any connection, naming the path', () => {
     const def = defineHandler({ input: 'in', name: 'opts', handle: async () => undefined });
     const kafka = { brokers: ['127.0.0.1:1'] };
@@ -253,6 +311,7 @@ describe('handler on the in-memory Kafka', () => {
       ],
       [{ kafka, retry: { attempts: 0 } }, /"retry.attempts" must be an integer from 1/],
       [{ kafka, retry: { tries: 2 } }, /unknown handler option "retry.tries"/],
+      [{ kafka, retry: { attemptTimeoutMs: -1 } }, /"retry.attemptTimeoutMs" must be an integer from 0/],
       [{ kafka, retry: { baseMs: 500, maxMs: 100 } }, /retry.maxMs/],
       [{ kafka, postgres: { table: 'x' } }, /"postgres.pool" is required/],
       [{ kafka, postgres: { pool: { connect() {} }, table: 'a;drop' } }, /postgres.table/],

@@ -418,6 +418,16 @@ describe('invalidation consumer: bad events and Redis down (real broker)', { tim
       ),
       /RF_INVALID_OPTIONS .*maxKeysPerPipeline/,
     );
+    assert.match(
+      codeOf(() =>
+        createInvalidation(defineInvalidation(base), {
+          kafka: { brokers: ['x:1'] },
+          redis,
+          retry: { attemptTimeoutMs: 100 },
+        }),
+      ),
+      /RF_INVALID_OPTIONS .*retry.attemptTimeoutMs" does not apply/,
+    );
     assert.equal(redis.status, 'wait', 'nothing connected');
   });
 });

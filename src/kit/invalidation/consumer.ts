@@ -186,6 +186,11 @@ export class InvalidationConsumer {
         WHERE,
         'option "retry.topics" does not apply: a bad event is dead-lettered at once, Redis down is retried in place',
       );
+    if (resolved.retry.attemptTimeoutMs !== 0)
+      throw invalid(
+        WHERE,
+        'option "retry.attemptTimeoutMs" does not apply: there is no handle call; redisTimeoutMs bounds a pipeline',
+      );
     this.#o = resolved;
     this.groupId = resolved.groupId;
     this.instanceId = resolved.instanceId ?? randomBytes(4).toString('hex');

@@ -1,0 +1,106 @@
+/**
+ * What one `handle` attempt gets: its `ctx` (ids, `ctx.once` fenced by the partition's epoch,
+ * `ctx.transaction`, the signal) and, with `retry.attemptTimeoutMs`, the attempt's deadline. Used by
+ * src/handler/runner.ts for every attempt.
+ */
+import type { HandlerContext, OnceResult, SqlClient } from '../definition/handler.js';
+import { RedfenceError } from '../errors/index.js';
+import type { Logger } from '../processor/logger.js';
+import type { ResolvedRetryTopics } from '../retry/retry-topics.js';
+import { fencedError, type OnceStore } from './once.js';
+import type { SqlOnce } from './postgres.js';
+import type { PartitionWork } from './scheduler.js';
+
+/** What the context reads of the runner's (RunnerContext has these). */
+export interface ContextSources {
+  /** The main topic (records of other topics are from its retry topics). */
+  readonly input: string;
+  readonly topics: ResolvedRetryTopics | undefined;
+  readonly once: OnceStore | undefined;
+  readonly sql: SqlOnce | undefined;
+}
+
+/** The `ctx` of one attempt; `signal` is the partition's abandon signal, or the attempt's deadline joined to it. */
+export function handlerContext(
+  ctx: ContextSources,
+  part: PartitionWork,
+  id: string,
+  attempt: number,
+  deliveryAttempt: number,
+  log: Logger,
+  signal: AbortSignal,
+): HandlerContext {
+  const { topic, partition } = part.tp;
+  const once = async <R>(a: string | (() => Promise<R>), b?: () => Promise<R>): Promise<OnceResult<R>> => {
+    const [key, fn] = typeof a === 'string' ? [a, b] : [id, a];
+    if (ctx.once === undefined)
+      throw new RedfenceError('RF_INVALID_STATE', 'ctx.once needs the handler option "redis"');
+    if (typeof fn !== 'function' || key === '')
+      throw new RedfenceError('RF_INVALID_ARGUMENT', 'ctx.once takes (fn) or (id, fn) with a non-empty id');
+    // a retry-topic record: the input partition's marker, fenced by the retry partition's epoch
+    const fromRetry = ctx.topics !== undefined && topic !== ctx.input;
+    const [at, epoch, via] = fromRetry ? [ctx.input, part.orderEpoch, topic] : [topic, part.epoch, undefined];
+    const state = await ctx.once.check(at, partition, epoch, key, via);
+    if (state === 'fenced') throw fencedError(topic, partition, epoch);
+    if (state === 'done') return { ran: false };
+    const value = await fn();
+    if (!(await ctx.once.mark(at, partition, epoch, key, via))) throw fencedError(topic, partition, epoch);
+    return { ran: true, value };
+  };
+  const transaction = async <R>(
+    a: string | ((db: SqlClient) => Promise<R>),
+    b?: (db: SqlClient) => Promise<R>,
+  ): Promise<OnceResult<R>> => {
+    const [key, fn] = typeof a === 'string' ? [a, b] : [id, a];
+    if (ctx.sql === undefined)
+      throw new RedfenceError('RF_INVALID_STATE', 'ctx.transaction needs the handler option "postgres"');
+    if (typeof fn !== 'function' || key === '')
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        'ctx.transaction takes (fn) or (id, fn) with a non-empty id',
+      );
+    return ctx.sql.run(key, fn, signal);
+  };
+  return {
+    id,
+    attempt,
+    deliveryAttempt,
+    signal,
+    log,
+    once,
+    transaction,
+  } as HandlerContext;
+}
+
+/**
+ * One attempt's deadline: a signal that aborts when the partition's work is abandoned (its reason then)
+ * or after `ms` (an RF_HANDLER_TIMEOUT reason).
+ */
+export function attemptDeadline(
+  part: PartitionWork,
+  ms: number,
+  topic: string,
+  partition: number,
+  offset: number,
+) {
+  const error = (cause?: unknown) =>
+    new RedfenceError(
+      'RF_HANDLER_TIMEOUT',
+      `${topic}/${partition}@${offset}: handle ran past ${ms} ms`,
+      cause === undefined ? undefined : { cause },
+    );
+  const own = new AbortController();
+  let expired = false;
+  const t = setTimeout(() => {
+    expired = true;
+    own.abort(error());
+  }, ms);
+  return {
+    signal: AbortSignal.any([part.abandon.signal, own.signal]),
+    get expired() {
+      return expired;
+    },
+    error,
+    clear: () => clearTimeout(t),
+  };
+}
