@@ -72,9 +72,23 @@ export function handlerContext(
   } as HandlerContext;
 }
 
+/** An attempt's deadline (see {@link attemptDeadline}). */
+export interface AttemptDeadline {
+  /** Aborts when the partition's work is abandoned or the deadline passes. */
+  readonly signal: AbortSignal;
+  /** True once the deadline has passed. */
+  readonly expired: boolean;
+  /** The RF_HANDLER_TIMEOUT error, with what the call threw as its cause. */
+  error(cause?: unknown): RedfenceError;
+  /** Stops the timer and unhooks from the partition's signal; call when the attempt settles. */
+  clear(): void;
+}
+
 /**
  * One attempt's deadline: a signal that aborts when the partition's work is abandoned (its reason then)
- * or after `ms` (an RF_HANDLER_TIMEOUT reason).
+ * or after `ms` (an RF_HANDLER_TIMEOUT reason). Joined by hand, not with AbortSignal.any: a composite of
+ * the partition's long-lived signal, made for every attempt, would stay referenced from it in the Node
+ * versions supported (nodejs/node#55351, #64476); `clear()` removes the one listener this adds.
  */
 export function attemptDeadline(
   part: PartitionWork,
@@ -82,7 +96,7 @@ export function attemptDeadline(
   topic: string,
   partition: number,
   offset: number,
-) {
+): AttemptDeadline {
   const error = (cause?: unknown) =>
     new RedfenceError(
       'RF_HANDLER_TIMEOUT',
@@ -90,17 +104,24 @@ export function attemptDeadline(
       cause === undefined ? undefined : { cause },
     );
   const own = new AbortController();
+  const abandon = part.abandon.signal;
+  const onAbandon = () => own.abort(abandon.reason);
+  if (abandon.aborted) own.abort(abandon.reason);
+  else abandon.addEventListener('abort', onAbandon, { once: true });
   let expired = false;
   const t = setTimeout(() => {
     expired = true;
     own.abort(error());
   }, ms);
   return {
-    signal: AbortSignal.any([part.abandon.signal, own.signal]),
+    signal: own.signal,
     get expired() {
       return expired;
     },
     error,
-    clear: () => clearTimeout(t),
+    clear: () => {
+      clearTimeout(t);
+      abandon.removeEventListener('abort', onAbandon);
+    },
   };
 }
