@@ -58,6 +58,14 @@ const long = (n: bigint) => {
 const shown = (v: string): Buffer =>
   v.startsWith('base64:') ? Buffer.from(v.slice(7), 'base64') : Buffer.from(v, 'utf8');
 
+/**
+ * The message Spring writes (DeadLetterRecordManager.buildMessage in spring-kafka 4.1): under its
+ * listener wrapper, the wrapper's message, "; ", the cause's; else the exception's own.
+ */
+function springMessage(l: Line): unknown {
+  return l.causeClass === undefined ? l.exceptionMessage : `${l.exceptionMessage}; ${l.causeMessage}`;
+}
+
 /** A small heap and a fast start: the program runs for seconds. */
 const JVM = ['-Xms64m', '-Xmx384m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1'];
 
@@ -116,13 +124,14 @@ describe('dead letters of the real Java writers (Spring Kafka, Kafka Streams, Ka
       { topic: t('connect-dlt'), partitions: 1 },
       { topic: t('redfence-src'), partitions: 2 },
       { topic: t('redfence-dlt'), partitions: 2 },
+      { topic: t('twice-dlt'), partitions: 2 },
     ]);
     const ts = (i: number) => String(T0 + i * 1000);
     await produce(
       t('spring-src'),
       [0, 1, 2, 3, 4, 5].map((i) => ({
         key: `s-${i}`,
-        value: i === 1 || i === 5 ? `bad:s-${i} prix 12 €` : `{"amount":${i}}`,
+        value: i === 1 ? `bad:s-${i} prix 12 €` : i === 5 ? `bad-listener:s-${i}` : `{"amount":${i}}`,
         partition: i % 3,
         timestamp: ts(i),
       })),
@@ -205,8 +214,9 @@ describe('dead letters of the real Java writers (Spring Kafka, Kafka Streams, Ka
     assert.deepEqual(keys('streams'), ['k-2', 'k-3']);
     assert.deepEqual(keys('connect'), ['c-1', 'c-2']);
     assert.deepEqual(keys('spring-reads'), ['r-0', 'r-1']);
+    assert.deepEqual(keys('spring-twice'), ['r-0', 'r-1']);
     // what the writers were handed is what the topic holds
-    for (const l of lines.filter((x) => x.writer !== 'spring-reads')) {
+    for (const l of lines.filter((x) => !x.writer.startsWith('spring-'))) {
       const r = sources.get(l.topic as string)?.get(l.key);
       assert.ok(r, `${l.writer} ${l.key}: a source record`);
       assert.equal(l.partition, r.partition, `${l.key} partition`);
@@ -246,7 +256,8 @@ describe('dead letters of the real Java writers (Spring Kafka, Kafka Streams, Ka
         assert.equal(d.originalPartition, l.partition, l.key);
         assert.equal(d.originalOffset, String(l.offset), l.key);
         assert.equal(d.exceptionClass, l.exceptionClass, l.key);
-        assert.equal(d.exceptionMessage, l.exceptionMessage, l.key);
+        assert.equal(d.exceptionMessage, springMessage(l), l.key);
+        assert.equal(d.consumerGroup, l.group, l.key);
         assert.ok(String(d.stacktrace).startsWith(String(l.exceptionClass)), `${l.key} stack trace`);
         assert.deepEqual(row.problems, undefined, `${l.key}: nothing unreadable`);
         const source = sources.get(l.topic as string)?.get(l.key);
@@ -264,6 +275,7 @@ describe('dead letters of the real Java writers (Spring Kafka, Kafka Streams, Ka
   it('the writers failed the way the test meant (so the layouts above are the real ones)', () => {
     const cls = (w: string, k: string) => written(w).find((l) => l.key === k)?.exceptionClass;
     assert.equal(cls('spring', 's-1'), 'java.lang.IllegalArgumentException');
+    assert.equal(cls('spring', 's-5'), 'org.springframework.kafka.listener.ListenerExecutionFailedException');
     assert.equal(cls('streams', 'k-2'), 'org.apache.kafka.common.errors.SerializationException');
     assert.equal(cls('streams', 'k-3'), 'java.lang.IllegalStateException');
     assert.equal(cls('connect', 'c-1'), 'org.apache.kafka.connect.errors.DataException');
@@ -354,5 +366,39 @@ describe('dead letters of the real Java writers (Spring Kafka, Kafka Streams, Ka
     const r1 = written('spring-reads').find((l) => l.key === 'r-1');
     assert.equal(r1?.exceptionClass, 'redfence.Rejected');
     assert.equal(r1?.exceptionCauseClass, null);
+  });
+
+  it('a second hop: Spring dead-letters redfence dead letters again; dlq show reads the newest hop', async () => {
+    const { code, out, err } = await cli([
+      'show',
+      '--topic',
+      t('twice-dlt'),
+      '--brokers',
+      KAFKA_BROKERS,
+      '--json',
+    ]);
+    assert.equal(code, 0, err);
+    const rows = new Map(
+      out
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l))
+        .map((r) => [r.key, r]),
+    );
+    for (const l of written('spring-twice')) {
+      const row = rows.get(l.key);
+      assert.ok(row, l.key);
+      const d = row.deadLetter;
+      // both hops are in the headers, in order; the reader takes the newest (Kafka's lastHeader)
+      assert.deepEqual(row.headers['kafka_dlt-original-topic'], [t('redfence-src'), t('redfence-dlt')]);
+      assert.equal(d.originalTopic, t('redfence-dlt'), l.key);
+      assert.equal(d.originalPartition, l.partition, l.key);
+      assert.equal(d.originalOffset, String(l.offset), l.key);
+      assert.equal(d.originalTimestamp, String(l.timestamp), l.key);
+      assert.equal(d.consumerGroup, 'spring-audit', l.key);
+      // Spring replaced the exception headers
+      assert.equal(d.exceptionClass, l.exceptionClass, l.key);
+      assert.equal(d.exceptionMessage, springMessage(l), l.key);
+    }
   });
 });

@@ -5,7 +5,8 @@
  *
  *  1. Spring Kafka's DeadLetterPublishingRecoverer (a KafkaTemplate and the recoverer, driven the way
  *     Spring's DefaultErrorHandler drives it: accept(record, consumer, exception)) dead-letters the
- *     records of <p>-spring-src whose value starts with "bad:".
+ *     records of <p>-spring-src whose value starts with "bad:" (a plain exception) or "bad-listener:"
+ *     (the ListenerExecutionFailedException with a group id that the listener container passes on).
  *  2. Kafka Streams' dead-letter queue (KIP-1034, errors.dead.letter.queue.topic.name) with the
  *     built-in LogAndContinue handlers: a value that is not 8 bytes fails LongDeserializer, the value
  *     13 fails the topology's mapValues.
@@ -13,7 +14,8 @@
  *     driven as WorkerSinkTask does: JsonConverter.toConnectData fails in stage VALUE_CONVERTER.
  *  4. A Spring consumer reads <p>-redfence-dlt (dead letters written by redfence): the record is
  *     converted by Spring's MessagingMessageConverter (what a @KafkaListener gets) and its headers
- *     read by the KafkaHeaders constants, with the encodings Spring's reference documents.
+ *     read by the KafkaHeaders constants, with the encodings Spring's reference documents; then the
+ *     recoverer dead-letters those records again to <p>-twice-dlt (a second hop on redfence's headers).
  *
  * Prints one JSON object a line on stdout: what each writer was handed (the consumed record's
  * coordinates and the exception thrown) and what Spring read. Usage:
@@ -31,6 +33,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -65,6 +68,7 @@ import org.apache.kafka.streams.processor.api.Record;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.listener.DeadLetterPublishingRecoverer;
+import org.springframework.kafka.listener.ListenerExecutionFailedException;
 import org.springframework.kafka.support.KafkaHeaders;
 import org.springframework.kafka.support.converter.MessagingMessageConverter;
 import org.springframework.messaging.MessageHeaders;
@@ -85,11 +89,27 @@ public final class DlqInterop {
     String p = args[1];
     String stateDir = args[2];
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(Long.parseLong(args[3]));
+    long t0 = System.nanoTime();
     spring(bootstrap, p + "-spring-src", p + "-spring-dlt");
+    t0 = took("Spring Kafka", t0);
     streams(bootstrap, p + "-streams-src", p + "-streams-dlt", p + "-streams-app", stateDir, deadline);
+    t0 = took("Kafka Streams", t0);
     connect(bootstrap, p + "-connect-src", p + "-connect-dlt", stateDir);
+    t0 = took("Kafka Connect", t0);
     springReads(bootstrap, p + "-redfence-dlt");
+    // a Spring application that consumes redfence's dead-letter topic fails too and dead-letters
+    // them again: a second hop on top of redfence's headers
+    springRecover(bootstrap, p + "-redfence-dlt", p + "-twice-dlt", "spring-twice",
+        r -> listenerFailure("spring-audit", new IllegalStateException("still failing")));
+    took("Spring reading and re-dead-lettering redfence's dead letters", t0);
     System.out.flush();
+  }
+
+  /** Logs how long a step took (stderr, for the test's failure message); returns now. */
+  static long took(String what, long since) {
+    long now = System.nanoTime();
+    System.err.printf("DlqInterop: %s in %d ms%n", what, TimeUnit.NANOSECONDS.toMillis(now - since));
+    return now;
   }
 
   static synchronized void emit(Map<String, Object> line) throws Exception {
@@ -127,6 +147,7 @@ public final class DlqInterop {
       List<TopicPartition> tps = new ArrayList<>();
       consumer.partitionsFor(topic, Duration.ofSeconds(15))
           .forEach(i -> tps.add(new TopicPartition(topic, i.partition())));
+      if (tps.isEmpty()) throw new IllegalStateException("topic " + topic + " does not exist");
       consumer.assign(tps);
       consumer.seekToBeginning(tps);
       Map<TopicPartition, Long> ends = consumer.endOffsets(tps, Duration.ofSeconds(15));
@@ -141,7 +162,29 @@ public final class DlqInterop {
 
   // ------------------------------------------------------------------------------- Spring Kafka
 
+  /**
+   * What Spring's listener container hands the recoverer when a @KafkaListener method throws: the
+   * adapter's ListenerExecutionFailedException, re-made with the group id, around the exception.
+   */
+  static Exception listenerFailure(String group, Exception thrown) {
+    return new ListenerExecutionFailedException(
+        "Listener method 'public void Billing.listen(byte[])' threw exception", group, thrown);
+  }
+
   static void spring(String bootstrap, String src, String dlt) throws Exception {
+    springRecover(bootstrap, src, dlt, "spring", r -> {
+      String value = new String(r.value(), StandardCharsets.UTF_8);
+      if (value.startsWith("bad:"))
+        return new IllegalArgumentException("amount is not a number in " + value.substring(4));
+      if (value.startsWith("bad-listener:"))
+        return listenerFailure("spring-billing", new IllegalStateException("stock service down for " + value.substring(13)));
+      return null;
+    });
+  }
+
+  /** Spring dead-letters each record of `src` that `failure` fails, to `dlt` (same partition). */
+  static void springRecover(String bootstrap, String src, String dlt, String writer,
+      Function<ConsumerRecord<byte[], byte[]>, Exception> failure) throws Exception {
     Map<String, Object> props = clientProps(bootstrap);
     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
     props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
@@ -152,11 +195,16 @@ public final class DlqInterop {
       DeadLetterPublishingRecoverer recoverer =
           new DeadLetterPublishingRecoverer(template, (r, e) -> new TopicPartition(dlt, r.partition()));
       for (ConsumerRecord<byte[], byte[]> r : readAll(bootstrap, src)) {
-        String value = new String(r.value(), StandardCharsets.UTF_8);
-        if (!value.startsWith("bad:")) continue;
-        Exception e = new IllegalArgumentException("amount is not a number in " + value.substring(4));
+        Exception e = failure.apply(r);
+        if (e == null) continue;
         recoverer.accept(r, null, e); // publishes and waits for the send result
-        emit(source("spring", r, e));
+        Map<String, Object> m = source(writer, r, e);
+        if (e instanceof ListenerExecutionFailedException l) {
+          m.put("group", l.getGroupId());
+          m.put("causeClass", l.getCause().getClass().getName());
+          m.put("causeMessage", l.getCause().getMessage());
+        }
+        emit(m);
       }
     } finally {
       factory.destroy();
@@ -249,12 +297,13 @@ public final class DlqInterop {
   // ------------------------------------------------------------------------------ Kafka Connect
 
   static void connect(String bootstrap, String src, String dlt, String stateDir) throws Exception {
+    long start = System.nanoTime();
     Map<String, String> worker = new HashMap<>();
     worker.put("bootstrap.servers", bootstrap);
     worker.put("key.converter", JsonConverter.class.getName());
     worker.put("value.converter", JsonConverter.class.getName());
     worker.put("offset.storage.file.filename", stateDir + "/connect.offsets");
-    worker.put("plugin.discovery", "only_scan");
+    worker.put("plugin.discovery", "service_load");
     StandaloneConfig workerConfig = new StandaloneConfig(worker);
     Map<String, String> connector = new HashMap<>();
     connector.put("name", "interop-sink");
@@ -264,8 +313,10 @@ public final class DlqInterop {
     connector.put("errors.deadletterqueue.topic.name", dlt);
     connector.put("errors.deadletterqueue.topic.replication.factor", "1");
     connector.put("errors.deadletterqueue.context.headers.enable", "true");
-    Plugins plugins = new Plugins(Map.of("plugin.discovery", "only_scan"));
+    // service_load: the plugins on the class path by their ServiceLoader manifests (no class scan)
+    Plugins plugins = new Plugins(Map.of("plugin.discovery", "service_load"));
     SinkConnectorConfig sinkConfig = new SinkConnectorConfig(plugins, connector);
+    took("Connect plugins and configuration", start);
     ConnectorTaskId task = new ConnectorTaskId("interop-sink", 0);
     ConnectMetrics metrics = new ConnectMetrics("interop-worker", workerConfig, Time.SYSTEM, "interop");
     JsonConverter converter = new JsonConverter();
