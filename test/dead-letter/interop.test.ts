@@ -396,8 +396,11 @@ describe('dead letters of the real Java writers (Spring Kafka, Kafka Streams, Ka
       assert.equal(d.originalOffset, String(l.offset), l.key);
       assert.equal(d.originalTimestamp, String(l.timestamp), l.key);
       assert.equal(d.consumerGroup, 'spring-audit', l.key);
-      // Spring replaced the exception headers
+      // Spring replaced the exception headers; redfence-reason stays but tells of the older hop
       assert.equal(d.exceptionClass, l.exceptionClass, l.key);
+      assert.equal(row.headers['redfence-reason'], l.key === 'r-0' ? 'processing-error' : 'rejected');
+      assert.equal(d.scheme, 'spring', `${l.key}: the newest hop is Spring's`);
+      assert.equal(d.reason, undefined, `${l.key}: no redfence reason for Spring's hop`);
       assert.equal(d.exceptionMessage, springMessage(l), l.key);
     }
   });
