@@ -12,92 +12,17 @@
  * reads the same. Skipped, saying why, only when there is no Java.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { main } from '../../src/cli/main.js';
 import { producerProperties } from '../../src/kafka/client-config.js';
 import { DeliveryProducer } from '../../src/kafka/producer.js';
 import { deadLetterRecord } from '../../src/processor/emit.js';
 import { LINEAGE } from '../../src/retry/dlq-replay.js';
 import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, produce, type ReadRecord, readToEnd } from '../helpers/kafka.js';
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
-const NO_JAVA = java.error === undefined ? undefined : `no java on PATH (${java.error.message})`;
-if (NO_JAVA !== undefined) console.log(`# skipping the dead-letter interop tests: ${NO_JAVA}`);
-
-type Line = Record<string, unknown> & { writer: string; key: string };
-
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(
-    ['dlq', ...args],
-    (s) => {
-      out += s;
-    },
-    (s) => {
-      err += s;
-    },
-  );
-  return { code, out, err };
-}
-
-const long = (n: bigint) => {
-  const b = Buffer.alloc(8);
-  b.writeBigInt64BE(n);
-  return b;
-};
-
-/** A value as `dlq show --values` prints it: UTF-8 text, or base64: when it is not. */
-const shown = (v: string): Buffer =>
-  v.startsWith('base64:') ? Buffer.from(v.slice(7), 'base64') : Buffer.from(v, 'utf8');
-
-/**
- * The message Spring writes (DeadLetterRecordManager.buildMessage in spring-kafka 4.1): under its
- * listener wrapper, the wrapper's message, "; ", the cause's; else the exception's own.
- */
-function springMessage(l: Line): unknown {
-  return l.causeClass === undefined ? l.exceptionMessage : `${l.exceptionMessage}; ${l.causeMessage}`;
-}
-
-/** A small heap and a fast start: the program runs for seconds. */
-const JVM = ['-Xms64m', '-Xmx384m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1'];
-
-/** Runs the JVM writers once, bounded; every stdout line is one JSON object. */
-async function runJava(prefix: string, stateDir: string): Promise<Line[]> {
-  const classpath = execFileSync('bash', [join(ROOT, 'scripts/interop-jars.sh')], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-    timeout: 300_000,
-  }).trim();
-  const child = spawn(
-    'java',
-    [...JVM, '-cp', classpath, 'DlqInterop', KAFKA_BROKERS, prefix, stateDir, '40'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => {
-    out += d;
-  });
-  child.stderr.on('data', (d) => {
-    err += d;
-  });
-  const killer = setTimeout(() => child.kill('SIGKILL'), 55_000);
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  clearTimeout(killer);
-  assert.equal(code, 0, `DlqInterop exited ${code}:\n${err.slice(-4000)}`);
-  return out
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Line);
-}
+import { cli, type Line, long, NO_JAVA, runJava, shown, springMessage } from './interop-jvm.js';
 
 describe('dead letters of the real Java writers (Spring Kafka, Kafka Streams, Kafka Connect)', {
   skip: NO_JAVA,
