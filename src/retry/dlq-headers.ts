@@ -146,10 +146,20 @@ function base(scheme: DlqScheme): DeadLetterInfo {
   };
 }
 
+/**
+ * Whether redfence wrote the newest hop: its exception class always starts with `redfence.`. A Spring
+ * application that dead-letters a redfence dead letter again replaces the exception headers but keeps
+ * `redfence-reason`, which then tells why the older hop failed, not the newest.
+ */
+function redfenceWroteNewestHop(headers: DlqHeaders): boolean {
+  const fqcn = text(headers, SPRING.exception);
+  return fqcn === undefined || fqcn.startsWith('redfence.');
+}
+
 /** Which writer's headers the record carries; Spring's family first, then Streams, then Connect. */
 export function schemeOf(headers: DlqHeaders): DlqScheme | undefined {
   if (headers.has(SPRING.topic) || headers.has(SPRING.exception)) {
-    return headers.has(REDFENCE_REASON) ? 'redfence' : 'spring';
+    return headers.has(REDFENCE_REASON) && redfenceWroteNewestHop(headers) ? 'redfence' : 'spring';
   }
   if (headers.has(STREAMS.topic) || headers.has(STREAMS.exception)) return 'streams';
   if (headers.has(CONNECT.topic) || headers.has(CONNECT.exception)) return 'connect';
@@ -178,7 +188,7 @@ export function decodeDeadLetter(headers: DlqHeaders): DeadLetterInfo | undefine
     info.exceptionMessage = text(headers, SPRING.message);
     info.stacktrace = text(headers, SPRING.stacktrace);
     info.consumerGroup = text(headers, SPRING.group);
-    info.reason = text(headers, REDFENCE_REASON);
+    if (scheme === 'redfence') info.reason = text(headers, REDFENCE_REASON);
     return info;
   }
   const names = scheme === 'streams' ? STREAMS : CONNECT;
