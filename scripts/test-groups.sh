@@ -19,7 +19,7 @@ SERIAL=(
   '^test/processor/(faults|crash|wait-replicas-failover)\.test\.ts$'
   '^test/outbox/(chaos|pg-drop|broker-down)\.test\.ts$'
   '^test/examples/demo\.test\.ts$'
-  '^test/snapshot/rebuild\.test\.ts$'
+  '^test/(snapshot|ops)/rebuild\.test\.ts$'
 )
 
 # AGAIN: what runs on the other Node versions (the full suite runs on the main line). What can differ
