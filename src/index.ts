@@ -65,7 +65,6 @@ export {
   type DeadLetterRecord,
   readDeadLetterHeaders,
 } from './processor/dead-letter.js';
-export type { Logger } from './processor/logger.js';
 export {
   type ClientConfig,
   type KafkaOptions,
@@ -76,6 +75,8 @@ export {
   type WatchdogOptions,
 } from './processor/options.js';
 export { Processor, type ProcessorState } from './processor/processor.js';
+export type { SnapshotOptions } from './processor/snapshot-options.js';
+export type { SnapshotStats } from './processor/snapshotter.js';
 export {
   type Classification,
   type ClassifyRules,
@@ -90,8 +91,7 @@ export {
   type RetryTopicsOptions,
   retryTopicName,
 } from './retry/retry-topics.js';
-export type { SnapshotOptions } from './snapshot/options.js';
-export type { SnapshotStats } from './snapshot/snapshotter.js';
+export type { Logger } from './runtime/logger.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';
 export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
 export { VERSION } from './version.js';

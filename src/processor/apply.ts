@@ -12,7 +12,7 @@
 import type { OperationProcessor, ProcessorDefinition } from '../definition/definition.js';
 import { RedfenceError } from '../errors/index.js';
 import type { ApplyRequest, Fence, FenceRecord, RecordResult } from '../fence/index.js';
-import { backoffMs, delay } from './backoff.js';
+import { backoffMs, delay } from '../runtime/backoff.js';
 import type { DeadLetterReason } from './dead-letter.js';
 import type { Planned } from './plan.js';
 import type { UserCall } from './user-call.js';

@@ -8,10 +8,10 @@ import { createHash } from 'node:crypto';
 import type { RecordResult } from '../fence/index.js';
 import type { InRecord, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
+import type { Logger } from '../runtime/logger.js';
 import type { Applied } from './apply.js';
 import type { Counts } from './counts.js';
 import { buildDeadLetter, type DeadLetterReason } from './dead-letter.js';
-import type { Logger } from './logger.js';
 import type { Planned } from './plan.js';
 
 /**

@@ -16,16 +16,8 @@
  * same partition number of the next topic.
  */
 import type { Headers, InRecord, OutRecord } from '../kafka/types.js';
+import { checkKeys, integer, invalid, isObject, MAX_TIMER_MS, oneOf, shown } from '../options/checks.js';
 import { buildDeadLetter, DEAD_LETTER_HEADERS } from '../processor/dead-letter.js';
-import {
-  checkKeys,
-  integer,
-  invalid,
-  isObject,
-  MAX_TIMER_MS,
-  oneOf,
-  shown,
-} from '../processor/option-checks.js';
 
 export const RETRY_TOPIC_HEADERS = {
   attempts: 'retry_topic-attempts',

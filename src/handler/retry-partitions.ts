@@ -4,13 +4,14 @@
  * Redis, its own epoch in the input partition's slot (src/retry/key-order.ts), raised on assignment
  * and retried while Redis is down: ctx.once and the key order of a retried record are fenced by it.
  */
-import type { PartitionWork } from '../handler/scheduler.js';
+
 import type { InRecord, KafkaPort } from '../kafka/types.js';
-import { backoffMs, delay } from '../processor/backoff.js';
-import type { Logger } from '../processor/logger.js';
+import { backoffMs, delay } from '../runtime/backoff.js';
+import type { Logger } from '../runtime/logger.js';
 import type { KeyOrderStore } from './key-order.js';
 import { RetryGate } from './retry-gate.js';
 import type { RetryMetrics } from './retry-metrics.js';
+import type { PartitionWork } from './scheduler.js';
 
 export interface RetryPartitionsContext {
   /** The retry topics consumed beside the input. */

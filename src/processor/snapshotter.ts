@@ -22,10 +22,10 @@ import { type ClientSettings, commonProperties, producerProperties } from '../ka
 import type { DeliveryProducer } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { KeySpace } from '../keys/index.js';
-import type { Logger } from '../processor/logger.js';
-import type { OwnedPartition } from '../processor/partition-table.js';
-import { encodeKey, encodeMarker, keyFromHash } from './codec.js';
-import type { ResolvedSnapshot } from './options.js';
+import type { Logger } from '../runtime/logger.js';
+import type { OwnedPartition } from './partition-table.js';
+import { encodeKey, encodeMarker, keyFromHash } from './snapshot-codec.js';
+import type { ResolvedSnapshot } from './snapshot-options.js';
 
 export interface SnapshotterContext {
   readonly options: ResolvedSnapshot;

@@ -1,7 +1,7 @@
 /** The lag evaluator as pure logic: each status and reason from crafted windows. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { evaluateLag, type LagSample, LagWindow, worstStatus } from '../../src/ops/lag.js';
+import { evaluateLag, type LagSample, LagWindow, worstStatus } from '../../src/metrics/lag.js';
 
 /** Samples one second apart from [committed, end] pairs. */
 const w = (pairs: [number | undefined, number][], extra: Partial<LagSample> = {}): LagSample[] =>

@@ -6,12 +6,13 @@
  * field, an unknown cache) fails with RF_KIT_INVALIDATION_KEY, never retried: its partition goes on and
  * the record goes to the dead-letter topic with that reason.
  */
-import type { HandlerRecord } from '../../definition/handler.js';
-import { RedfenceError } from '../../errors/index.js';
-import type { KeyEncoding } from '../../keys/keys.js';
-import { KitKeys } from '../../keys/kit.js';
-import { Checker, invalid, isObject, shown } from '../common/options.js';
-import type { EntryKeys } from './pipeline.js';
+
+import { RedfenceError } from '../errors/index.js';
+import type { KeyEncoding } from '../keys/keys.js';
+import { KitKeys } from '../keys/kit.js';
+import type { EntryKeys } from '../kit/invalidation/pipeline.js';
+import { Checker, invalid, isObject, shown } from '../options/checks.js';
+import type { HandlerRecord } from './handler.js';
 
 /** A cache to invalidate: its name (and key encoding), as given to `new Cache(...)`; a `Cache` fits. */
 export type CacheRef = string | { readonly name: string; readonly keyEncoding?: KeyEncoding };

@@ -13,9 +13,9 @@
 import { existsSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { InvalidationDefinition } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
 import type { HandlerDefinition, ProcessorDefinition } from '../index.js';
-import type { InvalidationDefinition } from '../kit/invalidation/definition.js';
 
 const TYPESCRIPT = ['.ts', '.mts', '.cts'];
 const JAVASCRIPT = ['.js', '.mjs', '.cjs'];
@@ -100,7 +100,7 @@ export async function loadRunnable(
 ): Promise<ProcessorDefinition | HandlerDefinition | InvalidationDefinition> {
   const found = await importDefinition(file);
   if ('cache' in found && 'keys' in found && !('handle' in found)) {
-    const { defineInvalidation } = await import('../kit/invalidation/definition.js');
+    const { defineInvalidation } = await import('../definition/invalidation.js');
     try {
       return defineInvalidation(found as InvalidationDefinition);
     } catch (err) {

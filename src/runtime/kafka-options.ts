@@ -28,7 +28,7 @@ import {
   shown,
   text,
   withMethods,
-} from './option-checks.js';
+} from '../options/checks.js';
 
 export type {
   ClientConfig,

@@ -11,7 +11,7 @@
  * costs nothing.
  */
 import type { InRecord } from '../kafka/types.js';
-import { readDueMs } from './retry-topics.js';
+import { readDueMs } from '../retry/retry-topics.js';
 
 export interface GateHooks {
   /** Pause the partition (records wait). */

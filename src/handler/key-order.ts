@@ -11,8 +11,8 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { FenceRedis } from '../fence/redis-port.js';
 import { runScript } from '../fence/script-runner.js';
-import { script } from '../handler/once.js';
 import type { KeySpace } from '../keys/index.js';
+import { script } from './once.js';
 
 export type KeyState = 'free' | 'head' | 'behind' | 'fenced';
 

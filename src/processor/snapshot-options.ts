@@ -1,16 +1,8 @@
 /** The processor's `snapshot` option, checked at construction (RF_INVALID_OPTIONS naming the path). */
 import type { ClientSettings } from '../kafka/client-config.js';
 import { checkTopic } from '../keys/index.js';
-import { clientSecurity, type KafkaOptions } from '../processor/kafka-options.js';
-import {
-  checkKeys,
-  integer,
-  invalid,
-  isObject,
-  MAX_TIMER_MS,
-  shown,
-  text,
-} from '../processor/option-checks.js';
+import { checkKeys, integer, invalid, isObject, MAX_TIMER_MS, shown, text } from '../options/checks.js';
+import { clientSecurity, type KafkaOptions } from '../runtime/kafka-options.js';
 
 export interface SnapshotOptions {
   /**

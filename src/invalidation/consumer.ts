@@ -27,26 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { defineHandler, type HandlerRecord } from '../../definition/handler.js';
-import { RedfenceError } from '../../errors/index.js';
-import { Committer } from '../../handler/committer.js';
-import type { HandlerCounts } from '../../handler/handler.js';
-import {
-  type HandlerOptions,
-  type ResolvedHandlerOptions,
-  resolveHandlerOptions,
-} from '../../handler/options.js';
-import { errorShape } from '../../handler/runner.js';
-import { ConfluentKafka } from '../../kafka/confluent.js';
-import { ensureTopics } from '../../kafka/topics.js';
-import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../../kafka/types.js';
-import type { MetricsRegistry } from '../../metrics/index.js';
-import { backoffMs, delay } from '../../processor/backoff.js';
-import { deadLetterRecord } from '../../processor/emit.js';
-import type { Logger } from '../../processor/logger.js';
-import { KitMetrics } from '../common/metrics.js';
-import { Checker, invalid } from '../common/options.js';
-import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
+import { defineHandler, type HandlerRecord } from '../definition/handler.js';
 import {
   type CacheKeys,
   cacheKeys,
@@ -55,8 +36,27 @@ import {
   type InvalidationDefinition,
   type InvalidationKey,
   keysFromTemplate,
-} from './definition.js';
-import { InvalidationPipeline } from './pipeline.js';
+} from '../definition/invalidation.js';
+import { RedfenceError } from '../errors/index.js';
+import { Committer } from '../handler/committer.js';
+import type { HandlerCounts } from '../handler/handler.js';
+import {
+  type HandlerOptions,
+  type ResolvedHandlerOptions,
+  resolveHandlerOptions,
+} from '../handler/options.js';
+import { errorShape } from '../handler/runner.js';
+import { ConfluentKafka } from '../kafka/confluent.js';
+import { ensureTopics } from '../kafka/topics.js';
+import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
+import { KitMetrics } from '../kit/common/metrics.js';
+import { InvalidationPipeline } from '../kit/invalidation/pipeline.js';
+import type { MetricsRegistry } from '../metrics/index.js';
+import { Checker, invalid } from '../options/checks.js';
+import { deadLetterRecord } from '../processor/emit.js';
+import { backoffMs, delay } from '../runtime/backoff.js';
+import type { Logger } from '../runtime/logger.js';
+import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
 
 export interface InvalidationOptions
   extends Omit<

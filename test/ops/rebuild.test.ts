@@ -73,7 +73,7 @@ function variant(loss: Loss, kind: 'reduce' | 'operation') {
         module,
         `import { defineProcessor } from ${JSON.stringify(SRC)};\nexport default defineProcessor({ input: ${JSON.stringify(input)}, output: ${JSON.stringify(output)}, store: ${JSON.stringify(store)}, ${body} });\n`,
       );
-      const { loadDefinition } = await import('../../src/cli/load.js');
+      const { loadDefinition } = await import('../../src/loader/load.js');
       definition = (await loadDefinition(module)) as ProcessorDefinition;
       cleanup = await createTopics([
         { topic: input, partitions: PARTITIONS },

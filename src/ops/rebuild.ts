@@ -28,12 +28,12 @@ import { KafkaAdmin } from '../kafka/admin.js';
 import { type ClientSettings, commonProperties } from '../kafka/client-config.js';
 import type { InRecord } from '../kafka/types.js';
 import { type KeySpace, keySlot } from '../keys/index.js';
-import type { PartitionRange } from '../ops/reconcile.js';
-import { readLog } from '../ops/reconcile-sources.js';
 import { applyAll } from '../processor/apply.js';
 import { jsonDecode, plan } from '../processor/plan.js';
+import { decodeRecord, type SnapshotKey, type SnapshotMarker } from '../processor/snapshot-codec.js';
 import { userCaller } from '../processor/user-call.js';
-import { decodeRecord, type SnapshotKey, type SnapshotMarker } from './codec.js';
+import type { PartitionRange } from './reconcile.js';
+import { readLog } from './reconcile-sources.js';
 
 export interface RebuildOptions {
   readonly definition: ProcessorDefinition<unknown, unknown>;

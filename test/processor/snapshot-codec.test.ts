@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { main } from '../../src/cli/main.js';
 import { Processor, RedfenceError } from '../../src/index.js';
+import { replayStart } from '../../src/ops/rebuild.js';
 import {
   decodeRecord,
   encodeKey,
@@ -16,8 +17,7 @@ import {
   keyFromHash,
   markerKey,
   type SnapshotKey,
-} from '../../src/snapshot/codec.js';
-import { replayStart } from '../../src/snapshot/rebuild.js';
+} from '../../src/processor/snapshot-codec.js';
 import { MemoryKafka } from '../../src/testing/index.js';
 
 const definition = { input: 'in', output: 'out', store: 's', operation: () => ({ op: 'delete' as const }) };

@@ -64,7 +64,7 @@ describe('rebuild on Redis Cluster', { timeout: 120_000 }, () => {
       module,
       `import { defineProcessor } from ${JSON.stringify(SRC)};\nexport default defineProcessor({ input: ${JSON.stringify(input)}, output: ${JSON.stringify(output)}, store: ${JSON.stringify(store)}, reduce: (s: { total: number } | null, o: { amount: number }) => ({ state: { total: (s?.total ?? 0) + o.amount } }) });\n`,
     );
-    const { loadDefinition } = await import('../../src/cli/load.js');
+    const { loadDefinition } = await import('../../src/loader/load.js');
     definition = (await loadDefinition(module)) as ProcessorDefinition;
     cleanup = await createTopics([
       { topic: input, partitions: PARTITIONS },
