@@ -4,6 +4,15 @@
  */
 
 export {
+  buildDeadLetter,
+  DEAD_LETTER_HEADERS,
+  type DeadLetterInput,
+  type DeadLetterReason,
+  type DeadLetterRecord,
+} from './dead-letter/build.js';
+export { decodeRetryTopicHeaders, type RetryTopicInfo } from './dead-letter/decode.js';
+export { readDeadLetterHeaders } from './dead-letter/read-headers.js';
+export {
   defineProcessor,
   type OperationProcessor,
   type ProcessorDefinition,
@@ -58,14 +67,6 @@ export { type OutboxEvent, OutboxRelay, type RelayOptions as OutboxRelayOptions 
 export { type PartitionKey, partitionFor } from './partitioner/index.js';
 export type { ProcessorCounts } from './processor/counts.js';
 export {
-  buildDeadLetter,
-  DEAD_LETTER_HEADERS,
-  type DeadLetterInput,
-  type DeadLetterReason,
-  type DeadLetterRecord,
-  readDeadLetterHeaders,
-} from './processor/dead-letter.js';
-export {
   type ClientConfig,
   type KafkaOptions,
   PROCESSING_MODES,
@@ -84,7 +85,6 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
-export { decodeRetryTopicHeaders, type RetryTopicInfo } from './retry/dlq-headers.js';
 export {
   RETRY_TOPIC_HEADERS,
   type RetryBackoff,

@@ -10,12 +10,13 @@
  * afterwards is abandoned (not committed): the next owner handles it. Logs carry topic, partition,
  * offset and the error's class and code, never the key, the value or the error's message.
  */
+
+import type { DeadLetterReason } from '../dead-letter/build.js';
+import { deadLetterRecord } from '../dead-letter/record.js';
 import type { HandlerDefinition, HandlerRecord } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
 import type { InRecord, KafkaPort, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
-import type { DeadLetterReason } from '../processor/dead-letter.js';
-import { deadLetterRecord } from '../processor/emit.js';
 import { type ClassifyRules, classify } from '../retry/classify.js';
 import {
   keepFirstOriginals,

@@ -4,12 +4,13 @@
  * record that cannot be decoded or names no usable entry is set aside with its reason and error, for
  * the dead-letter topic; it never holds back the others.
  */
+
+import type { DeadLetterReason } from '../dead-letter/build.js';
 import type { HandlerRecord } from '../definition/handler.js';
 import { type CacheKeys, entriesOf, type InvalidationKey } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
 import type { InRecord } from '../kafka/types.js';
 import type { EntryKeys } from '../kit/invalidation/pipeline.js';
-import type { DeadLetterReason } from '../processor/dead-letter.js';
 
 export interface BatchReader {
   readonly caches: CacheKeys;

@@ -27,6 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
+import { deadLetterRecord } from '../dead-letter/record.js';
 import { defineHandler, type HandlerRecord } from '../definition/handler.js';
 import {
   type CacheKeys,
@@ -53,7 +54,6 @@ import { KitMetrics } from '../kit/common/metrics.js';
 import { InvalidationPipeline } from '../kit/invalidation/pipeline.js';
 import type { MetricsRegistry } from '../metrics/index.js';
 import { Checker, invalid } from '../options/checks.js';
-import { deadLetterRecord } from '../processor/emit.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
 import type { Logger } from '../runtime/logger.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';

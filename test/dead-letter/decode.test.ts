@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeDeadLetter, headersForDisplay, isDeadLetterHeader } from '../../src/retry/dlq-headers.js';
-import { connectHeaders, redfenceHeaders, springHeaders, streamsHeaders, toMap } from './dlq-fixtures.js';
+import { decodeDeadLetter, headersForDisplay } from '../../src/dead-letter/decode.js';
+import { isDeadLetterHeader } from '../../src/dead-letter/headers.js';
+import { connectHeaders, redfenceHeaders, springHeaders, streamsHeaders, toMap } from './fixtures.js';
 
 describe('dlq headers: the four schemes decode to one shape', () => {
   it('reads a dead letter written by redfence (Spring headers plus redfence-reason)', () => {

@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { main } from '../../src/cli/main.js';
-import type { DltRecord } from '../../src/retry/dlq-read.js';
-import { readDeadLetters } from '../../src/retry/dlq-read.js';
-import { LINEAGE, replay, replayMarkerKey } from '../../src/retry/dlq-replay.js';
+import type { DltRecord } from '../../src/dead-letter/read.js';
+import { readDeadLetters } from '../../src/dead-letter/read.js';
+import { LINEAGE, replay, replayMarkerKey } from '../../src/dead-letter/replay.js';
 import { KAFKA_BROKERS, REDIS_URL, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, endOffsets, kafka, readToEnd } from '../helpers/kafka.js';
 import {
@@ -19,7 +19,7 @@ import {
   redfenceHeaders,
   springHeaders,
   streamsHeaders,
-} from './dlq-fixtures.js';
+} from './fixtures.js';
 
 async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';

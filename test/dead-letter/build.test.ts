@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { RedfenceError } from '../../src/errors/index.js';
 import {
   buildDeadLetter,
   DEAD_LETTER_HEADERS,
   type DeadLetterInput,
   type DeadLetterReason,
   type HeaderValue,
-  readDeadLetterHeaders,
   type SourceRecord,
-} from '../../src/processor/dead-letter.js';
+} from '../../src/dead-letter/build.js';
+import { readDeadLetterHeaders } from '../../src/dead-letter/read-headers.js';
+import { RedfenceError } from '../../src/errors/index.js';
 
 const REASONS: DeadLetterReason[] = [
   'wrong-partition',

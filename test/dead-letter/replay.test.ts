@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { decodeDeadLetter } from '../../src/retry/dlq-headers.js';
-import type { DltRecord } from '../../src/retry/dlq-read.js';
-import { LINEAGE, matches, replay, replayMarkerKey, replayRecord } from '../../src/retry/dlq-replay.js';
+import { decodeDeadLetter } from '../../src/dead-letter/decode.js';
+import type { DltRecord } from '../../src/dead-letter/read.js';
+import { LINEAGE, matches, replay, replayMarkerKey, replayRecord } from '../../src/dead-letter/replay.js';
 import { standalone, uniqueName } from '../helpers/env.js';
-import { connectHeaders, type HeaderList, redfenceHeaders, springHeaders, toMap } from './dlq-fixtures.js';
+import { connectHeaders, type HeaderList, redfenceHeaders, springHeaders, toMap } from './fixtures.js';
 
 function letter(offset: number, headers: HeaderList, key = `k${offset}`, timestamp = 1_000): DltRecord {
   const map = toMap(headers);

@@ -1,7 +1,7 @@
 /**
  * Reads the headers of a dead letter written by any of four writers into one shape. Pure: no I/O.
  *
- * - redfence (src/processor/dead-letter.ts): Spring's `kafka_dlt-*` headers plus `redfence-reason`.
+ * - redfence (build.ts): Spring's `kafka_dlt-*` headers plus `redfence-reason`.
  * - Spring Kafka's `DeadLetterPublishingRecoverer`: `kafka_dlt-original-topic` (UTF-8),
  *   `-original-partition` (4 bytes big-endian), `-original-offset` and `-original-timestamp` (8 bytes
  *   big-endian), `kafka_dlt-exception-fqcn`, `-exception-message`, `-exception-stacktrace` (UTF-8).
@@ -17,10 +17,11 @@
  * many bytes, else as decimal text, so a header set by hand still reads. A malformed field is left
  * undefined and named in `problems`; decoding never throws.
  */
+import { CONNECT, REDFENCE_REASON, SPRING, STREAMS } from './headers.js';
 
 export type DlqScheme = 'redfence' | 'spring' | 'connect' | 'streams';
 
-/** Header name -> every value, in order (as src/retry/dlq-read.ts hands them over). */
+/** Header name -> every value, in order (as read.ts hands them over). */
 export type DlqHeaders = ReadonlyMap<string, readonly Buffer[]>;
 
 /** What a dead letter says about the record that failed and why. */
@@ -44,50 +45,6 @@ export interface DeadLetterInfo {
   task: string | undefined;
   /** Fields that were present but could not be read, e.g. `__connect.errors.offset: not an integer`. */
   problems: string[];
-}
-
-export const SPRING = {
-  topic: 'kafka_dlt-original-topic',
-  partition: 'kafka_dlt-original-partition',
-  offset: 'kafka_dlt-original-offset',
-  timestamp: 'kafka_dlt-original-timestamp',
-  group: 'kafka_dlt-original-consumer-group',
-  exception: 'kafka_dlt-exception-fqcn',
-  message: 'kafka_dlt-exception-message',
-  stacktrace: 'kafka_dlt-exception-stacktrace',
-} as const;
-
-export const REDFENCE_REASON = 'redfence-reason';
-
-export const CONNECT = {
-  topic: '__connect.errors.topic',
-  partition: '__connect.errors.partition',
-  offset: '__connect.errors.offset',
-  exception: '__connect.errors.exception.class.name',
-  message: '__connect.errors.exception.message',
-  stacktrace: '__connect.errors.exception.stacktrace',
-  stage: '__connect.errors.stage',
-  connector: '__connect.errors.connector.name',
-  task: '__connect.errors.task.id',
-} as const;
-
-export const STREAMS = {
-  topic: '__streams.errors.topic',
-  partition: '__streams.errors.partition',
-  offset: '__streams.errors.offset',
-  exception: '__streams.errors.exception',
-  message: '__streams.errors.message',
-  stacktrace: '__streams.errors.stacktrace',
-} as const;
-
-/** The headers a dead-letter writer adds: stripped from a replayed record (src/retry/dlq-replay.ts). */
-export function isDeadLetterHeader(name: string): boolean {
-  return (
-    name.startsWith('kafka_dlt-') ||
-    name === REDFENCE_REASON ||
-    name.startsWith('__connect.errors.') ||
-    name.startsWith('__streams.errors.')
-  );
 }
 
 const INT32_MAX = 0x7fffffffn;

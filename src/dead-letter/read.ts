@@ -9,7 +9,7 @@ import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { type ClientSettings, configError, consumerProperties } from '../kafka/client-config.js';
 import { connectWatched } from '../kafka/connect.js';
-import { type DeadLetterInfo, decodeDeadLetter } from './dlq-headers.js';
+import { type DeadLetterInfo, decodeDeadLetter } from './decode.js';
 
 type Consumer = InstanceType<typeof RdKafka.KafkaConsumer>;
 

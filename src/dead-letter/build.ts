@@ -2,8 +2,8 @@
  * Dead-letter records in the format of Spring Kafka's `DeadLetterPublishingRecoverer`, so a
  * dead-letter topic written by redfence reads the same as one written by a Spring application.
  * Pure: no Kafka client, no I/O; the processor sends what {@link buildDeadLetter} returns.
- * (Longer than the project's ~400 lines: writing the headers and reading them back are kept in one
- * file so the two encodings cannot drift apart.)
+ * The header names and value tables are in headers.ts, shared with the readers (read-headers.ts for
+ * this layout, decode.ts for all four), so writing and reading cannot drift apart.
  *
  * Checked against the Spring Kafka sources (spring-projects/spring-kafka, main branch, 4.0 line):
  * - `spring-kafka/src/main/java/org/springframework/kafka/support/KafkaHeaders.java`
@@ -32,18 +32,22 @@
  */
 import { types } from 'node:util';
 import { RedfenceError } from '../errors/index.js';
+import {
+  DEAD_LETTER_HEADERS,
+  type DeadLetterReason,
+  type HeaderValue,
+  REASON_TEXT,
+  REASONS,
+  TIMESTAMP_TYPE_TEXT,
+} from './headers.js';
 
-/** Why a record was dead-lettered. Written, as UTF-8, to the `redfence-reason` header. */
-export type DeadLetterReason =
-  | 'wrong-partition'
-  | 'undecodable'
-  | 'rejected'
-  | 'processing-error'
-  | 'oversized'
-  | 'null-key';
-
-/** A header value as Kafka clients hand them over: bytes, text, or several of either. */
-export type HeaderValue = Buffer | string | readonly (Buffer | string)[] | undefined;
+export {
+  DEAD_LETTER_HEADERS,
+  type DeadLetterHeaders,
+  type DeadLetterReason,
+  type HeaderValue,
+  type OriginalTimestampType,
+} from './headers.js';
 
 /** The failed input record, as consumed. */
 export interface SourceRecord {
@@ -88,41 +92,6 @@ export interface DeadLetterOptions {
   maxStackTraceBytes?: number;
 }
 
-/** The timestamp types a dead-letter header can name (Spring may also write `NoTimestampType`). */
-export type OriginalTimestampType = 'CREATE_TIME' | 'LOG_APPEND_TIME' | 'NO_TIMESTAMP_TYPE';
-
-/** The dead-letter headers, decoded. See {@link readDeadLetterHeaders}. */
-export interface DeadLetterHeaders {
-  originalTopic: string;
-  originalPartition: number;
-  originalOffset: bigint;
-  originalTimestamp: bigint;
-  originalTimestampType: OriginalTimestampType;
-  /** Undefined when absent (Spring omits it when it does not know the group). */
-  consumerGroup: string | undefined;
-  exceptionFqcn: string | undefined;
-  exceptionCauseFqcn: string | undefined;
-  exceptionMessage: string | undefined;
-  exceptionStacktrace: string | undefined;
-  /** Undefined for records dead-lettered by something other than redfence. */
-  reason: DeadLetterReason | undefined;
-}
-
-/** The header names, as Spring Kafka's `KafkaHeaders` constants spell them, plus our own. */
-export const DEAD_LETTER_HEADERS = {
-  originalTopic: 'kafka_dlt-original-topic',
-  originalPartition: 'kafka_dlt-original-partition',
-  originalOffset: 'kafka_dlt-original-offset',
-  originalTimestamp: 'kafka_dlt-original-timestamp',
-  originalTimestampType: 'kafka_dlt-original-timestamp-type',
-  consumerGroup: 'kafka_dlt-original-consumer-group',
-  exceptionFqcn: 'kafka_dlt-exception-fqcn',
-  exceptionCauseFqcn: 'kafka_dlt-exception-cause-fqcn',
-  exceptionMessage: 'kafka_dlt-exception-message',
-  exceptionStacktrace: 'kafka_dlt-exception-stacktrace',
-  reason: 'redfence-reason',
-} as const;
-
 const H = DEAD_LETTER_HEADERS;
 
 /** Headers describing the failure rather than the record: replaced, not appended, on each hop. */
@@ -137,48 +106,22 @@ const REPLACED_HEADERS: ReadonlySet<string> = new Set([
 const DEFAULT_MAX_STACK_TRACE_BYTES = 8192;
 const MAX_MESSAGE_BYTES = 4096;
 const MAX_CAUSE_DEPTH = 8;
-const INT32_MAX = 0x7fffffff;
-const INT64_MAX = 2n ** 63n - 1n;
+export const INT32_MAX = 0x7fffffff;
+export const INT64_MAX = 2n ** 63n - 1n;
 const TOPIC_PATTERN = /^[a-zA-Z0-9._-]{1,249}$/;
 
-const REASON_TEXT: Readonly<Record<DeadLetterReason, string>> = {
-  'wrong-partition': 'The record is on a partition its key does not hash to.',
-  undecodable: 'The record key or value could not be decoded.',
-  rejected: 'The record was rejected by the application.',
-  'processing-error': 'Processing the record failed.',
-  oversized: 'The record exceeds the size limit.',
-  'null-key': 'The record has no key.',
-};
-
-const REASONS: ReadonlySet<string> = new Set(Object.keys(REASON_TEXT));
-
-/** Spring's bytes for each timestamp type: Kafka's `TimestampType.toString()`. */
-const TIMESTAMP_TYPE_TEXT = {
-  CREATE_TIME: 'CreateTime',
-  LOG_APPEND_TIME: 'LogAppendTime',
-} as const;
-
-const TIMESTAMP_TYPE_FROM_TEXT: Readonly<Record<string, OriginalTimestampType>> = {
-  CreateTime: 'CREATE_TIME',
-  LogAppendTime: 'LOG_APPEND_TIME',
-  NoTimestampType: 'NO_TIMESTAMP_TYPE',
-  CREATE_TIME: 'CREATE_TIME',
-  LOG_APPEND_TIME: 'LOG_APPEND_TIME',
-  NO_TIMESTAMP_TYPE: 'NO_TIMESTAMP_TYPE',
-};
-
-function bad(field: string, problem: string): RedfenceError {
+export function bad(field: string, problem: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', `${field} ${problem}`, { details: { field } });
 }
 
-function describe(value: unknown): string {
+export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'number' || typeof value === 'bigint') return String(value);
   return typeof value;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
@@ -488,106 +431,4 @@ export function buildDeadLetter(input: DeadLetterInput, options: DeadLetterOptio
 
   // Object.fromEntries defines own properties, so a header named "__proto__" stays a header.
   return { key, value, headers: Object.fromEntries(headers) };
-}
-
-/** The last value of a header (Kafka's `lastHeader`), or undefined when absent. */
-function lastValue(headers: Record<string, HeaderValue>, name: string): Buffer | string | undefined {
-  if (!Object.hasOwn(headers, name)) return undefined;
-  const value = headers[name];
-  const last = Array.isArray(value) ? value[value.length - 1] : value;
-  if (last === undefined || Buffer.isBuffer(last) || typeof last === 'string') return last;
-  throw bad(`headers[${JSON.stringify(name)}]`, `must be a Buffer or a string, got ${describe(last)}`);
-}
-
-function readText(headers: Record<string, HeaderValue>, name: string): string | undefined {
-  const value = lastValue(headers, name);
-  return Buffer.isBuffer(value) ? value.toString('utf8') : value;
-}
-
-function requireText(headers: Record<string, HeaderValue>, name: string): string {
-  const text = readText(headers, name);
-  if (text === undefined) throw bad(`headers[${JSON.stringify(name)}]`, 'is missing');
-  return text;
-}
-
-/**
- * A big-endian integer header of `width` bytes, as Spring writes it. A string, or a Buffer of
- * another length, is read as decimal text (headers set by hand or by other tools often are).
- */
-function readInteger(headers: Record<string, HeaderValue>, name: string, width: 4 | 8): bigint {
-  const field = `headers[${JSON.stringify(name)}]`;
-  const value = lastValue(headers, name);
-  if (value === undefined) throw bad(field, 'is missing');
-  if (Buffer.isBuffer(value) && value.length === width) {
-    return width === 4 ? BigInt(value.readInt32BE(0)) : value.readBigInt64BE(0);
-  }
-  const text = Buffer.isBuffer(value) ? value.toString('latin1') : value;
-  if (!/^-?\d{1,20}$/.test(text)) {
-    throw bad(field, `must be ${width} big-endian bytes or a decimal integer`);
-  }
-  return BigInt(text);
-}
-
-/**
- * Decodes the dead-letter headers of a record written by {@link buildDeadLetter} or by Spring
- * Kafka's `DeadLetterPublishingRecoverer`: the inverse of the former, for tests, verifiers and
- * `dlq replay`. Multi-valued headers are read by their last value, like Kafka's `lastHeader`
- * (the newest hop of a record dead-lettered more than once).
- *
- * @throws RedfenceError `RF_INVALID_ARGUMENT`, naming the header, when an original-* header is
- * missing or malformed, or `redfence-reason` is not a known reason.
- * @example
- * const info = readDeadLetterHeaders(message.headers);
- * // => { originalTopic: 'orders', originalPartition: 3, originalOffset: 1042n, ...,
- * //      exceptionFqcn: 'redfence.TypeError', reason: 'processing-error' }
- * await producer.send({ topic: info.originalTopic, messages: [{ key: message.key, value: message.value }] });
- */
-export function readDeadLetterHeaders(headers: Record<string, HeaderValue>): DeadLetterHeaders {
-  if (!isRecord(headers)) throw bad('headers', `must be an object, got ${describe(headers)}`);
-  const originalTopic = requireText(headers, H.originalTopic);
-  const partition = readInteger(headers, H.originalPartition, 4);
-  if (partition < 0n || partition > BigInt(INT32_MAX)) {
-    throw bad(
-      `headers[${JSON.stringify(H.originalPartition)}]`,
-      `must be from 0 to ${INT32_MAX}, got ${partition}`,
-    );
-  }
-  const originalOffset = readInteger(headers, H.originalOffset, 8);
-  if (originalOffset < 0n || originalOffset > INT64_MAX) {
-    throw bad(
-      `headers[${JSON.stringify(H.originalOffset)}]`,
-      `must be from 0 to ${INT64_MAX}, got ${originalOffset}`,
-    );
-  }
-  const originalTimestamp = readInteger(headers, H.originalTimestamp, 8);
-  if (originalTimestamp < -(2n ** 63n) || originalTimestamp > INT64_MAX) {
-    throw bad(`headers[${JSON.stringify(H.originalTimestamp)}]`, 'is outside the 64-bit integer range');
-  }
-  const typeText = requireText(headers, H.originalTimestampType);
-  const originalTimestampType = Object.hasOwn(TIMESTAMP_TYPE_FROM_TEXT, typeText)
-    ? TIMESTAMP_TYPE_FROM_TEXT[typeText]
-    : undefined;
-  if (originalTimestampType === undefined) {
-    throw bad(
-      `headers[${JSON.stringify(H.originalTimestampType)}]`,
-      'must be CreateTime, LogAppendTime or NoTimestampType',
-    );
-  }
-  const reason = readText(headers, H.reason);
-  if (reason !== undefined && !REASONS.has(reason)) {
-    throw bad(`headers[${JSON.stringify(H.reason)}]`, `must be one of ${[...REASONS].join(', ')}`);
-  }
-  return {
-    originalTopic,
-    originalPartition: Number(partition),
-    originalOffset,
-    originalTimestamp,
-    originalTimestampType,
-    consumerGroup: readText(headers, H.consumerGroup),
-    exceptionFqcn: readText(headers, H.exceptionFqcn),
-    exceptionCauseFqcn: readText(headers, H.exceptionCauseFqcn),
-    exceptionMessage: readText(headers, H.exceptionMessage),
-    exceptionStacktrace: readText(headers, H.exceptionStacktrace),
-    reason: reason as DeadLetterReason | undefined,
-  };
 }

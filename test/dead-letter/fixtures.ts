@@ -1,5 +1,5 @@
 /** Dead letters as each of the four writers lays out their headers, for the dlq tests. */
-import { buildDeadLetter } from '../../src/processor/dead-letter.js';
+import { buildDeadLetter } from '../../src/dead-letter/build.js';
 
 export type HeaderList = Array<[string, Buffer]>;
 

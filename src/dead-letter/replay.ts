@@ -12,8 +12,8 @@
  * only its own retries within one run, not this.
  */
 import type { OutRecord } from '../kafka/types.js';
-import { isDeadLetterHeader } from './dlq-headers.js';
-import type { DltRecord } from './dlq-read.js';
+import { isDeadLetterHeader } from './headers.js';
+import type { DltRecord } from './read.js';
 
 /** Lineage headers every replayed record carries (UTF-8 text). */
 export const LINEAGE = {
