@@ -3,7 +3,8 @@
  * dead-letter topic written by redfence reads the same as one written by a Spring application.
  * Pure: no Kafka client, no I/O; the processor sends what {@link buildDeadLetter} returns.
  * The header names and value tables are in headers.ts, shared with the readers (read-headers.ts for
- * this layout, decode.ts for all four), so writing and reading cannot drift apart.
+ * this layout, decode.ts for all four), so writing and reading cannot drift apart. (Over ~400 lines:
+ * Spring's encoding rules and the input checks they need stay beside the one function that applies them.)
  *
  * Checked against the Spring Kafka sources (spring-projects/spring-kafka, main branch, 4.0 line):
  * - `spring-kafka/src/main/java/org/springframework/kafka/support/KafkaHeaders.java`
