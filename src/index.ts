@@ -4,6 +4,15 @@
  */
 
 export {
+  buildDeadLetter,
+  DEAD_LETTER_HEADERS,
+  type DeadLetterInput,
+  type DeadLetterReason,
+  type DeadLetterRecord,
+} from './dead-letter/build.js';
+export { decodeRetryTopicHeaders, type RetryTopicInfo } from './dead-letter/decode.js';
+export { readDeadLetterHeaders } from './dead-letter/read-headers.js';
+export {
   defineProcessor,
   type OperationProcessor,
   type ProcessorDefinition,
@@ -58,15 +67,6 @@ export { type OutboxEvent, OutboxRelay, type RelayOptions as OutboxRelayOptions 
 export { type PartitionKey, partitionFor } from './partitioner/index.js';
 export type { ProcessorCounts } from './processor/counts.js';
 export {
-  buildDeadLetter,
-  DEAD_LETTER_HEADERS,
-  type DeadLetterInput,
-  type DeadLetterReason,
-  type DeadLetterRecord,
-  readDeadLetterHeaders,
-} from './processor/dead-letter.js';
-export type { Logger } from './processor/logger.js';
-export {
   type ClientConfig,
   type KafkaOptions,
   PROCESSING_MODES,
@@ -76,6 +76,8 @@ export {
   type WatchdogOptions,
 } from './processor/options.js';
 export { Processor, type ProcessorState } from './processor/processor.js';
+export type { SnapshotOptions } from './processor/snapshot-options.js';
+export type { SnapshotStats } from './processor/snapshotter.js';
 export {
   type Classification,
   type ClassifyRules,
@@ -83,15 +85,13 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
-export { decodeRetryTopicHeaders, type RetryTopicInfo } from './retry/dlq-headers.js';
 export {
   RETRY_TOPIC_HEADERS,
   type RetryBackoff,
   type RetryTopicsOptions,
   retryTopicName,
 } from './retry/retry-topics.js';
-export type { SnapshotOptions } from './snapshot/options.js';
-export type { SnapshotStats } from './snapshot/snapshotter.js';
+export type { Logger } from './runtime/logger.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';
 export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
 export { VERSION } from './version.js';

@@ -10,8 +10,8 @@
  * without the module doing anything but call the URL it is given.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { loadDefinition } from '../cli/load.js';
 import { defineHandler, type HandlerDefinition } from '../index.js';
+import { loadDefinition } from '../loader/load.js';
 
 const env = (name: string): string => {
   const v = process.env[name];

@@ -4,8 +4,9 @@
  * the run's own topics and store (REDFENCE_CHAOS_INPUT, _OUTPUT, _STORE; dead letters on
  * `<input>.DLT`), whatever names the module gives. Everything else of the definition is the user's.
  */
-import { loadDefinition } from '../cli/load.js';
+
 import { defineProcessor, type ProcessorDefinition } from '../index.js';
+import { loadDefinition } from '../loader/load.js';
 
 const env = (name: string): string => {
   const v = process.env[name];

@@ -60,7 +60,7 @@ const inputError = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', 
  * comparison is of state and outputs, which only a processor has.
  */
 export async function loadChaosModule(file: string): Promise<LoadedModule> {
-  const { loadDefinition } = await import('../cli/load.js');
+  const { loadDefinition } = await import('../loader/load.js');
   const loaded = await loadDefinition(file);
   if ('handle' in loaded)
     throw moduleError(
@@ -75,7 +75,7 @@ export async function loadChaosModule(file: string): Promise<LoadedModule> {
  * topics, and the far side is told records by their input partition and offset).
  */
 export async function loadChaosHandler(file: string): Promise<LoadedModule> {
-  const { loadDefinition } = await import('../cli/load.js');
+  const { loadDefinition } = await import('../loader/load.js');
   const loaded = await loadDefinition(file);
   if (!('handle' in loaded))
     throw moduleError(

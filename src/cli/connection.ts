@@ -8,9 +8,9 @@
 import { RedfenceError } from '../errors/index.js';
 import type { ProcessorDefinition } from '../index.js';
 import type { ClientSettings } from '../kafka/client-config.js';
-import { clientSecurity } from '../processor/kafka-options.js';
+import { loadDefinition } from '../loader/load.js';
+import { clientSecurity } from '../runtime/kafka-options.js';
 import { KAFKA_OPTIONS, type KafkaValues, kafkaSecurity } from './kafka-options.js';
-import { loadDefinition } from './load.js';
 import { hostPort, listOption } from './options.js';
 import { REDIS_OPTIONS } from './redis-options.js';
 

@@ -7,9 +7,10 @@
  * Exit 0: done; 1: a failure while running (or dead letters that name no topic to replay to);
  * 2: a bad option, a missing topic, a refused login.
  */
+
+import type { DltRecord } from '../dead-letter/read.js';
+import type { DlqFilter } from '../dead-letter/replay.js';
 import { RedfenceError } from '../errors/index.js';
-import type { DltRecord } from '../retry/dlq-read.js';
-import type { DlqFilter } from '../retry/dlq-replay.js';
 import { BROKERS_OPTION, kafkaClient } from './connection.js';
 import { KAFKA_OPTIONS, type KafkaValues } from './kafka-options.js';
 import {
@@ -234,8 +235,8 @@ export async function dlq(args: readonly string[], out: (s: string) => void): Pr
   const client = kafkaClient(o, 'redfence-dlq');
   const json =
     parsed.sources.json === undefined ? process.stdout.isTTY !== true : parsed.values.json === true;
-  const { matches, DlqCounter } = await import('../retry/dlq-replay.js');
-  const { readDeadLetters } = await import('../retry/dlq-read.js');
+  const { matches, DlqCounter } = await import('../dead-letter/replay.js');
+  const { readDeadLetters } = await import('../dead-letter/read.js');
   const read = (onRecord: (r: DltRecord) => void) =>
     readDeadLetters({
       client,
@@ -271,7 +272,7 @@ export async function dlq(args: readonly string[], out: (s: string) => void): Pr
 
   if (sub === 'show') {
     const v = parsed.values as unknown as { limit: number; values: boolean };
-    const { headersForDisplay } = await import('../retry/dlq-headers.js');
+    const { headersForDisplay } = await import('../dead-letter/decode.js');
     let shown = 0;
     await read((r) => {
       if (shown >= v.limit) return;
@@ -308,7 +309,7 @@ export async function dlq(args: readonly string[], out: (s: string) => void): Pr
   const target = redisTarget(parsed.values as never, parsed.sources as never);
   const { connectRedis, redisClient } = await import('./redis.js');
   const { jsonLogger } = await import('./log.js');
-  const { replay } = await import('../retry/dlq-replay.js');
+  const { replay } = await import('../dead-letter/replay.js');
   const records: DltRecord[] = [];
   const redis = await redisClient(target, jsonLogger('error', '-'));
   let producer: import('../kafka/producer.js').DeliveryProducer | undefined;

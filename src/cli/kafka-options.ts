@@ -17,7 +17,7 @@ import {
   SECURITY_PROTOCOLS,
   type SecurityProtocol,
 } from '../kafka/client-config.js';
-import type { KafkaOptions } from '../processor/kafka-options.js';
+import type { KafkaOptions } from '../runtime/kafka-options.js';
 import { choiceOption, pairsOption, textOption } from './options.js';
 import { readText, secretOf } from './redis-options.js';
 

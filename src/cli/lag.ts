@@ -7,7 +7,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
-import type { LagEvaluation, LagSample } from '../ops/lag.js';
+import type { LagEvaluation, LagSample } from '../metrics/lag.js';
 import { BROKERS_OPTION, kafkaClient } from './connection.js';
 import { KAFKA_OPTIONS } from './kafka-options.js';
 import {
@@ -115,7 +115,7 @@ export async function lag(args: readonly string[], out: (s: string) => void): Pr
   const client = kafkaClient(o, 'redfence-lag');
   const json = sources.json === undefined ? process.stdout.isTTY !== true : o.json;
   const { LagSampler } = await import('../ops/lag-sampler.js');
-  const { evaluateLag, worstStatus } = await import('../ops/lag.js');
+  const { evaluateLag, worstStatus } = await import('../metrics/lag.js');
   const properties = commonProperties({ ...client, groupId: group });
   const sampler = new LagSampler({
     properties,

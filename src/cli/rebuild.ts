@@ -84,11 +84,11 @@ export async function rebuildCommand(args: readonly string[], out: (s: string) =
     'rebuild restores the state of a processor (defineProcessor)',
   );
   const group = o.group ?? `redfence-${definition.store}`;
-  const { snapshotTopic } = await import('../snapshot/options.js');
+  const { snapshotTopic } = await import('../processor/snapshot-options.js');
   const topic = o['snapshot-topic'] ?? snapshotTopic(definition.store);
 
   const { KeySpace } = await import('../keys/index.js');
-  const { rebuild } = await import('../snapshot/rebuild.js');
+  const { rebuild } = await import('../ops/rebuild.js');
   const { progress } = await import('../ops/reconcile-report.js');
   const keys = new KeySpace({ store: definition.store });
   const redis = await redisClient(target, jsonLogger('error', 'rebuild'));

@@ -9,10 +9,10 @@
  * createInvalidation with the same settings: it needs a Redis target, and takes no --postgres.
  */
 import type { Cluster, Redis } from 'ioredis';
+import type { InvalidationDefinition } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
 import type { SqlPool } from '../handler/postgres.js';
 import type { HandlerDefinition, HandlerOptions, Logger } from '../index.js';
-import type { InvalidationDefinition } from '../kit/invalidation/definition.js';
 import { kafkaSecurity } from './kafka-options.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';

@@ -3,7 +3,7 @@
  * src/cli/run-handler.ts a handler).
  */
 import type { ProcessingMode } from '../index.js';
-import { MAX_TIMER_MS } from '../processor/option-checks.js';
+import { MAX_TIMER_MS } from '../options/checks.js';
 import { CONNECTION_OPTIONS } from './connection.js';
 import { LOG_LEVELS } from './log.js';
 import { choiceOption, helpText, numberOption, switchOption, textOption } from './options.js';

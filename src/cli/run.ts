@@ -8,9 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import type { Processor, ProcessorOptions, startMetricsServer } from '../index.js';
+import { loadRunnable } from '../loader/load.js';
 import { modulePositional } from './connection.js';
 import { type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
-import { loadRunnable } from './load.js';
 import { jsonLogger } from './log.js';
 import { parseOptions, type Values } from './options.js';
 import { connectRedis, redisClient, redisTarget } from './redis.js';

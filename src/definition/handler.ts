@@ -6,9 +6,9 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import type { Headers } from '../kafka/types.js';
-import type { Logger } from '../processor/logger.js';
 import { type ClassifyRules, checkClassifyRules } from '../retry/classify.js';
 import { type RetryTopicsOptions, resolveRetryTopics } from '../retry/retry-topics.js';
+import type { Logger } from '../runtime/logger.js';
 
 /** One consumed record, decoded. Never log `value` or `key`: they may carry personal data. */
 export interface HandlerRecord<T> {

@@ -8,7 +8,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import type { KafkaPort, TopicPartition } from '../kafka/types.js';
-import type { Logger } from '../processor/logger.js';
+import type { Logger } from '../runtime/logger.js';
 import { errorShape } from './runner.js';
 
 export interface CommitPart {

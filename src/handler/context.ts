@@ -5,8 +5,8 @@
  */
 import type { HandlerContext, OnceResult, SqlClient } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
-import type { Logger } from '../processor/logger.js';
 import type { ResolvedRetryTopics } from '../retry/retry-topics.js';
+import type { Logger } from '../runtime/logger.js';
 import { fencedError, type OnceStore } from './once.js';
 import type { SqlOnce } from './postgres.js';
 import type { PartitionWork } from './scheduler.js';

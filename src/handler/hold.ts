@@ -8,7 +8,7 @@
  * last ends; the scheduler's own bounds still apply after that.
  */
 import { RedfenceError } from '../errors/index.js';
-import { delay } from '../processor/backoff.js';
+import { delay } from '../runtime/backoff.js';
 import type { PartitionWork } from './scheduler.js';
 
 /** Longest hold of one try (a Node timer's limit). */

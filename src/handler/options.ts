@@ -7,8 +7,6 @@ import { Cluster, type Redis } from 'ioredis';
 import { defineHandler, type HandlerDefinition } from '../definition/handler.js';
 import type { KafkaPort } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
-import { type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
-import { type Logger, silentLogger } from '../processor/logger.js';
 import {
   bool,
   checkKeys,
@@ -20,12 +18,14 @@ import {
   shown,
   text,
   withMethods,
-} from '../processor/option-checks.js';
+} from '../options/checks.js';
 import {
   type ResolvedRetryTopics,
   type RetryTopicsOptions,
   resolveRetryTopics,
 } from '../retry/retry-topics.js';
+import { type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
+import { type Logger, silentLogger } from '../runtime/logger.js';
 import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
 import { quotedTable, type SqlPool } from './postgres.js';
 

@@ -10,17 +10,14 @@
  * afterwards is abandoned (not committed): the next owner handles it. Logs carry topic, partition,
  * offset and the error's class and code, never the key, the value or the error's message.
  */
+
+import type { DeadLetterReason } from '../dead-letter/build.js';
+import { deadLetterRecord } from '../dead-letter/record.js';
 import type { HandlerDefinition, HandlerRecord } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
 import type { InRecord, KafkaPort, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
-import { backoffMs, delay } from '../processor/backoff.js';
-import type { DeadLetterReason } from '../processor/dead-letter.js';
-import { deadLetterRecord } from '../processor/emit.js';
-import type { Logger } from '../processor/logger.js';
 import { type ClassifyRules, classify } from '../retry/classify.js';
-import type { KeyOrderStore, KeyWriter } from '../retry/key-order.js';
-import type { RetryMetrics } from '../retry/retry-metrics.js';
 import {
   keepFirstOriginals,
   lastHeader,
@@ -29,12 +26,16 @@ import {
   retryRecord,
   retryTopicName,
 } from '../retry/retry-topics.js';
+import { backoffMs, delay } from '../runtime/backoff.js';
+import type { Logger } from '../runtime/logger.js';
 import { NO_TRACING, type RecordTrace, type Tracer } from '../telemetry/tracing.js';
 import { attemptDeadline, handlerContext } from './context.js';
 import { rateLimitedFor } from './hold.js';
+import type { KeyOrderStore, KeyWriter } from './key-order.js';
 import type { OnceStore } from './once.js';
 import type { ResolvedRetry } from './options.js';
 import type { SqlOnce } from './postgres.js';
+import type { RetryMetrics } from './retry-metrics.js';
 import type { Outcome, PartitionWork } from './scheduler.js';
 
 export interface RunnerContext {

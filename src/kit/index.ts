@@ -5,6 +5,15 @@
  * is built by src/keys/kit.ts (tenant-scoped, `rf:`, one hash slot per entry). See docs/kit.md.
  */
 
+export {
+  type CacheRef,
+  createInvalidation,
+  defineInvalidation,
+  InvalidationConsumer,
+  type InvalidationDefinition,
+  type InvalidationKey,
+  type InvalidationOptions,
+} from '../invalidation/index.js';
 export type { KitKey } from '../keys/kit.js';
 export {
   Cache,
@@ -29,15 +38,6 @@ export {
   type PgPool,
   type PgQueryable,
 } from './idempotency/index.js';
-export {
-  type CacheRef,
-  createInvalidation,
-  defineInvalidation,
-  InvalidationConsumer,
-  type InvalidationDefinition,
-  type InvalidationKey,
-  type InvalidationOptions,
-} from './invalidation/index.js';
 export {
   type AcquireOptions,
   checkFencingToken,

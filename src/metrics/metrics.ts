@@ -14,7 +14,7 @@ import {
   Registry,
 } from 'prom-client';
 import { RedfenceError } from '../errors/index.js';
-import { LagBoard, type PartitionProgress } from '../ops/lag-board.js';
+import { LagBoard, type PartitionProgress } from './lag-board.js';
 
 /** A prom-client registry of either exposition format. */
 export type MetricsRegistry = Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;

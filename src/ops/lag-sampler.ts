@@ -12,7 +12,7 @@ import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { connectWatched } from '../kafka/connect.js';
-import type { LagSample } from './lag.js';
+import type { LagSample } from '../metrics/lag.js';
 
 export interface LagSamplerOptions {
   /** librdkafka properties: bootstrap.servers, security, pass-through. */

@@ -2,9 +2,9 @@
 import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
 import type { MetricsRegistry } from '../metrics/index.js';
-import { clientSecurity, type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
-import type { Logger } from '../processor/logger.js';
-import { checkKeys } from '../processor/option-checks.js';
+import { checkKeys } from '../options/checks.js';
+import { clientSecurity, type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
+import type { Logger } from '../runtime/logger.js';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE } from './routing.js';
 import { type OutboxLocation, outboxNames } from './schema.js';
 import type { RelayMode } from './worker.js';

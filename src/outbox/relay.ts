@@ -7,7 +7,7 @@
 import { RedfenceError } from '../errors/index.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { DeliveryProducer } from '../kafka/producer.js';
-import { type Logger, silentLogger } from '../processor/logger.js';
+import { type Logger, silentLogger } from '../runtime/logger.js';
 import { counts, purgePublished } from './admin.js';
 import { Leases, type Role } from './leases.js';
 import { OutboxMetrics } from './metrics.js';

@@ -10,7 +10,7 @@
 import { RedfenceError } from '../errors/index.js';
 import type { DeliveryProducer } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
-import type { Logger } from '../processor/logger.js';
+import type { Logger } from '../runtime/logger.js';
 import type { OutboxMetrics } from './metrics.js';
 import type { Queryable } from './pg.js';
 import { codeName, errorCode, RecordRefusal } from './produce-errors.js';

@@ -9,11 +9,12 @@
  * again from its first record (keys already applied answer SKIP or REEMIT), nothing of it is committed
  * or skipped, and consumption is not paused.
  */
+
+import type { DeadLetterReason } from '../dead-letter/build.js';
 import type { OperationProcessor, ProcessorDefinition } from '../definition/definition.js';
 import { RedfenceError } from '../errors/index.js';
 import type { ApplyRequest, Fence, FenceRecord, RecordResult } from '../fence/index.js';
-import { backoffMs, delay } from './backoff.js';
-import type { DeadLetterReason } from './dead-letter.js';
+import { backoffMs, delay } from '../runtime/backoff.js';
 import type { Planned } from './plan.js';
 import type { UserCall } from './user-call.js';
 

@@ -6,13 +6,13 @@
  */
 import type { InRecord, KafkaPort } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
+import type { Logger } from '../runtime/logger.js';
 import { type BatchTrace, NO_TRACING } from '../telemetry/tracing.js';
 import { type ApplyContext, applyAll } from './apply.js';
 import type { CommitPipeline } from './commit-pipeline.js';
 import type { Counts } from './counts.js';
 import { crashPoint } from './crash-points.js';
 import { type EmitContext, emit } from './emit.js';
-import type { Logger } from './logger.js';
 import type { OwnedPartition, PartitionTable } from './partition-table.js';
 import { type PlanContext, plan } from './plan.js';
 

@@ -16,9 +16,9 @@
 import { RedfenceError } from '../errors/index.js';
 import type { KafkaPort, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
+import type { Logger } from '../runtime/logger.js';
 import { type BatchTrace, NO_TRACING, type Tracer } from '../telemetry/tracing.js';
 import { crashPoint } from './crash-points.js';
-import type { Logger } from './logger.js';
 import type { ProcessingMode } from './options.js';
 import type { OwnedPartition } from './partition-table.js';
 

@@ -9,10 +9,6 @@ import { defineProcessor, type ProcessorDefinition } from '../definition/definit
 import type { FencingMode } from '../fence/index.js';
 import type { KafkaPort } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
-import { type ResolvedSnapshot, type SnapshotOptions, snapshotOptions } from '../snapshot/options.js';
-import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
-import { type KafkaOptions, kafkaOptions } from './kafka-options.js';
-import { type Logger, silentLogger } from './logger.js';
 import {
   bool,
   checkKeys,
@@ -25,7 +21,11 @@ import {
   shown,
   text,
   withMethods,
-} from './option-checks.js';
+} from '../options/checks.js';
+import { type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
+import { type Logger, silentLogger } from '../runtime/logger.js';
+import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
+import { type ResolvedSnapshot, type SnapshotOptions, snapshotOptions } from './snapshot-options.js';
 
 /** How outputs and offsets reach Kafka. The one definition of the processing modes. */
 export const PROCESSING_MODES = ['exactly-once', 'at-least-once'] as const;
@@ -39,7 +39,7 @@ export type {
   OAuthBearerProvider,
   OAuthBearerToken,
   SecurityProtocol,
-} from './kafka-options.js';
+} from '../runtime/kafka-options.js';
 
 export interface WatchdogOptions {
   /** No batch delivered for this long while there is lag counts as a stall. Default 60000. */

@@ -3,10 +3,11 @@
  * reason it goes to the dead-letter topic without touching state: a null key, a key that does not hash
  * (murmur2) to the record's partition, or a value the definition's decode cannot read.
  */
+
+import type { DeadLetterReason } from '../dead-letter/build.js';
 import type { RecordMeta } from '../definition/definition.js';
 import type { InRecord } from '../kafka/types.js';
 import { partitionFor } from '../partitioner/index.js';
-import type { DeadLetterReason } from './dead-letter.js';
 import type { UserCall } from './user-call.js';
 
 export interface Planned {

@@ -19,15 +19,13 @@ import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
-import { snapshotClient } from '../snapshot/options.js';
-import { type SnapshotStats, Snapshotter } from '../snapshot/snapshotter.js';
+import { clientSecurity } from '../runtime/kafka-options.js';
+import type { Logger } from '../runtime/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch, type Replication } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
-import { clientSecurity } from './kafka-options.js';
 import { Liveness } from './liveness.js';
-import type { Logger } from './logger.js';
 import {
   type ProcessingMode,
   type ProcessorOptions,
@@ -45,6 +43,8 @@ import {
   refreshAfterRedirect,
   waitReplicas,
 } from './redis-setup.js';
+import { snapshotClient } from './snapshot-options.js';
+import { type SnapshotStats, Snapshotter } from './snapshotter.js';
 import { Sweeper } from './sweeper.js';
 import { userCaller } from './user-call.js';
 import { Watchdog } from './watchdog.js';

@@ -7,8 +7,8 @@
 import type { Fence } from '../fence/index.js';
 import { type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
+import type { Logger } from '../runtime/logger.js';
 import type { Replication } from './batch.js';
-import type { Logger } from './logger.js';
 import type { OwnedPartition, PartitionTable } from './partition-table.js';
 
 /** Longest a revocation waits for the sweep of its partitions (the rebalance waits for it). */

@@ -14,8 +14,8 @@ import { RedfenceError } from '../errors/index.js';
 import { wrapRedisError } from '../fence/script-runner.js';
 import type { KafkaPort, TopicPartition } from '../kafka/types.js';
 import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
-import { backoffMs, delay } from './backoff.js';
-import type { Logger } from './logger.js';
+import { backoffMs, delay } from '../runtime/backoff.js';
+import type { Logger } from '../runtime/logger.js';
 
 export interface RedisGuardContext {
   readonly kafka: Pick<KafkaPort, 'pause' | 'resume'>;

@@ -9,7 +9,7 @@ import { Cluster, type Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { loadScripts } from '../fence/index.js';
 import { wrapRedisError } from '../fence/script-runner.js';
-import type { Logger } from './logger.js';
+import type { Logger } from '../runtime/logger.js';
 import type { WaitReplicasOptions } from './options.js';
 
 /** The nodes that take writes: the client itself, or every master of a cluster. */

@@ -13,7 +13,7 @@
  * sweep is logged and done again later; none runs during a Redis outage.
  */
 import type { Fence } from '../fence/index.js';
-import type { Logger } from './logger.js';
+import type { Logger } from '../runtime/logger.js';
 import type { OwnedPartition } from './partition-table.js';
 
 export interface SweepContext {

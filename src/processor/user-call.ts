@@ -1,5 +1,5 @@
 /** Calls into user code (decode, operation, reduce): a retriable throw is retried with backoff, others are returned. */
-import { backoffMs, delay } from './backoff.js';
+import { backoffMs, delay } from '../runtime/backoff.js';
 
 export type UserResult<R> = { ok: true; value: R } | { ok: false; error: unknown };
 

@@ -6,7 +6,7 @@
  * the orchestrator restarts the instance. It sees the processor only through {@link WatchdogContext}.
  */
 import type { KafkaPort } from '../kafka/types.js';
-import type { Logger } from './logger.js';
+import type { Logger } from '../runtime/logger.js';
 import type { OwnedPartition } from './partition-table.js';
 
 export interface WatchdogInput {

@@ -15,17 +15,10 @@
  * every hop and on the DLT, the exception headers are replaced on each hop. The record goes to the
  * same partition number of the next topic.
  */
+
+import { buildDeadLetter, DEAD_LETTER_HEADERS } from '../dead-letter/build.js';
 import type { Headers, InRecord, OutRecord } from '../kafka/types.js';
-import { buildDeadLetter, DEAD_LETTER_HEADERS } from '../processor/dead-letter.js';
-import {
-  checkKeys,
-  integer,
-  invalid,
-  isObject,
-  MAX_TIMER_MS,
-  oneOf,
-  shown,
-} from '../processor/option-checks.js';
+import { checkKeys, integer, invalid, isObject, MAX_TIMER_MS, oneOf, shown } from '../options/checks.js';
 
 export const RETRY_TOPIC_HEADERS = {
   attempts: 'retry_topic-attempts',

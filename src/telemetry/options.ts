@@ -3,7 +3,7 @@
  * OpenTelemetry `Tracer` fits, so the package's type declarations never name `@opentelemetry/api`
  * (an optional peer dependency).
  */
-import { checkKeys, invalid, isObject, shown } from '../processor/option-checks.js';
+import { checkKeys, invalid, isObject, shown } from '../options/checks.js';
 
 /** What redfence calls on a tracer: an `@opentelemetry/api` `Tracer` fits. */
 export interface TracerLike {

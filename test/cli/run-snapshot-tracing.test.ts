@@ -18,7 +18,7 @@ import {
   keyFromHash,
   type SnapshotKey,
   type SnapshotMarker,
-} from '../../src/snapshot/codec.js';
+} from '../../src/processor/snapshot-codec.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
 import { committedOffsets, createTopics, kafka, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
 

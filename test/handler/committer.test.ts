@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { RedfenceError } from '../../src/errors/index.js';
 import { type CommitPart, Committer } from '../../src/handler/committer.js';
 import type { CommitOffset } from '../../src/kafka/types.js';
-import { silentLogger } from '../../src/processor/logger.js';
+import { silentLogger } from '../../src/runtime/logger.js';
 
 type P = CommitPart & { point: number };
 const part = (partition: number, point: number, committed = -1): P => ({

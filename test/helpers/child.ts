@@ -7,7 +7,7 @@
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Child, freePort, LogBook as HarnessLogBook, type LogLine } from '../../src/harness/index.js';
-import type { Logger } from '../../src/processor/logger.js';
+import type { Logger } from '../../src/runtime/logger.js';
 import { KAFKA_BROKERS, REDIS_URL } from './env.js';
 
 export type { Exit } from '../../src/harness/index.js';

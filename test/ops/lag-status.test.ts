@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
 import { main } from '../../src/cli/main.js';
 import { HealthState, RedfenceMetrics, startMetricsServer } from '../../src/index.js';
-import { LagBoard, type LagBoardReport } from '../../src/ops/lag-board.js';
+import { LagBoard, type LagBoardReport } from '../../src/metrics/lag-board.js';
 import { killLeftovers, startProcessorChild } from '../helpers/child.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, produce } from '../helpers/kafka.js';

@@ -76,7 +76,7 @@ describe('redfence reconcile on Redis Cluster, operation processor', { timeout: 
       { key: 'txt', value: JSON.stringify({ n: 1 }) },
     );
     await produce(input, messages);
-    const { loadDefinition } = await import('../../src/cli/load.js');
+    const { loadDefinition } = await import('../../src/loader/load.js');
     const definition = defineProcessor((await loadDefinition(module)) as ProcessorDefinition);
     const p = new Processor({
       definition,

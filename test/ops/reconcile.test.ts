@@ -84,7 +84,7 @@ describe('redfence reconcile', { timeout: 240_000 }, () => {
       { key: wrong, value: JSON.stringify({ customer: wrong, amount: 5 }), partition: 0 }, // wrong partition
     ];
     await produce(input, [...gen.messages.slice(0, 300), ...poison, ...gen.messages.slice(300)]);
-    const { loadDefinition } = await import('../../src/cli/load.js');
+    const { loadDefinition } = await import('../../src/loader/load.js');
     const definition = (await loadDefinition(MODULE)) as ProcessorDefinition;
     const p = new Processor({
       definition,

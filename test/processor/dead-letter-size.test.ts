@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import { MAX_DEAD_LETTER_BYTES } from '../../src/dead-letter/record.js';
 import { defineProcessor, Processor } from '../../src/index.js';
-import { MAX_DEAD_LETTER_BYTES } from '../../src/processor/emit.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
 

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
+import { readDeadLetterHeaders } from '../../src/dead-letter/read-headers.js';
 import {
   defineProcessor,
   type ProcessingMode,
@@ -13,7 +14,6 @@ import {
   type ProcessorDefinition,
   partitionFor,
 } from '../../src/index.js';
-import { readDeadLetterHeaders } from '../../src/processor/dead-letter.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import {
   committedOffsets,

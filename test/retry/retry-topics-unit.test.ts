@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
+import { decodeRetryTopicHeaders, headersForDisplay } from '../../src/dead-letter/decode.js';
+import { KeyOrderStore } from '../../src/handler/key-order.js';
+import { RetryGate } from '../../src/handler/retry-gate.js';
 import { KeySpace } from '../../src/index.js';
 import type { InRecord } from '../../src/kafka/types.js';
-import { decodeRetryTopicHeaders, headersForDisplay } from '../../src/retry/dlq-headers.js';
-import { KeyOrderStore } from '../../src/retry/key-order.js';
-import { RetryGate } from '../../src/retry/retry-gate.js';
 import {
   bigIntegerBytes,
   readAttempts,

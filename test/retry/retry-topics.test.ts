@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
+import { decodeDeadLetter } from '../../src/dead-letter/decode.js';
 import {
   createHandler,
   decodeRetryTopicHeaders,
@@ -17,7 +18,6 @@ import {
   RedfenceMetrics,
 } from '../../src/index.js';
 import type { Headers } from '../../src/kafka/types.js';
-import { decodeDeadLetter } from '../../src/retry/dlq-headers.js';
 import { readDueMs } from '../../src/retry/retry-topics.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
 import {

@@ -17,8 +17,8 @@ import { Redis } from 'ioredis';
 import { createHandler, defineHandler, defineProcessor, Processor, RedfenceError } from '../../src/index.js';
 import type { OutRecord } from '../../src/kafka/types.js';
 import { CommitPipeline } from '../../src/processor/commit-pipeline.js';
-import { silentLogger } from '../../src/processor/logger.js';
 import type { OwnedPartition } from '../../src/processor/partition-table.js';
+import { silentLogger } from '../../src/runtime/logger.js';
 import { TRACE_ATTRIBUTES as A, Tracing, tracingOption } from '../../src/telemetry/index.js';
 import { extractContext, formatTraceparent, parseTraceparent } from '../../src/telemetry/w3c.js';
 

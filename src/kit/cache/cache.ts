@@ -10,8 +10,8 @@ import { performance } from 'node:perf_hooks';
 import { RedfenceError } from '../../errors/index.js';
 import type { KeyEncoding } from '../../keys/keys.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
+import { Checker } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
-import { Checker } from '../common/options.js';
 import { bytes, int, KitScripts } from '../common/scripts.js';
 import {
   type CacheOptions,

@@ -10,7 +10,7 @@ import { RedfenceError } from '../../errors/index.js';
 import type { RedisArg } from '../../fence/redis-port.js';
 import { type LoadedScript, loadScripts } from '../../fence/script-loader.js';
 import { runScript, type ScriptRedis } from '../../fence/script-runner.js';
-import type { Checker } from './options.js';
+import type { Checker } from '../../options/checks.js';
 
 /** How a kit component treats a Redis that fails or does not answer. */
 export interface RedisPolicyOptions {

@@ -12,8 +12,8 @@ import type { ScriptRedis } from '../../fence/script-runner.js';
 import type { KeyEncoding } from '../../keys/keys.js';
 import { KitRecordKeys } from '../../keys/kit.js';
 import type { MetricsRegistry } from '../../metrics/index.js';
+import { Checker, invalid, MAX_TIMER_MS, shown } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
-import { Checker, invalid, MAX_TIMER_MS, shown } from '../common/options.js';
 import { checkPolicy, int, KitScripts, type RedisPolicyOptions } from '../common/scripts.js';
 
 export interface DedupWindowOptions {

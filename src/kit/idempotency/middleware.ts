@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { RedfenceError } from '../../errors/index.js';
-import { Checker, invalid, shown } from '../common/options.js';
+import { Checker, invalid, shown } from '../../options/checks.js';
 import { fingerprint, type IdempotencyStore } from './store.js';
 
 /** What a guarded handler answers: stored as it is and replayed byte for byte. */

@@ -9,8 +9,8 @@ import type { ScriptRedis } from '../../fence/script-runner.js';
 import type { KeyEncoding } from '../../keys/keys.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
 import type { MetricsRegistry } from '../../metrics/index.js';
+import { Checker, MAX_TIMER_MS } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
-import { Checker, MAX_TIMER_MS } from '../common/options.js';
 import { checkPolicy, int, KitScripts, type RedisPolicyOptions } from '../common/scripts.js';
 import { checkName } from './options.js';
 

@@ -9,8 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../../errors/index.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
+import { MAX_TIMER_MS } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
-import { MAX_TIMER_MS } from '../common/options.js';
 import { int, KitScripts } from '../common/scripts.js';
 import { checkEvictionPolicy } from './eviction.js';
 import {

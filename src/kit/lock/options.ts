@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { ScriptRedis } from '../../fence/script-runner.js';
 import type { KeyEncoding } from '../../keys/keys.js';
 import type { MetricsRegistry } from '../../metrics/index.js';
-import { Checker, invalid, MAX_TIMER_MS, shown } from '../common/options.js';
+import { Checker, invalid, MAX_TIMER_MS, shown } from '../../options/checks.js';
 import { checkPolicy, type RedisPolicy, type RedisPolicyOptions } from '../common/scripts.js';
 
 /** Why a held lock was lost. */

@@ -13,8 +13,8 @@ import type { ScriptRedis } from '../../fence/script-runner.js';
 import type { KeyEncoding } from '../../keys/keys.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
 import type { MetricsRegistry } from '../../metrics/index.js';
+import { Checker, invalid, MAX_TIMER_MS, shown } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
-import { Checker, invalid, MAX_TIMER_MS, shown } from '../common/options.js';
 import { bytes, checkPolicy, KitScripts, type RedisPolicyOptions } from '../common/scripts.js';
 
 export interface ProjectionCodec<V> {

@@ -10,8 +10,8 @@ import type { ScriptRedis } from '../../fence/script-runner.js';
 import type { KeyEncoding } from '../../keys/keys.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
 import type { MetricsRegistry } from '../../metrics/index.js';
+import { Checker, invalid, shown } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
-import { Checker, invalid, shown } from '../common/options.js';
 import { checkPolicy, int, KitScripts, type RedisPolicyOptions } from '../common/scripts.js';
 
 /** A limit: `rate` calls per `periodMs`, at most `burst` at once. */
