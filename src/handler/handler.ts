@@ -28,7 +28,7 @@ import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { backoffMs, delay } from '../processor/backoff.js';
-import { clientSecurity } from '../processor/kafka-options.js';
+import { adapterSettings } from '../processor/kafka-options.js';
 import type { Logger } from '../processor/logger.js';
 import { KeyOrderStore } from '../retry/key-order.js';
 import { RetryMetrics } from '../retry/retry-metrics.js';
@@ -59,13 +59,9 @@ export interface HandlerCounts {
 
 function kafkaPort(o: ResolvedHandlerOptions, instanceId: string): KafkaPort {
   if ('port' in o.kafka) return o.kafka.port;
-  const { securityProtocol, sasl, ssl, ...k } = o.kafka.settings;
   return new ConfluentKafka({
-    ...k,
+    ...adapterSettings(o.kafka.settings, { clientId: `redfence-${instanceId}` }),
     groupId: o.groupId,
-    clientId: `redfence-${instanceId}`,
-    // the adapter takes them as one `security` object (top-level fields would be ignored)
-    ...clientSecurity({ securityProtocol, sasl, ssl }),
   });
 }
 

@@ -2,7 +2,7 @@
 import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
 import type { MetricsRegistry } from '../metrics/index.js';
-import { clientSecurity, type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
+import { adapterSettings, type KafkaOptions, kafkaOptions } from '../processor/kafka-options.js';
 import type { Logger } from '../processor/logger.js';
 import { checkKeys } from '../processor/option-checks.js';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE } from './routing.js';
@@ -140,11 +140,8 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
     producerConfig: o.producerConfig ?? {},
     kafka,
     clientProperties: commonProperties({
-      brokers: [...o.brokers],
+      ...adapterSettings({ ...kafka, brokers: [...o.brokers] }, { clientId: 'redfence-outbox' }),
       groupId: '',
-      clientId: 'redfence-outbox',
-      ...(kafka.config === undefined ? {} : { config: kafka.config }),
-      ...clientSecurity(kafka),
     }),
   };
   if (o.table !== undefined) r.table = o.table;

@@ -1,7 +1,7 @@
 /** The processor's `snapshot` option, checked at construction (RF_INVALID_OPTIONS naming the path). */
 import type { ClientSettings } from '../kafka/client-config.js';
 import { checkTopic } from '../keys/index.js';
-import { clientSecurity, type KafkaOptions } from '../processor/kafka-options.js';
+import { adapterSettings, type KafkaOptions } from '../processor/kafka-options.js';
 import {
   checkKeys,
   integer,
@@ -74,11 +74,7 @@ export function snapshotOptions(v: unknown, store: string, portGiven: boolean): 
 /** The snapshot producer's client settings: the processor's brokers, security and pass-through. */
 export function snapshotClient(k: KafkaOptions, clientId: string): ClientSettings {
   return {
-    brokers: k.brokers,
+    ...adapterSettings(k, { clientId }),
     groupId: `${clientId}-snapshot`,
-    clientId,
-    ...clientSecurity(k),
-    ...(k.config === undefined ? {} : { config: k.config }),
-    ...(k.producerConfig === undefined ? {} : { producerConfig: k.producerConfig }),
   };
 }

@@ -43,6 +43,7 @@ import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../..
 import type { MetricsRegistry } from '../../metrics/index.js';
 import { backoffMs, delay } from '../../processor/backoff.js';
 import { deadLetterRecord } from '../../processor/emit.js';
+import { adapterSettings } from '../../processor/kafka-options.js';
 import type { Logger } from '../../processor/logger.js';
 import { KitMetrics } from '../common/metrics.js';
 import { Checker, invalid } from '../common/options.js';
@@ -232,9 +233,8 @@ export class InvalidationConsumer {
       'port' in k
         ? k.port
         : new ConfluentKafka({
-            ...k.settings,
+            ...adapterSettings(k.settings, { clientId: `redfence-${this.instanceId}` }),
             groupId: this.groupId,
-            clientId: `redfence-${this.instanceId}`,
           });
     this.#committer = new Committer<Part>({
       kafka: this.#kafka,
