@@ -67,6 +67,11 @@ export const ERROR_CODES = {
     retriable: true,
     summary: 'A compare-and-set on a key kept conflicting: another writer changes it concurrently.',
   },
+  RF_USER_RESULT: {
+    retriable: false,
+    summary:
+      "A processor's reduce or operation returned something of the wrong shape; the record goes to the dead-letter topic.",
+  },
   RF_MODULE_INVALID: {
     retriable: false,
     summary: 'The module given to `redfence run` cannot be loaded or exports no valid processor definition.',
