@@ -41,6 +41,11 @@ export const ERROR_CODES = {
     summary:
       'A Kafka client could not connect as configured: SASL refused the credentials, the TLS handshake failed, or the listener speaks another protocol.',
   },
+  RF_KAFKA_UNAVAILABLE: {
+    retriable: true,
+    summary:
+      'The Kafka brokers did not answer a client that was connecting (refused, not resolved, timed out): check the bootstrap servers.',
+  },
   RF_KAFKA_FATAL: {
     retriable: false,
     summary:
