@@ -28,6 +28,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'Redis refused the credentials, or the TLS handshake with it failed on a certificate.',
   },
+  RF_REDIS_WRONG_KIND: {
+    retriable: false,
+    summary:
+      'A single-node Redis client was pointed at a read-only replica or at a Redis Cluster node (found at start-up).',
+  },
   RF_BAD_REPLY: {
     retriable: false,
     summary: 'A fence script replied in a shape this library version does not understand.',

@@ -23,6 +23,7 @@ import { randomBytes } from 'node:crypto';
 import type { HandlerDefinition } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
 import { Fence } from '../fence/index.js';
+import { checkRedisKind } from '../fence/redis-kind.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
@@ -227,6 +228,8 @@ export class Handler {
   async #startUp(): Promise<void> {
     const o = this.#o;
     await this.#tracing.load(); // tracing on: the API is imported here, before any connection
+    // a replica or a Cluster node behind a single-node client (ctx.once writes): refused first
+    if (o.redis !== undefined) await checkRedisKind(o.redis);
     const found = await ensureTopics(this.#kafka, {
       input: o.definition.input,
       outputs: [o.deadLetterTopic, ...this.#retryTopics],

@@ -29,6 +29,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { defineHandler, type HandlerRecord } from '../../definition/handler.js';
 import { RedfenceError } from '../../errors/index.js';
+import { checkRedisKind } from '../../fence/redis-kind.js';
 import { Committer } from '../../handler/committer.js';
 import type { HandlerCounts } from '../../handler/handler.js';
 import {
@@ -135,6 +136,7 @@ export class InvalidationConsumer {
   readonly #caches: CacheKeys;
   readonly #reader: BatchReader;
   readonly #pipeline: InvalidationPipeline;
+  readonly #redis: Redis | Cluster;
   readonly #deletes: Counter<string>;
   readonly #kit: KitMetrics;
   readonly #parts = new Map<string, Part>();
@@ -214,6 +216,7 @@ export class InvalidationConsumer {
       'Cache entries invalidated (deleted, generation moved); an entry already missing counts too.',
     );
     this.#lagGauge();
+    this.#redis = redis;
     this.#pipeline = new InvalidationPipeline(redis, {
       timeoutMs,
       maxKeys,
@@ -319,6 +322,8 @@ export class InvalidationConsumer {
 
   async #startUp(): Promise<void> {
     const o = this.#o;
+    // a replica or a Cluster node behind a single-node client: refused before anything else
+    await checkRedisKind(this.#redis);
     const found = await ensureTopics(this.#kafka, {
       input: o.definition.input,
       outputs: [o.deadLetterTopic],
