@@ -10,6 +10,7 @@ import {
   type HeaderValue,
   readDeadLetterHeaders,
   type SourceRecord,
+  withoutHostPaths,
 } from '../../src/processor/dead-letter.js';
 
 const REASONS: DeadLetterReason[] = [
@@ -285,7 +286,8 @@ describe('buildDeadLetter: truncation', () => {
         (stack, max) => {
           const error = new Error('m');
           error.stack = stack === '' ? 'x' : stack;
-          const full = Buffer.from(error.stack, 'utf8');
+          // the trace as it leaves the process: host paths made portable first (dead-letter-paths.test.ts)
+          const full = Buffer.from(withoutHostPaths(error.stack), 'utf8');
           const got = header(
             buildDeadLetter(input({ error }), { maxStackTraceBytes: max }).headers,
             H.exceptionStacktrace,
@@ -540,11 +542,11 @@ describe('build → read round trip', () => {
             assert.equal(read.exceptionCauseFqcn, cause === undefined ? undefined : 'redfence.RangeError');
             assert.equal(
               read.exceptionMessage,
-              [err.message, cause?.message ?? ''].filter((m) => m !== '').join('; '),
+              withoutHostPaths([err.message, cause?.message ?? ''].filter((m) => m !== '').join('; ')),
             );
           } else if (typeof err === 'string') {
             assert.equal(read.exceptionFqcn, 'redfence.NonErrorThrown');
-            assert.equal(read.exceptionMessage, err);
+            assert.equal(read.exceptionMessage, withoutHostPaths(err));
           } else {
             assert.match(read.exceptionFqcn ?? '', /^redfence\.[A-Z][A-Za-z]+$/);
           }
