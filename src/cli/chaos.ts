@@ -21,6 +21,7 @@ import {
 import { randomSeed } from '../chaos/rng.js';
 import { RedfenceError } from '../errors/index.js';
 import { securityProperties } from '../kafka/client-config.js';
+import { clientSecurity } from '../runtime/kafka-options.js';
 import { CHAOS_HELP, CHAOS_OPTIONS, HANDLER_FLAGS, PROCESSOR_ONLY, WORKLOAD_ONLY } from './chaos-options.js';
 import { type KafkaSecurity, type KafkaValues, kafkaSecurity } from './kafka-options.js';
 import { parseOptions } from './options.js';
@@ -151,13 +152,7 @@ function kafkaConnection(
 ): { kafkaConfig: NonNullable<ChaosOptions['kafkaConfig']>; kafkaEnv: Record<string, string> } {
   const kafkaConfig = {
     ...s.config,
-    ...(s.securityProtocol === undefined
-      ? {}
-      : securityProperties({
-          protocol: s.securityProtocol,
-          ...(s.sasl === undefined ? {} : { sasl: s.sasl }),
-          ...(s.ssl === undefined ? {} : { ssl: s.ssl }),
-        })),
+    ...securityProperties(clientSecurity(s).security),
   } as NonNullable<ChaosOptions['kafkaConfig']>;
   const sasl = s.sasl !== undefined && 'password' in s.sasl ? s.sasl : undefined;
   // every REDFENCE_KAFKA_* variable is set (empty counts as unset), so none of the caller's leaks in

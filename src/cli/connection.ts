@@ -9,7 +9,7 @@ import { RedfenceError } from '../errors/index.js';
 import type { ProcessorDefinition } from '../index.js';
 import type { ClientSettings } from '../kafka/client-config.js';
 import { loadDefinition } from '../loader/load.js';
-import { clientSecurity } from '../runtime/kafka-options.js';
+import { adapterSettings } from '../runtime/kafka-options.js';
 import { KAFKA_OPTIONS, type KafkaValues, kafkaSecurity } from './kafka-options.js';
 import { hostPort, listOption } from './options.js';
 import { REDIS_OPTIONS } from './redis-options.js';
@@ -38,13 +38,7 @@ export function kafkaClient(
   o: KafkaValues & { brokers: string[] },
   clientId: string,
 ): Omit<ClientSettings, 'groupId'> {
-  const s = kafkaSecurity(o);
-  return {
-    brokers: o.brokers,
-    clientId,
-    ...clientSecurity(s),
-    ...(s.config === undefined ? {} : { config: s.config }),
-  };
+  return adapterSettings({ ...kafkaSecurity(o), brokers: o.brokers }, { clientId });
 }
 
 const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);

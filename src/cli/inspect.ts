@@ -35,7 +35,7 @@ export async function inspect(args: readonly string[], out: (s: string) => void)
   const redis = await redisClient(target, jsonLogger('error', '-'));
   try {
     const fence = new Fence({ redis, store, mode: target.kind === 'cluster' ? 'cluster' : 'strict' });
-    await connectRedis(redis, target, o['connect-timeout']);
+    await connectRedis(redis, target, o['connect-timeout'], true);
     const state = await fence.read(key);
     const view =
       state === null

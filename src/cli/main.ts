@@ -47,6 +47,7 @@ const USAGE: ReadonlySet<ErrorCode> = new Set([
   'RF_MODULE_INVALID',
   'RF_TOPIC_MISSING',
   'RF_REDIS_AUTH',
+  'RF_REDIS_WRONG_KIND',
   'RF_KAFKA_AUTH',
   'RF_PG_MISSING',
   'RF_OUTBOX_MISSING',

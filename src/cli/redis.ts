@@ -9,6 +9,7 @@
  */
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
+import { CLI_HINTS, checkRedisKind } from '../fence/redis-kind.js';
 import type { Logger } from '../index.js';
 import { describeTarget, type RedisTarget } from './redis-options.js';
 
@@ -154,6 +155,8 @@ export async function connectRedis(
   client: Redis | Cluster,
   target: RedisTarget,
   timeoutMs: number,
+  /** The verb only reads (inspect): a replica is fine, a Cluster node is still refused. */
+  readOnly = false,
 ): Promise<void> {
   let last: unknown;
   let fail: ((err: RedfenceError) => void) | undefined;
@@ -202,4 +205,10 @@ export async function connectRedis(
     for (const e of events) client.off(e, onError);
     client.off('error', probe);
   }
+  // --redis at a replica or a Cluster node: READONLY / MOVED later, refused here with the fix
+  if (target.kind === 'standalone')
+    await checkRedisKind(client, CLI_HINTS, readOnly).catch((err: unknown) => {
+      client.disconnect();
+      throw err;
+    });
 }

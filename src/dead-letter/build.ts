@@ -308,6 +308,25 @@ function stackOf(thrown: unknown): string {
   return `${fqcnOf(thrown)}: ${textOf(thrown)}`;
 }
 
+/**
+ * A path as it may leave the process: a package's file from `<package>/...` (what its frames point
+ * into once installed), a file under the working directory as `./...`, any other absolute path as
+ * its file name only. Host paths (home directories, build and deploy folders) never go into records.
+ */
+function portablePath(path: string): string {
+  const p = path.replace(/^file:\/\//, '').replace(/\\/g, '/');
+  const nm = /.*\/node_modules\/((?:@[^/]+\/)?[^/]+\/.*)$/.exec(p);
+  if (nm?.[1] !== undefined) return nm[1];
+  const cwd = process.cwd().replace(/\\/g, '/');
+  if (cwd !== '/' && p.startsWith(`${cwd}/`)) return `./${p.slice(cwd.length + 1)}`;
+  return `.../${p.slice(p.lastIndexOf('/') + 1)}`;
+}
+
+/** `text` with every absolute path (POSIX, Windows, file:// URL) made portable. */
+export function withoutHostPaths(text: string): string {
+  return text.replace(/(?<![\w:./])(?:file:\/\/)?(?:\/|[A-Za-z]:\\)[^\s()'"`:,;]+/g, (m) => portablePath(m));
+}
+
 /** The stack, then each cause's as Java prints them (`Caused by: ...`); stops on cycles. */
 function stackWithCauses(thrown: unknown): string {
   const parts = [stackOf(thrown)];
@@ -340,8 +359,8 @@ function exceptionInfo(reason: DeadLetterReason, error: unknown): ExceptionInfo 
   return {
     fqcn: fqcnOf(error),
     causeFqcn: cause === undefined ? undefined : fqcnOf(cause),
-    message,
-    stacktrace: stackWithCauses(error),
+    message: withoutHostPaths(message),
+    stacktrace: withoutHostPaths(stackWithCauses(error)),
   };
 }
 

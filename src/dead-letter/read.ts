@@ -96,7 +96,10 @@ export async function readDeadLetters(o: DltReadOptions): Promise<Map<number, nu
   } catch (err) {
     throw configError(err, 'consumer') ?? err;
   }
-  await connectWatched(consumer, 'consumer', { timeoutMs: o.timeoutMs }).catch((err: unknown) => {
+  await connectWatched(consumer, 'consumer', {
+    timeoutMs: o.timeoutMs,
+    brokers: o.client.brokers.join(','),
+  }).catch((err: unknown) => {
     if (RedfenceError.is(err)) throw err;
     const why = String((err as Error)?.message ?? err);
     throw new RedfenceError(

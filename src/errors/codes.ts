@@ -28,6 +28,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'Redis refused the credentials, or the TLS handshake with it failed on a certificate.',
   },
+  RF_REDIS_WRONG_KIND: {
+    retriable: false,
+    summary:
+      'A single-node Redis client was pointed at a read-only replica or at a Redis Cluster node (found at start-up).',
+  },
   RF_BAD_REPLY: {
     retriable: false,
     summary: 'A fence script replied in a shape this library version does not understand.',
@@ -40,6 +45,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary:
       'A Kafka client could not connect as configured: SASL refused the credentials, the TLS handshake failed, or the listener speaks another protocol.',
+  },
+  RF_KAFKA_UNAVAILABLE: {
+    retriable: true,
+    summary:
+      'The Kafka brokers did not answer a client that was connecting (refused, not resolved, timed out): check the bootstrap servers.',
   },
   RF_KAFKA_FATAL: {
     retriable: false,
@@ -66,6 +76,11 @@ export const ERROR_CODES = {
   RF_CAS_CONFLICT: {
     retriable: true,
     summary: 'A compare-and-set on a key kept conflicting: another writer changes it concurrently.',
+  },
+  RF_USER_RESULT: {
+    retriable: false,
+    summary:
+      "A processor's reduce or operation returned something of the wrong shape; the record goes to the dead-letter topic.",
   },
   RF_MODULE_INVALID: {
     retriable: false,

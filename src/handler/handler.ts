@@ -23,13 +23,14 @@ import { randomBytes } from 'node:crypto';
 import type { HandlerDefinition } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
 import { Fence } from '../fence/index.js';
+import { checkRedisKind } from '../fence/redis-kind.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { retryTopicNames } from '../retry/retry-topics.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
-import { clientSecurity } from '../runtime/kafka-options.js';
+import { adapterSettings } from '../runtime/kafka-options.js';
 import type { Logger } from '../runtime/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { Committer } from './committer.js';
@@ -59,13 +60,9 @@ export interface HandlerCounts {
 
 function kafkaPort(o: ResolvedHandlerOptions, instanceId: string): KafkaPort {
   if ('port' in o.kafka) return o.kafka.port;
-  const { securityProtocol, sasl, ssl, ...k } = o.kafka.settings;
   return new ConfluentKafka({
-    ...k,
+    ...adapterSettings(o.kafka.settings, { clientId: `redfence-${instanceId}` }),
     groupId: o.groupId,
-    clientId: `redfence-${instanceId}`,
-    // the adapter takes them as one `security` object (top-level fields would be ignored)
-    ...clientSecurity({ securityProtocol, sasl, ssl }),
   });
 }
 
@@ -231,6 +228,8 @@ export class Handler {
   async #startUp(): Promise<void> {
     const o = this.#o;
     await this.#tracing.load(); // tracing on: the API is imported here, before any connection
+    // a replica or a Cluster node behind a single-node client (ctx.once writes): refused first
+    if (o.redis !== undefined) await checkRedisKind(o.redis);
     const found = await ensureTopics(this.#kafka, {
       input: o.definition.input,
       outputs: [o.deadLetterTopic, ...this.#retryTopics],

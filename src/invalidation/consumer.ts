@@ -39,6 +39,7 @@ import {
   keysFromTemplate,
 } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
+import { checkRedisKind } from '../fence/redis-kind.js';
 import { Committer } from '../handler/committer.js';
 import type { HandlerCounts } from '../handler/handler.js';
 import {
@@ -55,6 +56,7 @@ import { InvalidationPipeline } from '../kit/invalidation/pipeline.js';
 import type { MetricsRegistry } from '../metrics/index.js';
 import { Checker, invalid } from '../options/checks.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
+import { adapterSettings } from '../runtime/kafka-options.js';
 import type { Logger } from '../runtime/logger.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
 
@@ -134,6 +136,7 @@ export class InvalidationConsumer {
   readonly #caches: CacheKeys;
   readonly #reader: BatchReader;
   readonly #pipeline: InvalidationPipeline;
+  readonly #redis: Redis | Cluster;
   readonly #deletes: Counter<string>;
   readonly #kit: KitMetrics;
   readonly #parts = new Map<string, Part>();
@@ -213,6 +216,7 @@ export class InvalidationConsumer {
       'Cache entries invalidated (deleted, generation moved); an entry already missing counts too.',
     );
     this.#lagGauge();
+    this.#redis = redis;
     this.#pipeline = new InvalidationPipeline(redis, {
       timeoutMs,
       maxKeys,
@@ -232,9 +236,8 @@ export class InvalidationConsumer {
       'port' in k
         ? k.port
         : new ConfluentKafka({
-            ...k.settings,
+            ...adapterSettings(k.settings, { clientId: `redfence-${this.instanceId}` }),
             groupId: this.groupId,
-            clientId: `redfence-${this.instanceId}`,
           });
     this.#committer = new Committer<Part>({
       kafka: this.#kafka,
@@ -319,6 +322,8 @@ export class InvalidationConsumer {
 
   async #startUp(): Promise<void> {
     const o = this.#o;
+    // a replica or a Cluster node behind a single-node client: refused before anything else
+    await checkRedisKind(this.#redis);
     const found = await ensureTopics(this.#kafka, {
       input: o.definition.input,
       outputs: [o.deadLetterTopic],

@@ -18,6 +18,8 @@ export class KafkaAdmin {
   readonly #watch = new AuthWatch('admin client');
   #admin: Promise<Admin> | undefined;
   #closed = false;
+  /** bootstrap.servers, for RF_KAFKA_UNAVAILABLE. */
+  readonly #brokers: string;
   /** Calls librdkafka has not answered yet (they are not abandoned when the watch fails first). */
   readonly #pending = new Set<Promise<unknown>>();
 
@@ -29,6 +31,7 @@ export class KafkaAdmin {
     // librdkafka's error lines reach the watch (and nothing else): quiet, but not blind
     const kafkaJS = { logger: this.#watch.logger(), logLevel: KafkaJS.logLevel.ERROR };
     const props = { ...properties };
+    this.#brokers = String(props['bootstrap.servers'] ?? 'the bootstrap servers');
     const refresh = props.oauthbearer_token_refresh_cb;
     let tokenSet: () => void = () => undefined;
     this.#firstToken =
@@ -46,8 +49,19 @@ export class KafkaAdmin {
     this.#kafka = new KafkaJS.Kafka({ ...props, kafkaJS } as unknown as KafkaJS.CommonConstructorConfig);
   }
 
-  /** `call`, or RF_KAFKA_AUTH as soon as the client's lines show it cannot authenticate. */
+  /**
+   * `call`, or RF_KAFKA_AUTH as soon as the client's lines show it cannot authenticate, or
+   * RF_KAFKA_UNAVAILABLE when the first call got no answer from the brokers.
+   */
   async #guard<T>(call: (admin: Admin) => Promise<T>): Promise<T> {
+    try {
+      return await this.#guarded(call);
+    } catch (err) {
+      throw this.#watch.failure(err, this.#brokers);
+    }
+  }
+
+  async #guarded<T>(call: (admin: Admin) => Promise<T>): Promise<T> {
     if (this.#watch.error) throw this.#watch.error;
     const admin = await Promise.race([this.#client(), this.#watch.failed]);
     const pending = call(admin);

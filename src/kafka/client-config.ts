@@ -213,6 +213,51 @@ export function authError(client: string, f: AuthFailure): RedfenceError {
 }
 
 /**
+ * A line of librdkafka's that says why the brokers cannot be reached (refused, not resolved, timed
+ * out), without the thread prefix; undefined for anything else.
+ */
+export function transportFailure(text: string): string | undefined {
+  const detail = text.replace(/^\[thrd:[^\]]*\]:\s*/, '').trim();
+  const m =
+    /(Connect to \S+ failed: .*|Failed to resolve .*|Connection (?:refused|timed out|reset).*)$/i.exec(
+      detail,
+    );
+  return m?.[1]?.replace(
+    /\s*\((?:after \d+ms in state \w+)(?:, \d+ identical error\(s\) suppressed)?\)$/,
+    '',
+  );
+}
+
+/** librdkafka's words for a request or connect that got no answer: a timeout or a transport failure. */
+export function isUnreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  // ERR__TIMED_OUT -185, ERR__TRANSPORT -195, ERR__ALL_BROKERS_DOWN -187, ERR__RESOLVE -193
+  if (code === -185 || code === -195 || code === -187 || code === -193) return true;
+  const m = err instanceof Error ? err.message : String(err);
+  return /^(?:Local: )?(?:Timed out|Broker transport failure|All broker connections are down|Host resolution failure)/i.test(
+    m,
+  );
+}
+
+/**
+ * RF_KAFKA_UNAVAILABLE for a client whose brokers did not answer: the brokers named, the cause (the
+ * last connect failure librdkafka logged, else its error), and the options to check.
+ */
+export function unavailableError(
+  brokers: string,
+  client: string,
+  err: unknown,
+  lastFailure?: string,
+): RedfenceError {
+  const cause = lastFailure ?? (err instanceof Error ? err.message : String(err));
+  return new RedfenceError(
+    'RF_KAFKA_UNAVAILABLE',
+    `Kafka at ${brokers} did not answer the ${client} (${cause}); check --brokers / KAFKA_BROKERS (kafka.brokers) and that the brokers are up and reachable`,
+    { cause: err, details: { brokers } },
+  );
+}
+
+/**
  * librdkafka's refusal of a property at client creation as RF_INVALID_OPTIONS naming the key (its value
  * never shown), or undefined when the error is something else.
  */

@@ -155,7 +155,7 @@ export class ConfluentKafka implements KafkaPort {
       if ((err as { isFatal?: unknown }).isFatal === true) this.#fatal ??= fatal('the consumer failed', err);
     });
     try {
-      await connectWatched(consumer, 'consumer');
+      await connectWatched(consumer, 'consumer', { brokers: o.brokers.join(',') });
     } catch (err) {
       await this.#producer.close();
       throw err;

@@ -5,12 +5,20 @@
  * Its log and error lines name the cause at the first attempt, so they are watched while the client
  * connects: the first one that is an authentication or TLS failure (client-config.ts `authFailure`)
  * fails the connect at once with RF_KAFKA_AUTH. A broker that is down is not such a failure: that stays
- * librdkafka's to retry. The same watch serves the admin client through its logger.
+ * librdkafka's to retry, and a connect or first call that gets no answer at all fails with
+ * RF_KAFKA_UNAVAILABLE naming the brokers and the last connect failure logged. The same watch serves the admin client through its logger.
  */
 import type { EventEmitter } from 'node:events';
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
-import { authError, authFailure, configError } from './client-config.js';
+import {
+  authError,
+  authFailure,
+  configError,
+  isUnreachable,
+  transportFailure,
+  unavailableError,
+} from './client-config.js';
 
 /** What a low-level client offers for this (Producer and KafkaConsumer both). */
 interface Connectable extends Pick<EventEmitter, 'on' | 'removeListener'> {
@@ -50,9 +58,23 @@ export class AuthWatch {
     this.#armed = false;
   }
 
+  #transport: string | undefined;
+
+  /**
+   * What a failed call of a client that never connected means: the authentication failure seen, or
+   * RF_KAFKA_UNAVAILABLE (brokers, the last connect failure logged, the options to check) when the
+   * call got no answer; else `err` itself.
+   */
+  failure(err: unknown, brokers: string): unknown {
+    if (this.#error !== undefined) return this.#error;
+    if (RedfenceError.is(err) || !this.#armed || !isUnreachable(err)) return err;
+    return unavailableError(brokers, this.#client, err, this.#transport);
+  }
+
   /** One librdkafka log or error line. */
   line(text: string): void {
     if (this.#error !== undefined || !this.#armed) return;
+    this.#transport = transportFailure(text) ?? this.#transport;
     const f = authFailure(text);
     if (f === undefined) return;
     this.#error = authError(this.#client, f);
@@ -82,7 +104,7 @@ export class AuthWatch {
 export async function connectWatched(
   c: Connectable,
   client: string,
-  options: { poll?: (on: boolean) => void; timeoutMs?: number } = {},
+  options: { poll?: (on: boolean) => void; timeoutMs?: number; brokers?: string } = {},
 ): Promise<void> {
   const watch = new AuthWatch(client);
   const onLog = (l: { message?: unknown }) => watch.line(String(l?.message ?? ''));
@@ -113,7 +135,7 @@ export async function connectWatched(
   } catch (err) {
     // the lines of a failed connect may come just after it
     await new Promise((r) => setImmediate(r));
-    const cause = watch.error ?? err;
+    const cause = watch.failure(err, options.brokers ?? 'the bootstrap servers');
     connected.then(
       () => c.disconnect(() => undefined),
       () => undefined,

@@ -84,7 +84,10 @@ export class DeliveryProducer {
     } catch (err) {
       throw configError(err, 'producer') ?? err;
     }
-    await connectWatched(p, 'producer', { poll: (on) => p.setPollInBackground(on) });
+    await connectWatched(p, 'producer', {
+      poll: (on) => p.setPollInBackground(on),
+      brokers: String(config['bootstrap.servers'] ?? 'the bootstrap servers'),
+    });
     p.setPollInBackground(true);
     const timeout = Math.max(30_000, transactionTimeoutMs ?? 0);
     if (transactional) {

@@ -170,7 +170,9 @@ export class LagSampler {
         } as RdKafka.ConsumerGlobalConfig,
         {},
       );
-      await connectWatched(c, 'lag reader');
+      await connectWatched(c, 'lag reader', {
+        brokers: String(this.#o.properties['bootstrap.servers'] ?? 'the bootstrap servers'),
+      });
       c.setDefaultConsumeTimeout(200);
       return c;
     })();

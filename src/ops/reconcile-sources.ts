@@ -10,6 +10,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { decodeState } from '../fence/codec.js';
 import { type ClientSettings, configError, consumerProperties } from '../kafka/client-config.js';
+import { connectWatched } from '../kafka/connect.js';
 import type { KeySpace } from '../keys/keys.js';
 import type { PartitionRange, StoredKey } from './reconcile.js';
 import type { LogRecord } from './reconcile-fold.js';
@@ -59,7 +60,13 @@ export async function readLog(o: LogReadOptions): Promise<Map<number, PartitionR
   const consumer: Consumer = new RdKafka.KafkaConsumer(props as RdKafka.ConsumerGlobalConfig, {
     'auto.offset.reset': 'earliest',
   });
-  await call('connect', (cb) => consumer.connect({ timeout: o.timeoutMs }, (err) => cb(err, undefined)));
+  // watched: a refused password fails with RF_KAFKA_AUTH, brokers that do not answer with RF_KAFKA_UNAVAILABLE
+  await connectWatched(consumer, 'consumer', {
+    timeoutMs: o.timeoutMs,
+    brokers: o.client.brokers.join(','),
+  }).catch((err: unknown) => {
+    throw RedfenceError.is(err) ? err : (configError(err, 'consumer') ?? err);
+  });
   try {
     const meta = await call<RdKafka.Metadata>('metadata', (cb) =>
       consumer.getMetadata({ topic: o.topic, timeout: o.timeoutMs }, cb),

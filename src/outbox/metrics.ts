@@ -13,7 +13,7 @@ export class OutboxMetrics {
   readonly #oldest: Gauge;
   readonly #parked: Gauge;
   readonly #published: Counter;
-  readonly #parkedTotal: Counter;
+  readonly #parkedTotal: Counter<'reason'>;
   readonly #attempts: Counter;
   readonly #roles: Counter;
   readonly #held: Gauge;
@@ -45,7 +45,8 @@ export class OutboxMetrics {
     });
     this.#parkedTotal = new Counter({
       name: 'redfence_outbox_parked_total',
-      help: 'Rows this relay parked',
+      help: 'Rows this relay parked, by reason class (topic-missing, topic-invalid, too-large, kafka-refused, other)',
+      labelNames: ['reason'],
       registers,
     });
     this.#attempts = new Counter({
@@ -88,7 +89,11 @@ export class OutboxMetrics {
   }
   failed(n: number, parked: number): void {
     this.#attempts.inc(n);
-    this.#parkedTotal.inc(parked);
+    if (parked > 0) this.#parkedTotal.inc({ reason: 'other' }, parked);
+  }
+  /** Rows parked for one class of reason (a bounded label, never the reason's text). */
+  parked(reason: string, n: number): void {
+    this.#parkedTotal.inc({ reason }, n);
   }
   role(change: RoleChange, held: number): void {
     this.#roles.inc({ change });

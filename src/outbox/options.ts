@@ -3,7 +3,7 @@ import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
 import type { MetricsRegistry } from '../metrics/index.js';
 import { checkKeys } from '../options/checks.js';
-import { clientSecurity, type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
+import { adapterSettings, type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
 import type { Logger } from '../runtime/logger.js';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE } from './routing.js';
 import { type OutboxLocation, outboxNames } from './schema.js';
@@ -140,11 +140,8 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
     producerConfig: o.producerConfig ?? {},
     kafka,
     clientProperties: commonProperties({
-      brokers: [...o.brokers],
+      ...adapterSettings({ ...kafka, brokers: [...o.brokers] }, { clientId: 'redfence-outbox' }),
       groupId: '',
-      clientId: 'redfence-outbox',
-      ...(kafka.config === undefined ? {} : { config: kafka.config }),
-      ...clientSecurity(kafka),
     }),
   };
   if (o.table !== undefined) r.table = o.table;

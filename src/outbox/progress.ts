@@ -9,6 +9,7 @@
  */
 import { KafkaJS, RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
+import { connectWatched } from '../kafka/connect.js';
 import type { OutRecord } from '../kafka/types.js';
 
 export interface Progress {
@@ -88,7 +89,10 @@ export async function lastProgress(
     { 'auto.offset.reset': 'earliest' },
   );
   consumer.on('event.error', () => undefined);
-  await cb((done) => consumer.connect({ timeout: timeoutMs }, done));
+  await connectWatched(consumer, 'progress reader', {
+    timeoutMs,
+    brokers: String(properties['bootstrap.servers'] ?? 'the bootstrap servers'),
+  });
   const deadline = Date.now() + timeoutMs;
   try {
     const w = await cb<{ lowOffset: number; highOffset: number }>((done) =>

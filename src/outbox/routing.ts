@@ -86,3 +86,24 @@ export function preflight(r: OutRecord, ctx: PreflightContext): string | undefin
   if (!ctx.exists(r.topic)) return `topic ${JSON.stringify(r.topic)} does not exist`;
   return undefined;
 }
+
+/** Why rows were parked, as a bounded metric label (never the free text of the reason). */
+export type ParkReason = 'topic-missing' | 'topic-invalid' | 'too-large' | 'kafka-refused' | 'other';
+
+/** The class of a parked row's reason (the texts of {@link preflight} and the relay's produce errors). */
+export function parkReason(why: string): ParkReason {
+  if (/^topic .* does not exist$/.test(why)) return 'topic-missing';
+  if (/is not a valid Kafka topic name$/.test(why)) return 'topic-invalid';
+  if (/is over the limit of \d+ bytes/.test(why)) return 'too-large';
+  if (/^Kafka refused the record/.test(why)) return 'kafka-refused';
+  return 'other';
+}
+
+/** What to do about each class, said in the log line. */
+export const PARK_FIX: Readonly<Record<ParkReason, string>> = {
+  'topic-missing': 'create the topic (or fix --topic-template)',
+  'topic-invalid': 'fix the aggregate type or --topic-template so the topic name is valid',
+  'too-large': "shrink the payload, or raise maxMessageBytes and the topic's max.message.bytes",
+  'kafka-refused': 'see the reason: the broker refuses these records',
+  other: 'see the reason (redfence outbox status)',
+};

@@ -7,6 +7,7 @@
  * was refused publishes nothing after it in that batch: it waits behind that row until it is published
  * or parked. One batch at a time per role: a slow Kafka slows the loop, and rows wait in PostgreSQL.
  */
+
 import { RedfenceError } from '../errors/index.js';
 import type { DeliveryProducer } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
@@ -15,7 +16,7 @@ import type { OutboxMetrics } from './metrics.js';
 import type { Queryable } from './pg.js';
 import { codeName, errorCode, RecordRefusal } from './produce-errors.js';
 import { lastProgress, progressRecord } from './progress.js';
-import { type OutboxRow, preflight, recordOf } from './routing.js';
+import { type OutboxRow, PARK_FIX, type ParkReason, parkReason, preflight, recordOf } from './routing.js';
 import type { OutboxNames } from './schema.js';
 
 export type RelayMode = 'exactly-once' | 'at-least-once';
@@ -314,12 +315,24 @@ export class RoleWorker {
       `UPDATE ${n.table} o SET attempts = o.attempts + 1, last_error = f.why,
          state = CASE WHEN o.attempts + 1 >= $3 THEN 'parked' ELSE o.state END
        FROM unnest($1::uuid[], $2::text[]) AS f(id, why)
-       WHERE o.id = f.id AND o.state = 'pending' RETURNING o.state`,
+       WHERE o.id = f.id AND o.state = 'pending' RETURNING o.state, f.why`,
       [refused.map((r) => r.id), refused.map((r) => r.why), this.#ctx.maxAttempts],
     );
-    const parked = (rows as Array<{ state: string }>).filter((r) => r.state === 'parked').length;
-    this.#ctx.metrics.failed(refused.length, parked);
-    if (parked > 0) this.#ctx.logger.warn({ role: this.role, parked }, 'outbox rows parked');
+    const parkedRows = (rows as Array<{ state: string; why: string }>).filter((r) => r.state === 'parked');
+    this.#ctx.metrics.failed(refused.length, 0);
+    // one line per kind of reason, with the first row's reason and the fix, where the operator looks first
+    const byClass = new Map<ParkReason, string[]>();
+    for (const r of parkedRows) {
+      const c = parkReason(r.why);
+      byClass.set(c, [...(byClass.get(c) ?? []), r.why]);
+    }
+    for (const [reason, whys] of byClass) {
+      this.#ctx.metrics.parked(reason, whys.length);
+      this.#ctx.logger.warn(
+        { role: this.role, parked: whys.length, reason },
+        `outbox rows parked: ${whys[0]}; ${PARK_FIX[reason]}, then redfence outbox retry --all`,
+      );
+    }
   }
 }
 

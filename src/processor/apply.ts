@@ -17,6 +17,7 @@ import type { ApplyRequest, Fence, FenceRecord, RecordResult } from '../fence/in
 import { backoffMs, delay } from '../runtime/backoff.js';
 import type { Planned } from './plan.js';
 import type { UserCall } from './user-call.js';
+import { checkOperation, checkReduction } from './user-result.js';
 
 /** Read + compare-and-set rounds of a reducer batch before RF_CAS_CONFLICT. */
 export const MAX_CAS_ROUNDS = 6;
@@ -85,8 +86,10 @@ async function applyOperations(
     for (const p of list) {
       const call = ctx.callUser(() => operation(p.value, p.meta));
       const op = call instanceof Promise ? await call : call;
-      if (!op.ok) {
-        deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: op.error });
+      // a wrong shape is a throw: dead-lettered, never the whole batch failing in the codec
+      const error = op.ok ? checkOperation(op.value) : op.error;
+      if (!op.ok || error !== undefined) {
+        deadFromUser.set(p.meta.offset, { reason: 'processing-error', error });
         continue;
       }
       recs.push({
@@ -144,20 +147,21 @@ async function applyReductions(
         }
         const call = ctx.callUser(() => reduce(current, p.value, p.meta));
         const red = call instanceof Promise ? await call : call;
-        if (!red.ok) {
-          deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: red.error });
+        // a wrong shape (the state itself instead of { state }) is a throw: dead-lettered, never the
+        // whole batch failing in the codec and delivered again for ever
+        const checked = red.ok ? checkReduction(red.value) : { ok: false as const, error: red.error };
+        if (!checked.ok) {
+          deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: checked.error });
           continue;
         }
-        const json = JSON.stringify(red.value.state);
-        const emit = red.value.emit !== false;
-        const output = red.value.output === undefined ? json : red.value.output;
+        const { json, emit, output } = checked;
         if (emit) outputs.set(p.meta.offset, output);
         recs.push({
           offset: p.meta.offset,
           operation: { op: 'cas', expected: token, value: json },
           ...(emit ? { output: { value: output } } : {}),
         });
-        current = red.value.state;
+        current = checked.state;
         token = { partition, offset: p.meta.offset };
       }
       if (recs.length > 0) requests.push({ ...base, key, records: recs });

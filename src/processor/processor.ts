@@ -19,7 +19,7 @@ import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
-import { clientSecurity } from '../runtime/kafka-options.js';
+import { adapterSettings } from '../runtime/kafka-options.js';
 import type { Logger } from '../runtime/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch, type Replication } from './batch.js';
@@ -62,19 +62,11 @@ function kafkaPort(o: ResolvedOptions, groupId: string, instanceId: string): Kaf
   if ('port' in o.kafka) return o.kafka.port;
   const k = o.kafka.settings;
   return new ConfluentKafka({
-    brokers: k.brokers,
+    ...adapterSettings(k, {
+      clientId: `redfence-${instanceId}`,
+      ...(o.mode === 'exactly-once' ? { transactionalId: `${groupId}-${instanceId}` } : {}),
+    }),
     groupId,
-    clientId: `redfence-${instanceId}`,
-    ...(o.mode === 'exactly-once' ? { transactionalId: `${groupId}-${instanceId}` } : {}),
-    ...(k.groupProtocol === undefined ? {} : { groupProtocol: k.groupProtocol }),
-    ...(k.groupInstanceId === undefined ? {} : { groupInstanceId: k.groupInstanceId }),
-    ...(k.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: k.sessionTimeoutMs }),
-    ...(k.maxBatchSize === undefined ? {} : { maxBatchSize: k.maxBatchSize }),
-    ...(k.transactionTimeoutMs === undefined ? {} : { transactionTimeoutMs: k.transactionTimeoutMs }),
-    ...clientSecurity(k),
-    ...(k.config === undefined ? {} : { config: k.config }),
-    ...(k.consumerConfig === undefined ? {} : { consumerConfig: k.consumerConfig }),
-    ...(k.producerConfig === undefined ? {} : { producerConfig: k.producerConfig }),
   });
 }
 

@@ -8,6 +8,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { loadScripts } from '../fence/index.js';
+import { checkRedisKind } from '../fence/redis-kind.js';
 import { wrapRedisError } from '../fence/script-runner.js';
 import type { Logger } from '../runtime/logger.js';
 import type { WaitReplicasOptions } from './options.js';
@@ -86,6 +87,8 @@ export async function checkRedis(
         'the Redis client keeps commands through many reconnects (ioredis maxRetriesPerRequest): an outage is noticed only when they fail, about a minute late with the defaults; set maxRetriesPerRequest: 1 (redfence retries with its own backoff)',
       );
   }
+  // a replica or a Cluster node behind a single-node client: READONLY / MOVED on the first write
+  await checkRedisKind(redis);
   for (const node of await masters(redis)) {
     const policy = ((await call('CONFIG GET', () => node.config('GET', 'maxmemory-policy'))) as string[])[1];
     if (policy !== 'noeviction') {

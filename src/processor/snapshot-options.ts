@@ -2,7 +2,7 @@
 import type { ClientSettings } from '../kafka/client-config.js';
 import { checkTopic } from '../keys/index.js';
 import { checkKeys, integer, invalid, isObject, MAX_TIMER_MS, shown, text } from '../options/checks.js';
-import { clientSecurity, type KafkaOptions } from '../runtime/kafka-options.js';
+import { adapterSettings, type KafkaOptions } from '../runtime/kafka-options.js';
 
 export interface SnapshotOptions {
   /**
@@ -66,11 +66,7 @@ export function snapshotOptions(v: unknown, store: string, portGiven: boolean): 
 /** The snapshot producer's client settings: the processor's brokers, security and pass-through. */
 export function snapshotClient(k: KafkaOptions, clientId: string): ClientSettings {
   return {
-    brokers: k.brokers,
+    ...adapterSettings(k, { clientId }),
     groupId: `${clientId}-snapshot`,
-    clientId,
-    ...clientSecurity(k),
-    ...(k.config === undefined ? {} : { config: k.config }),
-    ...(k.producerConfig === undefined ? {} : { producerConfig: k.producerConfig }),
   };
 }

@@ -6,6 +6,7 @@
  */
 import {
   type ClientConfig,
+  type ClientSettings,
   impliedProtocol,
   type OAuthBearerProvider,
   PASSWORD_MECHANISMS,
@@ -246,7 +247,7 @@ export function kafkaOptions(
 
 /**
  * The security fields of the settings as the adapter's client settings take them: one `security`
- * object (none when no protocol is set).
+ * object (none when no protocol is set). Prefer `adapterSettings`, which resolves the whole option.
  */
 export function clientSecurity(k: Pick<KafkaOptions, 'securityProtocol' | 'sasl' | 'ssl'>): {
   security?: SecuritySettings;
@@ -258,5 +259,37 @@ export function clientSecurity(k: Pick<KafkaOptions, 'securityProtocol' | 'sasl'
       ...(k.sasl === undefined ? {} : { sasl: k.sasl }),
       ...(k.ssl === undefined ? {} : { ssl: k.ssl }),
     },
+  };
+}
+
+/** What a runtime adds to the user's Kafka option: its client id and, exactly-once, its transactional id. */
+export interface AdapterIds {
+  clientId: string;
+  transactionalId?: string;
+}
+
+/**
+ * The one translation of the user's (checked) Kafka option into what the adapter takes, security
+ * included (the adapter reads one `security` object; top-level `securityProtocol`, `sasl` and `ssl`
+ * would be ignored, and the client would connect without them). Every runtime and CLI verb builds its
+ * clients from this; the group id is the caller's (`{ ...adapterSettings(k, ids), groupId }`).
+ */
+export function adapterSettings(
+  k: Partial<KafkaOptions> & Pick<KafkaOptions, 'brokers'>,
+  ids: AdapterIds,
+): Omit<ClientSettings, 'groupId'> & { maxBatchSize?: number } {
+  return {
+    brokers: [...k.brokers],
+    clientId: ids.clientId,
+    ...(ids.transactionalId === undefined ? {} : { transactionalId: ids.transactionalId }),
+    ...(k.groupProtocol === undefined ? {} : { groupProtocol: k.groupProtocol }),
+    ...(k.groupInstanceId === undefined ? {} : { groupInstanceId: k.groupInstanceId }),
+    ...(k.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: k.sessionTimeoutMs }),
+    ...(k.maxBatchSize === undefined ? {} : { maxBatchSize: k.maxBatchSize }),
+    ...(k.transactionTimeoutMs === undefined ? {} : { transactionTimeoutMs: k.transactionTimeoutMs }),
+    ...clientSecurity(k),
+    ...(k.config === undefined ? {} : { config: k.config }),
+    ...(k.consumerConfig === undefined ? {} : { consumerConfig: k.consumerConfig }),
+    ...(k.producerConfig === undefined ? {} : { producerConfig: k.producerConfig }),
   };
 }

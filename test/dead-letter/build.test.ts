@@ -8,6 +8,7 @@ import {
   type DeadLetterReason,
   type HeaderValue,
   type SourceRecord,
+  withoutHostPaths,
 } from '../../src/dead-letter/build.js';
 import { readDeadLetterHeaders } from '../../src/dead-letter/read-headers.js';
 import { RedfenceError } from '../../src/errors/index.js';
@@ -285,7 +286,8 @@ describe('buildDeadLetter: truncation', () => {
         (stack, max) => {
           const error = new Error('m');
           error.stack = stack === '' ? 'x' : stack;
-          const full = Buffer.from(error.stack, 'utf8');
+          // the trace as it leaves the process: host paths made portable first (dead-letter-paths.test.ts)
+          const full = Buffer.from(withoutHostPaths(error.stack), 'utf8');
           const got = header(
             buildDeadLetter(input({ error }), { maxStackTraceBytes: max }).headers,
             H.exceptionStacktrace,
@@ -540,11 +542,11 @@ describe('build → read round trip', () => {
             assert.equal(read.exceptionCauseFqcn, cause === undefined ? undefined : 'redfence.RangeError');
             assert.equal(
               read.exceptionMessage,
-              [err.message, cause?.message ?? ''].filter((m) => m !== '').join('; '),
+              withoutHostPaths([err.message, cause?.message ?? ''].filter((m) => m !== '').join('; ')),
             );
           } else if (typeof err === 'string') {
             assert.equal(read.exceptionFqcn, 'redfence.NonErrorThrown');
-            assert.equal(read.exceptionMessage, err);
+            assert.equal(read.exceptionMessage, withoutHostPaths(err));
           } else {
             assert.match(read.exceptionFqcn ?? '', /^redfence\.[A-Z][A-Za-z]+$/);
           }
