@@ -6,6 +6,7 @@
 export {
   defineProcessor,
   type OperationProcessor,
+  type ProcessorCommon,
   type ProcessorDefinition,
   type RecordMeta,
   type ReducerProcessor,
@@ -33,6 +34,7 @@ export {
   type OutputSpec,
   type PendingEntry,
   type RecordResult,
+  type RedisArg,
   type StoredState,
   Verdict,
 } from './fence/index.js';
@@ -49,9 +51,41 @@ export {
   type RetryOptions,
   type SqlPool,
 } from './handler/index.js';
-export type { InRecord, KafkaPort, OutRecord, TopicPartition } from './kafka/types.js';
+export type {
+  OAuthBearerProvider,
+  OAuthBearerToken,
+  PasswordMechanism,
+  SaslSettings,
+  SecurityProtocol,
+  SslSettings,
+} from './kafka/client-config.js';
+export type {
+  CommitOffset,
+  ConsumerHandlers,
+  Headers,
+  InRecord,
+  KafkaPort,
+  OutRecord,
+  TopicPartition,
+  TopicSpec,
+} from './kafka/types.js';
 export { type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys/index.js';
-export { type HandlerOutcome, HealthState, RedfenceMetrics, startMetricsServer } from './metrics/index.js';
+export {
+  type CommitMode,
+  type HandlerOutcome,
+  type HealthPart,
+  type HealthSnapshot,
+  HealthState,
+  type HealthStateOptions,
+  type MetricsRegistry,
+  type MetricsServer,
+  type MetricsServerOptions,
+  type RebalanceKind,
+  RedfenceMetrics,
+  type RedfenceMetricsOptions,
+  startMetricsServer,
+} from './metrics/index.js';
+export type { PartitionProgress } from './ops/lag-board.js';
 /** The transactional outbox (docs/outbox.md): `outbox.enqueue(client, event)`, `outbox.initOutbox`, the relay. */
 export * as outbox from './outbox/index.js';
 export { type OutboxEvent, OutboxRelay, type RelayOptions as OutboxRelayOptions } from './outbox/index.js';
@@ -60,11 +94,17 @@ export type { ProcessorCounts } from './processor/counts.js';
 export {
   buildDeadLetter,
   DEAD_LETTER_HEADERS,
+  type DeadLetterHeaders,
   type DeadLetterInput,
+  type DeadLetterOptions,
   type DeadLetterReason,
   type DeadLetterRecord,
+  type HeaderValue,
+  type OriginalTimestampType,
   readDeadLetterHeaders,
+  type SourceRecord as DeadLetterSource,
 } from './processor/dead-letter.js';
+export type { KafkaSasl, KafkaSsl } from './processor/kafka-options.js';
 export type { Logger } from './processor/logger.js';
 export {
   type ClientConfig,
@@ -83,7 +123,7 @@ export {
   classify,
   type ErrorClass,
 } from './retry/classify.js';
-export { decodeRetryTopicHeaders, type RetryTopicInfo } from './retry/dlq-headers.js';
+export { type DlqHeaders, decodeRetryTopicHeaders, type RetryTopicInfo } from './retry/dlq-headers.js';
 export {
   RETRY_TOPIC_HEADERS,
   type RetryBackoff,

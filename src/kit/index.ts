@@ -37,6 +37,7 @@ export {
   type InvalidationDefinition,
   type InvalidationKey,
   type InvalidationOptions,
+  type InvalidationState,
 } from './invalidation/index.js';
 export {
   type AcquireOptions,

@@ -2,6 +2,7 @@ export {
   createInvalidation,
   InvalidationConsumer,
   type InvalidationOptions,
+  type InvalidationState,
 } from './consumer.js';
 export {
   type CacheRef,
