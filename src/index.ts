@@ -6,15 +6,21 @@
 export {
   buildDeadLetter,
   DEAD_LETTER_HEADERS,
+  type DeadLetterHeaders,
   type DeadLetterInput,
+  type DeadLetterOptions,
   type DeadLetterReason,
   type DeadLetterRecord,
+  type HeaderValue,
+  type OriginalTimestampType,
+  type SourceRecord as DeadLetterSource,
 } from './dead-letter/build.js';
-export { decodeRetryTopicHeaders, type RetryTopicInfo } from './dead-letter/decode.js';
+export { type DlqHeaders, decodeRetryTopicHeaders, type RetryTopicInfo } from './dead-letter/decode.js';
 export { readDeadLetterHeaders } from './dead-letter/read-headers.js';
 export {
   defineProcessor,
   type OperationProcessor,
+  type ProcessorCommon,
   type ProcessorDefinition,
   type RecordMeta,
   type ReducerProcessor,
@@ -42,6 +48,7 @@ export {
   type OutputSpec,
   type PendingEntry,
   type RecordResult,
+  type RedisArg,
   type StoredState,
   Verdict,
 } from './fence/index.js';
@@ -58,9 +65,41 @@ export {
   type RetryOptions,
   type SqlPool,
 } from './handler/index.js';
-export type { InRecord, KafkaPort, OutRecord, TopicPartition } from './kafka/types.js';
+export type {
+  OAuthBearerProvider,
+  OAuthBearerToken,
+  PasswordMechanism,
+  SaslSettings,
+  SecurityProtocol,
+  SslSettings,
+} from './kafka/client-config.js';
+export type {
+  CommitOffset,
+  ConsumerHandlers,
+  Headers,
+  InRecord,
+  KafkaPort,
+  OutRecord,
+  TopicPartition,
+  TopicSpec,
+} from './kafka/types.js';
 export { type KeyEncoding, KeySpace, type KeySpaceOptions } from './keys/index.js';
-export { type HandlerOutcome, HealthState, RedfenceMetrics, startMetricsServer } from './metrics/index.js';
+export {
+  type CommitMode,
+  type HandlerOutcome,
+  type HealthPart,
+  type HealthSnapshot,
+  HealthState,
+  type HealthStateOptions,
+  type MetricsRegistry,
+  type MetricsServer,
+  type MetricsServerOptions,
+  type RebalanceKind,
+  RedfenceMetrics,
+  type RedfenceMetricsOptions,
+  startMetricsServer,
+} from './metrics/index.js';
+export type { PartitionProgress } from './metrics/lag-board.js';
 /** The transactional outbox (docs/outbox.md): `outbox.enqueue(client, event)`, `outbox.initOutbox`, the relay. */
 export * as outbox from './outbox/index.js';
 export { type OutboxEvent, OutboxRelay, type RelayOptions as OutboxRelayOptions } from './outbox/index.js';
@@ -91,6 +130,7 @@ export {
   type RetryTopicsOptions,
   retryTopicName,
 } from './retry/retry-topics.js';
+export type { KafkaSasl, KafkaSsl } from './runtime/kafka-options.js';
 export type { Logger } from './runtime/logger.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';
 export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';

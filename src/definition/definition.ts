@@ -23,7 +23,8 @@ export interface Reduction<S> {
   readonly emit?: boolean;
 }
 
-interface Common<T> {
+/** What every processor definition has, whichever way it changes state. */
+export interface ProcessorCommon<T> {
   /** Input topic. */
   readonly input: string;
   /** Output topic (outputs are keyed by the input key). */
@@ -36,7 +37,7 @@ interface Common<T> {
   readonly decode?: (value: Buffer | null, meta: RecordMeta) => T;
 }
 
-export interface OperationProcessor<T> extends Common<T> {
+export interface OperationProcessor<T> extends ProcessorCommon<T> {
   /** The built-in operation a record applies to its key's state (runs in Redis). */
   readonly operation: (record: T, meta: RecordMeta) => Operation;
   /** `'state'` (default): emit the key's value after the record; `'none'`: emit nothing. */
@@ -44,7 +45,7 @@ export interface OperationProcessor<T> extends Common<T> {
   readonly reduce?: never;
 }
 
-export interface ReducerProcessor<T, S> extends Common<T> {
+export interface ReducerProcessor<T, S> extends ProcessorCommon<T> {
   /** Folds a record into the key's state (null when the key has none). Must be deterministic. */
   readonly reduce: (state: S | null, record: T, meta: RecordMeta) => Reduction<S>;
   readonly operation?: never;

@@ -8,4 +8,5 @@ export {
   createInvalidation,
   InvalidationConsumer,
   type InvalidationOptions,
+  type InvalidationState,
 } from './consumer.js';

@@ -13,6 +13,7 @@ export {
   type InvalidationDefinition,
   type InvalidationKey,
   type InvalidationOptions,
+  type InvalidationState,
 } from '../invalidation/index.js';
 export type { KitKey } from '../keys/kit.js';
 export {

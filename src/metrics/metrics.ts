@@ -158,6 +158,13 @@ function checkOptions(options: RedfenceMetricsOptions): { prefix: string; labels
  * const text = await metrics.metricsText(); // redfence_verdicts_total{topic="orders",...} 25
  * ```
  */
+let readLagBoard: (m: RedfenceMetrics) => LagBoard;
+
+/** The lag board behind `/status` (for src/metrics/server.ts; not part of the public surface). */
+export function lagBoardOf(metrics: RedfenceMetrics): LagBoard {
+  return readLagBoard(metrics);
+}
+
 export class RedfenceMetrics {
   readonly #registry: MetricsRegistry;
   readonly #defaults: Labels;
@@ -167,7 +174,10 @@ export class RedfenceMetrics {
   readonly #commits: Histogram<string>;
   readonly #lag: Gauge<string>;
   /** The owned partitions' lag status (`/status`) and time lag, fed by {@link lag}. */
-  readonly lagBoard = new LagBoard();
+  readonly #lagBoard = new LagBoard();
+  static {
+    readLagBoard = (m) => m.#lagBoard;
+  }
   readonly #rebalances: Counter<string>;
   readonly #deadLetters: Counter<string>;
   readonly #offsetGaps: Counter<string>;
@@ -232,7 +242,7 @@ export class RedfenceMetrics {
       labelNames: names('topic', 'partition'),
       registers,
     });
-    const board = this.lagBoard;
+    const board = this.#lagBoard;
     const timeLabels = (topic: string, partition: number) => ({
       ...labels,
       topic,
@@ -336,11 +346,11 @@ export class RedfenceMetrics {
     this.#commits.observe(this.#labels({ mode }), seconds);
   }
 
-  /** Sets the consumer lag of an owned partition; `progress` (at a commit) feeds {@link lagBoard}. */
+  /** Sets the consumer lag of an owned partition; `progress` (at a commit) feeds the lag board behind `/status`. */
   lag(topic: string, partition: number, records: number, progress?: PartitionProgress): void {
     checkCount('records', records);
     this.#lag.set(this.#labels({ topic, partition: checkPartitionNumber(partition) }), records);
-    if (progress !== undefined) this.lagBoard.record(topic, partition, progress);
+    if (progress !== undefined) this.#lagBoard.record(topic, partition, progress);
   }
 
   /**
@@ -361,7 +371,7 @@ export class RedfenceMetrics {
   clearPartition(topic: string, partition: number): void {
     this.#lag.remove(this.#labels({ topic, partition: checkPartitionNumber(partition) }));
     this.#handlerInFlight.remove(this.#labels({ topic, partition: String(partition) }));
-    this.lagBoard.forget(topic, partition);
+    this.#lagBoard.forget(topic, partition);
   }
 
   /** Sets a handler's in-flight records of an owned partition. */

@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { RedfenceError } from '../errors/index.js';
 import { DEFAULT_MAX_STALL_MS, type HealthState } from './health.js';
-import type { RedfenceMetrics } from './metrics.js';
+import { lagBoardOf, type RedfenceMetrics } from './metrics.js';
 
 /** Options for {@link startMetricsServer}. */
 export interface MetricsServerOptions {
@@ -118,7 +118,7 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
       const live = health.live(undefined, maxStallMs);
       send(res, live ? 200 : 503, JSON_TYPE, JSON.stringify({ live }));
     } else if (path === '/status') {
-      send(res, 200, JSON_TYPE, JSON.stringify(metrics.lagBoard.report()));
+      send(res, 200, JSON_TYPE, JSON.stringify(lagBoardOf(metrics).report()));
     } else {
       const snapshot = health.snapshot();
       send(res, snapshot.ready ? 200 : 503, JSON_TYPE, JSON.stringify(snapshot));

@@ -17,16 +17,17 @@ import { ensureProgressTopic } from './progress.js';
 import { type OutboxNames, outboxNames } from './schema.js';
 import { RoleWorker, type WorkerContext } from './worker.js';
 
-type State = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+/** The relay's lifecycle: `start()` once, `close()` once (later calls return the same promise). */
+export type RelayState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
 const TOPIC_CACHE_MS = 60_000;
 const SAMPLE_MS = 2_000;
 
 export class OutboxRelay {
-  readonly options: ResolvedRelayOptions;
+  readonly #options: ResolvedRelayOptions;
   readonly metrics: OutboxMetrics;
   readonly #names: OutboxNames;
   readonly #logger: Logger;
-  #state: State = 'idle';
+  #state: RelayState = 'idle';
   #pool: PgPool | undefined;
   #listener: PgPoolClient | undefined;
   #leases: Leases | undefined;
@@ -45,14 +46,19 @@ export class OutboxRelay {
   #closing: Promise<void> | undefined;
 
   constructor(options: RelayOptions) {
-    this.options = resolveRelayOptions(options);
-    this.#names = outboxNames(this.options);
-    this.#logger = this.options.logger ?? silentLogger;
-    this.metrics = new OutboxMetrics(this.options.metrics);
+    this.#options = resolveRelayOptions(options);
+    this.#names = outboxNames(this.#options);
+    this.#logger = this.#options.logger ?? silentLogger;
+    this.metrics = new OutboxMetrics(this.#options.metrics);
   }
 
-  get state(): State {
+  get state(): RelayState {
     return this.#state;
+  }
+
+  /** The id this relay writes as the owner of its roles (`relayId`, or one made at construction). */
+  get relayId(): string {
+    return this.#options.relayId;
   }
 
   /** The roles this relay publishes now. */
@@ -64,7 +70,7 @@ export class OutboxRelay {
     if (this.#state !== 'idle')
       throw new RedfenceError('RF_INVALID_STATE', `start() called on a relay that is ${this.#state}`);
     this.#state = 'starting';
-    const o = this.options;
+    const o = this.#options;
     try {
       const pg = await loadPg();
       const pool = new pg.Pool({
@@ -114,7 +120,7 @@ export class OutboxRelay {
   }
 
   #connect(role: number | undefined): Promise<DeliveryProducer> {
-    const o = this.options;
+    const o = this.#options;
     return DeliveryProducer.connect(
       {
         ...o.clientProperties,
@@ -156,7 +162,7 @@ export class OutboxRelay {
   }
 
   #context(): WorkerContext {
-    const o = this.options;
+    const o = this.#options;
     return {
       db: this.#pool as PgPool,
       names: this.#names,
@@ -199,7 +205,7 @@ export class OutboxRelay {
   async #leaseRound(): Promise<void> {
     if (this.#state !== 'running') return;
     const leases = this.#leases as Leases;
-    const o = this.options;
+    const o = this.#options;
     try {
       // fenced or broken: give the role up; its next holder (maybe this relay again) starts clean
       for (const w of [...this.#workers.values()]) if (w.fatal !== undefined) this.#giveBack(w);

@@ -61,7 +61,7 @@ describe('outbox relay roles', () => {
     assert.deepEqual([...a.roles, ...b.roles].sort(), [0, 1, 2, 3], 'each role held once');
     const table = await owners();
     for (const r of table)
-      assert.equal(r.owner, (a.roles.includes(r.role) ? a : b).options.relayId, `owner of role ${r.role}`);
+      assert.equal(r.owner, (a.roles.includes(r.role) ? a : b).relayId, `owner of role ${r.role}`);
     await b.close();
     await pollUntil('the first relay holds all again', () => a.roles.length === 4, 20_000, 50);
     const text = await registry.metrics();

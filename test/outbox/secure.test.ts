@@ -10,6 +10,7 @@ import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { enqueue, OutboxRelay } from '../../src/outbox/index.js';
+import { resolveRelayOptions } from '../../src/outbox/options.js';
 import { DATABASE_URL, uniqueName } from '../helpers/env.js';
 import { pollUntil } from '../helpers/kafka.js';
 import { createSecureTopics, LISTENERS, pem, readSecure, secret, tlsFile } from '../helpers/secure-kafka.js';
@@ -148,14 +149,15 @@ describe('outbox relay on the secured Kafka', { timeout: 120_000 }, () => {
 
   it('the library relay takes the processor kafka shape and refuses a bad one before connecting', async () => {
     const base = { databaseUrl: DATABASE_URL, brokers: [LISTENERS.saslSsl], schema: t.schema };
-    const relay = new OutboxRelay({
+    const options = {
       ...base,
       kafka: {
-        sasl: { mechanism: 'SCRAM-SHA-512', username: 'redfence', password: 'wrong' },
+        sasl: { mechanism: 'SCRAM-SHA-512' as const, username: 'redfence', password: 'wrong' },
         ssl: { ca: pem('ca.crt') },
       },
-    });
-    assert.equal(relay.options.kafka.securityProtocol, 'SASL_SSL', 'implied by sasl');
+    };
+    assert.equal(resolveRelayOptions(options).kafka.securityProtocol, 'SASL_SSL', 'implied by sasl');
+    const relay = new OutboxRelay(options);
     await assert.rejects(relay.start(), (e: Error & { code?: string }) => e.code === 'RF_KAFKA_AUTH');
     assert.equal(relay.state, 'closed');
     for (const [kafka, message] of [

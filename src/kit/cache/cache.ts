@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { RedfenceError } from '../../errors/index.js';
 import type { KeyEncoding } from '../../keys/keys.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
+import type { MetricsRegistry } from '../../metrics/index.js';
 import { Checker } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
 import { bytes, int, KitScripts } from '../common/scripts.js';
@@ -62,7 +63,7 @@ export class Cache<V> {
   }
 
   /** The registry the cache's metrics are in. */
-  get registry(): KitMetrics['registry'] {
+  get registry(): MetricsRegistry {
     return this.#metrics.registry;
   }
 

@@ -74,7 +74,7 @@ export class DedupWindow {
     );
   }
 
-  get registry(): KitMetrics['registry'] {
+  get registry(): MetricsRegistry {
     return this.#metrics.registry;
   }
 

@@ -94,7 +94,7 @@ export class IdempotencyStore<R = unknown> {
     );
   }
 
-  get registry(): KitMetrics['registry'] {
+  get registry(): MetricsRegistry {
     return this.#metrics.registry;
   }
 

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../../errors/index.js';
 import { type KitKey, KitKeys } from '../../keys/kit.js';
+import type { MetricsRegistry } from '../../metrics/index.js';
 import { MAX_TIMER_MS } from '../../options/checks.js';
 import { KitMetrics } from '../common/metrics.js';
 import { int, KitScripts } from '../common/scripts.js';
@@ -155,7 +156,7 @@ export class LockManager {
     this.#metrics = new KitMetrics(this.name, this.#o.registry);
   }
 
-  get registry(): KitMetrics['registry'] {
+  get registry(): MetricsRegistry {
     return this.#metrics.registry;
   }
 

@@ -103,7 +103,7 @@ export class Projection<V> {
     );
   }
 
-  get registry(): KitMetrics['registry'] {
+  get registry(): MetricsRegistry {
     return this.#metrics.registry;
   }
 

@@ -111,7 +111,7 @@ export class RateLimiter {
     );
   }
 
-  get registry(): KitMetrics['registry'] {
+  get registry(): MetricsRegistry {
     return this.#metrics.registry;
   }
 
