@@ -140,5 +140,16 @@ export async function pipeline(t: TestContext, o: PipelineOptions) {
   /** Waits until every input record is committed. */
   const allCommitted = () => until('every input committed', () => committedTotal() === total);
 
-  return { kafka, groupId, instance, more, committedInput, committedTotal, outputs, check, allCommitted };
+  return {
+    kafka,
+    redis,
+    groupId,
+    instance,
+    more,
+    committedInput,
+    committedTotal,
+    outputs,
+    check,
+    allCommitted,
+  };
 }
