@@ -2,7 +2,8 @@
  * Many writers and several relays under faults, in both modes: writers commit (or roll back, or lose a
  * deadlock) transactions of random length over shared aggregates while three `redfence outbox relay`
  * processes run; one relay is frozen (SIGSTOP) past its lease and woken again (a zombie that must not
- * publish), others are SIGKILLed and restarted. Then a read_committed reader (test helpers, no relay
+ * publish), others are SIGKILLed and restarted, each while it waits to mark rows it has published (a
+ * lock held by the test keeps its UPDATE waiting; pg_stat_activity shows it). Then a read_committed reader (test helpers, no relay
  * code) checks: every committed row published (exactly once in exactly-once mode), no rolled-back row,
  * and each aggregate's events (at-least-once: their first appearances) in the order their transactions
  * committed (the version each one gave the account in a business table, in the same transaction).
@@ -93,6 +94,77 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
       return child;
     }
 
+    interface Kill {
+      victim: number;
+      /** The pending rows of its roles the test held locked while it was killed. */
+      locked: string[];
+    }
+
+    /**
+     * SIGKILLs relay `victim` while it holds published rows it has not marked: a transaction of the
+     * test locks the pending rows of the victim's roles, the victim reads them, publishes them (its
+     * Kafka transaction committed, or its produce acknowledged) and waits on the locks to mark them; once
+     * pg_stat_activity shows its UPDATE waiting on a lock, it is killed, its sessions ended, and then
+     * the locks are let go.
+     */
+    async function killMarking(victim: number): Promise<Kill> {
+      const app = `redfence-outbox ${ids[victim]}`.slice(0, 63);
+      const lock = await t.pool.connect();
+      let locked: string[] = [];
+      try {
+        await lock.query('BEGIN');
+        await pollUntil(
+          `relay ${victim} waiting to mark rows it published`,
+          async () => {
+            if (locked.length === 0) {
+              const r = await lock.query(
+                `SELECT o.id FROM "${t.schema}".redfence_outbox o
+                 WHERE o.state = 'pending'
+                   AND o.bucket % (SELECT count(*) FROM "${t.schema}".redfence_outbox_role)::int IN
+                       (SELECT role FROM "${t.schema}".redfence_outbox_role WHERE owner = $1)
+                 FOR UPDATE`,
+                [ids[victim]],
+              );
+              locked = r.rows.map((x) => String(x.id));
+              if (locked.length === 0) return false;
+            }
+            const a = await t.pool.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+               WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'UPDATE%published%'`,
+              [app],
+            );
+            return a.rows[0].n > 0;
+          },
+          20_000,
+          10,
+        );
+        await relays[victim]?.kill();
+        // PostgreSQL does not notice a dead client while its statement waits on a lock: the waiting
+        // UPDATE would mark the rows once the locks go. End the dead relay's sessions first (what
+        // client_connection_check_interval would do), so that its published rows stay unmarked.
+        await t.pool.query(
+          'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1',
+          [app],
+        );
+        await pollUntil(
+          `relay ${victim}'s sessions ended`,
+          async () =>
+            (
+              await t.pool.query(
+                'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
+                [app],
+              )
+            ).rows[0].n === 0,
+          10_000,
+          20,
+        );
+      } finally {
+        await lock.query('ROLLBACK').catch(() => undefined);
+        lock.release();
+      }
+      return { victim, locked };
+    }
+
     it('publishes every committed row, in commit order per aggregate', {
       timeout: 180_000,
     }, async (ctx) => {
@@ -150,6 +222,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
       // Faults while the writers run, at random: one relay frozen past its lease (a zombie) and woken,
       // and, while it is frozen and after, the other two SIGKILLed and restarted.
       const schedule: string[] = [];
+      const kills: Kill[] = [];
       const t0 = performance.now();
       await pause(randomInt(500, 2000));
       // a relay that holds roles (at first one relay may hold them all)
@@ -172,9 +245,16 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
         }
         // the zombie itself is left alive: its log must show it gave its roles up
         const candidates = [0, 1, 2].filter((i) => i !== frozen);
-        const victim = candidates[randomInt(candidates.length)] as number;
-        schedule.push(`kill ${victim}`);
-        await relays[victim]?.kill();
+        const held = await t.pool.query(
+          `SELECT DISTINCT owner FROM "${t.schema}".redfence_outbox_role WHERE owner = ANY($1)`,
+          [candidates.map((i) => ids[i])],
+        );
+        const holders = candidates.filter((i) => held.rows.some((r) => r.owner === ids[i]));
+        if (holders.length === 0) continue;
+        const victim = holders[randomInt(holders.length)] as number;
+        const kill = await killMarking(victim);
+        kills.push(kill);
+        schedule.push(`kill ${victim} (marking; ${kill.locked.length} rows of its roles held)`);
         await startRelay(victim);
       }
       if (!woken) {
@@ -202,6 +282,19 @@ for (const mode of ['exactly-once', 'at-least-once'] as const)
         assert.equal(seen.length, new Set(seen).size, 'no row published twice (read_committed)');
       assert.deepEqual(new Set(seen), committed, 'exactly the committed rows');
       for (const id of rolledBack) assert.ok(!committed.has(id));
+      // every kill landed on rows published and not marked: at-least-once, the next holder of the role
+      // published some of them again; exactly-once, its recovery marked them from the progress record
+      assert.ok(kills.length > 0, `at least one kill: ${schedule.join(', ')}`);
+      const copies = new Map<string, number>();
+      for (const id of seen) copies.set(id, (copies.get(id) ?? 0) + 1);
+      for (const [k, kill] of kills.entries()) {
+        const again = kill.locked.filter((id) => (copies.get(id) ?? 0) > 1).length;
+        ctx.diagnostic(
+          `kill ${k} (relay ${kill.victim}): ${kill.locked.length} rows held, ${again} published twice`,
+        );
+        if (mode === 'at-least-once')
+          assert.ok(again > 0, `kill ${k}: a row the killed relay had published was published again`);
+      }
       const got = new Map<string, string[]>();
       // at-least-once: the first appearance of each id (consumers drop repeats by id)
       const first = new Set<string>();
