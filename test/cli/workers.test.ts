@@ -147,6 +147,43 @@ async function assertExact(n: Names, amounts: Map<string, number[]>): Promise<vo
   }
 }
 
+/** Per partition, the highest input offset the fence has applied to any customer of `amounts`. */
+async function appliedUpTo(n: Names, amounts: Map<string, number[]>): Promise<Map<number, number>> {
+  const redis = standalone();
+  try {
+    const fence = new Fence({ redis, store: n.store, mode: 'strict' });
+    const out = new Map<number, number>();
+    for (const customer of amounts.keys()) {
+      const s = await fence.read(customer);
+      if (s !== null) out.set(s.partition, Math.max(out.get(s.partition) ?? -1, s.offset));
+    }
+    return out;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** REEMIT verdicts counted by both workers (metrics on port and port + 1) on these partitions. */
+async function reemitsOn(port: number, topic: string, partitions: number[]): Promise<number> {
+  let total = 0;
+  for (const i of [0, 1]) {
+    const text = await (await fetch(`http://127.0.0.1:${port + i}/metrics`)).text();
+    for (const line of text.split('\n')) {
+      if (!line.startsWith('redfence_verdicts_total{')) continue;
+      const labels = Object.fromEntries(
+        [...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1] as string, m[2] as string]),
+      );
+      if (
+        labels.topic === topic &&
+        /^reemit$/i.test(labels.verdict ?? '') &&
+        partitions.includes(Number(labels.partition))
+      )
+        total += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return total;
+}
+
 /** A port p with p and p + 1 both free (worker i serves on p + i). */
 async function twoFreePorts(): Promise<number> {
   for (;;) {
@@ -209,7 +246,42 @@ describe('redfence run --workers', { timeout: 240_000 }, () => {
       60_000,
       50,
     );
+    // worker 1's partitions at the kill: its assignments less its revocations (cooperative: incremental)
+    const owned = new Set<number>();
+    for (const l of first.log.find(
+      (x) => ofWorker(n, 1)(x) && /^partitions (assigned|revoked)$/.test(x.msg ?? ''),
+    ))
+      for (const p of (l.partitions as number[] | undefined) ?? [])
+        if (l.msg === 'partitions assigned') owned.add(p);
+        else owned.delete(p);
+    const killedParts = [...owned].sort((a, b) => a - b);
+    assert.ok(killedParts.length > 0, `worker 1's partitions logged ${first.tail()}`);
+    // The kill must hit uncommitted work: worker 1 is frozen (SIGSTOP, far below the session timeout)
+    // while the group's committed offsets and the fence's applied offsets are read; it is killed
+    // frozen once the fence holds records applied at or past the committed offset on one of its
+    // partitions, else woken to go on.
+    let committed = new Map<number, number>();
+    let applied = new Map<number, number>();
+    let past: number[] = [];
+    await pollUntil(
+      'worker 1 frozen with applied records not committed',
+      async () => {
+        process.kill(pid, 'SIGSTOP');
+        committed = await committedOffsets(n.group, n.orders);
+        applied = await appliedUpTo(n, amounts);
+        past = killedParts.filter((p) => (applied.get(p) ?? -1) >= (committed.get(p) ?? 0));
+        if (past.length === 0) process.kill(pid, 'SIGCONT');
+        return past.length > 0;
+      },
+      60_000,
+      50,
+    );
     process.kill(pid, 'SIGKILL');
+    console.log(
+      `worker 1 (partitions ${killedParts.join(', ')}) killed; applied up to / committed: ${killedParts
+        .map((p) => `${p}: ${applied.get(p) ?? '-'} / ${committed.get(p) ?? '-'}`)
+        .join(', ')}`,
+    );
     const killedAt = sum(await committedOffsets(n.group, n.orders));
     const exit = await first.waitExit(30_000);
     assert.deepEqual(exit, { code: 1, signal: null }, first.tail(30));
@@ -225,11 +297,25 @@ describe('redfence run --workers', { timeout: 240_000 }, () => {
     const ends = sum(await endOffsets(n.orders));
     console.log(`worker 1 killed with ${killedAt} of ${ends} orders committed`);
 
+    // Nothing of worker 1's partitions was committed after the kill: what it had applied past the
+    // committed offsets is still to be taken again (without a second effect) by the restarted instance.
+    const after = await committedOffsets(n.group, n.orders);
+    assert.ok(
+      past.some((p) => (applied.get(p) ?? -1) >= (after.get(p) ?? 0)),
+      `the killed worker left applied records uncommitted: ${JSON.stringify([...after])}`,
+    );
+
     // what a supervisor does: start the instance again, same --instance (static ids, transactional ids)
-    const second = startInstance(n, 'second', ['--static']);
+    const port = await twoFreePorts();
+    const second = startInstance(n, 'second', ['--static', '--metrics-port', String(port)]);
     t.after(() => second.kill());
     await pollUntil('committed offsets at the end of the input', () => atEnd(n), 120_000, 250);
     await assertExact(n, amounts);
+    // the records applied but not committed came again and the fence answered REEMIT (their outputs
+    // sent again from Redis, the state not applied twice: assertExact above)
+    const reemitted = await reemitsOn(port, n.orders, past);
+    console.log(`REEMIT on the killed worker's partitions after the restart: ${reemitted}`);
+    assert.ok(reemitted > 0, 'the restarted instance took the uncommitted records again (REEMIT)');
     second.signal('SIGTERM');
     assert.deepEqual(await second.waitExit(30_000), { code: 0, signal: null }, second.tail(30));
   });
