@@ -32,7 +32,7 @@ describe('dead letters carry no host paths', () => {
     for (const p of HOST) assert.ok(!text.includes(p), `${p} in\n${text}`);
     assert.match(
       text,
-      /\(\.\/test\/processor\/dead-letter-paths\.test\.ts:\d+:\d+\)/,
+      /\(\.\/test\/dead-letter\/paths\.test\.ts:\d+:\d+\)/,
       'own frames cwd-relative',
     );
     assert.match(text, /Caused by: Error: ENOENT: open \.\.\.\/config\.json/);
