@@ -4,7 +4,7 @@
  * it is retried as RF_REDIS_UNAVAILABLE); pointed at a Redis Cluster node it fails with MOVED on every
  * key of another node's slots. Both are set-up mistakes, found at start-up from INFO (role,
  * cluster_enabled) and refused with RF_REDIS_WRONG_KIND naming the node and the fix. A Redis that
- * refuses INFO (an ACL without it) is not refused: nothing can be told.
+ * refuses INFO (an ACL without it), or does not answer it within 2 s, is not refused: nothing can be told.
  */
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
@@ -30,11 +30,27 @@ function field(info: string, name: string): string | undefined {
   return new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim();
 }
 
+/**
+ * How long the check waits for INFO. A Redis that does not answer in time (stopped, overloaded) is not
+ * judged here: start-up goes on, and the runtime's own Redis handling (pause, retry, outage) takes it
+ * from there, as it did before the check existed — a check must never turn a slow Redis into a hang.
+ */
+const INFO_TIMEOUT_MS = 2000;
+
 async function info(redis: Redis, section: string): Promise<string | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, INFO_TIMEOUT_MS, undefined);
+    timer.unref();
+  });
   try {
-    return String(await redis.info(section));
+    const answer = redis.info(section).then(String);
+    answer.catch(() => undefined);
+    return await Promise.race([answer, late]);
   } catch {
     return undefined;
+  } finally {
+    clearTimeout(timer);
   }
 }
 
