@@ -104,8 +104,8 @@ export interface ReadRecord {
 }
 
 /**
- * Reads a topic from the beginning (read_committed) until `until(records)` holds or the time runs out,
- * and returns what it has either way. For waiting on something to appear; never for checking what a
+ * Reads a topic from the beginning (read_committed) until `until(records)` holds, and throws when it
+ * does not hold within `timeoutMs` (never returns part of what was awaited). For waiting on something to appear; never for checking what a
  * topic holds (it stops early and never sees what comes after): use readToEnd for that.
  */
 export async function readAll(
@@ -140,12 +140,16 @@ export async function readAll(
     });
     if (until(records)) finish();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      done,
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, timeoutMs);
+    const met = await Promise.race([
+      done.then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs);
       }),
     ]).finally(() => clearTimeout(timer));
+    if (!met)
+      throw new Error(
+        `reading ${topic}: the condition did not hold after ${timeoutMs} ms (${records.length} records read)`,
+      );
     return records;
   } finally {
     await consumer.disconnect();
@@ -159,13 +163,17 @@ export async function readAll(
  * written later may or may not be included. Throws after `timeoutMs` (e.g. a transaction still open)
  * instead of returning part of the topic.
  */
-export async function readToEnd(topic: string, timeoutMs = 60_000): Promise<ReadRecord[]> {
-  const ends = [...(await endOffsets(topic))].filter(([, end]) => end > 0);
+export async function readToEnd(
+  topic: string,
+  timeoutMs = 60_000,
+  brokers = KAFKA_BROKERS,
+): Promise<ReadRecord[]> {
+  const ends = [...(await endOffsets(topic, brokers))].filter(([, end]) => end > 0);
   const records: ReadRecord[] = [];
   if (ends.length === 0) return records;
   const consumer = new RdKafka.KafkaConsumer(
     {
-      'metadata.broker.list': KAFKA_BROKERS,
+      'metadata.broker.list': brokers,
       'group.id': uniqueName('reader'),
       'enable.auto.commit': false,
       'isolation.level': 'read_committed',
@@ -221,9 +229,13 @@ function toReadRecord(m: Message): ReadRecord {
   };
 }
 
-/** Sum of a topic's end offsets (records + transaction markers). */
-export async function endOffsets(topic: string): Promise<Map<number, number>> {
-  const admin = kafka.admin();
+/** A topic's end offsets (high watermarks: records + transaction markers) by partition. */
+export async function endOffsets(topic: string, brokers = KAFKA_BROKERS): Promise<Map<number, number>> {
+  const admin = (
+    brokers === KAFKA_BROKERS
+      ? kafka
+      : new KafkaJS.Kafka({ kafkaJS: { brokers: brokers.split(','), ...quiet } })
+  ).admin();
   await admin.connect();
   try {
     const rows = await admin.fetchTopicOffsets(topic);
@@ -234,8 +246,16 @@ export async function endOffsets(topic: string): Promise<Map<number, number>> {
 }
 
 /** The committed offsets of a group on a topic. */
-export async function committedOffsets(groupId: string, topic: string): Promise<Map<number, number>> {
-  const admin = kafka.admin();
+export async function committedOffsets(
+  groupId: string,
+  topic: string,
+  brokers = KAFKA_BROKERS,
+): Promise<Map<number, number>> {
+  const admin = (
+    brokers === KAFKA_BROKERS
+      ? kafka
+      : new KafkaJS.Kafka({ kafkaJS: { brokers: brokers.split(','), ...quiet } })
+  ).admin();
   await admin.connect();
   try {
     const rows = await admin.fetchOffsets({ groupId, topics: [topic] });
@@ -243,6 +263,27 @@ export async function committedOffsets(groupId: string, topic: string): Promise<
   } finally {
     await admin.disconnect();
   }
+}
+
+/**
+ * Waits until group `groupId` has committed every partition of `topic` up to the end offsets the topic
+ * has when called (a processor has finished the input written so far), or throws after `timeoutMs`.
+ */
+export async function waitCommitted(
+  groupId: string,
+  topic: string,
+  timeoutMs = 60_000,
+  brokers = KAFKA_BROKERS,
+): Promise<void> {
+  const ends = await endOffsets(topic, brokers);
+  await pollUntil(
+    `group ${groupId} to commit ${topic} to its end offsets`,
+    async () => {
+      const at = await committedOffsets(groupId, topic, brokers).catch(() => new Map<number, number>());
+      return [...ends].every(([p, end]) => (at.get(p) ?? -1) >= end);
+    },
+    timeoutMs,
+  );
 }
 
 /** Polls a condition until it holds, with a bound (src/harness/poll.ts). */

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
-import { uniqueName } from './env.js';
+import { type ReadRecord, readToEnd, waitCommitted } from './kafka.js';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 export const SECURE_DIR = join(process.env.RF_DEV_DIR || join(ROOT, '.dev'), 'kafka-secure');
@@ -49,32 +49,15 @@ export async function produceSecure(topic: string, messages: Array<{ key: string
   }
 }
 
-/** Reads `topic` (read_committed) from the beginning until `n` records are there, or the time is up. */
-export async function readSecure(topic: string, n: number, timeoutMs = 60_000) {
-  const consumer = kafka.consumer({
-    'isolation.level': 'read_committed',
-    kafkaJS: { groupId: uniqueName('reader'), fromBeginning: true, autoCommit: false, ...quiet },
-  });
-  await consumer.connect();
-  const records: Array<{ key: string; value: string }> = [];
-  try {
-    await consumer.subscribe({ topics: [topic] });
-    let finish: () => void = () => undefined;
-    const done = new Promise<void>((resolve) => {
-      finish = resolve;
-    });
-    await consumer.run({
-      eachMessage: async ({ message }) => {
-        records.push({ key: message.key?.toString() ?? '', value: message.value?.toString() ?? '' });
-        if (records.length >= n) finish();
-      },
-    });
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([done, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]).finally(() =>
-      clearTimeout(timer),
-    );
-    return records;
-  } finally {
-    await consumer.disconnect();
-  }
+/**
+ * Every record of `topic` (read_committed) up to the end offsets it has when called, through the
+ * INTERNAL listener; throws on timeout instead of returning part of the topic (readToEnd).
+ */
+export function readSecureToEnd(topic: string, timeoutMs = 60_000): Promise<ReadRecord[]> {
+  return readToEnd(topic, timeoutMs, LISTENERS.internal);
+}
+
+/** Waits until `groupId` has committed `topic` to the end offsets it has when called (waitCommitted). */
+export function waitSecureCommitted(groupId: string, topic: string, timeoutMs = 60_000): Promise<void> {
+  return waitCommitted(groupId, topic, timeoutMs, LISTENERS.internal);
 }

@@ -9,10 +9,13 @@ describe('keySlot', () => {
   it('matches known slots (CRC16/XMODEM, hash tags)', () => {
     assert.equal(keySlot('123456789'), 0x31c3 % 16384);
     assert.equal(keySlot('foo'), 12182);
-    assert.equal(keySlot('{user1000}.following'), keySlot('user1000'));
-    assert.equal(keySlot('foo{}{bar}'), keySlot('foo{}{bar}'.slice(0)), 'empty tag: whole key');
-    assert.notEqual(keySlot('foo{}{bar}'), keySlot('bar'));
-    assert.equal(keySlot('foo{{bar}}zap'), keySlot('{bar'));
+    // Values from CLUSTER KEYSLOT of Redis 7 (and the examples of the cluster specification).
+    assert.equal(keySlot('user1000'), 3443);
+    assert.equal(keySlot('{user1000}.following'), 3443, 'the tag alone is hashed');
+    assert.equal(keySlot('foo{}{bar}'), 8363, 'empty first tag: the whole key is hashed');
+    assert.equal(keySlot('bar'), 5061);
+    assert.equal(keySlot('foo{{bar}}zap'), 4015, 'the tag is "{bar"');
+    assert.equal(keySlot('{bar'), 4015);
     assert.equal(keySlot(Buffer.from('foo')), 12182);
   });
 

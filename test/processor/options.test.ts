@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
+import { RedisServer } from '../../src/harness/index.js';
 import { defineProcessor, Processor } from '../../src/index.js';
+import { KeySpace } from '../../src/keys/index.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
 
 const definition = defineProcessor<{ amount: number }, number>({
@@ -178,24 +180,23 @@ describe('processor options', () => {
   });
 
   it('refuses to start on a Redis whose maxmemory-policy evicts, before touching Kafka or state', async () => {
-    const own = new Redis(REDIS_URL);
-    const previous = ((await own.config('GET', 'maxmemory-policy')) as string[])[1] ?? 'noeviction';
+    // A private server: setting the policy on the shared Redis would refuse other files' processors.
+    const server = new RedisServer({ args: ['--maxmemory', '64mb', '--maxmemory-policy', 'allkeys-lru'] });
+    await server.start();
+    after(() => server.stop());
+    const own = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    after(() => own.disconnect());
     const ns = uniqueName('evict');
-    await own.config('SET', 'maxmemory-policy', 'allkeys-lru');
-    try {
-      const p = new Processor({
-        definition: { ...definition, store: ns },
-        redis: own,
-        kafka: { brokers: ['127.0.0.1:1'] }, // never reached: the check comes first
-      });
-      await assert.rejects(p.start(), {
-        code: 'RF_UNSAFE_REDIS',
-        message: /maxmemory-policy is allkeys-lru/,
-      });
-      assert.equal(await own.exists(`rf:{${ns}:orders:0}:epoch`), 0);
-    } finally {
-      await own.config('SET', 'maxmemory-policy', previous);
-      own.disconnect();
-    }
+    const p = new Processor({
+      definition: { ...definition, store: ns },
+      redis: own,
+      kafka: { brokers: ['127.0.0.1:1'] }, // never reached: the check comes first
+    });
+    await assert.rejects(p.start(), {
+      code: 'RF_UNSAFE_REDIS',
+      message: /maxmemory-policy is allkeys-lru/,
+    });
+    assert.equal(await own.exists(new KeySpace({ store: ns }).epoch(definition.input, 0)), 0);
+    assert.deepEqual(await own.keys('*'), [], 'no key of any kind written');
   });
 });
