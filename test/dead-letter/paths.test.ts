@@ -30,11 +30,7 @@ describe('dead letters carry no host paths', () => {
     const err = new TypeError('reduce failed', { cause });
     const text = headerText(err);
     for (const p of HOST) assert.ok(!text.includes(p), `${p} in\n${text}`);
-    assert.match(
-      text,
-      /\(\.\/test\/dead-letter\/paths\.test\.ts:\d+:\d+\)/,
-      'own frames cwd-relative',
-    );
+    assert.match(text, /\(\.\/test\/dead-letter\/paths\.test\.ts:\d+:\d+\)/, 'own frames cwd-relative');
     assert.match(text, /Caused by: Error: ENOENT: open \.\.\.\/config\.json/);
   });
 

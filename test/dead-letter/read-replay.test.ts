@@ -301,10 +301,7 @@ describe('redfence dlq (real broker and Redis)', () => {
       '1000',
     ]);
     assert.equal(code, 1);
-    assert.match(
-      err,
-      /Kafka at 127\.0\.0\.1:1 did not answer .*check --brokers .*\[RF_KAFKA_UNAVAILABLE\]/,
-    );
+    assert.match(err, /Kafka at 127\.0\.0\.1:1 did not answer .*check --brokers .*\[RF_KAFKA_UNAVAILABLE\]/);
   });
 
   it('a missing dead-letter topic exits 2', async () => {
