@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
+import { KeySpace } from '../../src/keys/index.js';
 import {
   decodeRecord,
   keyFromHash,
@@ -203,11 +204,17 @@ describe('redfence run --snapshot-interval, --tracing', { timeout: 120_000 }, ()
     // the store's state as it stands, then every key of the store deleted
     const before = new Map<string, SnapshotKey | null>();
     for (const name of keys.keys()) before.set(name, keyFromHash(name, await redis.hgetallBuffer(name), 0));
-    const totals = [...before.values()].reduce(
-      (s, k) => s + (JSON.parse(k?.value?.toString() ?? '{"total":0}') as { total: number }).total,
-      0,
-    );
-    assert.equal(totals, (N * (N + 1)) / 2, 'the state holds every order');
+    // each customer's total is the sum of its own orders (one total over all keys cannot see an order
+    // counted under the wrong key, or one lost beside another counted twice)
+    const space = new KeySpace({ store: m.store });
+    const want = new Map<string, number>();
+    for (const o of orders(N, 6))
+      want.set(space.state(o.key), (want.get(space.state(o.key)) ?? 0) + JSON.parse(o.value).amount);
+    assert.deepEqual([...before.keys()].sort(), [...want.keys()].sort(), 'a state key per customer');
+    for (const [name, total] of want) {
+      const state = JSON.parse(before.get(name)?.value?.toString() ?? 'null') as { total: number } | null;
+      assert.equal(state?.total, total, `${name}: the sum of its orders`);
+    }
     await redis.del(...(await storeKeys()));
     assert.deepEqual(await storeKeys(), []);
 

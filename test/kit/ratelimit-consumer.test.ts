@@ -57,6 +57,8 @@ for (const target of KIT_TARGETS) {
       const limiter = new RateLimiter({ redis, name: uniqueName('partner'), rate: RATE, burst: BURST });
       const admitted: number[] = [];
       const freeDone: number[] = [];
+      /** Per key, the `i` of every record handled (the limited ones once admitted), in handling order. */
+      const handled = new Map<string, number[]>();
       const attempts = new Set<number>();
       const { port, pauses, resumes } = spied(
         new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId, clientId: `${topic}-c` }),
@@ -71,6 +73,8 @@ for (const target of KIT_TARGETS) {
               admitted.push(Date.now());
               attempts.add(ctx.attempt);
             } else freeDone.push(Date.now());
+            const key = String(r.key);
+            handled.set(key, [...(handled.get(key) ?? []), r.value.i]);
           },
         }),
         { kafka: port, groupId, commitIntervalMs: 50, retry: { attempts: 2, baseMs: 10, maxMs: 50 } },
@@ -99,6 +103,16 @@ for (const target of KIT_TARGETS) {
       const limitedWhenFreeDone = admitted.length;
       assert.ok(limitedWhenFreeDone < N, 'the free records waited for the limited partition');
       await pollUntil('the limited partition done', () => admitted.length === N, 45_000, 20);
+
+      // per key, every record handled exactly once and in order (totals cannot see a loss beside a
+      // duplicate)
+      const want = new Map<string, number[]>();
+      const add = (key: string, i: number) => want.set(key, [...(want.get(key) ?? []), i]);
+      for (let i = 0; i < N; i++) add(`L${i % 4}`, i);
+      for (let i = 0; i < FREE; i++) add(`F${i % 20}`, i);
+      assert.deepEqual([...handled.keys()].sort(), [...want.keys()].sort(), 'the keys handled');
+      for (const [key, is] of want)
+        assert.deepEqual(handled.get(key), is, `key ${key}: each record once, in order`);
 
       // the GCRA bound: by each admission, at most burst + rate x elapsed (+1 for rounding and the
       // client's view of Redis's clock), never more; fewer only means the machine was slow
