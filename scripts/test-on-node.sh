@@ -31,7 +31,8 @@ else
   fi
   pkg=node_modules/@confluentinc/kafka-javascript/build
   mv "$pkg/Release" "$pkg/Release.machine"
-  trap 'bash scripts/restore-binding.sh' EXIT
+  machine_path=$PATH
+  trap 'PATH=$machine_path bash scripts/restore-binding.sh' EXIT
   cp -a "$dir/kafka/build/Release" "$pkg/Release"
   echo "$v" >"$pkg/.redfence-abi"
   export PATH="$PWD/$dir/bin:$PATH"
