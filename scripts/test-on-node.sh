@@ -6,7 +6,8 @@
 #
 # REDFENCE_TEST_CONCURRENCY (default 1) is how many files run at once; REDFENCE_TEST_PASS (default "all")
 # names the pass in its durations file, .dev/test-durations-<version>-<pass>.txt (seconds per file,
-# slowest first), whose slowest lines are printed when the pass ends.
+# slowest first), whose slowest lines are printed when the pass ends; its failed tests go to
+# .dev/test-failures-<version>-<pass>.txt.
 #
 # The Kafka client's native binding is built with nan, so a binary serves one Node ABI. For a version
 # other than the machine's, the package's build/Release is swapped for the one dev-node.sh compiled for
@@ -42,13 +43,16 @@ fi
 concurrency=${REDFENCE_TEST_CONCURRENCY:-1}
 pass=${REDFENCE_TEST_PASS:-all}
 durations=.dev/test-durations-$v-$pass.txt
+failures=.dev/test-failures-$v-$pass.txt
 mkdir -p .dev
+rm -f "$failures"
 echo "[test] Node $("$node" --version), pass '$pass': $# test files, $concurrency at a time"
 started=$(date +%s)
 rc=0
 "$node" --import tsx --test --test-concurrency="$concurrency" \
   --test-reporter=spec --test-reporter-destination=stdout \
-  --test-reporter=./scripts/test-durations.mjs --test-reporter-destination="$durations" "$@" || rc=$?
+  --test-reporter=./scripts/test-durations.mjs --test-reporter-destination="$durations" \
+  --test-reporter=./scripts/test-failures.mjs --test-reporter-destination="$failures" "$@" || rc=$?
 echo "[test] Node $v, pass '$pass': exit $rc in $(( $(date +%s) - started )) s; slowest files (sum of their tests):"
 head -n 8 "$durations" 2>/dev/null | sed 's/^/[test]   /' || true
 exit "$rc"

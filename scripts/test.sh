@@ -43,6 +43,7 @@ pack='^test/cli/pack\.test\.ts$'
 echo "[test] ${#files[@]} test files; main line Node $main, then ${others[*]:-no other version}"
 export REDFENCE_TEST_CONCURRENCY=${REDFENCE_TEST_CONCURRENCY:-3}
 status=0
+failed=()
 pass() { # pass <version> <name> <concurrency> <files...>
   local v=$1 name=$2 n=$3; shift 3
   [ $# -gt 0 ] || return 0
@@ -50,6 +51,7 @@ pass() { # pass <version> <name> <concurrency> <files...>
   REDFENCE_TEST_PASS=$name REDFENCE_TEST_CONCURRENCY=$n bash scripts/test-on-node.sh "$v" "$@" || rc=$?
   if [ "$rc" != 0 ]; then
     echo "[test] FAILED: Node $v, pass '$name' (exit $rc)"
+    failed+=("$v-$name")
     [ "$status" != 0 ] || status=$rc
   fi
 }
@@ -66,5 +68,14 @@ done
 # the packed install, on the machine's Node (it covers every prepared version itself)
 mapfile -t packed < <(pick "$pack")
 pass "$machine" pack 1 "${packed[@]}"
-[ "$status" = 0 ] && echo "[test] all passes green" || echo "[test] a pass failed (exit $status): see FAILED above"
+if [ "$status" = 0 ]; then
+  echo "[test] all passes green"
+else
+  # again at the very end, where a cut-off log still shows it
+  for f in "${failed[@]}"; do
+    echo "[test] FAILED pass Node ${f%%-*}, '${f#*-}'; its failed tests:"
+    if [ -s ".dev/test-failures-$f.txt" ]; then sed 's/^/[test]   /' ".dev/test-failures-$f.txt"
+    else echo "[test]   (no failed test recorded: the run itself failed)"; fi
+  done
+fi
 exit "$status"

@@ -1,0 +1,15 @@
+// A test reporter for Node's runner: one line per failed test (file, test name, first line of its
+// error), written when the run ends. scripts/test.sh prints every pass's file again after the last pass,
+// so the end of a long run's output names what failed even when the earlier output is cut off.
+export default async function* failures(source) {
+  for await (const event of source) {
+    if (event.type !== 'test:fail') continue;
+    const { file, name, nesting, details } = event.data;
+    // a suite fails when one of its tests does: its own line adds nothing
+    if (details?.type === 'suite') continue;
+    const where = file === undefined ? '?' : file.replace(`${process.cwd()}/`, '');
+    const cause = details?.error?.cause ?? details?.error;
+    const first = String(cause?.message ?? cause ?? '').split('\n')[0].slice(0, 300);
+    yield `${where}: ${'  '.repeat(nesting)}${name}${first ? ` -- ${first}` : ''}\n`;
+  }
+}
