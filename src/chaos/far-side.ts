@@ -6,6 +6,10 @@
  * and fails with 503 at the failure rate (no effect: the handler's retry tries it again); a call answered
  * 200 is an effect, as a real API applies it (this far side deduplicates nothing, so a second effect of
  * one record is visible).
+ *
+ * The instances also tell it, at {@link RETURNED_PATH}, each time a `handle` call returned (resolved):
+ * answered at once, never failing, and kept apart from the calls. A record whose `handle` returned has
+ * had its effect and, with `ctx.once`, its mark: an effect of that call is never in flight at a kill.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { Rng } from './rng.js';
@@ -35,8 +39,21 @@ export interface FarSideCall {
   answeredAt: number;
 }
 
+/** Where an instance reports a returned `handle` call (headers as a call's: record, id, instance). */
+export const RETURNED_PATH = '/__redfence_chaos/returned';
+
+/** One returned `handle` call: the record's, in the process that ran it. */
+export interface FarSideReturn {
+  partition: number;
+  offset: number;
+  instance: string;
+  /** When the report arrived (ms since the epoch). */
+  at: number;
+}
+
 export class FarSide {
   readonly calls: FarSideCall[] = [];
+  readonly returns: FarSideReturn[] = [];
   readonly #server: Server;
   readonly #rng: Rng;
   readonly #o: FarSideOptions;
@@ -47,6 +64,19 @@ export class FarSide {
     this.#rng = new Rng(o.seed, 'far-side');
     this.#server = createServer((req, res) => {
       const receivedAt = Date.now();
+      if (req.url === RETURNED_PATH) {
+        req.resume();
+        const d = describe(req);
+        if (d.partition !== undefined && d.offset !== undefined)
+          this.returns.push({
+            partition: d.partition,
+            offset: d.offset,
+            instance: d.instance,
+            at: receivedAt,
+          });
+        res.writeHead(204).end();
+        return;
+      }
       const seq = this.calls.length;
       const [lo, hi] = this.#o.latencyMs;
       const wait = lo + this.#rng.next() * (hi - lo);

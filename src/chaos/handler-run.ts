@@ -3,7 +3,7 @@
  * is where, which were dead-lettered), the group's committed offsets taken, and with the far side's
  * calls and the processes' kill and stop times handed to the verdict (src/chaos/handler-verdict.ts).
  */
-import type { FarSideCall } from './far-side.js';
+import type { FarSideCall, FarSideReturn } from './far-side.js';
 import { type HandlerResult, type InputPosition, judgeHandlerRun } from './handler-verdict.js';
 import type { Instance } from './instances.js';
 import { ChaosKafka, type ConnectionConfig, readTopic } from './kafka.js';
@@ -17,7 +17,8 @@ export interface JudgeHandlerOptions {
   calls: readonly FarSideCall[];
   /** Every process the run started. */
   instances: readonly Instance[];
-  inFlightMs: number;
+  /** The `handle` calls that returned (src/chaos/far-side.ts). */
+  returns: readonly FarSideReturn[];
 }
 
 const int = (b: Buffer | undefined): number | undefined => {
@@ -73,6 +74,6 @@ export async function judgeHandler(o: JudgeHandlerOptions): Promise<HandlerResul
     zombies,
     committed,
     ends,
-    inFlightMs: o.inFlightMs,
+    returns: o.returns,
   });
 }

@@ -6,12 +6,14 @@
  * - **missing**: every input record has an effect (a call answered 200) or a dead letter.
  * - **duplicate**: a record's effects beyond one are allowed only when they are the gap `ctx.once`
  *   documents: work that ran and whose mark never happened because its process died or was stopped
- *   right then. An effect is such an *unmarked* one when its process was SIGKILLed or SIGSTOPped no
- *   later than `inFlightMs` after the far side answered it. Every effect of a record but its last must
- *   be unmarked: an earlier effect that was marked should have stopped the later one, however that later
- *   one ended (a replay that is itself cut short by the next kill does not excuse the first). A zombie's
- *   effects answered after its SIGSTOP are counted apart and left out of this rule (its mark is fenced).
- *   A breach is a duplicate (the id and the key are named).
+ *   right then. An effect is such an *unmarked* one when its process was SIGKILLed or SIGSTOPped and the
+ *   `handle` call that made it never returned (the instance reports every return to the far side before
+ *   it can commit the record: src/chaos/any-handler.ts). No clock window: a call that returned had its
+ *   mark (with `ctx.once`, the mark is inside the call), however long before the kill it was. Every
+ *   effect of a record but its last must be unmarked: an earlier effect that was marked should have
+ *   stopped the later one, however that later one ended (a replay that is itself cut short by the next
+ *   kill does not excuse the first). A zombie's effects answered after its SIGSTOP are counted apart and
+ *   left out of this rule (its mark is fenced). A breach is a duplicate (the id and the key are named).
  * - **order**: per key (records of one key are one partition's, in offset order), the first effect of
  *   each record comes in offset order. A retry (a 503, then the same record again) or a replay adds
  *   calls of a record already in effect; only first effects are ordered.
@@ -19,7 +21,7 @@
  *   missing) and no duplicates this is the contiguous-commit rule seen from outside: a commit past an
  *   unfinished record whose process then died would have left that record without an effect.
  */
-import type { FarSideCall } from './far-side.js';
+import type { FarSideCall, FarSideReturn } from './far-side.js';
 
 export type HandlerViolationKind = 'missing' | 'duplicate' | 'order' | 'offsets';
 export const HANDLER_KINDS: readonly HandlerViolationKind[] = ['missing', 'duplicate', 'order', 'offsets'];
@@ -47,7 +49,8 @@ export interface HandlerVerdictInput {
   zombies: ReadonlySet<string>;
   committed: ReadonlyMap<number, number>;
   ends: ReadonlyMap<number, number>;
-  inFlightMs: number;
+  /** Every `handle` call that returned, as the instances reported them. */
+  returns: readonly FarSideReturn[];
 }
 
 export interface HandlerResult {
@@ -60,6 +63,8 @@ export interface HandlerResult {
   deadLetters: number;
   /** Records with more than one effect, all but one of them unmarked (allowed). */
   replayedRecords: number;
+  /** Records whose `handle` returned more than once (a replay after a return: `ctx.once` made it skip). */
+  handledAgain: number;
   unmarkedEffects: number;
   /** Effects of zombie processes answered after their SIGSTOP, and how many of them another process repeated. */
   zombieEffects: number;
@@ -102,10 +107,18 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     if (list.length === 0) effectsOf.set(k, list);
     list.push(c);
   }
-  const unmarked = (c: FarSideCall) => {
-    const died = x.deaths.get(c.instance);
-    return died !== undefined && died <= c.answeredAt + x.inFlightMs;
-  };
+  const returnsOf = new Map<string, FarSideReturn[]>();
+  for (const r of x.returns) {
+    const k = at(r.partition, r.offset);
+    const list = returnsOf.get(k) ?? [];
+    if (list.length === 0) returnsOf.set(k, list);
+    list.push(r);
+  }
+  const returned = (c: FarSideCall) =>
+    (returnsOf.get(at(c.partition ?? -1, c.offset ?? -1)) ?? []).some(
+      (r) => r.instance === c.instance && r.at >= c.answeredAt,
+    );
+  const unmarked = (c: FarSideCall) => x.deaths.has(c.instance) && !returned(c);
   const afterStop = (c: FarSideCall) => {
     const died = x.deaths.get(c.instance);
     return x.zombies.has(c.instance) && died !== undefined && c.answeredAt >= died;
@@ -114,6 +127,7 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     hex === null ? 'null' : JSON.stringify(Buffer.from(hex, 'hex').toString('utf8'));
 
   let replayedRecords = 0;
+  let handledAgain = 0;
   let unmarkedEffects = 0;
   let zombieEffects = 0;
   let zombieEffectsRepeated = 0;
@@ -121,6 +135,7 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
   const sorted = [...x.records].sort((a, b) => a.partition - b.partition || a.offset - b.offset);
   for (const r of sorted) {
     const k = at(r.partition, r.offset);
+    if ((returnsOf.get(k)?.length ?? 0) > 1) handledAgain++;
     const list = effectsOf.get(k) ?? [];
     if (list.length === 0) {
       if (!x.deadLettered.has(k))
@@ -141,7 +156,7 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
         add(
           'duplicate',
           `record ${k} (id ${JSON.stringify(list[0]?.id)}, key ${keyName(r.key)}): ${list.length} effects, ` +
-            `${breaches.length} before the last not in flight at a kill or stop (${breaches.map((c) => c.instance).join(', ')})`,
+            `${breaches.length} before the last from a handle call that returned (${breaches.map((c) => c.instance).join(', ')})`,
         );
       else replayedRecords++;
     }
@@ -180,6 +195,7 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     unboundCalls,
     deadLetters: x.deadLettered.size,
     replayedRecords,
+    handledAgain,
     unmarkedEffects,
     zombieEffects,
     zombieEffectsRepeated,

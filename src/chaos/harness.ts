@@ -106,8 +106,6 @@ export interface UserHandler extends UserProcessor {
   latencyMs: readonly [number, number];
   /** The fraction of far-side calls answered 503. */
   failureRate: number;
-  /** An effect answered this long before its process was killed or stopped counts as in flight (unmarked). */
-  inFlightMs: number;
   /** The instances' `--commit-interval`. */
   commitIntervalMs: number;
 }
@@ -455,7 +453,7 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
         group: names.group,
         calls: farSide.calls,
         instances: everyInstance,
-        inFlightMs: o.handler.inFlightMs,
+        returns: farSide.returns,
       });
     } else if (!failed && redis && o.processor) {
       log('reading back outputs, dead letters and state');

@@ -61,6 +61,7 @@ function handlerTables(r: ChaosReport, out: string[]): void {
       ['  answered 503 (retried)', x((s) => s.failedCalls)],
       ['  outside handle', x((s) => s.unboundCalls)],
       ['effects (answered 200)', x((s) => s.effects)],
+      ['records handled again after a return', x((s) => s.handledAgain)],
       ['records replayed (unmarked effects)', x((s) => `${s.replayedRecords} (${s.unmarkedEffects})`)],
       [
         'zombie effects after SIGSTOP (repeated)',
@@ -228,7 +229,7 @@ function handlerSummary(r: ChaosReport): string[] {
   const h = r.handler;
   return [
     `| handler | \`${r.options.handler?.module}\`, ${n(r.options.handler?.records.length)} records, ${r.options.partitions} partitions |`,
-    `| far side | ${n(h?.calls)} calls, ${n(h?.failedCalls)} answered 503, ${n(h?.effects)} effects; ${n(h?.replayedRecords)} records replayed (${n(h?.unmarkedEffects)} unmarked effects); zombie effects after SIGSTOP ${n(h?.zombieEffects)} |`,
+    `| far side | ${n(h?.calls)} calls, ${n(h?.failedCalls)} answered 503, ${n(h?.effects)} effects; ${n(h?.handledAgain)} records handled again after a return, ${n(h?.replayedRecords)} records replayed (${n(h?.unmarkedEffects)} unmarked effects); zombie effects after SIGSTOP ${n(h?.zombieEffects)} |`,
     `| dead letters | ${n(h?.deadLetters)}; committed / end offsets ${h ? `${n(h.committed)} / ${n(h.endOffsets)}` : '-'} |`,
     `| violations | ${h ? HANDLER_KINDS.map((k) => `${k} ${n(h.counts.get(k) ?? 0)}`).join(', ') : 'not judged'} |`,
   ];

@@ -203,7 +203,6 @@ async function userHandler(parsed: ParsedChaos): Promise<UserHandler> {
     timestampBase: Date.now(),
     latencyMs: [parsed.farLatencyMs / 5, parsed.farLatencyMs],
     failureRate: parsed.farFailureRate,
-    inFlightMs: 1000,
     commitIntervalMs: parsed.commitIntervalMs,
   };
 }
