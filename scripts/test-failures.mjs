@@ -9,7 +9,9 @@ export default async function* failures(source) {
     if (details?.type === 'suite') continue;
     const where = file === undefined ? '?' : file.replace(`${process.cwd()}/`, '');
     const cause = details?.error?.cause ?? details?.error;
-    const first = String(cause?.message ?? cause ?? '').split('\n')[0].slice(0, 300);
+    const first = String(cause?.message ?? cause ?? '')
+      .split('\n')[0]
+      .slice(0, 300);
     yield `${where}: ${'  '.repeat(nesting)}${name}${first ? ` -- ${first}` : ''}\n`;
   }
 }
