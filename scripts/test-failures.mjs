@@ -1,5 +1,5 @@
-// A test reporter for Node's runner: one line per failed test (file, test name, first line of its
-// error), written when the run ends. scripts/test.sh prints every pass's file again after the last pass,
+// A test reporter for Node's runner: one line per failed test (file, test name, first lines of its
+// error), written as the run goes. scripts/test.sh prints every pass's file again after the last pass,
 // so the end of a long run's output names what failed even when the earlier output is cut off.
 export default async function* failures(source) {
   for await (const event of source) {
@@ -9,8 +9,13 @@ export default async function* failures(source) {
     if (details?.type === 'suite') continue;
     const where = file === undefined ? '?' : file.replace(`${process.cwd()}/`, '');
     const cause = details?.error?.cause ?? details?.error;
+    // the first lines of the message (an assertion's first line alone only says "not equal")
     const first = String(cause?.message ?? cause ?? '')
-      .split('\n')[0]
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '')
+      .slice(0, 4)
+      .join(' / ')
       .slice(0, 300);
     yield `${where}: ${'  '.repeat(nesting)}${name}${first ? ` -- ${first}` : ''}\n`;
   }
