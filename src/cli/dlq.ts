@@ -1,9 +1,9 @@
 /**
  * `redfence dlq <stats|show|replay> --topic <dead-letter topic>`: reads a dead-letter topic written by
- * redfence, Spring Kafka, Kafka Connect or Kafka Streams (src/retry/dlq-headers.ts) from its earliest
+ * redfence, Spring Kafka, Kafka Connect or Kafka Streams (src/dead-letter/decode.ts) from its earliest
  * offset to its end, without a consumer group commit, and counts it (`stats`), prints it (`show`) or
  * sends the matching dead letters back (`replay`, idempotent through markers in Redis:
- * src/retry/dlq-replay.ts, docs/dead-letters.md). Every option is checked before any connection.
+ * src/dead-letter/replay.ts, docs/dead-letters.md). Every option is checked before any connection.
  * Exit 0: done; 1: a failure while running (or dead letters that name no topic to replay to);
  * 2: a bad option, a missing topic, a refused login.
  */

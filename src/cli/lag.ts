@@ -1,5 +1,5 @@
 /**
- * `redfence lag --group <id>`: the lag status of any consumer group, per partition (src/ops/lag.ts):
+ * `redfence lag --group <id>`: the lag status of any consumer group, per partition (src/metrics/lag.ts):
  * `--samples` samples `--interval` ms apart, each partition's window evaluated in Burrow's vocabulary
  * (OK, WARN, STALL, STOP, REWIND, ERR) with the reasons, the rate and the ETA. A table on a terminal,
  * JSON otherwise or with `--json`; `--watch` keeps sampling (a sliding window) until SIGINT/SIGTERM.

@@ -1,7 +1,7 @@
 /**
  * `redfence rebuild <module>`: restores the store of the processor exported by <module> into a Redis
  * that lost it, from the processor's snapshot topic, and replays the input from each partition's
- * snapshot up to the group's committed offset through the fence (src/snapshot/rebuild.ts,
+ * snapshot up to the group's committed offset through the fence (src/ops/rebuild.ts,
  * docs/operations.md "Snapshot and rebuild"). Exit 0: rebuilt; 1: the rebuild failed (Redis or Kafka
  * unavailable, no complete snapshot, the log no longer holds the replay start); 2: bad options, module
  * or topic, a store that is not empty or a group with live members (without --force). Every option is

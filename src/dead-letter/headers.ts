@@ -117,7 +117,7 @@ export const STREAMS = {
   stacktrace: '__streams.errors.stacktrace',
 } as const;
 
-/** The headers a dead-letter writer adds: stripped from a replayed record (src/retry/dlq-replay.ts). */
+/** The headers a dead-letter writer adds: stripped from a replayed record (src/dead-letter/replay.ts). */
 export function isDeadLetterHeader(name: string): boolean {
   return (
     name.startsWith('kafka_dlt-') ||

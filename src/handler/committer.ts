@@ -1,7 +1,7 @@
 /**
  * Offset commits of the runtimes that finish records out of order and commit each partition only up to
  * a point they track: the handler (src/handler/handler.ts, its tracker's contiguous point) and the
- * invalidation consumer (src/kit/invalidation/consumer.ts, its done point). One commit at a time, every
+ * invalidation consumer (src/invalidation/consumer.ts, its done point). One commit at a time, every
  * interval and when partitions go; a partition is committed only where its point moved; a failed commit
  * is logged and tried again at the next tick (nothing is lost: the point stays where it was); a fatal
  * Kafka error (RF_KAFKA_FATAL) is handed to `onFatal`.

@@ -13,7 +13,7 @@
  * ctx.transaction) makes that safe.
  *
  * With `retry.topics` the handler also consumes the input's retry topics: their partitions hold
- * records until due (src/retry/retry-partitions.ts), and the runner forwards failures along the chain.
+ * records until due (src/handler/retry-partitions.ts), and the runner forwards failures along the chain.
  *
  * Lifecycle `idle -> starting -> running -> closing -> closed`, as the processor's: start() once,
  * close() memoised. Commits: src/handler/committer.ts. (A little over 400 lines: the lifecycle and the

@@ -1,7 +1,7 @@
 /**
  * A handler's retry-topic partitions (retry.topics): each owned one gets a gate (src/retry/
  * retry-gate.ts) that holds its records until due, pausing the partition when many wait, and, with
- * Redis, its own epoch in the input partition's slot (src/retry/key-order.ts), raised on assignment
+ * Redis, its own epoch in the input partition's slot (src/handler/key-order.ts), raised on assignment
  * and retried while Redis is down: ctx.once and the key order of a retried record are fenced by it.
  */
 

@@ -1,7 +1,7 @@
 /**
  * One record of a handler, from decode to its outcome: decode (once), then attempts of `handle` with
  * a fresh context each; a failure is classified (src/retry/classify.ts): retriable -> backoff
- * (src/processor/backoff.ts) and try again, up to `retry.attempts`; fatal or out of attempts -> a
+ * (src/runtime/backoff.ts) and try again, up to `retry.attempts`; fatal or out of attempts -> a
  * dead letter (Spring Kafka's format, src/processor/emit.ts) produced and awaited, retried until
  * Kafka takes it. Redis being unreachable (RF_REDIS_UNAVAILABLE from ctx.once) does not use up
  * attempts: Redis down stalls the record, never dead-letters it.

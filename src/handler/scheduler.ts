@@ -42,7 +42,7 @@ export class PartitionWork {
   paused = false;
   /** A rate-limited record holds the partition paused until then (ms since the epoch; src/handler/hold.ts). */
   heldUntil = 0;
-  /** A retry-topic partition's epoch for the retry chain's key order (src/retry/key-order.ts), 0 when unused. */
+  /** A retry-topic partition's epoch for the retry chain's key order (src/handler/key-order.ts), 0 when unused. */
   orderEpoch = 0;
   /** Paused by its retry gate (records held until due): a bound's resume leaves it paused. */
   held = false;

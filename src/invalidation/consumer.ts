@@ -1,7 +1,7 @@
 /**
  * The cache invalidation consumer, batch by batch on the Kafka port (src/kafka/types.ts), the way the
  * state processor consumes: each partition batch the adapter delivers is read at once (decode, keys,
- * src/kit/invalidation/batch.ts), all its entries go to Redis together (src/kit/invalidation/pipeline.ts:
+ * src/invalidation/batch.ts), all its entries go to Redis together (src/kit/invalidation/pipeline.ts:
  * one pipeline per node, multi-entry scripts on a standalone Redis, one slot per script on a Cluster),
  * and once every one answered the partition's done point moves past the batch. A timer commits the
  * done points (`commitIntervalMs`), so nothing is committed before its deletes answered. Up to

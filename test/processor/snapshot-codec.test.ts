@@ -1,5 +1,5 @@
 /**
- * The snapshot records (src/snapshot/codec.ts): key records and markers survive a round trip byte for
+ * The snapshot records (src/processor/snapshot-codec.ts): key records and markers survive a round trip byte for
  * byte, a state hash becomes a key record with its pending entries, malformed records are refused with
  * RF_STATE_CORRUPT; and bad snapshot options are refused before any connection (the processor's
  * option and `redfence rebuild`'s flags).

@@ -1,7 +1,7 @@
 /**
  * Retry topics of a handler against the real broker and Redis: a record retried through two retry
  * topics is handled after its due times while the main topic keeps flowing; exhausted and fatal
- * records reach the DLT with Spring's headers (read back by src/retry/dlq-headers.ts); dlt 'none'
+ * records reach the DLT with Spring's headers (read back by src/dead-letter/decode.ts); dlt 'none'
  * drops and counts; keyOrder holds a key's later record behind its retried one; bad options fail
  * before any connection.
  */
