@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import type { Processor, ProcessorOptions, startMetricsServer } from '../index.js';
 import { loadRunnable } from '../loader/load.js';
+import { crashHookFromEnv } from '../processor/crash-points.js';
 import { modulePositional } from './connection.js';
 import { type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
 import { jsonLogger } from './log.js';
@@ -107,6 +108,8 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     return runHandler({ o, sources, definition: loaded, instance, logger, target, worker, metricsPort });
   const definition = loaded;
 
+  // fault tests' crash point (REDFENCE_CRASH_AT): a wrong name is refused here, before any connection
+  const crashHook = crashHookFromEnv();
   // The runtime loads only now: bad options are refused without it.
   const { HealthState, Processor, RedfenceMetrics, startMetricsServer } = await import('../index.js');
   const redis = await redisClient(target, logger);
@@ -117,6 +120,7 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     ...processorSettings(o, instance, security),
     definition,
     redis,
+    ...(crashHook ? { crashHook } : {}),
     onFatal: (err) => {
       logger.error({ err: err.message }, 'processor stopped after a fatal error');
       void server?.close();

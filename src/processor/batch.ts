@@ -11,7 +11,7 @@ import { type BatchTrace, NO_TRACING } from '../telemetry/tracing.js';
 import { type ApplyContext, applyAll } from './apply.js';
 import type { CommitPipeline } from './commit-pipeline.js';
 import type { Counts } from './counts.js';
-import { crashPoint } from './crash-points.js';
+import type { CrashHook } from './crash-points.js';
 import { type EmitContext, emit } from './emit.js';
 import type { OwnedPartition, PartitionTable } from './partition-table.js';
 import { type PlanContext, plan } from './plan.js';
@@ -29,6 +29,8 @@ export interface BatchContext {
   readonly metrics: RedfenceMetrics | undefined;
   readonly counts: Counts;
   readonly log: Logger;
+  /** Fault tests' crash points (src/processor/crash-points.ts); none by default. */
+  readonly crash?: CrashHook;
 }
 
 /**
@@ -87,7 +89,7 @@ export async function processBatch(
     );
     return;
   }
-  crashPoint('after-redis-write');
+  ctx.crash?.('after-redis-write');
 
   // 2. Outputs and dead letters, in offset order.
   const out = trace.stamp(

@@ -18,7 +18,7 @@ import type { KafkaPort, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
 import type { Logger } from '../runtime/logger.js';
 import { type BatchTrace, NO_TRACING, type Tracer } from '../telemetry/tracing.js';
-import { crashPoint } from './crash-points.js';
+import type { CrashHook } from './crash-points.js';
 import type { ProcessingMode } from './options.js';
 import type { OwnedPartition } from './partition-table.js';
 
@@ -52,6 +52,8 @@ export interface CommitContext {
   committed(batch: QueuedBatch): Promise<void>;
   /** One span per Kafka step (tracing off: none). */
   readonly tracing?: Pick<Tracer, 'step'>;
+  /** Fault tests' crash points (src/processor/crash-points.ts); none by default. */
+  readonly crash?: CrashHook;
 }
 
 interface PartitionStep {
@@ -161,10 +163,10 @@ export class CommitPipeline {
     const trace = (ctx.tracing ?? NO_TRACING).step(batches, out, ctx.mode);
     try {
       if (ctx.mode === 'exactly-once') {
-        await ctx.kafka.produceTransactionally(out, offsets, () => crashPoint('in-transaction'));
+        await ctx.kafka.produceTransactionally(out, offsets, () => ctx.crash?.('in-transaction'));
       } else {
-        await ctx.kafka.produce(out, () => crashPoint('after-produce'));
-        crashPoint('after-delivery');
+        await ctx.kafka.produce(out, () => ctx.crash?.('after-produce'));
+        ctx.crash?.('after-delivery');
         await ctx.kafka.commit(offsets);
       }
     } catch (err) {
@@ -174,7 +176,7 @@ export class CommitPipeline {
     } finally {
       trace.end();
     }
-    crashPoint('after-commit');
+    ctx.crash?.('after-commit');
     ctx.metrics?.commit(ctx.mode, (performance.now() - started) / 1000);
     for (const b of batches) {
       const end = Number(b.highWatermark);

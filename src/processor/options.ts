@@ -25,6 +25,7 @@ import {
 import { type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
 import { type Logger, silentLogger } from '../runtime/logger.js';
 import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
+import type { CrashHook } from './crash-points.js';
 import { type ResolvedSnapshot, type SnapshotOptions, snapshotOptions } from './snapshot-options.js';
 
 /** How outputs and offsets reach Kafka. The one definition of the processing modes. */
@@ -130,6 +131,12 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
    * rebuild"). Needs `kafka` as connection settings. Default: none.
    */
   snapshot?: SnapshotOptions | false;
+  /**
+   * Fault tests only: called at each crash point of the cycle (src/processor/crash-points.ts);
+   * `redfence run` sets it from `REDFENCE_CRASH_AT`. Default: none.
+   * @internal
+   */
+  crashHook?: CrashHook;
 }
 
 /** The options after validation, with every default filled in. */
@@ -160,6 +167,7 @@ export interface ResolvedOptions {
   readonly deadLetterTopic: string;
   readonly tracing: ResolvedTracing | undefined;
   readonly snapshot: ResolvedSnapshot | undefined;
+  readonly crashHook: CrashHook | undefined;
 }
 
 // Every option at every level, checked by the compiler against the interfaces so the lists cannot drift.
@@ -187,6 +195,7 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   replicationFactor: true,
   tracing: true,
   snapshot: true,
+  crashHook: true,
 };
 const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
   stallMs: true,
@@ -288,5 +297,6 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     deadLetterTopic: definition.deadLetter ?? `${definition.input}.DLT`,
     tracing: tracingOption(o.tracing),
     snapshot: snapshotOptions(o.snapshot, definition.store, 'port' in kafka),
+    crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
 }

@@ -167,6 +167,7 @@ export class Processor<T = unknown, S = unknown> {
       commitIntervalMs: o.commitIntervalMs,
       fatal: (err) => this.#fatal(err),
       tracing: this.#tracing,
+      ...(o.crashHook ? { crash: o.crashHook } : {}),
       committed: async (b) => {
         this.#counts.committed(b.count, b.out, o.deadLetterTopic);
         await this.#sweeper.committed(b.entry);
@@ -232,6 +233,7 @@ export class Processor<T = unknown, S = unknown> {
       metrics,
       counts: this.#counts,
       log,
+      ...(o.crashHook ? { crash: o.crashHook } : {}),
     };
     this.#rebalance = {
       kafka,
