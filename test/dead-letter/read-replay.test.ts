@@ -1,12 +1,13 @@
 /**
- * `redfence dlq` against the real broker and Redis: dead letters in each writer's scheme on one
- * dead-letter topic; `stats` counts them, `show` decodes them, `replay --dry-run` sends nothing,
+ * `redfence dlq` against the real broker and Redis: dead letters in each writer's scheme on a
+ * dead-letter topic of each case's own (no case reads what another replayed); `stats` counts them, `show` decodes them, `replay --dry-run` sends nothing,
  * `replay` with a filter sends exactly the matching ones with lineage headers to the original topic
  * (or --to), a second replay sends nothing more, a failed produce leaves no marker; bad options exit 2
  * before any connection.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it, type TestContext } from 'node:test';
+import type { Redis } from 'ioredis';
 import { main } from '../../src/cli/main.js';
 import type { DltRecord } from '../../src/dead-letter/read.js';
 import { readDeadLetters } from '../../src/dead-letter/read.js';
@@ -38,67 +39,79 @@ async function run(args: string[]): Promise<{ code: number; out: string; err: st
 
 const total = async (topic: string) => [...(await endOffsets(topic)).values()].reduce((a, b) => a + b, 0);
 
-describe('redfence dlq (real broker and Redis)', () => {
+const H10 = Date.parse('2026-11-30T10:15:00Z');
+const H12 = Date.parse('2026-11-30T12:30:00Z');
+
+interface Letters {
+  dlt: string;
+  source: string;
+  other: string;
+  conn: string[];
+  withRedis: string[];
+}
+
+/**
+ * One case's own dead-letter topic with the eight letters (each writer's scheme, and one plain record),
+ * its empty source and other topics; deleted, with the replay markers, when the case ends.
+ */
+async function letters(t: TestContext, redis: Redis): Promise<Letters> {
   const dlt = uniqueName('dlt');
   const source = uniqueName('orders');
   const other = uniqueName('other');
-  const redis = standalone();
-  let drop: () => Promise<void> = async () => undefined;
-  const H10 = Date.parse('2026-11-30T10:15:00Z');
-  const H12 = Date.parse('2026-11-30T12:30:00Z');
-  const conn = ['--topic', dlt, '--brokers', KAFKA_BROKERS, '--json'];
-  const withRedis = [...conn, '--redis', REDIS_URL];
-
-  before(async () => {
-    drop = await createTopics([
-      { topic: dlt, partitions: 2 },
-      { topic: source, partitions: 3 },
-      { topic: other, partitions: 1 },
-    ]);
-    const letters: Array<{ key: string; partition: number; at: number; headers: HeaderList }> = [
-      { key: 'r1', partition: 0, at: H10, headers: redfenceHeaders(source, 0, 10, 'rejected') },
-      { key: 'r2', partition: 1, at: H10, headers: redfenceHeaders(source, 1, 11, 'rejected') },
-      { key: 'r3', partition: 0, at: H12, headers: redfenceHeaders(source, 2, 12, 'processing-error') },
-      { key: 's1', partition: 1, at: H12, headers: springHeaders(source, 0, 20) },
-      { key: 'c1', partition: 0, at: H12, headers: connectHeaders(source, 1, 30) },
-      { key: 'c2', partition: 1, at: H12, headers: connectHeaders(source, 1, 31) },
-      { key: 'k1', partition: 0, at: H12, headers: streamsHeaders(source, 2, 40) },
-      { key: 'plain', partition: 1, at: H12, headers: [['trace', Buffer.from('t-1')]] },
-    ];
-    const producer = kafka.producer({ 'enable.idempotence': true });
-    await producer.connect();
-    try {
-      await producer.send({
-        topic: dlt,
-        messages: letters.map((l) => {
-          const headers: Record<string, Buffer[]> = {};
-          for (const [n, v] of l.headers) {
-            const list = headers[n] ?? [];
-            headers[n] = list;
-            list.push(v);
-          }
-          return {
-            key: l.key,
-            value: `value-of-${l.key}`,
-            partition: l.partition,
-            timestamp: String(l.at),
-            headers,
-          };
-        }),
-      });
-    } finally {
-      await producer.disconnect();
-    }
-  });
-
-  after(async () => {
+  const drop = await createTopics([
+    { topic: dlt, partitions: 2 },
+    { topic: source, partitions: 3 },
+    { topic: other, partitions: 1 },
+  ]);
+  t.after(async () => {
     const keys = await redis.keys(`rf:dlq:{${dlt}}:*`);
     if (keys.length > 0) await redis.del(...keys);
-    redis.disconnect();
     await drop();
   });
+  const all: Array<{ key: string; partition: number; at: number; headers: HeaderList }> = [
+    { key: 'r1', partition: 0, at: H10, headers: redfenceHeaders(source, 0, 10, 'rejected') },
+    { key: 'r2', partition: 1, at: H10, headers: redfenceHeaders(source, 1, 11, 'rejected') },
+    { key: 'r3', partition: 0, at: H12, headers: redfenceHeaders(source, 2, 12, 'processing-error') },
+    { key: 's1', partition: 1, at: H12, headers: springHeaders(source, 0, 20) },
+    { key: 'c1', partition: 0, at: H12, headers: connectHeaders(source, 1, 30) },
+    { key: 'c2', partition: 1, at: H12, headers: connectHeaders(source, 1, 31) },
+    { key: 'k1', partition: 0, at: H12, headers: streamsHeaders(source, 2, 40) },
+    { key: 'plain', partition: 1, at: H12, headers: [['trace', Buffer.from('t-1')]] },
+  ];
+  const producer = kafka.producer({ 'enable.idempotence': true });
+  await producer.connect();
+  try {
+    await producer.send({
+      topic: dlt,
+      messages: all.map((l) => {
+        const headers: Record<string, Buffer[]> = {};
+        for (const [n, v] of l.headers) {
+          const list = headers[n] ?? [];
+          headers[n] = list;
+          list.push(v);
+        }
+        return {
+          key: l.key,
+          value: `value-of-${l.key}`,
+          partition: l.partition,
+          timestamp: String(l.at),
+          headers,
+        };
+      }),
+    });
+  } finally {
+    await producer.disconnect();
+  }
+  const conn = ['--topic', dlt, '--brokers', KAFKA_BROKERS, '--json'];
+  return { dlt, source, other, conn, withRedis: [...conn, '--redis', REDIS_URL] };
+}
 
-  it('stats counts by writer, reason, exception class, source partition and hour', async () => {
+describe('redfence dlq (real broker and Redis)', () => {
+  const redis = standalone();
+  after(() => redis.disconnect());
+
+  it('stats counts by writer, reason, exception class, source partition and hour', async (t) => {
+    const { source, conn } = await letters(t, redis);
     const { code, out, err } = await run(['stats', ...conn]);
     assert.equal(code, 0, err);
     const s = JSON.parse(out);
@@ -118,13 +131,15 @@ describe('redfence dlq (real broker and Redis)', () => {
     assert.deepEqual(s.byHour, { '2026-11-30T10': 2, '2026-11-30T12': 6 });
   });
 
-  it('stats takes the filters too', async () => {
+  it('stats takes the filters too', async (t) => {
+    const { conn } = await letters(t, redis);
     const { code, out } = await run(['stats', ...conn, '--since', '2026-11-30T11:00:00Z']);
     assert.equal(code, 0);
     assert.equal(JSON.parse(out).total, 6);
   });
 
-  it('show prints each record with its headers decoded', async () => {
+  it('show prints each record with its headers decoded', async (t) => {
+    const { conn } = await letters(t, redis);
     const { code, out, err } = await run(['show', ...conn, '--values']);
     assert.equal(code, 0, err);
     const rows = out
@@ -148,7 +163,8 @@ describe('redfence dlq (real broker and Redis)', () => {
     assert.equal(JSON.parse(limited.out.split('\n')[0] as string).value, undefined);
   });
 
-  it('replay --dry-run reports the matching ones and sends nothing, writes no marker', async () => {
+  it('replay --dry-run reports the matching ones and sends nothing, writes no marker', async (t) => {
+    const { dlt, source, withRedis } = await letters(t, redis);
     const { code, out, err } = await run(['replay', ...withRedis, '--reason', 'rejected', '--dry-run']);
     assert.equal(code, 0, err);
     const r = JSON.parse(out);
@@ -159,7 +175,8 @@ describe('redfence dlq (real broker and Redis)', () => {
     assert.deepEqual(await redis.keys(`rf:dlq:{${dlt}}:*`), []);
   });
 
-  it('replay sends exactly the matching ones to the original topic with lineage, once', async () => {
+  it('replay sends exactly the matching ones to the original topic with lineage, once', async (t) => {
+    const { dlt, source, withRedis } = await letters(t, redis);
     const first = await run(['replay', ...withRedis, '--exception', 'DataException']);
     assert.equal(first.code, 0, first.err);
     assert.equal(JSON.parse(first.out).published, 2);
@@ -188,7 +205,8 @@ describe('redfence dlq (real broker and Redis)', () => {
     assert.equal(await total(source), 2);
   });
 
-  it('replay --to sends elsewhere; source partition and offset filters pick one record', async () => {
+  it('replay --to sends elsewhere; source partition and offset filters pick one record', async (t) => {
+    const { source, other, withRedis } = await letters(t, redis);
     const { code, out, err } = await run([
       'replay',
       ...withRedis,
@@ -206,10 +224,11 @@ describe('redfence dlq (real broker and Redis)', () => {
       records.map((r) => r.key),
       ['k1'],
     );
-    assert.equal(await total(source), 2, 'nothing more went to the original topic');
+    assert.equal(await total(source), 0, 'nothing went to the original topic');
   });
 
-  it('a dead letter naming no topic is not sent and exits 1', async () => {
+  it('a dead letter naming no topic is not sent and exits 1', async (t) => {
+    const { withRedis } = await letters(t, redis);
     const { code, out } = await run(['replay', ...withRedis, '--key', 'plain']);
     assert.equal(code, 1);
     const r = JSON.parse(out);
@@ -217,7 +236,8 @@ describe('redfence dlq (real broker and Redis)', () => {
     assert.equal(r.published, 0);
   });
 
-  it('a failed produce writes no marker, so the next replay sends the record', async () => {
+  it('a failed produce writes no marker, so the next replay sends the record', async (t) => {
+    const { dlt, source } = await letters(t, redis);
     const records: DltRecord[] = [];
     await readDeadLetters({
       client: { brokers: [KAFKA_BROKERS] },

@@ -56,20 +56,55 @@ describe('Committer', () => {
   });
 
   it('runs one commit at a time, in call order', async () => {
-    const parts = [part(0, 1)];
+    // three commits called at once, each with its own moved partition (so each one calls Kafka); every
+    // call is held open until released here
+    const parts = [part(0, 1), part(1, 1), part(2, 1)];
     let open = 0;
     let most = 0;
+    const held: Array<() => void> = [];
+    let entered: () => void = () => undefined;
     const s = setUp(parts, async () => {
       open++;
       most = Math.max(most, open);
-      await new Promise((r) => setImmediate(r));
+      await new Promise<void>((release) => {
+        held.push(release);
+        entered();
+      });
       open--;
     });
+    const nextEntry = () =>
+      new Promise<void>((r) => {
+        entered = r;
+      });
+    let waiting = nextEntry();
+    const done = parts.map((p) => s.c.commit([p]));
+    for (let i = 0; i < parts.length; i++) {
+      await waiting;
+      waiting = nextEntry();
+      assert.equal(open, 1, `commit ${i} is the only one open`);
+      assert.equal(s.calls.length, i + 1, `commit ${i + 1} has not started while commit ${i} is open`);
+      held.shift()?.();
+    }
+    await Promise.all(done);
+    assert.equal(most, 1, 'at most one commit call open at any moment');
+    assert.deepEqual(
+      s.calls.map((c) => c[0]?.partition),
+      [0, 1, 2],
+      'the commits ran in call order',
+    );
+    assert.deepEqual(
+      parts.map((p) => p.committed),
+      [1, 1, 1],
+    );
+  });
+
+  it('a commit reads the points when it runs, not when it is called', async () => {
+    const parts = [part(0, 1)];
+    const s = setUp(parts, async () => undefined);
     const a = s.c.commit();
     (parts[0] as P).point = 2;
     const b = s.c.commit();
     await Promise.all([a, b]);
-    assert.equal(most, 1);
     assert.deepEqual(
       s.calls.map((c) => c[0]?.offset),
       [2],

@@ -40,7 +40,6 @@ async function commit(group: string, offsets: { topic: string; partition: number
 
 describe('redfence lag (real broker)', () => {
   const topic = uniqueName('lag');
-  const group = uniqueName('lag-group');
   let drop: () => Promise<void> = async () => undefined;
   const oldTime = Date.now() - 120_000;
 
@@ -56,6 +55,7 @@ describe('redfence lag (real broker)', () => {
   after(() => drop());
 
   it('a partition behind with no owner is STOP (seed 003: dead), exit 1; the time lag read', async () => {
+    const group = uniqueName('lag-dead');
     await commit(group, [
       { topic, partition: 0, offset: 5 },
       { topic, partition: 1, offset: 20 },
@@ -77,6 +77,12 @@ describe('redfence lag (real broker)', () => {
   });
 
   it('committed to the end: every partition OK, exit 0; the topics found from the commits', async () => {
+    // behind on partition 0 first, then caught up: every partition at the end
+    const group = uniqueName('lag-end');
+    await commit(group, [
+      { topic, partition: 0, offset: 5 },
+      { topic, partition: 1, offset: 20 },
+    ]);
     await commit(group, [{ topic, partition: 0, offset: 20 }]);
     const r = await runLag(['--group', group, '--samples', '2', '--interval', '100']);
     assert.equal(r.code, 0, r.err);
@@ -129,6 +135,12 @@ describe('redfence lag (real broker)', () => {
   });
 
   it('--watch prints a report per interval over a sliding window until SIGTERM', async () => {
+    // a group at the end: every report OK, so the watch exits 0 when stopped
+    const group = uniqueName('lag-watch');
+    await commit(group, [
+      { topic, partition: 0, offset: 20 },
+      { topic, partition: 1, offset: 20 },
+    ]);
     const lines: string[] = [];
     const done = main(
       [
@@ -152,11 +164,16 @@ describe('redfence lag (real broker)', () => {
     await pollUntil('three reports', async () => lines.length >= 3, 30_000);
     process.emit('SIGTERM');
     assert.equal(await done, 0);
-    for (const l of lines) assert.equal((JSON.parse(l) as Report).partitions.length, 2);
+    for (const l of lines) {
+      const report = JSON.parse(l) as Report;
+      assert.equal(report.status, 'OK');
+      assert.equal(report.partitions.length, 2);
+    }
     assert.equal(process.listenerCount('SIGTERM'), 0);
   });
 
   it('bad input exits 2: no --group, a bad option value, a missing topic', async () => {
+    const group = uniqueName('lag-bad');
     const none = await runLag([]);
     assert.equal(none.code, 2);
     assert.match(none.err, /--group <id> is required .*\[RF_INVALID_OPTIONS\]/);

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RdKafka } from '@confluentinc/kafka-javascript';
-import { enqueue, OutboxRelay } from '../../src/outbox/index.js';
+import { DEFAULT_ROLES, enqueue, OutboxRelay } from '../../src/outbox/index.js';
 import { DATABASE_URL, KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { createTopics, pollUntil, readToEnd } from '../helpers/kafka.js';
 import { deleteTopics, inTransaction, rows, type TestSchema, testSchema } from './support.js';
@@ -44,8 +44,12 @@ describe('exactly-once: a relay that lost its role cannot publish', () => {
       ),
     );
     const [row] = await rows(t.pool, t.schema);
+    // the outbox was made with the default role count (testSchema passes none); a row's role is its
+    // bucket modulo that count
+    const roles = await t.pool.query(`SELECT count(*)::int AS n FROM "${t.schema}".redfence_outbox_role`);
+    assert.equal(roles.rows[0].n, DEFAULT_ROLES, 'the outbox has the default number of roles');
     const bucket = await t.pool.query(`SELECT bucket FROM "${t.schema}".redfence_outbox WHERE id = $1`, [id]);
-    const role = (bucket.rows[0].bucket as number) % 8;
+    const role = (bucket.rows[0].bucket as number) % DEFAULT_ROLES;
     // the zombie: the role's transactional producer, with the row produced in a transaction left open
     zombie = new RdKafka.Producer({
       'bootstrap.servers': KAFKA_BROKERS,
@@ -79,6 +83,18 @@ describe('exactly-once: a relay that lost its role cannot publish', () => {
     await assert.rejects(
       cb((d) => z.commitTransaction(10_000, d)),
       'the zombie cannot commit',
+    );
+    // the relay published the row under the zombie's role: its progress record (partition <role>)
+    // names it, so the zombie held the row's own transactional id
+    const progress = await readToEnd(`${prefix}.progress`);
+    assert.deepEqual(
+      progress
+        .filter(
+          (r) => r.value !== null && (JSON.parse(r.value) as { ids: string[] }).ids.includes(String(id)),
+        )
+        .map((r) => r.partition),
+      [role],
+      "the row's role is the zombie's",
     );
     const out = await readToEnd(`${prefix}.acct`);
     assert.deepEqual(
