@@ -80,6 +80,8 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   /** `redfence run --wait-replicas` (and `--wait-timeout`) for every instance; default: no WAIT. */
   waitReplicas?: number;
   waitTimeoutMs?: number;
+  /** Processors: the instances' `--commit-interval` (least ms between two Kafka steps). Default 0. */
+  commitIntervalMs?: number;
   /** Sentinel and cluster failovers: how long the replica is stopped before its primary dies. */
   replicaLagMs?: number;
   /** A user's processor module (absolute path) and the records to produce, instead of the orders workload. */
@@ -234,13 +236,11 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
       redisArgs: instanceRedisArgs(redis as RedisSide),
       runArgs: o.handler
         ? ['--commit-interval', String(o.handler.commitIntervalMs)]
-        : o.waitReplicas === undefined
-          ? []
-          : [
-              '--wait-replicas',
-              String(o.waitReplicas),
-              ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
-            ],
+        : [
+            ...(o.waitReplicas === undefined ? [] : ['--wait-replicas', String(o.waitReplicas)]),
+            ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
+            ...(o.commitIntervalMs ? ['--commit-interval', String(o.commitIntervalMs)] : []),
+          ],
       orders: names.input,
       totals: names.output,
       store: names.store,
@@ -327,7 +327,8 @@ export async function runChaos(input: Partial<ChaosOptions> & Pick<ChaosOptions,
     ]);
     log(
       `topics ${names.input} (+ ${user ? 'output' : 'totals'}, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
-        `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}`,
+        `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}` +
+        (!o.handler && o.commitIntervalMs ? `; instances commit every ${o.commitIntervalMs} ms at most` : ''),
     );
 
     // Instances, and a supervisor that restarts any that dies without the harness causing it.

@@ -164,9 +164,9 @@ export const CHAOS_OPTIONS = {
   }),
   'commit-interval': numberOption('<ms>', {
     description:
-      "with --handler: the instances' --commit-interval (a longer one makes a replay after a kill reach further back)",
-    defaultText: '3000',
-    min: 1,
+      "the instances' --commit-interval: for processors the least time between two Kafka steps, so batches wait for it (and a revocation or a kill finds them waiting); with --handler the commit interval (a longer one makes a replay after a kill reach further back)",
+    defaultText: '0 for processors, 3000 with --handler',
+    min: 0,
     max: 60_000,
   }),
   report: textOption('<file>', { description: 'also write the report to this file' }),
@@ -207,7 +207,7 @@ export const PROCESSOR_ONLY = [
   'wait-timeout',
   'replica-lag',
 ] as const;
-export const HANDLER_FLAGS = ['far-latency', 'far-failure-rate', 'commit-interval'] as const;
+export const HANDLER_FLAGS = ['far-latency', 'far-failure-rate'] as const;
 
 /** Options of the built-in orders workload, refused with a module. */
 export const WORKLOAD_ONLY = ['customers', 'skew', 'poison-rate', 'large'] as const;

@@ -64,6 +64,8 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
           ? `--${flag} applies to processors, not to --handler runs`
           : `--${flag} applies to --handler runs`,
       );
+  if (o.handler && o['commit-interval'] === 0)
+    throw new RedfenceError('RF_INVALID_OPTIONS', '--commit-interval with --handler must be at least 1 (ms)');
   if (o.handler && module === undefined && o.input !== undefined)
     throw new RedfenceError(
       'RF_INVALID_OPTIONS',
@@ -108,6 +110,7 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     'session-timeout': 'sessionTimeoutMs',
     'crash-timeout': 'crashTimeoutMs',
     'drain-timeout': 'drainTimeoutMs',
+    'commit-interval': 'commitIntervalMs',
   } as const satisfies Partial<Record<keyof typeof CHAOS_OPTIONS, keyof ChaosOptions>>;
   for (const [flag, key] of Object.entries(numbers)) {
     const v = o[flag as keyof typeof numbers];

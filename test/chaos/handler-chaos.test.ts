@@ -87,6 +87,11 @@ describe('redfence chaos --handler against Kafka, its own Redis and a far side',
         /--far-latency applies to --handler.*\[RF_INVALID_OPTIONS\]/,
       ],
       [
+        'a commit interval of 0 for handlers',
+        ['--handler', '--commit-interval', '0'],
+        /--commit-interval with --handler must be at least 1.*\[RF_INVALID_OPTIONS\]/,
+      ],
+      [
         'a failure rate out of range',
         ['--handler', '--far-failure-rate', '0.9'],
         /far-failure-rate.*\[RF_INVALID_OPTIONS\]/,
