@@ -1,17 +1,12 @@
 /**
  * Reads a dead-letter topic from its earliest offset to the end offsets it has when the read starts,
- * with a plain read_committed consumer (assign, never subscribe) that never commits: `dlq stats`,
- * `show` and `replay` leave no consumer group offsets behind and change nothing in Kafka. Partitions
- * are read one at a time, in offset order; a partition whose position stops short of its end (an open
- * transaction holds the last stable offset back) fails after `idleTimeoutMs` without progress.
+ * through the library's one log reader (src/kafka/log-reader.ts: assigned, read_committed, never
+ * commits): `dlq stats`, `show` and `replay` leave no consumer group offsets behind and change nothing
+ * in Kafka. Partitions are read one at a time, in offset order.
  */
-import { RdKafka } from '@confluentinc/kafka-javascript';
-import { RedfenceError } from '../errors/index.js';
-import { type ClientSettings, configError, consumerProperties } from '../kafka/client-config.js';
-import { connectWatched } from '../kafka/connect.js';
+import type { ClientSettings } from '../kafka/client-config.js';
+import { type LogMessage, LogReader } from '../kafka/log-reader.js';
 import { type DeadLetterInfo, decodeDeadLetter } from './decode.js';
-
-type Consumer = InstanceType<typeof RdKafka.KafkaConsumer>;
 
 /** One record of the dead-letter topic, with its headers decoded. */
 export interface DltRecord {
@@ -39,46 +34,20 @@ export interface DltReadOptions {
   onRecord: (r: DltRecord) => void | Promise<void>;
 }
 
-function call<T>(what: string, fn: (cb: (err: unknown, v: T) => void) => void): Promise<T> {
-  return new Promise((resolve, reject) =>
-    fn((err, v) =>
-      err
-        ? reject(
-            configError(err, 'consumer') ??
-              new RedfenceError(
-                'RF_KAFKA_FATAL',
-                `${what} failed: ${String((err as Error)?.message ?? err)}`,
-                {
-                  cause: err,
-                },
-              ),
-          )
-        : resolve(v),
-    ),
-  );
-}
-
-function toRecord(m: RdKafka.Message): DltRecord {
-  const headerList: Array<[string, Buffer]> = [];
+function toRecord(m: LogMessage): DltRecord {
   const headers = new Map<string, Buffer[]>();
-  for (const h of m.headers ?? []) {
-    for (const [name, v] of Object.entries(h)) {
-      const b = Buffer.isBuffer(v) ? v : Buffer.from(String(v), 'utf8');
-      headerList.push([name, b]);
-      const list = headers.get(name) ?? [];
-      if (list.length === 0) headers.set(name, list);
-      list.push(b);
-    }
+  for (const [name, b] of m.headers) {
+    const list = headers.get(name) ?? [];
+    if (list.length === 0) headers.set(name, list);
+    list.push(b);
   }
-  const key =
-    m.key === undefined || m.key === null ? null : Buffer.isBuffer(m.key) ? m.key : Buffer.from(m.key);
   return {
     partition: m.partition,
     offset: m.offset,
-    timestamp: typeof m.timestamp === 'number' ? m.timestamp : -1,
-    key,
-    value: m.value ?? null,
-    headerList,
+    timestamp: m.timestamp,
+    key: m.key,
+    value: m.value,
+    headerList: m.headers,
     headers,
     info: decodeDeadLetter(headers),
   };
@@ -86,78 +55,17 @@ function toRecord(m: RdKafka.Message): DltRecord {
 
 /** Reads every partition of the topic to its end; returns partition -> end offset read to. */
 export async function readDeadLetters(o: DltReadOptions): Promise<Map<number, number>> {
-  const groupId = `redfence-dlq-${process.pid}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`;
-  const props = consumerProperties({ ...o.client, groupId });
-  let consumer: Consumer;
+  const reader = await LogReader.open({ client: o.client, timeoutMs: o.timeoutMs });
   try {
-    consumer = new RdKafka.KafkaConsumer(props as RdKafka.ConsumerGlobalConfig, {
-      'auto.offset.reset': 'earliest',
-    });
-  } catch (err) {
-    throw configError(err, 'consumer') ?? err;
-  }
-  await connectWatched(consumer, 'consumer', {
-    timeoutMs: o.timeoutMs,
-    brokers: o.client.brokers.join(','),
-  }).catch((err: unknown) => {
-    if (RedfenceError.is(err)) throw err;
-    const why = String((err as Error)?.message ?? err);
-    throw new RedfenceError(
-      'RF_KAFKA_FATAL',
-      `cannot connect to Kafka at ${o.client.brokers.join(',')} within ${o.timeoutMs} ms (${why}); check --brokers`,
-      { cause: err },
-    );
-  });
-  try {
-    const meta = await call<RdKafka.Metadata>('metadata', (cb) =>
-      consumer.getMetadata({ topic: o.topic, timeout: o.timeoutMs }, cb),
-    );
-    const t = meta.topics.find((x) => x.name === o.topic);
-    if (t === undefined || t.partitions.length === 0)
-      throw new RedfenceError('RF_TOPIC_MISSING', `dead-letter topic ${o.topic} does not exist`);
+    const count = await reader.partitionCount(o.topic, `dead-letter topic ${o.topic} does not exist`);
     const ends = new Map<number, number>();
-    for (const p of t.partitions.map((x) => x.id).sort((a, b) => a - b)) {
-      const w = await call<RdKafka.WatermarkOffsets>('watermarks', (cb) =>
-        consumer.queryWatermarkOffsets(o.topic, p, o.timeoutMs, cb),
-      );
-      ends.set(p, w.highOffset);
-      await readPartition(consumer, o, p, w.lowOffset, w.highOffset);
+    for (let p = 0; p < count; p++) {
+      const w = await reader.watermarks(o.topic, p);
+      ends.set(p, w.high);
+      await reader.read(o.topic, p, w.low, w.high, (m) => o.onRecord(toRecord(m)));
     }
     return ends;
   } finally {
-    await new Promise<void>((resolve) => consumer.disconnect(() => resolve()));
-  }
-}
-
-async function readPartition(
-  consumer: Consumer,
-  o: DltReadOptions,
-  partition: number,
-  start: number,
-  end: number,
-): Promise<void> {
-  if (start >= end) return;
-  const tp = { topic: o.topic, partition };
-  consumer.assign([{ ...tp, offset: start }]);
-  consumer.setDefaultConsumeTimeout(200);
-  let idle = Date.now();
-  try {
-    for (;;) {
-      const pos = consumer.position([tp])[0]?.offset ?? -1;
-      if (pos >= end) return;
-      if (Date.now() - idle > o.timeoutMs)
-        throw new RedfenceError(
-          'RF_KAFKA_FATAL',
-          `reading ${o.topic}/${partition} made no progress for ${o.timeoutMs} ms (at ${pos} of ${end}; an open transaction?)`,
-        );
-      const batch = await call<RdKafka.Message[]>('consume', (cb) => consumer.consume(500, cb));
-      if (batch.length > 0) idle = Date.now();
-      for (const m of batch) {
-        if (m.offset >= end) continue;
-        await o.onRecord(toRecord(m));
-      }
-    }
-  } finally {
-    consumer.unassign();
+    await reader.close();
   }
 }

@@ -4,14 +4,13 @@
  * (OffsetFetch), each topic's end (ListOffsets with isolation level READ_COMMITTED: the last stable
  * offset, or READ_UNCOMMITTED: the high watermark), which partitions the group's live members own
  * (DescribeGroups: no owner turns a stuck partition from STALL into STOP) and, when asked, the timestamp
- * of the next unprocessed record (one record fetched at the committed offset by a consumer that only
- * assigns, never joins or commits: a fetch per lagging partition, so it is optional).
+ * of the next unprocessed record (one record fetched at the committed offset by the library's log
+ * reader, src/kafka/log-reader.ts, which only assigns, never joins or commits: a fetch per lagging
+ * partition, so it is optional).
  */
-import { randomBytes } from 'node:crypto';
-import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { connectWatched } from '../kafka/connect.js';
+import { LogReader } from '../kafka/log-reader.js';
 import type { LagSample } from '../metrics/lag.js';
 
 export interface LagSamplerOptions {
@@ -35,13 +34,11 @@ export interface PartitionSample {
   sample: LagSample;
 }
 
-type Consumer = RdKafka.KafkaConsumer;
-
 export class LagSampler {
   readonly #o: LagSamplerOptions;
   readonly #admin: KafkaAdmin;
   #topics: string[] | undefined;
-  #reader: Promise<Consumer> | undefined;
+  #reader: Promise<LogReader> | undefined;
   /** The partitions of the last sample. */
   #known: { topic: string; partition: number }[] = [];
 
@@ -133,58 +130,31 @@ export class LagSampler {
         s.sample.committed !== undefined && s.sample.end !== undefined && s.sample.end > s.sample.committed,
     );
     if (lagging.length === 0) return;
-    const reader = await this.#consumer();
-    const key = (t: string, p: number) => `${t}:${p}`;
-    const want = new Map(lagging.map((s) => [key(s.topic, s.partition), s]));
-    reader.assign(
-      lagging.map((s) => ({ topic: s.topic, partition: s.partition, offset: s.sample.committed })),
+    const timeoutMs = this.#o.timeLagTimeoutMs ?? 5000;
+    // a reader that only assigns: a group id of its own, never joined, never committing
+    this.#reader ??= LogReader.open({
+      client: { properties: this.#o.properties },
+      readCommitted: this.#o.readCommitted !== false,
+      timeoutMs: Math.max(timeoutMs, 10_000),
+    });
+    const reader = await this.#reader;
+    const found = await reader.first(
+      lagging.map((s) => ({ topic: s.topic, partition: s.partition, offset: s.sample.committed as number })),
+      timeoutMs,
     );
-    const deadline = Date.now() + (this.#o.timeLagTimeoutMs ?? 5000);
-    try {
-      while (want.size > 0 && Date.now() < deadline) {
-        const messages = await new Promise<RdKafka.Message[]>((resolve, reject) =>
-          reader.consume(100, (err, m) => (err ? reject(err) : resolve(m))),
-        );
-        for (const m of messages) {
-          const s = want.get(key(m.topic, m.partition));
-          if (s === undefined || m.timestamp === undefined) continue;
-          (s as { sample: LagSample }).sample = { ...s.sample, nextRecordTime: m.timestamp };
-          want.delete(key(m.topic, m.partition));
-        }
-      }
-    } finally {
-      reader.unassign();
+    for (const s of lagging) {
+      const m = found.get(`${s.topic}:${s.partition}`);
+      if (m === undefined || m.timestamp < 0) continue;
+      (s as { sample: LagSample }).sample = { ...s.sample, nextRecordTime: m.timestamp };
     }
-  }
-
-  /** A consumer that only assigns: a group id of its own, never joined (no subscribe), never committing. */
-  #consumer(): Promise<Consumer> {
-    this.#reader ??= (async () => {
-      const c = new RdKafka.KafkaConsumer(
-        {
-          ...this.#o.properties,
-          'group.id': `redfence-lag-${randomBytes(6).toString('hex')}`,
-          'enable.auto.commit': false,
-          'enable.auto.offset.store': false,
-          'isolation.level': this.#o.readCommitted === false ? 'read_uncommitted' : 'read_committed',
-        } as RdKafka.ConsumerGlobalConfig,
-        {},
-      );
-      await connectWatched(c, 'lag reader', {
-        brokers: String(this.#o.properties['bootstrap.servers'] ?? 'the bootstrap servers'),
-      });
-      c.setDefaultConsumeTimeout(200);
-      return c;
-    })();
-    return this.#reader;
   }
 
   async close(): Promise<void> {
     const reader = this.#reader;
     this.#reader = undefined;
     if (reader !== undefined) {
-      const c = await reader.catch(() => undefined);
-      if (c !== undefined) await new Promise<void>((r) => c.disconnect(() => r()));
+      const r = await reader.catch(() => undefined);
+      await r?.close();
     }
     await this.#admin.close();
   }

@@ -1,16 +1,15 @@
 /**
- * The two sides reconciliation reads. The log: a plain consumer (read_committed, assigned partitions,
- * never joining or committing for the group) reads each partition from its earliest available offset
+ * The two sides reconciliation reads. The log: the library's log reader (src/kafka/log-reader.ts:
+ * read_committed, assigned partitions, never joining or committing for the group) reads each partition from its earliest available offset
  * (or a later one asked for) to the high watermark it had when reading began, and asks the group's
  * coordinator for the committed offsets. Redis: SCAN with the store's state-key pattern on every
  * master (one node, or each master of a cluster), HGETALL of each key, and the partitions' epochs.
  */
-import { RdKafka } from '@confluentinc/kafka-javascript';
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { decodeState } from '../fence/codec.js';
-import { type ClientSettings, configError, consumerProperties } from '../kafka/client-config.js';
-import { connectWatched } from '../kafka/connect.js';
+import type { ClientSettings } from '../kafka/client-config.js';
+import { LogReader } from '../kafka/log-reader.js';
 import type { KeySpace } from '../keys/keys.js';
 import type { PartitionRange, StoredKey } from './reconcile.js';
 import type { LogRecord } from './reconcile-fold.js';
@@ -35,120 +34,46 @@ export interface LogReadOptions {
   readonly between: (partitionCount: number) => Promise<void>;
 }
 
-type Consumer = InstanceType<typeof RdKafka.KafkaConsumer>;
-
-function call<T>(what: string, fn: (cb: (err: unknown, v: T) => void) => void): Promise<T> {
-  return new Promise((resolve, reject) =>
-    fn((err, v) =>
-      err
-        ? reject(
-            configError(err, 'consumer') ??
-              new RedfenceError(
-                'RF_KAFKA_FATAL',
-                `${what} failed: ${String((err as Error)?.message ?? err)}`,
-                { cause: err },
-              ),
-          )
-        : resolve(v),
-    ),
-  );
-}
-
 /** Reads the input log; returns the partition count and each partition's range. */
 export async function readLog(o: LogReadOptions): Promise<Map<number, PartitionRange>> {
-  const props = consumerProperties({ ...o.client, groupId: o.group });
-  const consumer: Consumer = new RdKafka.KafkaConsumer(props as RdKafka.ConsumerGlobalConfig, {
-    'auto.offset.reset': 'earliest',
-  });
-  // watched: a refused password fails with RF_KAFKA_AUTH, brokers that do not answer with RF_KAFKA_UNAVAILABLE
-  await connectWatched(consumer, 'consumer', {
-    timeoutMs: o.timeoutMs,
-    brokers: o.client.brokers.join(','),
-  }).catch((err: unknown) => {
-    throw RedfenceError.is(err) ? err : (configError(err, 'consumer') ?? err);
-  });
+  const reader = await LogReader.open({ client: o.client, group: o.group, timeoutMs: o.timeoutMs });
   try {
-    const meta = await call<RdKafka.Metadata>('metadata', (cb) =>
-      consumer.getMetadata({ topic: o.topic, timeout: o.timeoutMs }, cb),
-    );
-    const t = meta.topics.find((x) => x.name === o.topic);
-    if (t === undefined || t.partitions.length === 0)
-      throw new RedfenceError('RF_TOPIC_MISSING', `input topic ${o.topic} does not exist`);
-    const partitionCount = t.partitions.length;
-    const wanted = o.partitions ?? t.partitions.map((p) => p.id).sort((a, b) => a - b);
+    const partitionCount = await reader.partitionCount(o.topic, `input topic ${o.topic} does not exist`);
+    const wanted = o.partitions ?? Array.from({ length: partitionCount }, (_, p) => p);
     for (const p of wanted)
       if (p >= partitionCount)
         throw new RedfenceError(
           'RF_INVALID_OPTIONS',
           `--partitions: ${o.topic} has no partition ${p} (it has ${partitionCount})`,
         );
-    const committed = await call<RdKafka.TopicPartitionOffset[]>('committed offsets', (cb) =>
-      consumer.committed(
-        wanted.map((partition) => ({ topic: o.topic, partition })),
-        o.timeoutMs,
-        cb,
-      ),
-    );
+    const committed = await reader.committed(o.topic, wanted);
     await o.between(partitionCount);
     const ranges = new Map<number, PartitionRange>();
     for (const p of wanted) {
-      const w = await call<RdKafka.WatermarkOffsets>('watermarks', (cb) =>
-        consumer.queryWatermarkOffsets(o.topic, p, o.timeoutMs, cb),
-      );
-      const start = Math.max(w.lowOffset, o.from ?? 0);
-      const c = Number(committed.find((x) => x.partition === p)?.offset ?? -1);
-      ranges.set(p, {
-        partition: p,
-        start,
-        end: w.highOffset,
-        committed: Number.isFinite(c) && c >= 0 ? c : start,
-      });
+      const w = await reader.watermarks(o.topic, p);
+      const start = Math.max(w.low, o.from ?? 0);
+      const c = committed.get(p) ?? -1;
+      ranges.set(p, { partition: p, start, end: w.high, committed: c >= 0 ? c : start });
     }
-    for (const range of ranges.values()) await readPartition(consumer, o, range);
+    for (const range of ranges.values())
+      await reader.read(
+        o.topic,
+        range.partition,
+        range.start,
+        range.end,
+        (m) =>
+          o.onRecord({
+            partition: m.partition,
+            offset: m.offset,
+            key: m.key,
+            value: m.value,
+            timestamp: String(m.timestamp),
+          }),
+        (next) => o.onProgress?.(range.partition, next, range),
+      );
     return ranges;
   } finally {
-    await new Promise<void>((resolve) => consumer.disconnect(() => resolve()));
-  }
-}
-
-/** One partition, in offset order, from its start to its end (transaction markers count). */
-async function readPartition(consumer: Consumer, o: LogReadOptions, range: PartitionRange): Promise<void> {
-  if (range.start >= range.end) return;
-  const tp = { topic: o.topic, partition: range.partition };
-  consumer.assign([{ ...tp, offset: range.start }]);
-  consumer.setDefaultConsumeTimeout(200);
-  let idle = Date.now();
-  try {
-    for (;;) {
-      const pos = consumer.position([tp])[0]?.offset ?? -1;
-      if (pos >= range.end) return;
-      if (Date.now() - idle > o.timeoutMs)
-        throw new RedfenceError(
-          'RF_KAFKA_FATAL',
-          `reading ${o.topic}/${range.partition} made no progress for ${o.timeoutMs} ms (at ${pos} of ${range.end}; an open transaction?)`,
-        );
-      const batch = await call<RdKafka.Message[]>('consume', (cb) => consumer.consume(1000, cb));
-      if (batch.length > 0) idle = Date.now();
-      for (const m of batch) {
-        if (m.offset >= range.end) continue;
-        await o.onRecord({
-          partition: m.partition,
-          offset: m.offset,
-          key:
-            m.key === undefined || m.key === null
-              ? null
-              : Buffer.isBuffer(m.key)
-                ? m.key
-                : Buffer.from(m.key),
-          value: m.value ?? null,
-          timestamp: String(m.timestamp ?? ''),
-        });
-      }
-      const last = batch.at(-1);
-      if (last !== undefined) o.onProgress?.(range.partition, last.offset + 1, range);
-    }
-  } finally {
-    consumer.unassign();
+    await reader.close();
   }
 }
 
