@@ -115,6 +115,7 @@ export {
   type WatchdogOptions,
 } from './processor/options.js';
 export { Processor, type ProcessorState } from './processor/processor.js';
+export type { RuntimeState } from './runtime/lifecycle.js';
 export type { SnapshotOptions } from './processor/snapshot-options.js';
 export type { SnapshotStats } from './processor/snapshotter.js';
 export {

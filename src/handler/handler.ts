@@ -31,6 +31,7 @@ import { KeySpace } from '../keys/index.js';
 import { retryTopicNames } from '../retry/retry-topics.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
+import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import type { Logger } from '../runtime/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { Committer } from './committer.js';
@@ -44,7 +45,7 @@ import { RetryPartitions } from './retry-partitions.js';
 import { errorShape, type RunnerContext, runRecord } from './runner.js';
 import { type Outcome, type PartitionWork, Scheduler } from './scheduler.js';
 
-export type HandlerState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+export type HandlerState = RuntimeState;
 
 /** What a handler has done since it started. */
 export interface HandlerCounts {
@@ -87,7 +88,7 @@ export class Handler {
   readonly #scheduler: Scheduler;
   readonly #fence: Fence | undefined;
   readonly #tracing: Tracing;
-  readonly #abort = new AbortController();
+  readonly #life: Lifecycle;
   readonly #counts: HandlerCounts = {
     done: 0,
     deadLettered: 0,
@@ -99,11 +100,8 @@ export class Handler {
   /** The input's retry topics (retry.topics), empty without. */
   readonly #retryTopics: string[];
   readonly #retry: RetryPartitions;
-  #state: HandlerState = 'idle';
   #partitions = 0;
   readonly #committer: Committer<PartitionWork>;
-  #starting: Promise<void> | undefined;
-  #closing: Promise<void> | undefined;
 
   constructor(definition: HandlerDefinition<never> | HandlerDefinition<unknown>, options: HandlerOptions) {
     const o = resolveHandlerOptions(definition as HandlerDefinition<unknown>, options);
@@ -112,6 +110,23 @@ export class Handler {
     this.instanceId = o.instanceId ?? randomBytes(4).toString('hex');
     this.#log = o.logger;
     this.#kafka = kafkaPort(o, this.instanceId);
+    this.#life = new Lifecycle({
+      name: 'handler',
+      log: o.logger,
+      logFields: () => ({ instance: this.instanceId }),
+      startUp: () => this.#startUp(),
+      quiesce: () => {
+        this.#committer.stop();
+        this.#o.health?.setReady('kafka', false);
+      },
+      drain: () => this.#release(this.#scheduler.all(), false, this.#o.closeTimeoutMs, 'closing'),
+      stop: async () => {
+        // destroy(): every record still running or waiting is abandoned, nothing more is committed
+        await this.#release(this.#scheduler.all(), true, 0, 'destroyed');
+        await this.#kafka.stop();
+      },
+      onFatal: o.onFatal,
+    });
     this.#committer = new Committer<PartitionWork>({
       kafka: this.#kafka,
       log: this.#log,
@@ -170,13 +185,13 @@ export class Handler {
       metrics: retryMetrics,
       log: this.#log,
       holdLimit: o.maxInFlightPerPartition,
-      signal: this.#abort.signal,
+      signal: this.#life.signal,
       accept: (part, records) => this.#accept(part, records),
     });
   }
 
   get state(): HandlerState {
-    return this.#state;
+    return this.#life.state;
   }
 
   /** The partitions this instance works on now. */
@@ -202,27 +217,22 @@ export class Handler {
   }
 
   /** Checks the topics, connects to Kafka, joins the group and starts handling. Call once. */
-  async start(): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new RedfenceError(
-        'RF_INVALID_STATE',
-        `start() called in state ${this.#state}: a handler starts once`,
-      );
-    this.#state = 'starting';
-    this.#starting = this.#startUp().catch(async (err: unknown) => {
-      this.#log.error(errorShape(err), 'start failed: stopping what was started');
-      this.#committer.stop();
-      await this.#kafka.stop().catch(() => undefined);
-      this.#state = 'closed';
-      throw err;
-    });
-    await this.#starting;
+  start(): Promise<void> {
+    return this.#life.start();
   }
 
   /** Drains (see the file comment), commits, leaves the group. Every call returns the same promise. */
   close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
-    return this.#closing;
+    return this.#life.close();
+  }
+
+  /**
+   * Stops at once, without draining: records running or waiting are abandoned (their signal aborts)
+   * and nothing more is committed, so the group's next owner handles them again. Leaves the group.
+   * Idempotent; during close() it cuts the drain short. `err`, when given, is logged as the reason.
+   */
+  destroy(err?: Error): Promise<void> {
+    return this.#life.destroy(err);
   }
 
   async #startUp(): Promise<void> {
@@ -244,15 +254,13 @@ export class Handler {
         `retry topic ${uneven[0]?.topic} has ${uneven[0]?.partitions} partitions, the input ${found.inputPartitions}: a retried record goes to the same partition number`,
         { details: { topics: uneven } },
       );
-    if (this.#abort.signal.aborted)
-      throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
+    this.#life.stillStarting();
     this.#committer.start(o.commitIntervalMs, () => o.health?.markProgress());
     await this.#kafka.start([o.definition.input, ...this.#retryTopics], {
       onAssign: (tps) => this.#onAssign(tps),
       onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
       onBatch: async (topic, partition, records) => this.#onBatch(topic, partition, records),
     });
-    this.#state = 'running';
     // no Redis scripts to load: ready once Kafka is (ctx.once loads its scripts on first use)
     for (const part of ['redis', 'scripts', 'kafka'] as const) o.health?.setReady(part, true);
     this.#log.info({ group: this.groupId, instance: this.instanceId }, 'handler started');
@@ -260,7 +268,7 @@ export class Handler {
 
   #onBatch(topic: string, partition: number, records: InRecord[]): void {
     this.#o.health?.markProgress();
-    if (this.#state !== 'running' && this.#state !== 'starting') return;
+    if (!this.#life.accepting) return;
     const part = this.#scheduler.get(topic, partition);
     if (part === undefined || part.stopped) return;
     if (!this.#retry.offer(part, records)) this.#accept(part, records);
@@ -293,12 +301,12 @@ export class Handler {
       try {
         return await fence.acquireEpoch(tp.topic, tp.partition);
       } catch (err) {
-        if (this.#abort.signal.aborted) return 0;
+        if (this.#life.signal.aborted) return 0;
         this.#log.warn(
           { ...errorShape(err), topic: tp.topic, partition: tp.partition },
           'epoch not raised: retrying',
         );
-        await delay(backoffMs(i, 100, 5000), this.#abort.signal);
+        await delay(backoffMs(i, 100, 5000), this.#life.signal);
       }
     }
   }
@@ -375,32 +383,7 @@ export class Handler {
   }
 
   #fatal(err: Error): void {
-    if (this.#state === 'closing' || this.#state === 'closed') return;
-    this.#log.error(errorShape(err), 'fatal Kafka error: closing the handler (restart it)');
-    setImmediate(() => {
-      void this.close()
-        .catch(() => undefined)
-        .then(() => this.#o.onFatal?.(err));
-    });
-  }
-
-  async #shutdown(): Promise<void> {
-    if (this.#state === 'starting') {
-      this.#abort.abort();
-      await this.#starting?.catch(() => undefined);
-    }
-    if (this.#state === 'closed') return;
-    this.#state = 'closing';
-    this.#abort.abort();
-    this.#committer.stop();
-    this.#o.health?.setReady('kafka', false);
-    try {
-      await this.#release(this.#scheduler.all(), false, this.#o.closeTimeoutMs, 'closing');
-      await this.#kafka.stop();
-    } finally {
-      this.#state = 'closed';
-    }
-    this.#log.info({ instance: this.instanceId }, 'handler closed');
+    this.#life.fatal(err);
   }
 }
 

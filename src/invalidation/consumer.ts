@@ -57,6 +57,7 @@ import type { MetricsRegistry } from '../metrics/index.js';
 import { Checker, invalid } from '../options/checks.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
+import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import type { Logger } from '../runtime/logger.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
 
@@ -123,7 +124,7 @@ interface Part {
   pending: number;
 }
 
-export type InvalidationState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+export type InvalidationState = RuntimeState;
 
 export class InvalidationConsumer {
   readonly name: string;
@@ -143,7 +144,7 @@ export class InvalidationConsumer {
   readonly #running = new Set<Promise<void>>();
   /** Partitions paused because MAX_BATCHES batches were waiting: resumed once one is done. */
   #full: TopicPartition[] = [];
-  readonly #abort = new AbortController();
+  readonly #life: Lifecycle;
   readonly #counts: HandlerCounts = {
     done: 0,
     deadLettered: 0,
@@ -152,12 +153,9 @@ export class InvalidationConsumer {
     dropped: 0,
     commits: 0,
   };
-  #state: InvalidationState = 'idle';
   #partitions = 0;
   #newestEventMs: number | undefined;
   readonly #committer: Committer<Part>;
-  #starting: Promise<void> | undefined;
-  #closing: Promise<void> | undefined;
 
   constructor(definition: InvalidationDefinition<unknown>, options: InvalidationOptions) {
     const d = defineInvalidation(definition);
@@ -239,6 +237,23 @@ export class InvalidationConsumer {
             ...adapterSettings(k.settings, { clientId: `redfence-${this.instanceId}` }),
             groupId: this.groupId,
           });
+    this.#life = new Lifecycle({
+      name: 'invalidation consumer',
+      log: this.#log,
+      logFields: () => ({ instance: this.instanceId }),
+      startUp: () => this.#startUp(),
+      quiesce: () => {
+        this.#committer.stop();
+        this.#o.health?.setReady('kafka', false);
+      },
+      drain: () => this.#release([...this.#parts.values()], false, this.#o.closeTimeoutMs),
+      stop: async () => {
+        // destroy(): batches in flight are not committed (the next owner invalidates them again)
+        await this.#release([...this.#parts.values()], true, 0);
+        await this.#kafka.stop();
+      },
+      onFatal: resolved.onFatal,
+    });
     this.#committer = new Committer<Part>({
       kafka: this.#kafka,
       log: this.#log,
@@ -273,7 +288,7 @@ export class InvalidationConsumer {
   }
 
   get state(): InvalidationState {
-    return this.#state;
+    return this.#life.state;
   }
 
   /** The input topic's partition count: 0 until start() has read it. */
@@ -306,18 +321,8 @@ export class InvalidationConsumer {
   }
 
   /** Checks the topics, joins the group and starts consuming. Call once. */
-  async start(): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new RedfenceError('RF_INVALID_STATE', `start() called in state ${this.#state}: it starts once`);
-    this.#state = 'starting';
-    this.#starting = this.#startUp().catch(async (err: unknown) => {
-      this.#log.error(errorShape(err), 'start failed: stopping what was started');
-      this.#committer.stop();
-      await this.#kafka.stop().catch(() => undefined);
-      this.#state = 'closed';
-      throw err;
-    });
-    await this.#starting;
+  start(): Promise<void> {
+    return this.#life.start();
   }
 
   async #startUp(): Promise<void> {
@@ -331,15 +336,13 @@ export class InvalidationConsumer {
     });
     this.#partitions = found.inputPartitions;
     if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created missing topics');
-    if (this.#abort.signal.aborted)
-      throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
+    this.#life.stillStarting();
     this.#committer.start(o.commitIntervalMs, () => o.health?.markProgress());
     await this.#kafka.start([o.definition.input], {
       onAssign: async (tps) => this.#onAssign(tps),
       onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
       onBatch: (topic, partition, records) => this.#onBatch(topic, partition, records),
     });
-    this.#state = 'running';
     for (const part of ['redis', 'scripts', 'kafka'] as const) o.health?.setReady(part, true);
     this.#log.info({ group: this.groupId, instance: this.instanceId }, 'invalidation consumer started');
   }
@@ -367,7 +370,7 @@ export class InvalidationConsumer {
     const part = this.#parts.get(tpKey(topic, partition));
     const last = records[records.length - 1];
     if (part === undefined || part.stop.signal.aborted || last === undefined) return;
-    if (this.#state !== 'running' && this.#state !== 'starting') {
+    if (!this.#life.accepting) {
       part.broken = true; // skipped: nothing after it may be marked done
       return;
     }
@@ -509,41 +512,21 @@ export class InvalidationConsumer {
   }
 
   #fatal(err: Error): void {
-    if (this.#state === 'closing' || this.#state === 'closed') return;
-    this.#log.error(errorShape(err), 'fatal Kafka error: closing the invalidation consumer (restart it)');
-    setImmediate(() => {
-      void this.close()
-        .catch(() => undefined)
-        .then(() => this.#o.onFatal?.(err));
-    });
+    this.#life.fatal(err);
   }
 
   /** Drains (up to `closeTimeoutMs`), commits what is done and leaves the group. Every call returns the same promise. */
   close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
-    return this.#closing;
+    return this.#life.close();
   }
 
-  async #shutdown(): Promise<void> {
-    if (this.#state === 'starting') {
-      this.#abort.abort();
-      await this.#starting?.catch(() => undefined);
-    }
-    if (this.#state === 'closed' || this.#state === 'idle') {
-      this.#state = 'closed';
-      return;
-    }
-    this.#state = 'closing';
-    this.#abort.abort();
-    this.#committer.stop();
-    this.#o.health?.setReady('kafka', false);
-    try {
-      await this.#release([...this.#parts.values()], false, this.#o.closeTimeoutMs);
-      await this.#kafka.stop();
-    } finally {
-      this.#state = 'closed';
-    }
-    this.#log.info({ instance: this.instanceId }, 'invalidation consumer closed');
+  /**
+   * Stops at once, without draining: batches in flight are not committed, so the group's next owner
+   * invalidates their keys again (deletes are idempotent). Leaves the group. Idempotent; during close()
+   * it cuts the drain short. `err`, when given, is logged as the reason.
+   */
+  destroy(err?: Error): Promise<void> {
+    return this.#life.destroy(err);
   }
 }
 

@@ -111,6 +111,17 @@ export class CommitPipeline {
     }
   }
 
+  /**
+   * destroy(): the queue is dropped and no further step starts (the batches in it were applied in Redis
+   * and are never produced or committed here: the next owner processes them again).
+   */
+  abandon(): void {
+    this.#broken = true;
+    clearTimeout(this.#held);
+    this.#held = undefined;
+    this.#dropQueue();
+  }
+
   #kick(): void {
     if (this.#broken) this.#dropQueue();
     if (this.#tail !== undefined || this.#queued.length === 0) return;

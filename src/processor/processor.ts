@@ -20,6 +20,7 @@ import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
+import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import type { Logger } from '../runtime/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch, type Replication } from './batch.js';
@@ -51,7 +52,7 @@ import { Watchdog } from './watchdog.js';
 
 export type { ProcessingMode, ProcessorOptions } from './options.js';
 
-export type ProcessorState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+export type ProcessorState = RuntimeState;
 
 /** Longest close() waits for the last sweep of the partitions it committed. */
 const CLOSE_SWEEP_MS = 5000;
@@ -86,7 +87,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #log: Logger;
   readonly #table = new PartitionTable();
   readonly #counts = new Counts();
-  readonly #abort = new AbortController();
+  readonly #life: Lifecycle;
   readonly #liveness: Liveness;
   readonly #guard: RedisGuard;
   #idleProbe: NodeJS.Timeout | undefined;
@@ -97,13 +98,10 @@ export class Processor<T = unknown, S = unknown> {
   readonly #batch: BatchContext;
   readonly #rebalance: RebalanceContext;
   readonly #tracing: Tracing;
-  #state: ProcessorState = 'idle';
   #partitions = 0;
   #partitionCounts: readonly number[] = [];
   #partitionCount: Promise<number> | undefined;
   #inFlight: Promise<void> | undefined;
-  #starting: Promise<void> | undefined;
-  #closing: Promise<void> | undefined;
 
   constructor(options: ProcessorOptions<T, S>) {
     const o = resolveOptions(options);
@@ -118,7 +116,20 @@ export class Processor<T = unknown, S = unknown> {
     const kafka = this.#kafka;
     const { metrics, health } = o;
     const log = this.#log;
-    const signal = this.#abort.signal;
+    this.#life = new Lifecycle({
+      name: 'processor',
+      log: o.logger,
+      logFields: () => ({ instance: this.instanceId }),
+      startUp: () => this.#startUp(),
+      quiesce: () => this.#quiesce(),
+      drain: () => this.#drain(),
+      stop: () => this.#stop(),
+      failedStart: () => {
+        for (const part of ['redis', 'scripts', 'group'] as const) o.health?.setReady(part, false);
+      },
+      onFatal: o.onFatal,
+    });
+    const signal = this.#life.signal;
     const table = this.#table;
     this.#liveness = new Liveness(health);
     this.#guard = new RedisGuard({
@@ -178,7 +189,7 @@ export class Processor<T = unknown, S = unknown> {
       o.watchdog &&
       new Watchdog(
         {
-          running: () => this.#state === 'running',
+          running: () => this.#life.state === 'running',
           partitions: () => table.active(),
           highWatermarks: () => kafka.highWatermarks(o.definition.input),
           kafka,
@@ -207,7 +218,7 @@ export class Processor<T = unknown, S = unknown> {
     const processor = this;
     this.#batch = {
       table,
-      accepting: () => this.#state !== 'closing' && this.#state !== 'closed',
+      accepting: () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
       plan: {
         decode: o.definition.decode ?? jsonDecode,
         get partitionCount() {
@@ -253,7 +264,7 @@ export class Processor<T = unknown, S = unknown> {
   }
 
   get state(): ProcessorState {
-    return this.#state;
+    return this.#life.state;
   }
 
   /** The partitions this instance owns now (assigned, epoch acquired, not fenced). */
@@ -281,24 +292,8 @@ export class Processor<T = unknown, S = unknown> {
    * Call once. When it fails (or close() is called meanwhile) it stops what it had started and the
    * processor is `closed`.
    */
-  async start(): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new RedfenceError(
-        'RF_INVALID_STATE',
-        `start() called in state ${this.#state}: a processor starts once (create a new one)`,
-      );
-    this.#state = 'starting';
-    const starting = this.#startUp().catch(async (err: unknown) => {
-      this.#log.error({ err: (err as Error)?.message }, 'start failed: stopping what was started');
-      await this.#teardown().catch((e: unknown) =>
-        this.#log.warn({ err: (e as Error)?.message }, 'stopping after a failed start failed'),
-      );
-      for (const part of ['redis', 'scripts', 'group'] as const) this.#o.health?.setReady(part, false);
-      this.#state = 'closed';
-      throw err;
-    });
-    this.#starting = starting;
-    await starting;
+  start(): Promise<void> {
+    return this.#life.start();
   }
 
   /**
@@ -307,8 +302,17 @@ export class Processor<T = unknown, S = unknown> {
    * Every call returns the same promise.
    */
   close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
-    return this.#closing;
+    return this.#life.close();
+  }
+
+  /**
+   * Stops at once, without draining: batches applied in Redis and not yet committed are not produced
+   * or committed (the next owner of their partitions processes them again, as after a crash: the
+   * fence makes that exact). Leaves the group and disconnects Kafka. Idempotent; during close() it
+   * cuts the drain short. `err`, when given, is logged as the reason.
+   */
+  destroy(err?: Error): Promise<void> {
+    return this.#life.destroy(err);
   }
 
   async #startUp(): Promise<void> {
@@ -320,7 +324,7 @@ export class Processor<T = unknown, S = unknown> {
     o.health?.setReady('scripts', true);
     const inputPartitions = await this.#checkTopics();
     await this.#snapshot?.start(inputPartitions);
-    this.#stillStarting();
+    this.#life.stillStarting();
     this.#liveness.start();
     this.#watchdog?.start();
     this.#sweeper.start();
@@ -330,11 +334,10 @@ export class Processor<T = unknown, S = unknown> {
       onBatch: (topic, partition, records, hw) => this.#onBatch(topic, partition, records, hw),
     });
     await this.#inputPartitions();
-    this.#stillStarting();
+    this.#life.stillStarting();
     o.health?.setReady('kafka', true);
     this.#idleProbe = setInterval(() => this.#guard.probeIfIdle(() => o.redis.ping(), IDLE_PROBE_MS), 1000);
     this.#idleProbe.unref();
-    this.#state = 'running';
     this.#log.info({ group: this.groupId, instance: this.instanceId, mode: this.mode }, 'processor started');
   }
 
@@ -364,11 +367,6 @@ export class Processor<T = unknown, S = unknown> {
           'the output topic is not co-partitioned with the input (its partition count differs)',
         );
     return found.inputPartitions;
-  }
-
-  #stillStarting(): void {
-    if (this.#abort.signal.aborted)
-      throw new RedfenceError('RF_INVALID_STATE', 'close() was called while start() was running');
   }
 
   /**
@@ -402,50 +400,32 @@ export class Processor<T = unknown, S = unknown> {
     return fetched;
   }
 
-  async #shutdown(): Promise<void> {
-    if (this.#state === 'starting') {
-      this.#abort.abort();
-      await this.#starting?.catch(() => undefined);
-    }
-    if (this.#state === 'closed') return; // a failed start already stopped everything
-    try {
-      await this.#teardown();
-    } finally {
-      this.#state = 'closed';
-    }
-    this.#log.info({ instance: this.instanceId }, 'processor closed');
-  }
-
-  /** Stops taking batches and timers, lets the pipeline drain, sweeps, stops Kafka. */
-  async #teardown(): Promise<void> {
-    this.#state = 'closing';
-    this.#abort.abort();
+  /** Close, destroy and a failed start: no new batches, timers or probes. */
+  #quiesce(): void {
     this.#liveness.stop();
     clearInterval(this.#idleProbe);
     this.#watchdog?.stop();
     this.#sweeper.stop();
     this.#o.health?.setReady('kafka', false);
-    // Let the batch in flight finish its produce and commit before the clients go.
+  }
+
+  /** close(): the batch in flight finishes its produce and commit, the queued steps run, a last sweep. */
+  async #drain(): Promise<void> {
     await this.#inFlight?.catch(() => undefined);
     await this.#pipeline.drain();
     await this.#sweeper.sweepAll(this.#table.active(), CLOSE_SWEEP_MS);
+  }
+
+  async #stop(): Promise<void> {
+    this.#pipeline.abandon();
     await this.#snapshot?.stop();
     await this.#kafka.stop();
   }
 
   #fatal(err: Error): void {
-    if (this.#state === 'closing' || this.#state === 'closed') return;
-    this.#log.error({ err: err.message }, 'fatal Kafka error: closing the processor (restart it)');
+    if (!this.#life.accepting) return;
     this.#liveness.giveUp();
-    // Not awaited here: close() waits for the batch in flight, which is this one.
-    setImmediate(() => {
-      void this.close()
-        .catch((e: unknown) =>
-          this.#log.warn({ err: (e as Error)?.message }, 'close after a fatal error failed'),
-        )
-        .then(() => this.#o.onFatal?.(err))
-        .catch((e: unknown) => this.#log.warn({ err: (e as Error)?.message }, 'onFatal threw'));
-    });
+    this.#life.fatal(err);
   }
 
   async #onBatch(
