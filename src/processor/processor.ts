@@ -14,7 +14,6 @@
  * the same drain. A call the state does not allow throws RF_INVALID_STATE.
  */
 import { randomBytes } from 'node:crypto';
-import { RedfenceError } from '../errors/index.js';
 import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
