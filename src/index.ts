@@ -115,7 +115,6 @@ export {
   type WatchdogOptions,
 } from './processor/options.js';
 export { Processor, type ProcessorState } from './processor/processor.js';
-export type { RuntimeState } from './runtime/lifecycle.js';
 export type { SnapshotOptions } from './processor/snapshot-options.js';
 export type { SnapshotStats } from './processor/snapshotter.js';
 export {
@@ -132,6 +131,7 @@ export {
   retryTopicName,
 } from './retry/retry-topics.js';
 export type { KafkaSasl, KafkaSsl } from './runtime/kafka-options.js';
+export type { RuntimeState } from './runtime/lifecycle.js';
 export type { Logger } from './runtime/logger.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';
 export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
