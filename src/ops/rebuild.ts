@@ -18,20 +18,29 @@
  *    Then the pending entries below G are swept (committed already); those at or above G stay, and the
  *    restarted processor re-emits them (REEMIT) before going on from G as usual.
  * 6. Set a new snapshot mark, so the processor's snapshots start again.
+ *
+ * This file holds the options and the report, steps 1-3 (the checks, reading the snapshot, the plan per
+ * partition) and `rebuild`, which runs the steps in that order; the writes of step 4 and the replay of
+ * step 5 are in rebuild-steps.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { ProcessorDefinition } from '../definition/definition.js';
 import { RedfenceError } from '../errors/index.js';
-import { Fence, type FencingMode } from '../fence/index.js';
+import type { FencingMode } from '../fence/index.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { type ClientSettings, commonProperties } from '../kafka/client-config.js';
-import type { InRecord } from '../kafka/types.js';
-import { type KeySpace, keySlot } from '../keys/index.js';
-import { applyAll } from '../processor/apply.js';
-import { jsonDecode, plan } from '../processor/plan.js';
+import type { KeySpace } from '../keys/index.js';
 import { decodeRecord, type SnapshotKey, type SnapshotMarker } from '../processor/snapshot-codec.js';
-import { userCaller } from '../processor/user-call.js';
+import {
+  clearStore,
+  failed,
+  type PartitionPlan,
+  pendingFrom,
+  replayAll,
+  restorePartition,
+  storeKeys,
+} from './rebuild-steps.js';
 import type { PartitionRange } from './reconcile.js';
 import { readLog } from './reconcile-sources.js';
 
@@ -76,65 +85,20 @@ export interface RebuildReport {
   readonly partitions: PartitionRebuild[];
 }
 
-const REPLAY_BATCH = 500;
-const WRITE_BATCH = 500;
-
 const refused = (m: string) => new RedfenceError('RF_INVALID_OPTIONS', m);
-const failed = (m: string) => new RedfenceError('RF_INVALID_STATE', m);
 
-function masters(redis: Redis | Cluster): Redis[] {
-  return redis instanceof Cluster ? redis.nodes('master') : [redis];
+/** What step 1 found: the store's keys now, and the input's committed offsets and low watermarks. */
+interface Found {
+  readonly existing: string[];
+  readonly committed: Map<number, number>;
+  readonly low: Map<number, number>;
 }
 
-/** The store's state keys (all, or the first `limit`). */
-async function storeKeys(redis: Redis | Cluster, keys: KeySpace, limit = Number.POSITIVE_INFINITY) {
-  const found: string[] = [];
-  for (const node of masters(redis)) {
-    let cursor = '0';
-    do {
-      const [next, batch] = await node.scan(cursor, 'MATCH', keys.statePattern(), 'COUNT', 1000);
-      cursor = next;
-      found.push(...batch);
-      if (found.length >= limit) return found;
-    } while (cursor !== '0');
-  }
-  return found;
-}
-
-/** Runs `write(pipeline, key)` for every key, in batches of one slot on a cluster. */
-async function pipelined<K extends { redisKey: string }>(
-  redis: Redis | Cluster,
-  items: readonly K[],
-  write: (p: ReturnType<Redis['pipeline']>, item: K) => void,
-): Promise<void> {
-  const groups = new Map<number, K[]>();
-  const cluster = redis instanceof Cluster;
-  for (const it of items) {
-    const g = cluster ? keySlot(it.redisKey) : 0;
-    const list = groups.get(g) ?? [];
-    if (list.length === 0) groups.set(g, list);
-    list.push(it);
-  }
-  const batches: K[][] = [];
-  for (const list of groups.values())
-    for (let i = 0; i < list.length; i += WRITE_BATCH) batches.push(list.slice(i, i + WRITE_BATCH));
-  for (let i = 0; i < batches.length; i += 8)
-    await Promise.all(
-      batches.slice(i, i + 8).map(async (batch) => {
-        const p = redis.pipeline();
-        for (const it of batch) write(p, it);
-        const replies = (await p.exec()) ?? [];
-        const bad = replies.find(([err]) => err !== null);
-        if (bad)
-          throw new RedfenceError(
-            'RF_REDIS_UNAVAILABLE',
-            `restoring keys failed: ${(bad[0] as Error).message}`,
-            {
-              cause: bad[0],
-            },
-          );
-      }),
-    );
+/** What step 2 read: the latest key record per state key, the latest marker per partition. */
+interface Snapshot {
+  readonly latest: Map<string, SnapshotKey>;
+  readonly markers: Map<number, SnapshotMarker>;
+  readonly records: number;
 }
 
 /**
@@ -146,13 +110,10 @@ export function replayStart(marker: SnapshotMarker, keys: readonly Pick<Snapshot
   return keys.reduce((a, k) => Math.min(a, k.asOf), marker.offset);
 }
 
-export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
-  const { redis, keys, definition } = o;
-  const input = definition.input;
-  const warn = o.warn ?? (() => undefined);
-
-  // 1. an empty store and no live owner
-  const dryRun = o.dryRun === true;
+/** Step 1: an empty store and no live owner (or `force`, or `dryRun`); the topics exist; the offsets. */
+async function check(o: RebuildOptions, dryRun: boolean, warn: (m: string) => void): Promise<Found> {
+  const { redis, keys } = o;
+  const input = o.definition.input;
   const existing = await storeKeys(redis, keys, o.force || dryRun ? Number.POSITIVE_INFINITY : 1);
   if (existing.length > 0 && !o.force && !dryRun)
     throw refused(
@@ -182,15 +143,17 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
   } finally {
     await admin.close();
   }
-  const partitionCount = low.size;
-  if (partitionCount === 0)
-    throw new RedfenceError('RF_TOPIC_MISSING', `input topic ${input} does not exist`);
+  if (low.size === 0) throw new RedfenceError('RF_TOPIC_MISSING', `input topic ${input} does not exist`);
+  return { existing, committed, low };
+}
 
-  // 2. the snapshot
+/** Step 2: the snapshot topic to its end. */
+async function readSnapshot(o: RebuildOptions): Promise<Snapshot> {
+  const input = o.definition.input;
   const latest = new Map<string, SnapshotKey>();
   const markers = new Map<number, SnapshotMarker>();
-  const prefix = keys.statePattern().slice(0, -2);
-  let snapshotRecords = 0;
+  const prefix = o.keys.statePattern().slice(0, -2);
+  let records = 0;
   await readLog({
     client: o.client,
     topic: o.snapshotTopic,
@@ -198,7 +161,7 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
     timeoutMs: o.timeoutMs,
     between: async () => undefined,
     onRecord: (r) => {
-      snapshotRecords++;
+      records++;
       const rec = decodeRecord(r.key, r.value);
       if (rec === null) {
         if (r.key !== null) latest.delete(r.key.toString('utf8'));
@@ -208,8 +171,16 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
     },
     onProgress: (p, at, range) => o.onProgress?.('snapshot', p, at, range),
   });
+  return { latest, markers, records };
+}
 
-  // the plan per partition: replay range and new epoch
+/** The key records by partition; those of partitions the input does not have now are reported and dropped. */
+function keysByPartition(
+  latest: ReadonlyMap<string, SnapshotKey>,
+  partitionCount: number,
+  input: string,
+  warn: (m: string) => void,
+): Map<number, SnapshotKey[]> {
   const byPartition = new Map<number, SnapshotKey[]>();
   for (const k of latest.values()) {
     const list = byPartition.get(k.partition) ?? [];
@@ -221,181 +192,110 @@ export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
       warn(
         `${list.length} key records are fenced on partition ${p}, which ${input} does not have now: not restored`,
       );
-  const plans: Array<{
-    partition: number;
-    marker: number | null;
-    keys: SnapshotKey[];
-    from: number;
-    to: number;
-    epoch: number;
-  }> = [];
-  for (let partition = 0; partition < partitionCount; partition++) {
-    const m = markers.get(partition);
-    const list = byPartition.get(partition) ?? [];
-    const lowest = low.get(partition) ?? 0;
-    const g = committed.get(partition);
-    let from: number;
-    if (m !== undefined) from = replayStart(m, list);
-    else if (list.length === 0 && (g === undefined || g <= lowest)) from = lowest;
-    else if (o.force) {
-      from = lowest;
-      warn(`partition ${partition} has no complete snapshot: replaying from the earliest offset ${lowest}`);
-    } else
-      throw failed(
-        `partition ${partition} of ${input} has no complete snapshot (no marker) in ${o.snapshotTopic}: keys whose records are all gone from the log cannot be restored (--force replays from the earliest offset anyway)`,
-      );
-    if (from < lowest)
-      throw failed(
-        `partition ${partition} of ${input}: the replay must start at offset ${from}, but the log starts at ${lowest} now (retention): the state after the last snapshot cannot be recovered exactly`,
-      );
-    let to = g ?? from;
-    if (to < from) {
-      warn(`partition ${partition}: the group's committed offset ${to} is below the snapshot's ${from}`);
-      to = from;
-    }
-    const stored = Number((await redis.get(keys.epoch(input, partition))) ?? 0);
-    const seen = list.reduce((a, k) => Math.max(a, k.epoch), Math.max(m?.epoch ?? 0, stored));
-    plans.push({ partition, marker: m?.offset ?? null, keys: list, from, to, epoch: seen + o.epochMargin });
+  return byPartition;
+}
+
+/** Steps 2-3 per partition: the replay range R..G and the new epoch (reads the epoch key). */
+async function planPartition(
+  o: RebuildOptions,
+  partition: number,
+  m: SnapshotMarker | undefined,
+  list: SnapshotKey[],
+  found: Found,
+  warn: (m: string) => void,
+): Promise<PartitionPlan> {
+  const input = o.definition.input;
+  const lowest = found.low.get(partition) ?? 0;
+  const g = found.committed.get(partition);
+  let from: number;
+  if (m !== undefined) from = replayStart(m, list);
+  else if (list.length === 0 && (g === undefined || g <= lowest)) from = lowest;
+  else if (o.force) {
+    from = lowest;
+    warn(`partition ${partition} has no complete snapshot: replaying from the earliest offset ${lowest}`);
+  } else
+    throw failed(
+      `partition ${partition} of ${input} has no complete snapshot (no marker) in ${o.snapshotTopic}: keys whose records are all gone from the log cannot be restored (--force replays from the earliest offset anyway)`,
+    );
+  if (from < lowest)
+    throw failed(
+      `partition ${partition} of ${input}: the replay must start at offset ${from}, but the log starts at ${lowest} now (retention): the state after the last snapshot cannot be recovered exactly`,
+    );
+  let to = g ?? from;
+  if (to < from) {
+    warn(`partition ${partition}: the group's committed offset ${to} is below the snapshot's ${from}`);
+    to = from;
   }
+  const stored = Number((await o.redis.get(o.keys.epoch(input, partition))) ?? 0);
+  const seen = list.reduce((a, k) => Math.max(a, k.epoch), Math.max(m?.epoch ?? 0, stored));
+  return { partition, marker: m?.offset ?? null, keys: list, from, to, epoch: seen + o.epochMargin };
+}
+
+/** A partition's line of the report. */
+function partitionReport(pl: PartitionPlan, replayed: number): PartitionRebuild {
+  return {
+    partition: pl.partition,
+    marker: pl.marker,
+    keys: pl.keys.length,
+    from: pl.from,
+    to: pl.to,
+    replayed,
+    epoch: pl.epoch,
+  };
+}
+
+export async function rebuild(o: RebuildOptions): Promise<RebuildReport> {
+  const { redis, keys } = o;
+  const input = o.definition.input;
+  const warn = o.warn ?? (() => undefined);
+  const dryRun = o.dryRun === true;
+
+  // 1. an empty store and no live owner
+  const found = await check(o, dryRun, warn);
+  const partitionCount = found.low.size;
+
+  // 2. the snapshot; 3. the plan per partition: replay range and new epoch
+  const snapshot = await readSnapshot(o);
+  const byPartition = keysByPartition(snapshot.latest, partitionCount, input, warn);
+  const plans: PartitionPlan[] = [];
+  for (let partition = 0; partition < partitionCount; partition++)
+    plans.push(
+      await planPartition(
+        o,
+        partition,
+        snapshot.markers.get(partition),
+        byPartition.get(partition) ?? [],
+        found,
+        warn,
+      ),
+    );
+  const report = (pending: number, partitions: PartitionRebuild[]): RebuildReport => ({
+    snapshotRecords: snapshot.records,
+    keys: snapshot.latest.size,
+    pending,
+    cleared: found.existing.length,
+    dryRun,
+    partitions,
+  });
 
   if (dryRun)
-    return {
-      snapshotRecords,
-      keys: latest.size,
-      pending: plans.reduce(
-        (n, pl) => n + pl.keys.reduce((a, k) => a + k.pending.filter(([off]) => off >= pl.to).length, 0),
-        0,
-      ),
-      cleared: existing.length,
-      dryRun,
-      partitions: plans.map((pl) => ({
-        partition: pl.partition,
-        marker: pl.marker,
-        keys: pl.keys.length,
-        from: pl.from,
-        to: pl.to,
-        replayed: 0,
-        epoch: pl.epoch,
-      })),
-    };
-
-  // 3-4. clear (force), epochs, keys, pending index
-  if (existing.length > 0) {
-    await pipelined(
-      redis,
-      existing.map((redisKey) => ({ redisKey })),
-      (p, it) => p.del(it.redisKey),
+    return report(
+      plans.reduce((n, pl) => n + pl.keys.reduce((a, k) => a + pendingFrom(k, pl.to), 0), 0),
+      plans.map((pl) => partitionReport(pl, 0)),
     );
-    for (let partition = 0; partition < partitionCount; partition++)
-      await redis.del(keys.pendingIndex(input, partition));
-  }
+
+  // 4. clear (force), epochs, keys, pending index
+  await clearStore(redis, keys, input, found.existing, partitionCount);
   let pendingCount = 0;
-  for (const pl of plans) {
-    await redis.set(keys.epoch(input, pl.partition), String(pl.epoch));
-    await pipelined(redis, pl.keys, (p, k) => {
-      const fields: Array<string | Buffer> = [
-        'p',
-        String(k.partition),
-        'o',
-        String(k.offset),
-        'e',
-        String(pl.epoch),
-      ];
-      if (k.value !== null) fields.push('v', k.value);
-      for (const [off, raw] of k.pending) if (off >= pl.to) fields.push(`#${off}`, raw);
-      p.del(k.redisKey);
-      p.hset(k.redisKey, ...fields);
-    });
-    // entries below the committed offset are done (their outputs committed): not restored
-    const withPending = pl.keys.filter((k) => k.pending.some(([off]) => off >= pl.to));
-    pendingCount += withPending.reduce((a, k) => a + k.pending.filter(([off]) => off >= pl.to).length, 0);
-    const idx = keys.pendingIndex(input, pl.partition);
-    for (let i = 0; i < withPending.length; i += WRITE_BATCH) {
-      const members: Array<string | number> = [];
-      for (const k of withPending.slice(i, i + WRITE_BATCH))
-        members.push(Math.max(...k.pending.map(([off]) => off)), k.redisKey);
-      await redis.zadd(idx, 'GT', ...members);
-    }
-  }
+  for (const pl of plans) pendingCount += await restorePartition(redis, keys, input, pl);
 
   // 5. replay [from, to) through plan + apply, silently; sweep below `to`
-  const fence = new Fence({ redis, store: keys.store, mode: o.fencing });
-  const signal = new AbortController().signal;
-  const callUser = userCaller(3, signal);
-  // the partition counts the store was written under were lost with it: today's is recorded again.
-  // Limit: a replayed record placed under an older count (partitions added since the snapshot) fails
-  // the partition check and is not applied (docs/operations.md, "Snapshot and rebuild")
-  const partitionCounts = await fence.partitionCounts(input, partitionCount);
-  const planCtx = { decode: definition.decode ?? jsonDecode, partitionCount, partitionCounts, callUser };
-  const applyCtx = {
-    definition,
-    fence,
-    redisStep: <T>(_what: string, fn: () => Promise<T>) => fn(),
-    callUser,
-    signal,
-  };
-  const done: PartitionRebuild[] = [];
-  for (const pl of plans) {
-    let replayed = 0;
-    if (pl.to > pl.from) {
-      const target = { topic: input, partition: pl.partition, epoch: pl.epoch, committed: -1 };
-      let buffer: InRecord[] = [];
-      const flush = async () => {
-        if (buffer.length === 0) return;
-        const planned = await plan(planCtx, input, pl.partition, buffer);
-        const applied = await applyAll(applyCtx, target, planned);
-        if (applied.results === 'FENCED')
-          throw failed(
-            `partition ${pl.partition}: a newer epoch fenced the replay (an instance is running?)`,
-          );
-        replayed += buffer.length;
-        buffer = [];
-      };
-      await readLog({
-        client: o.client,
-        topic: input,
-        group: o.group,
-        partitions: [pl.partition],
-        from: pl.from,
-        timeoutMs: o.timeoutMs,
-        between: async () => undefined,
-        onRecord: async (r) => {
-          if (r.offset >= pl.to) return;
-          buffer.push({
-            topic: input,
-            partition: r.partition,
-            offset: String(r.offset),
-            key: r.key,
-            value: r.value,
-            headers: {},
-            timestamp: r.timestamp,
-          });
-          if (buffer.length >= REPLAY_BATCH) await flush();
-        },
-        onProgress: (p, at, range) => o.onProgress?.('input', p, at, range),
-      });
-      await flush();
-      for (let more = true; more; ) more = (await fence.sweep(input, pl.partition, pl.to)).more;
-    }
-    done.push({
-      partition: pl.partition,
-      marker: pl.marker,
-      keys: pl.keys.length,
-      from: pl.from,
-      to: pl.to,
-      replayed,
-      epoch: pl.epoch,
-    });
-  }
+  const replayed = await replayAll(o, plans, partitionCount);
 
   // 6. a new mark: the processor's snapshots start again
   await redis.set(keys.snapshotMark(input), randomBytes(12).toString('hex'));
-  return {
-    snapshotRecords,
-    keys: latest.size,
-    pending: pendingCount,
-    cleared: existing.length,
-    dryRun,
-    partitions: done,
-  };
+  return report(
+    pendingCount,
+    plans.map((pl, i) => partitionReport(pl, replayed[i] ?? 0)),
+  );
 }
