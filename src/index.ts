@@ -114,7 +114,7 @@ export {
   type WaitReplicasOptions,
   type WatchdogOptions,
 } from './processor/options.js';
-export { Processor, type ProcessorState } from './processor/processor.js';
+export { createProcessor, Processor, type ProcessorState } from './processor/processor.js';
 export type { SnapshotOptions } from './processor/snapshot-options.js';
 export type { SnapshotStats } from './processor/snapshotter.js';
 export {

@@ -14,6 +14,7 @@
  * the same drain. A call the state does not allow throws RF_INVALID_STATE.
  */
 import { randomBytes } from 'node:crypto';
+import type { ProcessorDefinition } from '../definition/definition.js';
 import { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
@@ -456,4 +457,21 @@ export class Processor<T = unknown, S = unknown> {
       this.#inFlight = undefined;
     }
   }
+}
+
+/**
+ * A processor for `definition` (not started: call start()), in the construction idiom every runtime
+ * shares (`createHandler`, `createInvalidation`): the definition, then the options. Options are checked
+ * now, before any connection. The same as `new Processor({ definition, ...options })`.
+ *
+ * @example
+ * const processor = createProcessor(definition, { redis, kafka: { brokers: ['127.0.0.1:9092'] } });
+ * await processor.start();
+ * process.on('SIGTERM', () => processor.close());
+ */
+export function createProcessor<T, S>(
+  definition: ProcessorDefinition<T, S>,
+  options: Omit<ProcessorOptions<T, S>, 'definition'>,
+): Processor<T, S> {
+  return new Processor<T, S>({ ...options, definition } as ProcessorOptions<T, S>);
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
 import { RedisServer } from '../../src/harness/index.js';
-import { defineProcessor, Processor } from '../../src/index.js';
+import { createProcessor, defineProcessor, Processor } from '../../src/index.js';
 import { KeySpace } from '../../src/keys/index.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
 
@@ -38,6 +38,20 @@ describe('processor options', () => {
         code: 'RF_INVALID_OPTIONS',
         message: /option "groupCommitRecords" must be an integer >= 0/,
       });
+  });
+
+  it('createProcessor(definition, options) checks the same options before any connection', () => {
+    const kafka = { brokers: KAFKA_BROKERS.split(',') };
+    const p = createProcessor(definition, { redis, kafka, groupId: uniqueName('create') });
+    assert.ok(p instanceof Processor);
+    assert.equal(p.state, 'idle');
+    assert.throws(() => createProcessor(definition, { redis, kafka, modes: 'x' } as never), {
+      code: 'RF_INVALID_OPTIONS',
+      message: /unknown processor option "modes"/,
+    });
+    assert.throws(() => createProcessor({ ...definition, store: '' }, { redis, kafka }), {
+      code: 'RF_INVALID_OPTIONS',
+    });
   });
 
   it('checks nested options for unknown keys, naming the path', () => {
