@@ -1,0 +1,212 @@
+/**
+ * One chaos run's state and the moves made on it: its names (topics, group, store), schedule and report,
+ * its Kafka clients, the Redis and far side it starts, the instance slots and every instance that ever
+ * ran, the feeder; starting, restarting and stopping instances, the supervisor's test for an exit no
+ * fault caused, the context the faults act through (src/chaos/faults.ts) and whether the group has
+ * committed the whole input. The steps that use it are src/chaos/run-steps.ts.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Exit } from '../harness/child.js';
+import type { FarSide } from './far-side.js';
+import type { FaultContext, Slot } from './faults.js';
+import { type Instance, startInstance } from './instances.js';
+import { ChaosKafka } from './kafka.js';
+import { instanceRedisArgs, type RedisSide } from './redis-topology.js';
+import { randomSeed } from './rng.js';
+import type { ChaosOptions, ChaosReport, UserProcessor } from './run-options.js';
+import { type Fault, makeSchedule } from './schedule.js';
+import type { Feeder } from './workload.js';
+
+export class ChaosRun {
+  readonly o: ChaosOptions;
+  readonly seed: number;
+  /** When the run started (ms since the epoch); log lines carry the seconds since. */
+  readonly t0: number;
+  /** A user's processor or handler (its module and records), or none: the packaged processor. */
+  readonly user: UserProcessor | undefined;
+  readonly names: ChaosReport['names'];
+  readonly schedule: Fault[];
+  readonly report: ChaosReport;
+  readonly kafka: ChaosKafka;
+  /** The Redis side's directory (made by the harness before anything starts). */
+  dir = '';
+  redis: RedisSide | undefined;
+  farSide: FarSide | undefined;
+  readonly slots: Slot[] = [];
+  /** Every instance of every slot and generation: the ones killed at the end and scraped for counts. */
+  readonly everyInstance: Instance[] = [];
+  feeder: Feeder | undefined;
+  scraper: NodeJS.Timeout | undefined;
+  supervisor: NodeJS.Timeout | undefined;
+  #nextId = 0;
+  readonly #startLine: string;
+
+  constructor(o: ChaosOptions) {
+    this.o = o;
+    const seed = o.seed ?? randomSeed();
+    this.seed = seed;
+    this.t0 = Date.now();
+    const user = o.handler ?? o.processor;
+    this.user = user;
+    const modeTag = o.handler ? 'hdl' : o.mode === 'exactly-once' ? 'eos' : 'alo';
+    const tag = `${o.label === undefined ? '' : `${o.label}-`}${modeTag}-${seed}-${randomBytes(3).toString('hex')}`;
+    const [inName, outName] = user ? ['input', 'output'] : ['orders', 'totals'];
+    this.names = {
+      input: `chaos-${tag}-${inName}`,
+      output: `chaos-${tag}-${outName}`,
+      deadLetter: `chaos-${tag}-${inName}.DLT`,
+      group: `chaos-${tag}-group`,
+      store: `chaos_${tag.replace(/-/g, '_')}`,
+    };
+    const schedule = makeSchedule({ ...o, seed });
+    this.schedule = schedule;
+    this.report = {
+      seed,
+      startedAt: new Date(this.t0).toISOString(),
+      options: o,
+      schedule,
+      names: this.names,
+      faults: [],
+      unexpectedExits: [],
+      verdicts: new Map(),
+      deadLetterMetrics: new Map(),
+      produced: new Map(),
+      produceSeconds: 0,
+      drainSeconds: 0,
+      totalSeconds: 0,
+      verify: undefined,
+      harnessErrors: [],
+      failures: [],
+      ok: false,
+    };
+    this.#startLine = o.handler ? 'handler started' : 'processor started';
+    this.log(
+      `${o.label === undefined ? '' : `${o.label}: `}seed ${seed}, ${o.handler ? 'handler' : `mode ${o.mode}`}, ${user?.records.length ?? o.records} records over ${o.durationS}s, ${schedule.length} faults: ` +
+        schedule
+          .map((f) =>
+            f.kind === 'crash' ? `crash:${f.point}` : f.kind === 'scale' ? `scale:${f.to}` : f.kind,
+          )
+          .join(' '),
+    );
+    this.kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
+  }
+
+  /** A progress line, stamped with the seconds since the run started. */
+  log = (s: string): void => {
+    this.o.log?.(`[${((Date.now() - this.t0) / 1000).toFixed(1)}s] ${s}`);
+  };
+
+  live = (): Slot[] => this.slots.filter((s) => s.inst.alive);
+
+  async #spawnSlot(
+    slot: Omit<Slot, 'inst' | 'generation'> & { generation?: number },
+    env?: Record<string, string>,
+  ): Promise<Slot> {
+    const { o, names, farSide } = this;
+    const generation = slot.generation ?? 0;
+    const inst = await startInstance({
+      id: slot.id,
+      generation,
+      mode: o.mode,
+      brokers: o.brokers,
+      redisArgs: instanceRedisArgs(this.redis as RedisSide),
+      runArgs: o.handler
+        ? ['--commit-interval', String(o.handler.commitIntervalMs)]
+        : [
+            ...(o.waitReplicas === undefined ? [] : ['--wait-replicas', String(o.waitReplicas)]),
+            ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
+            ...(o.commitIntervalMs ? ['--commit-interval', String(o.commitIntervalMs)] : []),
+          ],
+      orders: names.input,
+      totals: names.output,
+      store: names.store,
+      group: names.group,
+      sessionTimeoutMs: o.sessionTimeoutMs,
+      ...(this.user ? { userModule: this.user.module } : {}),
+      ...(o.handler ? { handler: true } : {}),
+      ...(env || o.kafkaEnv || farSide
+        ? { env: { ...o.kafkaEnv, ...(farSide ? { REDFENCE_CHAOS_FAR_SIDE: farSide.url } : {}), ...env } }
+        : {}),
+    });
+    this.everyInstance.push(inst);
+    const full: Slot = { ...slot, generation, inst };
+    return full;
+  }
+
+  #started(s: Slot) {
+    return s.inst.waitFor(this.#startLine, (l) => l.msg === this.#startLine, 90_000);
+  }
+
+  addInstance = async (): Promise<Slot> => {
+    const slot = await this.#spawnSlot({ id: `i${this.#nextId++}`, expecting: false });
+    this.slots.push(slot);
+    await this.#started(slot);
+    this.log(`started ${slot.inst.name} (pid ${slot.inst.pid}); ${this.live().length} live`);
+    return slot;
+  };
+
+  restart = async (slot: Slot, env?: Record<string, string>): Promise<void> => {
+    const next = await this.#spawnSlot(
+      { id: slot.id, expecting: false, generation: slot.generation + 1 },
+      env,
+    );
+    slot.inst = next.inst;
+    slot.generation = next.generation;
+    // An armed instance (env) is meant to die; any other is left alone by the faults until it has
+    // started (a fault stopping it mid-start would fail the restart).
+    slot.expecting = true;
+    if (env) return;
+    await this.#started(slot);
+    slot.expecting = false;
+  };
+
+  stopGracefully = async (slot: Slot): Promise<{ exit: Exit; forced: boolean }> => {
+    slot.expecting = true;
+    await slot.inst.scrape();
+    const stopped = await slot.inst.child.terminate(25_000);
+    if (stopped.forced)
+      this.report.harnessErrors.push(`${slot.inst.name} did not exit within 25 s of SIGTERM: SIGKILLed`);
+    return stopped;
+  };
+
+  /** What the faults act through (src/chaos/faults.ts). */
+  faultContext(r: RedisSide): FaultContext {
+    const { o } = this;
+    return {
+      sessionTimeoutMs: o.sessionTimeoutMs,
+      crashTimeoutMs: o.crashTimeoutMs,
+      redis: r,
+      slots: this.slots,
+      live: this.live,
+      addInstance: this.addInstance,
+      restart: this.restart,
+      stopGracefully: this.stopGracefully,
+      inputDone: async () => (this.feeder?.done ?? false) && (await this.caughtUp()),
+      // produced, or about to be: the feeder paces the input over the run's duration
+      inputProduced: () =>
+        (this.feeder?.done ?? false) ||
+        (this.feeder !== undefined && (Date.now() - this.feeder.startedAt) / 1000 > o.durationS - 10),
+    };
+  }
+
+  /** Any exit the harness did not cause is listed (it fails the run); the supervisor restarts it. */
+  unexpected(s: Slot): boolean {
+    if (s.inst.alive || s.expecting) return false;
+    s.expecting = true;
+    const what = `${s.inst.name} exited on its own ${JSON.stringify(s.inst.exit)}`;
+    this.report.unexpectedExits.push(`${what}${s.inst.tail(6)}`);
+    this.log(what);
+    return true;
+  }
+
+  /** The group has committed the input's end offsets on every partition. */
+  caughtUp = async (): Promise<boolean> => {
+    const { kafka, names } = this;
+    const [committed, ends] = await Promise.all([
+      kafka.committedOffsets(names.group, names.input),
+      kafka.endOffsets(names.input),
+    ]);
+    for (const [p, end] of ends) if ((committed.get(p) ?? -1) !== end) return false;
+    return true;
+  };
+}
