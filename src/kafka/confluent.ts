@@ -212,15 +212,17 @@ export class ConfluentKafka implements KafkaPort {
       if (paused.length > 0) c.pause(paused);
       if (running.length > 0) c.resume(running);
     } else {
+      // only what the handler was given (stop() revokes the handler's partitions before the close)
+      const given = r.partitions.filter((tp) => this.#assigned.has(tpKey(tp.topic, tp.partition)));
       try {
-        await h.onRevoke(r.partitions, r.lost);
+        if (given.length > 0) await h.onRevoke(given, r.lost);
       } finally {
         for (const tp of r.partitions) {
           const k = tpKey(tp.topic, tp.partition);
           this.#assigned.delete(k);
           this.#next.delete(k);
         }
-        if (c.isConnected()) c.incrementalUnassign(r.partitions);
+        if (c.isConnected() && r.partitions.length > 0) c.incrementalUnassign(r.partitions);
       }
     }
   }
@@ -446,6 +448,14 @@ export class ConfluentKafka implements KafkaPort {
     if (c) {
       // rebalances queued but not served: answered now (librdkafka's close waits for them)
       for (const r of this.#rebalances.splice(0)) await this.#serveStopping(r).catch(() => undefined);
+      // The handler's partitions are revoked while the client is still connected: its onRevoke can
+      // commit, and the group hands them to another member only after it returns (librdkafka's close
+      // would call it after the client has begun disconnecting, and not wait for it).
+      const owned = [...this.#assigned.values()];
+      if (owned.length > 0 && c.isConnected())
+        await this.#serve({ assign: false, partitions: owned, lost: c.assignmentLost() }).catch(
+          () => undefined,
+        );
       await new Promise<void>((resolve) => {
         try {
           c.unsubscribe();

@@ -16,15 +16,27 @@ export interface Transaction {
   readonly logs: Set<PartitionLog>;
 }
 
-function toBuffer(v: Buffer | string | null): Buffer | null {
+/**
+ * The bytes as the default adapter's client sends them: a zero-length buffer goes as null (so a ''
+ * value, which becomes one, arrives as null too); a '' key is sent as a string and stays empty.
+ */
+function toBuffer(v: Buffer | string | null, kind: 'key' | 'value'): Buffer | null {
   if (v === null) return null;
+  if (v.length === 0 && (kind === 'value' || typeof v !== 'string')) return null;
   return Buffer.from(v); // a copy: the caller may reuse its buffer
 }
 
+/**
+ * Headers as a consumer of the real broker gets them: one entry per value sent, so a one-value list
+ * arrives as that value and an empty list as no header at all.
+ */
 function headersOf(h: OutRecord['headers']): Record<string, Buffer | Buffer[]> {
   const out: Record<string, Buffer | Buffer[]> = {};
-  for (const [name, v] of Object.entries(h ?? {}))
-    out[name] = Array.isArray(v) ? v.map((x) => Buffer.from(x)) : Buffer.from(v);
+  for (const [name, v] of Object.entries(h ?? {})) {
+    if (!Array.isArray(v)) out[name] = Buffer.from(v);
+    else if (v.length === 1) out[name] = Buffer.from(v[0] as Buffer | string);
+    else if (v.length > 1) out[name] = v.map((x) => Buffer.from(x));
+  }
   return out;
 }
 
@@ -139,8 +151,8 @@ export class Cluster {
     for (const { r, log, partition } of placed) {
       const offset = log.append(
         {
-          key: toBuffer(r.key),
-          value: toBuffer(r.value),
+          key: toBuffer(r.key, 'key'),
+          value: toBuffer(r.value, 'value'),
           headers: headersOf(r.headers),
           timestamp: r.timestamp ?? String(Date.now()),
         },

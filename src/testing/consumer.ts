@@ -78,6 +78,13 @@ export class GroupConsumer implements Member {
     return this.#group.isMember(this);
   }
 
+  get paused(): TopicPartition[] {
+    return [...this.#paused].map((k) => {
+      const i = k.lastIndexOf('/');
+      return { topic: k.slice(0, i), partition: Number(k.slice(i + 1)) };
+    });
+  }
+
   seek(tp: TopicPartition, offset: number): void {
     const k = tpKey(tp.topic, tp.partition);
     if (!this.#active || !this.owned.has(k)) return; // not ours: its next owner starts from the commit

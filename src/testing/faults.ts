@@ -1,14 +1,37 @@
 /**
- * Failures and pauses a test injects into a memory port's Kafka steps: the next produce, commit or
+ * Failures and pauses a test injects into a memory port's calls: the next produce, commit or
  * transaction fails (retriably, or fatally), or waits until the test releases it (to make batches
- * pile up behind it deterministically, e.g. to see group commit).
+ * pile up behind it deterministically, e.g. to see group commit); start, stop and the admin calls
+ * too (a start that fails or takes its time, a stop that waits, a partition count that fails).
  */
 import { RedfenceError } from '../errors/index.js';
 
 /** The Kafka steps of the commit path. */
 export type KafkaStep = 'produce' | 'commit' | 'transaction';
 
-const STEPS = new Set<string>(['produce', 'commit', 'transaction']);
+/** Every port call a test can hold, and (all but stop) fail. */
+export type PortStep =
+  | KafkaStep
+  | 'start'
+  | 'stop'
+  | 'committed'
+  | 'partitionCount'
+  | 'describeTopics'
+  | 'createTopics'
+  | 'highWatermarks';
+
+const STEPS = new Set<string>([
+  'produce',
+  'commit',
+  'transaction',
+  'start',
+  'stop',
+  'committed',
+  'partitionCount',
+  'describeTopics',
+  'createTopics',
+  'highWatermarks',
+]);
 
 export interface FailOptions {
   /**
@@ -27,7 +50,7 @@ export interface FailOptions {
 }
 
 export interface HeldStep {
-  readonly step: KafkaStep;
+  readonly step: PortStep;
   /** Resolves once a step of this kind has arrived and is waiting to be released. */
   readonly reached: Promise<void>;
   /** Lets the held step go on (idempotent). */
@@ -39,29 +62,31 @@ interface Hold {
   released: Promise<void>;
 }
 
-function checkStep(step: unknown): asserts step is KafkaStep {
+function checkStep(step: unknown): asserts step is PortStep {
   if (typeof step !== 'string' || !STEPS.has(step))
     throw new RedfenceError(
       'RF_INVALID_ARGUMENT',
-      `the Kafka step must be one of ${[...STEPS].join(', ')}, got ${JSON.stringify(step)}`,
+      `the step must be one of ${[...STEPS].join(', ')}, got ${JSON.stringify(step)}`,
     );
 }
 
 export class Faults {
-  readonly #fails = new Map<KafkaStep, FailOptions[]>();
-  readonly #holds = new Map<KafkaStep, Hold[]>();
+  readonly #fails = new Map<PortStep, FailOptions[]>();
+  readonly #holds = new Map<PortStep, Hold[]>();
   readonly #releases = new Set<() => void>();
 
   /** The next step of this kind fails (calls queue up: two calls fail the next two). */
-  failNext(step: KafkaStep, options: FailOptions = {}): void {
+  failNext(step: PortStep, options: FailOptions = {}): void {
     checkStep(step);
+    if (step === 'stop')
+      throw new RedfenceError('RF_INVALID_ARGUMENT', 'stop cannot be failed (hold it to make it wait)');
     const list = this.#fails.get(step) ?? [];
     list.push({ ...options });
     this.#fails.set(step, list);
   }
 
   /** The next step of this kind waits, before it touches the log, until `release()`. */
-  hold(step: KafkaStep): HeldStep {
+  hold(step: PortStep): HeldStep {
     checkStep(step);
     let arrived: () => void = () => undefined;
     let release: () => void = () => undefined;
@@ -83,7 +108,7 @@ export class Faults {
   }
 
   /** Entered by every step: waits at a hold, then hands back the failure to inject, if any. */
-  async enter(step: KafkaStep): Promise<FailOptions | undefined> {
+  async enter(step: PortStep): Promise<FailOptions | undefined> {
     const hold = this.#holds.get(step)?.shift();
     if (hold !== undefined) {
       hold.arrived();

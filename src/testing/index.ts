@@ -6,7 +6,13 @@
  */
 
 export { MemoryKafkaError } from './errors.js';
-export type { FailOptions, HeldStep, KafkaStep } from './faults.js';
+export type { FailOptions, HeldStep, KafkaStep, PortStep } from './faults.js';
 export type { Isolation } from './log.js';
 export { MemoryKafka, type MemoryKafkaOptions, type ReadOptions } from './memory-kafka.js';
-export { MemoryKafkaPort, type MemoryPortOptions, type MemoryPortState, type StepRecord } from './port.js';
+export {
+  MemoryKafkaPort,
+  type MemoryPortOptions,
+  type MemoryPortState,
+  type PortCalls,
+  type StepRecord,
+} from './port.js';

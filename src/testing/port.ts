@@ -4,7 +4,8 @@
  * its batches is in flight, as with the real client's one-batch-at-a-time delivery), delivers batches
  * of up to maxBatchSize records of one partition (read_committed), and runs the Kafka steps against
  * the cluster: produce, commit, or one transaction with the offsets (atomic, aborted on failure).
- * A test injects failures and holds through failNext() and hold().
+ * A test injects failures and holds through failNext() and hold() (the Kafka steps, start, stop and
+ * the admin calls), and reads back how often each method was called (`calls`).
  */
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
@@ -20,7 +21,7 @@ import {
 import type { Cluster } from './cluster.js';
 import { GroupConsumer } from './consumer.js';
 import { MemoryKafkaError } from './errors.js';
-import { type FailOptions, Faults, type HeldStep, type KafkaStep } from './faults.js';
+import { type FailOptions, Faults, type HeldStep, type KafkaStep, type PortStep } from './faults.js';
 import type { Group } from './group.js';
 
 export interface MemoryPortOptions {
@@ -47,6 +48,27 @@ export interface StepRecord {
 
 export type MemoryPortState = 'idle' | 'running' | 'stopping' | 'stopped';
 
+/** How many times each KafkaPort method of a port was called (failed and refused calls included). */
+export type PortCalls = Record<keyof KafkaPort, number>;
+
+function noCalls(): PortCalls {
+  return {
+    start: 0,
+    produce: 0,
+    commit: 0,
+    produceTransactionally: 0,
+    committed: 0,
+    partitionCount: 0,
+    describeTopics: 0,
+    createTopics: 0,
+    highWatermarks: 0,
+    seek: 0,
+    pause: 0,
+    resume: 0,
+    stop: 0,
+  };
+}
+
 const OPTION_NAMES = new Set(['groupId', 'transactionalId', 'maxBatchSize', 'name']);
 
 function invalid(message: string): RedfenceError {
@@ -60,6 +82,7 @@ export class MemoryKafkaPort implements KafkaPort {
   readonly steps: StepRecord[] = [];
   /** Errors thrown by the handlers (a throwing onBatch is delivered again). */
   readonly handlerErrors: unknown[] = [];
+  readonly #calls = noCalls();
   readonly #cluster: Cluster;
   readonly #group: Group;
   readonly #faults = new Faults();
@@ -67,6 +90,7 @@ export class MemoryKafkaPort implements KafkaPort {
   #producerEpoch = 0;
   #state: MemoryPortState = 'idle';
   #stopping: Promise<void> | undefined;
+  #starting = false;
   readonly #consumer: GroupConsumer;
 
   /** @internal Made by MemoryKafka.port(). */
@@ -97,6 +121,16 @@ export class MemoryKafkaPort implements KafkaPort {
     return this.#state;
   }
 
+  /** How many times each method was called so far (a copy). */
+  get calls(): Readonly<PortCalls> {
+    return { ...this.#calls };
+  }
+
+  /** The partitions paused now (those not owned included: a pause waits for their assignment). */
+  get paused(): TopicPartition[] {
+    return this.#consumer.paused;
+  }
+
   /** The partitions this port owns now. */
   get assignment(): TopicPartition[] {
     return this.#consumer.assignment;
@@ -115,13 +149,13 @@ export class MemoryKafkaPort implements KafkaPort {
     return this.#consumer.idle();
   }
 
-  /** The next step of this kind fails; see FailOptions. */
-  failNext(step: KafkaStep, options?: FailOptions): void {
+  /** The next call of this kind fails; see FailOptions (stop cannot fail). */
+  failNext(step: PortStep, options?: FailOptions): void {
     this.#faults.failNext(step, options);
   }
 
-  /** The next step of this kind waits until the test releases it. */
-  hold(step: KafkaStep): HeldStep {
+  /** The next call of this kind waits until the test releases it (stop() releases every hold but its own). */
+  hold(step: PortStep): HeldStep {
     return this.#faults.hold(step);
   }
 
@@ -131,10 +165,23 @@ export class MemoryKafkaPort implements KafkaPort {
   }
 
   async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new RedfenceError('RF_INVALID_STATE', `memory Kafka port: start() called when ${this.#state}`);
+    this.#calls.start++;
+    if (this.#state !== 'idle' || this.#starting)
+      throw new RedfenceError(
+        'RF_INVALID_STATE',
+        `memory Kafka port: start() called when ${this.#starting ? 'starting' : this.#state}`,
+      );
     if (!Array.isArray(topics) || topics.length === 0 || !topics.every((t) => typeof t === 'string' && t))
       throw new RedfenceError('RF_INVALID_ARGUMENT', 'start(): topics must be a non-empty list of names');
+    this.#starting = true;
+    try {
+      const fail = await this.#faults.enter('start');
+      if (fail) throw this.#failure('start', fail);
+    } finally {
+      this.#starting = false;
+    }
+    if (this.#state !== 'idle')
+      throw new RedfenceError('RF_INVALID_STATE', 'memory Kafka port: stop() was called during start()');
     this.#producerEpoch = this.#cluster.initProducer(this.#transactionalId);
     this.#state = 'running';
     this.#consumer.start(topics, handlers);
@@ -154,7 +201,7 @@ export class MemoryKafkaPort implements KafkaPort {
     });
   }
 
-  #failure(step: KafkaStep, fail: FailOptions): Error {
+  #failure(step: PortStep, fail: FailOptions): Error {
     if (fail.error) return fail.error;
     if (!fail.fatal) return new MemoryKafkaError('INJECTED', `injected ${step} failure`, { retriable: true });
     const cause = new MemoryKafkaError('INJECTED_FATAL', `injected fatal ${step} failure`, { fatal: true });
@@ -170,6 +217,7 @@ export class MemoryKafkaPort implements KafkaPort {
   }
 
   async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
+    this.#calls.produce++;
     this.#ready('produce()');
     if (records.length === 0) return;
     handedOver?.();
@@ -204,6 +252,7 @@ export class MemoryKafkaPort implements KafkaPort {
   }
 
   async commit(offsets: readonly CommitOffset[]): Promise<void> {
+    this.#calls.commit++;
     this.#ready('commit()');
     if (offsets.length === 0) return;
     this.#checkOffsets(offsets);
@@ -224,6 +273,7 @@ export class MemoryKafkaPort implements KafkaPort {
     offsets: readonly CommitOffset[],
     beforeCommit?: () => void,
   ): Promise<void> {
+    this.#calls.produceTransactionally++;
     this.#ready('produceTransactionally()');
     this.#checkOffsets(offsets);
     let ok = false;
@@ -253,24 +303,33 @@ export class MemoryKafkaPort implements KafkaPort {
   }
 
   async committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>> {
+    await this.#adminCall('committed');
     this.#ready('committed()');
     return new Map(partitions.map((tp) => [tpKey(tp.topic, tp.partition), this.#group.committed(tp)]));
   }
 
-  #admin(what: string): void {
+  /** Counts the call, waits at its hold and throws its injected failure. */
+  async #adminCall(step: Exclude<PortStep, KafkaStep | 'start' | 'stop'>): Promise<void> {
+    this.#calls[step]++;
+    const fail = await this.#faults.enter(step);
+    if (fail) throw this.#failure(step, fail);
+  }
+
+  async #admin(what: Exclude<PortStep, KafkaStep | 'start' | 'stop' | 'committed'>): Promise<void> {
+    await this.#adminCall(what);
     if (this.#state === 'stopped')
-      throw new RedfenceError('RF_INVALID_STATE', `memory Kafka port: ${what} after stop()`);
+      throw new RedfenceError('RF_INVALID_STATE', `memory Kafka port: ${what}() after stop()`);
   }
 
   async partitionCount(topic: string): Promise<number> {
-    this.#admin('partitionCount()');
+    await this.#admin('partitionCount');
     const n = this.#cluster.partitionCount(topic);
     if (n === undefined) throw new RedfenceError('RF_TOPIC_MISSING', `topic ${topic} does not exist`);
     return n;
   }
 
   async describeTopics(topics: readonly string[]): Promise<Map<string, number>> {
-    this.#admin('describeTopics()');
+    await this.#admin('describeTopics');
     const out = new Map<string, number>();
     for (const t of topics) {
       const n = this.#cluster.partitionCount(t);
@@ -280,7 +339,7 @@ export class MemoryKafkaPort implements KafkaPort {
   }
 
   async createTopics(topics: readonly TopicSpec[]): Promise<void> {
-    this.#admin('createTopics()');
+    await this.#admin('createTopics');
     for (const t of topics) {
       const rf = t.replicationFactor;
       if (rf !== undefined && (!Number.isSafeInteger(rf) || rf < 1))
@@ -292,13 +351,14 @@ export class MemoryKafkaPort implements KafkaPort {
   }
 
   async highWatermarks(topic: string): Promise<Map<number, number>> {
-    this.#admin('highWatermarks()');
+    await this.#admin('highWatermarks');
     if (this.#cluster.partitionCount(topic) === undefined)
       throw new RedfenceError('RF_TOPIC_MISSING', `topic ${topic} does not exist`);
     return new Map(this.#cluster.logs(topic).map((log, p) => [p, log.highWatermark]));
   }
 
   seek(partition: TopicPartition, offset: number): void {
+    this.#calls.seek++;
     if (!Number.isSafeInteger(offset) || offset < 0)
       throw new RedfenceError('RF_INVALID_ARGUMENT', `seek: offset must be an integer >= 0, got ${offset}`);
     this.#consumer.seek(partition, offset);
@@ -306,26 +366,30 @@ export class MemoryKafkaPort implements KafkaPort {
 
   /** Paused partitions stay paused across a revocation and a new assignment, as in the real client. */
   pause(partitions: readonly TopicPartition[]): void {
+    this.#calls.pause++;
     this.#consumer.pause(partitions);
   }
 
   resume(partitions: readonly TopicPartition[]): void {
+    this.#calls.resume++;
     this.#consumer.resume(partitions);
   }
 
   /** Ends delivery after the batch in flight, revokes this port's partitions (awaited) and leaves the group. */
   stop(): Promise<void> {
+    this.#calls.stop++;
     this.#stopping ??= this.#stop();
     return this.#stopping;
   }
 
   async #stop(): Promise<void> {
+    await this.#faults.enter('stop');
+    this.#faults.releaseAll(); // a held start or Kafka step must not keep the port from stopping
     if (this.#state === 'idle') {
       this.#state = 'stopped';
       return;
     }
     this.#state = 'stopping';
-    this.#faults.releaseAll();
     await this.#consumer.stop();
     this.#state = 'stopped';
     this.#cluster.changed();

@@ -1,5 +1,6 @@
 /**
- * The processor's lifecycle without a broker (a scripted KafkaPort, a real Redis): close() is one drain
+ * The processor's lifecycle without a broker (MemoryKafka, whose holds and injected failures decide
+ * when start() and stop() finish or fail; a real Redis): close() is one drain
  * for every caller, a failed start() leaves nothing running, wrong-state calls say so, the fence's
  * scripts are in Redis before `scripts` is reported ready, and a compare-and-set that keeps conflicting
  * is a conflict, not a Redis outage.
@@ -10,9 +11,17 @@ import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { loadScripts } from '../../src/fence/index.js';
 import { startRedisServer } from '../../src/harness/index.js';
+import { pollUntil } from '../../src/harness/poll.js';
 import { defineProcessor, Fence, HealthState, Processor, RedfenceMetrics } from '../../src/index.js';
+import { MemoryKafka, type MemoryKafkaPort } from '../../src/testing/index.js';
 import { standalone, uniqueName } from '../helpers/env.js';
-import { gate, StubKafka } from './stub-kafka.js';
+
+/** A cluster with the topics of namespace `ns` (input, output, dead letters) and one port of its group. */
+function memory(ns: string): { kafka: MemoryKafka; port: MemoryKafkaPort; groupId: string } {
+  const kafka = new MemoryKafka({ topics: { [`${ns}-in`]: 1, [`${ns}-out`]: 1, [`${ns}-in.DLT`]: 1 } });
+  const groupId = `${ns}-g`;
+  return { kafka, port: kafka.port({ groupId }), groupId };
+}
 
 /** Counts the intervals created and not cleared while `fn` runs code that creates them. */
 function trackIntervals(): { live(): number; restore(): void } {
@@ -49,9 +58,11 @@ describe('processor lifecycle', () => {
   });
   after(() => redis.disconnect());
 
-  const make = (kafka: StubKafka, extra: { health?: HealthState } = {}) => {
+  /** A processor and its port on a cluster of its own. */
+  const make = (extra: { health?: HealthState } = {}) => {
     const ns = uniqueName('life');
-    return new Processor<{ n: number }>({
+    const { port, groupId } = memory(ns);
+    const processor = new Processor<{ n: number }>({
       definition: defineProcessor<{ n: number }>({
         input: `${ns}-in`,
         output: `${ns}-out`,
@@ -59,48 +70,50 @@ describe('processor lifecycle', () => {
         operation: (r) => ({ op: 'add', by: r.n }),
       }),
       redis,
-      kafka,
+      kafka: port,
+      groupId,
       ...extra,
     });
+    return { processor, port };
   };
 
   it('close() is memoised: a second caller waits for the same drain', async () => {
-    const kafka = new StubKafka();
-    const p = make(kafka);
+    const { processor: p, port } = make();
     await p.start();
-    kafka.stopGate = gate();
+    const stopping = port.hold('stop');
     const first = p.close();
     const second = p.close();
     let secondDone = false;
     void second.then(() => {
       secondDone = true;
     });
+    await stopping.reached;
     await settle();
     assert.equal(secondDone, false, 'the second close() waits while Kafka is still stopping');
     assert.equal(p.state, 'closing');
     assert.equal(second, first, 'every caller gets the same promise');
-    kafka.stopGate.open();
+    stopping.release();
     await Promise.all([first, second]);
     assert.equal(p.state, 'closed');
-    assert.equal(kafka.stops, 1, 'Kafka stopped once');
+    assert.equal(port.calls.stop, 1, 'Kafka stopped once');
+    assert.equal(port.state, 'stopped');
     await p.close(); // and later calls resolve at once
+    assert.equal(port.calls.stop, 1);
   });
 
   it('a failed start() stops Kafka, clears its timers and ends closed', async () => {
     for (const failAt of ['start', 'partitionCount'] as const) {
       const timers = trackIntervals();
       try {
-        const kafka = new StubKafka();
         const boom = new Error(`broker said no (${failAt})`);
-        if (failAt === 'start') {
-          kafka.startGate = gate();
-          kafka.startGate.fail(boom);
-        } else kafka.partitionCountError = boom;
         const health = new HealthState();
-        const p = make(kafka, { health });
+        const { processor: p, port } = make({ health });
+        port.failNext(failAt, { error: boom });
         await assert.rejects(p.start(), boom);
         assert.equal(p.state, 'closed', `state after a failed ${failAt}`);
-        assert.equal(kafka.stops, 1, `Kafka stopped after a failed ${failAt}`);
+        assert.equal(port.calls.stop, 1, `Kafka stopped after a failed ${failAt}`);
+        assert.equal(port.state, 'stopped');
+        assert.equal(port.calls.partitionCount, failAt === 'start' ? 0 : 1);
         assert.equal(timers.live(), 0, `no interval left running after a failed ${failAt}`);
         assert.deepEqual(health.snapshot().parts, {
           group: false,
@@ -110,7 +123,7 @@ describe('processor lifecycle', () => {
         });
         await assert.rejects(p.start(), { code: 'RF_INVALID_STATE' });
         await p.close();
-        assert.equal(kafka.stops, 1, 'close() after a failed start has nothing left to stop');
+        assert.equal(port.calls.stop, 1, 'close() after a failed start has nothing left to stop');
       } finally {
         timers.restore();
       }
@@ -120,17 +133,17 @@ describe('processor lifecycle', () => {
   it('close() during start() stops it: start() rejects, nothing keeps running', async () => {
     const timers = trackIntervals();
     try {
-      const kafka = new StubKafka();
-      kafka.startGate = gate();
-      const p = make(kafka);
+      const { processor: p, port } = make();
+      const held = port.hold('start');
       const starting = p.start();
-      await settle(); // Redis checked, scripts loaded, Kafka starting
+      await held.reached; // Redis checked, scripts loaded, Kafka starting
       const closing = p.close();
-      kafka.startGate.open();
+      held.release();
       await assert.rejects(starting, { code: 'RF_INVALID_STATE', message: /close\(\) was called/ });
       await closing;
       assert.equal(p.state, 'closed');
-      assert.ok(kafka.stops >= 1, 'Kafka stopped');
+      assert.ok(port.calls.stop >= 1, 'Kafka stopped');
+      assert.equal(port.state, 'stopped');
       assert.equal(timers.live(), 0, 'no interval left running');
     } finally {
       timers.restore();
@@ -138,8 +151,7 @@ describe('processor lifecycle', () => {
   });
 
   it('wrong-state calls throw RF_INVALID_STATE', async () => {
-    const kafka = new StubKafka();
-    const p = make(kafka);
+    const { processor: p, port } = make();
     await p.start();
     await assert.rejects(p.start(), {
       code: 'RF_INVALID_STATE',
@@ -147,7 +159,7 @@ describe('processor lifecycle', () => {
     });
     await p.close();
     await assert.rejects(p.start(), { code: 'RF_INVALID_STATE', message: /state closed/ });
-    assert.equal(kafka.starts, 1);
+    assert.equal(port.calls.start, 1);
   });
 
   it('reports `scripts` ready only once every fence script is loaded in Redis', async (t) => {
@@ -163,6 +175,7 @@ describe('processor lifecycle', () => {
     );
     const health = new HealthState();
     const ns = uniqueName('scripts');
+    const { port, groupId } = memory(ns);
     const p = new Processor({
       definition: defineProcessor({
         input: `${ns}-in`,
@@ -171,7 +184,8 @@ describe('processor lifecycle', () => {
         operation: () => ({ op: 'add', by: 1 }),
       }),
       redis: client,
-      kafka: new StubKafka(),
+      kafka: port,
+      groupId,
       health,
     });
     t.after(() => p.close());
@@ -205,38 +219,37 @@ describe('processor lifecycle', () => {
         return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
       },
     });
-    const kafka = new StubKafka();
+    const { kafka, port, groupId } = memory(ns);
+    const output = `${ns}-out`;
+    kafka.produce([
+      { topic: input, key: 'k', value: JSON.stringify({ n: 1 }), partition: 0 },
+      { topic: input, key: 'k', value: JSON.stringify({ n: 2 }), partition: 0 },
+    ]);
     const health = new HealthState();
     const metrics = new RedfenceMetrics({ registry: new Registry() });
     const p = new Processor<{ n: number }, number>({
       definition: defineProcessor<{ n: number }, number>({
         input,
-        output: `${ns}-out`,
+        output,
         store: ns,
         reduce: (s, r) => ({ state: (s ?? 0) + r.n }),
       }),
       redis: hiding,
-      kafka,
+      kafka: port,
+      groupId,
       health,
       metrics,
     });
     t.after(() => p.close());
     await p.start();
-    const handlers = kafka.handlers;
-    assert.ok(handlers);
-    await handlers.onAssign([{ topic: input, partition: 0 }]);
-    const batch = StubKafka.records(input, 0, 0, [
-      ['k', { n: 1 }],
-      ['k', { n: 2 }],
-    ]);
-    await assert.rejects(handlers.onBatch(input, 0, batch, '2'), {
-      code: 'RF_CAS_CONFLICT',
-      message: /kept conflicting/,
-    });
-    await settle();
-    assert.deepEqual(kafka.commits, [], 'the batch is not committed (it is delivered again)');
-    assert.deepEqual(kafka.produced, [], 'nothing of it is produced');
-    assert.deepEqual(kafka.paused, [], 'consumption is not paused: Redis is fine');
+    await pollUntil('the batch handler to fail', () => port.handlerErrors.length > 0, 15_000, 5);
+    const [first] = port.handlerErrors as Error[];
+    assert.equal((first as { code?: unknown }).code, 'RF_CAS_CONFLICT');
+    assert.match(first?.message ?? '', /kept conflicting/);
+    assert.deepEqual(port.steps, [], 'no Kafka step: nothing produced, nothing committed');
+    assert.deepEqual(kafka.committedOffsets(groupId, input), new Map(), 'the batch is not committed');
+    assert.deepEqual(kafka.read(output, { isolation: 'read_uncommitted' }), [], 'nothing of it is produced');
+    assert.equal(port.calls.pause, 0, 'consumption is not paused: Redis is fine');
     assert.equal(health.snapshot().parts.redis, true, 'Redis stays ready');
     assert.match(await metrics.metricsText(), /^redfence_redis_outage 0$/m);
   });
