@@ -226,10 +226,9 @@ export async function readBack(run: ChaosRun): Promise<void> {
       instances: run.everyInstance,
       returns: farSide.returns,
     });
-  } else if (o.processor) {
-    log('reading back outputs, dead letters and state');
-    const { snapshot } = await import('./compare.js');
-    report.snapshot = await snapshot({
+  } else {
+    // what both readers of a processor run take: the run's topics, group, store and Redis
+    const where = {
       brokers: o.brokers,
       ...kafkaConfig,
       ...verifierRedis(redis),
@@ -239,19 +238,16 @@ export async function readBack(run: ChaosRun): Promise<void> {
       deadLetter: names.deadLetter,
       group: names.group,
       store: names.store,
-    });
-  } else {
+    };
+    if (o.processor) {
+      log('reading back outputs, dead letters and state');
+      const { snapshot } = await import('./compare.js');
+      report.snapshot = await snapshot(where);
+      return;
+    }
     log('verifying');
     report.verify = await verify({
-      brokers: o.brokers,
-      ...kafkaConfig,
-      ...verifierRedis(redis),
-      mode: o.mode,
-      input: names.input,
-      output: names.output,
-      deadLetter: names.deadLetter,
-      group: names.group,
-      store: names.store,
+      ...where,
       partitions: o.partitions,
       produced: report.produced,
       verdicts: report.verdicts,

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
-import { defineProcessor, type ProcessingMode, Processor } from '../../src/index.js';
+import { type ProcessingMode, Processor } from '../../src/index.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import {
   committedOffsets,
@@ -20,15 +20,10 @@ import {
   readToEnd,
 } from '../helpers/kafka.js';
 import { assertPerKey, countOf, countsUpTo, customerOrders } from '../helpers/outputs.js';
+import { type Order, totalsAre, totalsDefinition } from '../helpers/totals.js';
 
 const PARTITIONS = 4;
 const INTERVAL_MS = 20_000;
-
-interface Order {
-  customer: string;
-  amount: number;
-}
-type Totals = { total: number; count: number };
 
 describe('commit interval on the real broker', { timeout: 240_000 }, () => {
   let redis: Redis;
@@ -45,12 +40,7 @@ describe('commit interval on the real broker', { timeout: 240_000 }, () => {
         { topic: `${ns}-totals`, partitions: PARTITIONS },
         { topic: `${ns}-orders.DLT`, partitions: 1 },
       ]);
-      const definition = defineProcessor<Order, Totals>({
-        input: `${ns}-orders`,
-        output: `${ns}-totals`,
-        store: ns.replace(/-/g, '_'),
-        reduce: (s, o) => ({ state: { total: (s?.total ?? 0) + o.amount, count: (s?.count ?? 0) + 1 } }),
-      });
+      const definition = totalsDefinition(ns);
       const instance = (m: ProcessingMode) =>
         new Processor<Order>({
           definition: definition as never,
@@ -62,21 +52,6 @@ describe('commit interval on the real broker', { timeout: 240_000 }, () => {
           kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 50 },
         });
       const probe = instance('at-least-once');
-      const expected = (amounts: Map<string, number[]>, upTo: number) =>
-        new Map(
-          [...amounts].map(([c, list]) => {
-            const some = list.slice(0, upTo);
-            return [c, { total: some.reduce((s, a) => s + a, 0), count: some.length }];
-          }),
-        );
-      const stateIs = async (want: Map<string, Totals>) => {
-        for (const [customer, t] of want) {
-          const s = await probe.fence.read(customer);
-          const have = JSON.parse(s?.value?.toString() ?? 'null') as Totals | null;
-          if (have?.count !== t.count || have.total !== t.total) return false;
-        }
-        return true;
-      };
       const a = instance(mode);
       const b = instance(mode);
       try {
@@ -86,9 +61,7 @@ describe('commit interval on the real broker', { timeout: 240_000 }, () => {
         await produce(`${ns}-orders`, first);
         await a.start();
         // every one of the first 800 orders applied in Redis...
-        await pollUntil('the first instance applied the first orders', () =>
-          stateIs(expected(firstAmounts, Number.POSITIVE_INFINITY)),
-        );
+        await pollUntil('the first instance applied the first orders', () => totalsAre(probe, firstAmounts));
         // ...while most of them wait for the interval: the first Kafka step ran at once, the rest wait
         const committed = await committedOffsets(`${ns}-group`, `${ns}-orders`);
         const done = [...committed.values()].reduce((s, o) => s + Math.max(0, o), 0);
@@ -99,11 +72,7 @@ describe('commit interval on the real broker', { timeout: 240_000 }, () => {
         await b.start();
         await pollUntil('the second instance owns partitions', () => b.assignment.length > 0);
         await produce(`${ns}-orders`, messages.slice(800));
-        await pollUntil(
-          'every order applied',
-          () => stateIs(expected(amounts, Number.POSITIVE_INFINITY)),
-          90_000,
-        );
+        await pollUntil('every order applied', () => totalsAre(probe, amounts), 90_000);
         // close() drains what waits without waiting for the interval
         await Promise.all([a.close(), b.close()]);
 
@@ -114,7 +83,7 @@ describe('commit interval on the real broker', { timeout: 240_000 }, () => {
         assertPerKey('outputs per customer', outputs, countOf, counts, {
           duplicates: mode === 'exactly-once' ? 'none' : 'allowed',
         });
-        assert.ok(await stateIs(expected(amounts, Number.POSITIVE_INFINITY)), 'exact state per customer');
+        assert.ok(await totalsAre(probe, amounts), 'exact state per customer');
       } finally {
         await Promise.allSettled([a.close(), b.close()]);
         await cleanup();

@@ -27,12 +27,8 @@ import {
   readToEnd,
 } from '../helpers/kafka.js';
 import { assertPerKey, countOf, countsUpTo, customerOrders } from '../helpers/outputs.js';
+import { type Order, totalsAre, totalsDefinition } from '../helpers/totals.js';
 
-interface Order {
-  customer: string;
-  amount: number;
-}
-type Totals = { total: number; count: number };
 const brokers = KAFKA_BROKERS.split(',');
 
 describe('destroy() on the real broker', { timeout: 180_000 }, () => {
@@ -50,12 +46,7 @@ describe('destroy() on the real broker', { timeout: 180_000 }, () => {
         { topic: `${ns}-totals`, partitions: 2 },
         { topic: `${ns}-orders.DLT`, partitions: 1 },
       ]);
-      const definition = defineProcessor<Order, Totals>({
-        input: `${ns}-orders`,
-        output: `${ns}-totals`,
-        store: ns.replace(/-/g, '_'),
-        reduce: (s, o) => ({ state: { total: (s?.total ?? 0) + o.amount, count: (s?.count ?? 0) + 1 } }),
-      });
+      const definition = totalsDefinition(ns);
       const instance = (m: ProcessingMode, commitIntervalMs: number) =>
         new Processor<Order>({
           definition: definition as never,
@@ -68,15 +59,7 @@ describe('destroy() on the real broker', { timeout: 180_000 }, () => {
         });
       const probe = instance('at-least-once', 0);
       const { messages, amounts } = customerOrders(600, 20);
-      const stateIs = async () => {
-        for (const [customer, list] of amounts) {
-          const s = JSON.parse(
-            (await probe.fence.read(customer))?.value?.toString() ?? 'null',
-          ) as Totals | null;
-          if (s?.count !== list.length || s.total !== list.reduce((a, b) => a + b, 0)) return false;
-        }
-        return true;
-      };
+      const stateIs = () => totalsAre(probe, amounts);
       const a = instance(mode, 60_000);
       const b = instance(mode, 0);
       try {
