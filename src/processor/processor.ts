@@ -16,14 +16,12 @@
 import { randomBytes } from 'node:crypto';
 import type { ProcessorDefinition } from '../definition/definition.js';
 import { Fence } from '../fence/index.js';
-import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
-import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import type { Logger } from '../runtime/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
-import { type BatchContext, processBatch, type Replication } from './batch.js';
+import { type BatchContext, processBatch } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
 import { Liveness } from './liveness.js';
@@ -37,18 +35,12 @@ import { PartitionTable, topicPartition } from './partition-table.js';
 import { jsonDecode } from './plan.js';
 import { assign, type RebalanceContext, revoke } from './rebalance.js';
 import { RedisGuard } from './redis-guard.js';
-import {
-  checkRedis,
-  connectionCloses,
-  loadFenceScripts,
-  refreshAfterRedirect,
-  waitReplicas,
-} from './redis-setup.js';
-import { snapshotClient } from './snapshot-options.js';
-import { type SnapshotStats, Snapshotter } from './snapshotter.js';
+import { checkRedis, loadFenceScripts } from './redis-setup.js';
+import type { SnapshotStats, Snapshotter } from './snapshotter.js';
 import { Sweeper } from './sweeper.js';
 import { userCaller } from './user-call.js';
-import { Watchdog } from './watchdog.js';
+import type { Watchdog } from './watchdog.js';
+import { kafkaPort, redisStepOf, replicationOf, snapshotterOf, watchdogOf } from './wiring.js';
 
 export type { ProcessingMode, ProcessorOptions } from './options.js';
 
@@ -58,18 +50,6 @@ export type ProcessorState = RuntimeState;
 const CLOSE_SWEEP_MS = 5000;
 /** An idle processor PINGs Redis after this long without a Redis call (src/processor/redis-guard.ts). */
 const IDLE_PROBE_MS = 2000;
-
-function kafkaPort(o: ResolvedOptions, groupId: string, instanceId: string): KafkaPort {
-  if ('port' in o.kafka) return o.kafka.port;
-  const k = o.kafka.settings;
-  return new ConfluentKafka({
-    ...adapterSettings(k, {
-      clientId: `redfence-${instanceId}`,
-      ...(o.mode === 'exactly-once' ? { transactionalId: `${groupId}-${instanceId}` } : {}),
-    }),
-    groupId,
-  });
-}
 
 /**
  * @example
@@ -140,34 +120,16 @@ export class Processor<T = unknown, S = unknown> {
       log,
       signal,
     });
-    const redisStep = <R>(what: string, fn: () => Promise<R>) =>
-      this.#guard.step(what, async () => {
-        try {
-          return await fn();
-        } catch (err) {
-          refreshAfterRedirect(o.redis, err);
-          throw err;
-        }
-      });
-    const wait = o.waitReplicas;
-    const closes = wait ? connectionCloses(o.redis) : () => 0;
-    const replication: Replication = {
-      mark: closes,
-      confirm: async (mark) => {
-        if (!wait) return true;
-        await redisStep('WAIT', () => waitReplicas(o.redis, wait));
-        if (closes() === mark) return true;
-        log.warn({}, 'WAIT: a Redis connection closed since the writes it was to confirm: making them again');
-        return false;
-      },
-    };
+    const redisStep = redisStepOf(this.#guard, o.redis);
+    const replication = replicationOf(o, redisStep, log);
+    const outage = () => this.#guard.outage;
     this.#sweeper = new Sweeper({
       fence: this.fence,
       log,
       every: o.sweepEvery,
       intervalMs: o.sweepIntervalMs,
       partitions: () => table.active(),
-      outage: () => this.#guard.outage,
+      outage,
     });
     this.#pipeline = new CommitPipeline({
       mode: o.mode,
@@ -185,35 +147,17 @@ export class Processor<T = unknown, S = unknown> {
         this.#snapshot?.kick();
       },
     });
-    this.#watchdog =
-      o.watchdog &&
-      new Watchdog(
-        {
-          running: () => this.#life.state === 'running',
-          partitions: () => table.active(),
-          highWatermarks: () => kafka.highWatermarks(o.definition.input),
-          kafka,
-          batchInFlight: () => this.#liveness.batchInFlight,
-          redisOutage: () => this.#guard.outage,
-          giveUp: () => this.#liveness.giveUp(),
-          log,
-        },
-        o.watchdog,
-      );
-    this.#snapshot =
-      o.snapshot && 'settings' in o.kafka
-        ? new Snapshotter({
-            options: o.snapshot,
-            redis: o.redis,
-            keys: this.fence.keys,
-            input: o.definition.input,
-            client: snapshotClient(o.kafka.settings, `redfence-${this.instanceId}`),
-            replicationFactor: o.replicationFactor,
-            partitions: () => table.active(),
-            outage: () => this.#guard.outage,
-            log,
-          })
-        : undefined;
+    this.#watchdog = watchdogOf(o, {
+      running: () => this.#life.state === 'running',
+      partitions: () => table.active(),
+      highWatermarks: () => kafka.highWatermarks(o.definition.input),
+      kafka,
+      batchInFlight: () => this.#liveness.batchInFlight,
+      redisOutage: outage,
+      giveUp: () => this.#liveness.giveUp(),
+      log,
+    });
+    this.#snapshot = snapshotterOf(o, this.fence, this.instanceId, () => table.active(), outage, log);
     const callUser = userCaller(o.userRetries, signal);
     const processor = this;
     this.#batch = {
@@ -251,7 +195,7 @@ export class Processor<T = unknown, S = unknown> {
       fence: this.fence,
       table,
       redisStep,
-      redisOutage: () => this.#guard.outage,
+      redisOutage: outage,
       replication,
       partitionCount: (atLeast) => this.#inputPartitions(atLeast),
       drain: () => this.#pipeline.drain(),
