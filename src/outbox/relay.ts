@@ -109,8 +109,19 @@ export class OutboxRelay {
         await ensureProgressTopic(o.clientProperties, o.progressTopic, this.#roles);
         // before any transactional producer: a relay of another outbox on these names is not fenced
         const all = Array.from({ length: this.#roles }, (_, r) => r);
-        await checkProgressOwner(o.clientProperties, o.progressTopic, all, this.#identity as OutboxIdentity);
-        this.#ownerChecked = true;
+        try {
+          await checkProgressOwner(
+            o.clientProperties,
+            o.progressTopic,
+            all,
+            this.#identity as OutboxIdentity,
+          );
+          this.#ownerChecked = true;
+        } catch (err) {
+          // unreadable now (a topic just made has no leader yet): each worker checks its own
+          // partition before its producer fences anyone, and tries again with backoff
+          if (RedfenceError.is(err, 'RF_OUTBOX_NAME_CLASH')) throw err;
+        }
       }
       // at-least-once: one idempotent producer per role too (librdkafka's own threads, in parallel)
       await this.#listen();

@@ -101,7 +101,7 @@ describe('outbox relays of two databases with the same table name', () => {
         c,
         Array.from({ length: n }, (_, i) => ({
           aggregateType,
-          aggregateId: `${tag}-${i % 5}`,
+          aggregateId: `${tag}-${i}`,
           type: 'Changed',
           payload: { tag, i },
         })),
@@ -148,6 +148,48 @@ describe('outbox relays of two databases with the same table name', () => {
     const out = await readToEnd(topic);
     const seen = out.map((r) => String(r.headers.id ?? ''));
     assert.deepEqual([...seen].sort(), [...aIds, ...bIds].sort(), 'every row of both outboxes, once');
+  });
+
+  it('a relay that started first on the empty topic refuses the roles the other outbox wrote, without fencing it', async () => {
+    const t = `${table}_w`;
+    for (const s of [a, b]) {
+      const c = await s.pool.connect();
+      try {
+        await initOutbox(c, { table: t });
+      } finally {
+        c.release();
+      }
+    }
+    extraTopics.push(`redfence-outbox-progress.${t}`);
+    const errors: Array<{ code?: unknown; msg?: string }> = [];
+    const noop = () => undefined;
+    const logger = {
+      debug: noop,
+      info: noop,
+      warn: noop,
+      error: (o: object, msg?: string) => errors.push({ ...o, msg }),
+    };
+    // b's relay first, with nothing to publish: it writes no progress, so a's relay cannot see it
+    const early = relay(b, { logger }, t);
+    await early.start();
+    const first = relay(a, {}, t);
+    await first.start();
+    const aIds = await write(a, 40, 'w', t);
+    const roles = await a.pool.query(`SELECT DISTINCT bucket % 4 AS r FROM "${t}"`);
+    assert.equal(roles.rows.length, 4, 'a has progress on every role');
+    await pollUntil('a published', async () => (await pending(a, t)) === 0);
+
+    // now b has rows: its old producers were fenced by a's; the roles it takes again are checked first
+    const bIds = await write(b, 5, 'wb', t);
+    await pollUntil('b refused a role', () => errors.some((e) => e.code === 'RF_OUTBOX_NAME_CLASH'));
+    assert.match(String(errors[0]?.msg), /progressTopic and transactionalIdPrefix/);
+    aIds.push(...(await write(a, 12, 'w2', t)));
+    await pollUntil('a published again', async () => (await pending(a, t)) === 0);
+    assert.deepEqual(first.roles, [0, 1, 2, 3], 'a was not fenced');
+    assert.equal(await pending(b, t), bIds.length, 'b published nothing');
+    const out = (await readToEnd(topic)).map((x) => String(x.headers.id ?? ''));
+    for (const id of aIds) assert.equal(out.filter((x) => x === id).length, 1, 'each of a’s rows once');
+    await early.close();
   });
 
   it('honours a progress record an older relay wrote (no outbox identity): its rows are not published again', async () => {
