@@ -51,6 +51,7 @@ const USAGE: ReadonlySet<ErrorCode> = new Set([
   'RF_KAFKA_AUTH',
   'RF_PG_MISSING',
   'RF_OUTBOX_MISSING',
+  'RF_OUTBOX_NAME_CLASH',
 ]);
 
 const VERBS = {

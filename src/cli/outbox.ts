@@ -129,6 +129,20 @@ export const OUTBOX_RELAY_OPTIONS = {
     min: 1000,
     max: 900_000,
   }),
+  'progress-topic': textOption('<topic>', {
+    description: 'exactly-once progress topic; set it with --transactional-id-prefix, once, and keep both',
+    env: 'REDFENCE_OUTBOX_PROGRESS_TOPIC',
+    defaultText: 'redfence-outbox-progress.<schema.table>',
+    allowed: 'a Kafka topic name (letters, digits, ".", "_" or "-", at most 249)',
+    pattern: /^[A-Za-z0-9._-]{1,249}$/,
+  }),
+  'transactional-id-prefix': textOption('<prefix>', {
+    description: 'exactly-once: role r uses the transactional id <prefix>-<r>',
+    env: 'REDFENCE_OUTBOX_TRANSACTIONAL_ID_PREFIX',
+    defaultText: 'redfence-outbox-<schema.table>',
+    allowed: 'letters, digits, ".", "_" or "-" (at most 200)',
+    pattern: /^[A-Za-z0-9._-]{1,200}$/,
+  }),
   'relay-id': textOption('<id>', {
     description: "this relay's id in the role table",
     env: 'REDFENCE_OUTBOX_RELAY_ID',
@@ -294,6 +308,10 @@ async function relay(o: Record<string, unknown>, where: { table: string; schema?
     ...(opt('transaction-timeout') === undefined
       ? {}
       : { transactionTimeoutMs: opt<number>('transaction-timeout') }),
+    ...(opt('progress-topic') === undefined ? {} : { progressTopic: opt<string>('progress-topic') }),
+    ...(opt('transactional-id-prefix') === undefined
+      ? {}
+      : { transactionalIdPrefix: opt<string>('transactional-id-prefix') }),
   };
   const r = new OutboxRelay(relayOptions);
   const port = opt<number>('metrics-port');

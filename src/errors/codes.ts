@@ -149,6 +149,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'The outbox table (or a table beside it) does not exist: run `redfence outbox init` first.',
   },
+  RF_OUTBOX_NAME_CLASH: {
+    retriable: false,
+    summary:
+      "The outbox relay's progress topic holds another outbox's progress (the same names on one Kafka cluster): the relay refused to start.",
+  },
   RF_POSTGRES_UNAVAILABLE: {
     retriable: true,
     summary: 'PostgreSQL could not be reached or failed a query the outbox relay retries.',

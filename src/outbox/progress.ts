@@ -11,10 +11,13 @@ import { KafkaJS, RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { connectWatched } from '../kafka/connect.js';
 import type { OutRecord } from '../kafka/types.js';
+import { nameClash, type OutboxIdentity, sameOutbox } from './identity.js';
 
 export interface Progress {
   readonly epoch: number;
   readonly ids: string[];
+  /** The outbox that wrote it (identity.ts); absent in records of relays older than the field. */
+  readonly outbox?: OutboxIdentity;
 }
 
 export function progressRecord(topic: string, role: number, p: Progress): OutRecord {
@@ -79,6 +82,32 @@ export async function lastProgress(
   role: number,
   timeoutMs = 30_000,
 ): Promise<Progress | undefined> {
+  return (await lastProgresses(properties, topic, [role], timeoutMs)).get(role);
+}
+
+/**
+ * Refuses (RF_OUTBOX_NAME_CLASH) when the last committed progress record of one of `roles` was written
+ * by another outbox. Read without fencing (before any transactional producer of the relay exists), so
+ * it sees what is committed, and waits for a transaction still open on a partition to end.
+ */
+export async function checkProgressOwner(
+  properties: Record<string, unknown>,
+  topic: string,
+  roles: readonly number[],
+  identity: OutboxIdentity,
+  timeoutMs = 30_000,
+): Promise<void> {
+  for (const p of (await lastProgresses(properties, topic, roles, timeoutMs)).values())
+    if (p !== undefined && !sameOutbox(identity, p.outbox)) throw nameClash(topic, identity, p.outbox);
+}
+
+/** The last committed progress record of each of `roles` (one consumer, partition after partition). */
+async function lastProgresses(
+  properties: Record<string, unknown>,
+  topic: string,
+  roles: readonly number[],
+  timeoutMs: number,
+): Promise<Map<number, Progress | undefined>> {
   const consumer: Consumer = new RdKafka.KafkaConsumer(
     {
       ...properties,
@@ -94,29 +123,40 @@ export async function lastProgress(
     brokers: String(properties['bootstrap.servers'] ?? 'the bootstrap servers'),
   });
   const deadline = Date.now() + timeoutMs;
+  const out = new Map<number, Progress | undefined>();
   try {
-    const w = await cb<{ lowOffset: number; highOffset: number }>((done) =>
-      consumer.queryWatermarkOffsets(topic, role, timeoutMs, done),
-    );
-    const high = w.highOffset;
-    // A committed transaction is a record and a marker; aborted ones add the same. Look back far enough
-    // to meet one record, doubling the window.
-    for (let span = 8; ; span *= 4) {
-      const from = Math.max(w.lowOffset, high - span);
-      let last: Progress | undefined;
-      consumer.assign([{ topic, partition: role, offset: from }]);
-      for (;;) {
-        const at = consumer.position([{ topic, partition: role }])[0]?.offset;
-        const pos = at === undefined || at < 0 ? from : at;
-        if (pos >= high) break;
-        if (Date.now() > deadline) throw new Error(`reading progress topic ${topic}[${role}] timed out`);
-        const batch = await cb<Array<{ value?: Buffer | null }>>((done) => consumer.consume(500, done));
-        for (const m of batch) if (m.value) last = JSON.parse(m.value.toString()) as Progress;
-      }
-      consumer.unassign();
-      if (last !== undefined || from === w.lowOffset) return last;
-    }
+    for (const role of roles) out.set(role, await readLast(consumer, topic, role, deadline));
+    return out;
   } finally {
     await cb((done) => consumer.disconnect(done)).catch(() => undefined);
+  }
+}
+
+async function readLast(
+  consumer: Consumer,
+  topic: string,
+  role: number,
+  deadline: number,
+): Promise<Progress | undefined> {
+  const w = await cb<{ lowOffset: number; highOffset: number }>((done) =>
+    consumer.queryWatermarkOffsets(topic, role, Math.max(1000, deadline - Date.now()), done),
+  );
+  const high = w.highOffset;
+  // A committed transaction is a record and a marker; aborted ones add the same. Look back far enough
+  // to meet one record, doubling the window.
+  for (let span = 8; ; span *= 4) {
+    const from = Math.max(w.lowOffset, high - span);
+    let last: Progress | undefined;
+    consumer.assign([{ topic, partition: role, offset: from }]);
+    for (;;) {
+      const at = consumer.position([{ topic, partition: role }])[0]?.offset;
+      const pos = at === undefined || at < 0 ? from : at;
+      if (pos >= high) break;
+      if (Date.now() > deadline) throw new Error(`reading progress topic ${topic}[${role}] timed out`);
+      const batch = await cb<Array<{ value?: Buffer | null }>>((done) => consumer.consume(500, done));
+      for (const m of batch) if (m.value) last = JSON.parse(m.value.toString()) as Progress;
+    }
+    consumer.unassign();
+    if (last !== undefined || from === w.lowOffset) return last;
   }
 }

@@ -9,11 +9,12 @@ import { KafkaAdmin } from '../kafka/admin.js';
 import { DeliveryProducer } from '../kafka/producer.js';
 import { type Logger, silentLogger } from '../runtime/logger.js';
 import { counts, purgePublished } from './admin.js';
+import { type OutboxIdentity, outboxIdentity } from './identity.js';
 import { Leases, type Role } from './leases.js';
 import { OutboxMetrics } from './metrics.js';
 import { type RelayOptions, type ResolvedRelayOptions, resolveRelayOptions } from './options.js';
 import { loadPg, maskUrl, missingObject, type PgPool, type PgPoolClient } from './pg.js';
-import { ensureProgressTopic } from './progress.js';
+import { checkProgressOwner, ensureProgressTopic } from './progress.js';
 import { type OutboxNames, outboxNames } from './schema.js';
 import { RoleWorker, type WorkerContext } from './worker.js';
 
@@ -33,6 +34,9 @@ export class OutboxRelay {
   #leases: Leases | undefined;
   #admin: KafkaAdmin | undefined;
   #roles = 0;
+  #identity: OutboxIdentity | undefined;
+  /** True while start() takes its first roles, just after it checked every progress partition. */
+  #ownerChecked = false;
   readonly #workers = new Map<number, RoleWorker>();
   /** Roles being given back: their loop is stopping; released after. */
   readonly #leaving = new Map<number, RoleWorker>();
@@ -85,7 +89,9 @@ export class OutboxRelay {
       this.#leases = new Leases(pool, this.#names, o.relayId, o.leaseMs);
       try {
         this.#roles = await this.#leases.roleCount();
+        this.#identity = await outboxIdentity(pool, this.#names);
       } catch (err) {
+        if (RedfenceError.is(err)) throw err;
         if (missingObject(err))
           throw new RedfenceError(
             'RF_OUTBOX_MISSING',
@@ -99,12 +105,29 @@ export class OutboxRelay {
       this.#admin = new KafkaAdmin(o.clientProperties);
       // the first Kafka call: refused credentials are RF_KAFKA_AUTH within seconds (the admin's watch)
       await this.#admin.describeTopics([o.progressTopic]);
-      if (o.mode === 'exactly-once')
+      if (o.mode === 'exactly-once') {
         await ensureProgressTopic(o.clientProperties, o.progressTopic, this.#roles);
+        // before any transactional producer: a relay of another outbox on these names is not fenced
+        const all = Array.from({ length: this.#roles }, (_, r) => r);
+        try {
+          await checkProgressOwner(
+            o.clientProperties,
+            o.progressTopic,
+            all,
+            this.#identity as OutboxIdentity,
+          );
+          this.#ownerChecked = true;
+        } catch (err) {
+          // unreadable now (a topic just made has no leader yet): each worker checks its own
+          // partition before its producer fences anyone, and tries again with backoff
+          if (RedfenceError.is(err, 'RF_OUTBOX_NAME_CLASH')) throw err;
+        }
+      }
       // at-least-once: one idempotent producer per role too (librdkafka's own threads, in parallel)
       await this.#listen();
       this.#state = 'running';
       await this.#tick();
+      this.#ownerChecked = false;
       // resolved once the roles taken now can publish (exactly-once: their old holders fenced and
       // their last transactions marked), so rows committed before start() resolved are not behind a
       // recovery still running
@@ -174,6 +197,8 @@ export class OutboxRelay {
       maxMessageBytes: o.maxMessageBytes,
       transactionIntervalMs: o.mode === 'exactly-once' ? o.transactionIntervalMs : 0,
       progressTopic: o.progressTopic,
+      identity: this.#identity as OutboxIdentity,
+      ownerChecked: this.#ownerChecked,
       clientProperties: o.clientProperties,
       logger: this.#logger,
       metrics: this.metrics,

@@ -12,10 +12,11 @@ import { RedfenceError } from '../errors/index.js';
 import type { DeliveryProducer } from '../kafka/producer.js';
 import type { OutRecord } from '../kafka/types.js';
 import type { Logger } from '../runtime/logger.js';
+import { nameClash, type OutboxIdentity, sameOutbox } from './identity.js';
 import type { OutboxMetrics } from './metrics.js';
 import type { Queryable } from './pg.js';
 import { codeName, errorCode, RecordRefusal } from './produce-errors.js';
-import { lastProgress, progressRecord } from './progress.js';
+import { checkProgressOwner, lastProgress, progressRecord } from './progress.js';
 import { type OutboxRow, PARK_FIX, type ParkReason, parkReason, preflight, recordOf } from './routing.js';
 import type { OutboxNames } from './schema.js';
 
@@ -34,6 +35,10 @@ export interface WorkerContext {
   /** Least time from one transaction's start to the next when the first was not full (0 in at-least-once). */
   readonly transactionIntervalMs: number;
   readonly progressTopic: string;
+  /** The outbox's identity, written in every progress record and checked against the topic's. */
+  readonly identity: OutboxIdentity;
+  /** Whether the relay has checked the progress topic's owner already (roles taken at start-up). */
+  readonly ownerChecked: boolean;
   /** librdkafka properties of every Kafka client (brokers, security). */
   readonly clientProperties: Record<string, unknown>;
   readonly logger: Logger;
@@ -104,6 +109,9 @@ export class RoleWorker {
     try {
       while (!this.#stopping) {
         try {
+          // before the role's transactional producer fences anyone: is the partition this outbox's?
+          if (!this.#recovered && !ctx.ownerChecked && ctx.mode === 'exactly-once' && !this.#producer)
+            await checkProgressOwner(ctx.clientProperties, ctx.progressTopic, [this.role], ctx.identity);
           this.#producer ??= await ctx.producer(this.role);
           if (!this.#recovered) {
             // until it succeeds (a progress partition without a leader yet, a timeout): publishing
@@ -127,6 +135,13 @@ export class RoleWorker {
             if (left > 0) await sleep(left, this.#stopped);
           }
         } catch (err) {
+          if (RedfenceError.is(err, 'RF_OUTBOX_NAME_CLASH')) {
+            // not retried: the relay gives the role back, and start() rejects with it
+            this.fatal = err as Error;
+            this.#settle(err as Error);
+            ctx.logger.error({ role: this.role, code: 'RF_OUTBOX_NAME_CLASH' }, (err as Error).message);
+            return;
+          }
           if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
             this.fatal = err as Error;
             ctx.logger.warn(
@@ -154,6 +169,10 @@ export class RoleWorker {
   async #recover(): Promise<void> {
     const ctx = this.#ctx;
     const last = await lastProgress(ctx.clientProperties, ctx.progressTopic, this.role);
+    // another outbox's relay committed here meanwhile (both started on an empty topic): its ids are
+    // not this outbox's rows
+    if (last !== undefined && !sameOutbox(ctx.identity, last.outbox))
+      throw nameClash(ctx.progressTopic, ctx.identity, last.outbox);
     if (last !== undefined && last.ids.length > 0) await this.#mark(last.ids);
   }
 
@@ -221,7 +240,11 @@ export class RoleWorker {
     const ids = rows.map((r) => r.id);
     const records = rows.map((r) => r.record);
     if (ctx.mode === 'exactly-once') {
-      const progress = progressRecord(ctx.progressTopic, this.role, { epoch: this.epoch, ids });
+      const progress = progressRecord(ctx.progressTopic, this.role, {
+        epoch: this.epoch,
+        ids,
+        outbox: ctx.identity,
+      });
       let refusal: Error | undefined;
       try {
         await producer.transaction([...records, progress], [], undefined, undefined, (e) => {
