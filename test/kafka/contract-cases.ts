@@ -27,7 +27,8 @@ export function contractCases(side: ContractSide): void {
     // keyed without a partition: placed by murmur2, the same on both sides
     for (let i = 0; i < 12; i++) out.push({ topic, key: `k${i % 6}`, value: `v${i}` });
     out.push({ topic, key: 'k1', value: null }); // a tombstone
-    out.push({ topic, key: 'k2', value: '' });
+    // no empty value here: the default adapter's client sends one as null on Node 20 and as empty bytes
+    // on Node 24 (docs/testing.md, "Empty bytes"), so neither side can promise it
     out.push({
       topic,
       key: Buffer.from([0xc3, 0xa9]),
@@ -44,7 +45,6 @@ export function contractCases(side: ContractSide): void {
     });
     out.push({ topic, key: null, value: 'no key', partition: 1, timestamp: '1700000000456' });
     out.push({ topic, key: '', value: 'empty key', partition: 1 });
-    out.push({ topic, key: Buffer.alloc(0), value: Buffer.alloc(0), partition: 1 });
     const before = Date.now();
     await port.produce(out);
     const after = Date.now();
