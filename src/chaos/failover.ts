@@ -92,9 +92,18 @@ export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected
   }
   await sleep(f.pauseMs); // pacing: the old primary stays down a little longer
   await old.restartAsReplicaOf(promoted ? next.port : undefined);
-  const back =
-    promoted &&
-    (await within('the old primary to rejoin as a replica', () => linkedToPrimary(old.port), 60_000));
+  // Back in the pair: linked to the promoted replica, or, when Sentinel has meanwhile failed over to it
+  // again, primary once more with the other linked to it (the pair replicates either way; seen on a
+  // loaded machine). The side's roles then follow Sentinel's.
+  const rejoined = async () =>
+    (await linkedToPrimary(old.port)) ||
+    ((await sentinel.primaryPort()) === old.port && (await linkedToPrimary(next.port)));
+  const back = promoted && (await within('the old primary to rejoin the pair', rejoined, 60_000));
+  const again = back && (await sentinel.primaryPort()) === old.port;
+  if (again) {
+    r.primary = old;
+    r.replica = next;
+  }
   // when it did not rejoin: both servers' and the sentinel's view, so the report says why
   const why =
     promoted && !back
@@ -104,7 +113,7 @@ export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected
     target: `redis :${old.port} -> :${next.port}`,
     outcome:
       `${lag}primary SIGKILLed, ${promoted ? `Sentinel promoted the replica in ${promotedMs} ms` : 'Sentinel did NOT promote the replica'}` +
-      `, old primary ${back ? 'rejoined as a replica' : `did NOT rejoin${why}`}`,
+      `, old primary ${back ? (again ? 'rejoined, and Sentinel made it primary again (the other linked to it)' : 'rejoined as a replica') : `did NOT rejoin${why}`}`,
     facts: { serverKilled: exit?.signal === 'SIGKILL', promoted, serverBack: back },
   };
 }
