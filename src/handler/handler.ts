@@ -16,7 +16,7 @@
  * records until due (src/handler/retry-partitions.ts), and the runner forwards failures along the chain.
  *
  * Lifecycle `idle -> starting -> running -> closing -> closed`, as the processor's: start() once,
- * close() memoised. Commits: src/handler/committer.ts. (A little over 400 lines: the lifecycle and the
+ * close() memoised. Commits: src/runtime/committer.ts. (A little over 400 lines: the lifecycle and the
  * rebalance rule share the partition table and are kept together.)
  */
 import { randomBytes } from 'node:crypto';
@@ -30,11 +30,11 @@ import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
 import { retryTopicNames } from '../retry/retry-topics.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
+import { Committer } from '../runtime/committer.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
-import type { Logger } from '../runtime/logger.js';
+import { errorShape, type Logger } from '../runtime/logger.js';
 import { Tracing } from '../telemetry/tracing.js';
-import { Committer } from './committer.js';
 import { holdRecord } from './hold.js';
 import { KeyOrderStore } from './key-order.js';
 import { OnceStore } from './once.js';
@@ -42,7 +42,7 @@ import { type HandlerOptions, type ResolvedHandlerOptions, resolveHandlerOptions
 import { SqlOnce } from './postgres.js';
 import { RetryMetrics } from './retry-metrics.js';
 import { RetryPartitions } from './retry-partitions.js';
-import { errorShape, type RunnerContext, runRecord } from './runner.js';
+import { type RunnerContext, runRecord } from './runner.js';
 import { type Outcome, type PartitionWork, Scheduler } from './scheduler.js';
 
 export type HandlerState = RuntimeState;

@@ -27,7 +27,7 @@ import {
   retryTopicName,
 } from '../retry/retry-topics.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
-import type { Logger } from '../runtime/logger.js';
+import { errorShape, type Logger } from '../runtime/logger.js';
 import { NO_TRACING, type RecordTrace, type Tracer } from '../telemetry/tracing.js';
 import { attemptDeadline, handlerContext } from './context.js';
 import { rateLimitedFor } from './hold.js';
@@ -60,15 +60,6 @@ export interface RunnerContext {
   readonly tracing?: Pick<Tracer, 'record'>;
   /** Holds a rate-limited record's partition paused for `ms` (src/handler/hold.ts). */
   hold(part: PartitionWork, ms: number): Promise<void>;
-}
-
-/** The error's class and code, for logs (its message may quote the value). */
-export function errorShape(err: unknown): { error: string; code?: string } {
-  const name = err instanceof Error ? err.name : typeof err;
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' || typeof code === 'number'
-    ? { error: name, code: String(code) }
-    : { error: name };
 }
 
 function jsonDecode(value: Buffer | null): unknown {

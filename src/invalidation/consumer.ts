@@ -22,7 +22,7 @@
  *
  * Over 400 lines: the batch flow and the revocation share the partitions' state (done
  * points, batch chains, stop signals); split, each part would need all of it. Commits are
- * src/handler/committer.ts's, as the handler's.
+ * src/runtime/committer.ts's, as the handler's.
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
@@ -40,14 +40,12 @@ import {
 } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
 import { checkRedisKind } from '../fence/redis-kind.js';
-import { Committer } from '../handler/committer.js';
 import type { HandlerCounts } from '../handler/handler.js';
 import {
   type HandlerOptions,
   type ResolvedHandlerOptions,
   resolveHandlerOptions,
 } from '../handler/options.js';
-import { errorShape } from '../handler/runner.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
@@ -56,9 +54,11 @@ import { InvalidationPipeline } from '../kit/invalidation/pipeline.js';
 import type { MetricsRegistry } from '../metrics/index.js';
 import { Checker, invalid } from '../options/checks.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
+import { Committer } from '../runtime/committer.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import type { Logger } from '../runtime/logger.js';
+import { errorShape } from '../runtime/logger.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
 
 export interface InvalidationOptions

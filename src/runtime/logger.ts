@@ -8,3 +8,12 @@ export interface Logger {
 
 const noop = () => undefined;
 export const silentLogger: Logger = { debug: noop, info: noop, warn: noop, error: noop };
+
+/** The error's class and code, for logs (its message may quote a record's value, so it is left out). */
+export function errorShape(err: unknown): { error: string; code?: string } {
+  const name = err instanceof Error ? err.name : typeof err;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' || typeof code === 'number'
+    ? { error: name, code: String(code) }
+    : { error: name };
+}

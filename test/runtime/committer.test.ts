@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { RedfenceError } from '../../src/errors/index.js';
-import { type CommitPart, Committer } from '../../src/handler/committer.js';
 import type { CommitOffset } from '../../src/kafka/types.js';
+import { type CommitPart, Committer } from '../../src/runtime/committer.js';
 import { silentLogger } from '../../src/runtime/logger.js';
 
 type P = CommitPart & { point: number };

@@ -8,8 +8,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import type { KafkaPort, TopicPartition } from '../kafka/types.js';
-import type { Logger } from '../runtime/logger.js';
-import { errorShape } from './runner.js';
+import { errorShape, type Logger } from './logger.js';
 
 export interface CommitPart {
   readonly tp: TopicPartition;
