@@ -91,40 +91,36 @@ export interface ResolvedRuntimeOptions {
 }
 
 /** What differs between the runtimes' shared options. */
-export interface RuntimeSpec<F extends RuntimeField> {
+interface SpecBase<F extends RuntimeField> {
   /** The runtime as messages name it (`processor`, `handler`, `invalidation consumer`, `outbox relay`). */
   readonly what: string;
   /** The shared options it takes: a `keyof` table, so the compiler keeps it in step with its interface. */
   readonly fields: Readonly<Record<F, true>>;
   /** Its own options (for the unknown-key check; listed first in the error). */
   readonly own: Readonly<Record<string, true>>;
-  /** The default of `groupId` (required when it takes `groupId`). */
-  readonly groupId?: string;
   /** The default of `closeTimeoutMs`. Default 30000. */
   readonly closeTimeoutMs?: number;
-  /** The `metrics` methods it calls (required when it takes `metrics`). */
-  readonly metricsMethods?: readonly string[];
 }
 
-type Spec = RuntimeSpec<RuntimeField>;
+/**
+ * What differs between the runtimes: with `groupId` among its fields a runtime must give the default
+ * group id, with `metrics` the methods of `RedfenceMetrics` it calls (the compiler asks for them).
+ */
+export type RuntimeSpec<F extends RuntimeField> = SpecBase<F> &
+  ('groupId' extends F ? { readonly groupId: string } : unknown) &
+  ('metrics' extends F ? { readonly metricsMethods: readonly string[] } : unknown);
+
+type Spec = SpecBase<RuntimeField> & { readonly groupId: string; readonly metricsMethods: readonly string[] };
 
 /** One check per shared option; the order of this table is the order they are checked in. */
 const CHECKS: { readonly [K in RuntimeField]: (v: unknown, s: Spec) => ResolvedRuntimeOptions[K] } = {
   kafka: (v, s) => kafkaOptions(v, s.what),
-  groupId: (v, s) => {
-    const given = text('groupId', v);
-    if (given !== undefined) return given;
-    if (s.groupId === undefined) throw new Error(`${s.what}: no default group id`);
-    return s.groupId;
-  },
+  groupId: (v, s) => text('groupId', v) ?? s.groupId,
   instanceId: (v) => text('instanceId', v),
   logger: (v) =>
     withMethods<Logger>('logger', v, ['debug', 'info', 'warn', 'error'], 'a pino-compatible logger') ??
     silentLogger,
-  metrics: (v, s) => {
-    if (s.metricsMethods === undefined) throw new Error(`${s.what}: no metrics methods named`);
-    return withMethods<RedfenceMetrics>('metrics', v, s.metricsMethods, 'a RedfenceMetrics');
-  },
+  metrics: (v, s) => withMethods<RedfenceMetrics>('metrics', v, s.metricsMethods, 'a RedfenceMetrics'),
   health: (v) => withMethods<HealthState>('health', v, ['markProgress', 'setReady'], 'a HealthState'),
   onFatal: (v) => (v === undefined ? undefined : fn('onFatal', v)),
   tracing: (v, s) => tracingOption(v, s.what),
