@@ -133,6 +133,7 @@ export {
 export type { KafkaSasl, KafkaSsl } from './runtime/kafka-options.js';
 export type { RuntimeState } from './runtime/lifecycle.js';
 export type { Logger } from './runtime/logger.js';
+export type { RuntimeOptions } from './runtime/options.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';
 export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
 export { VERSION } from './version.js';

@@ -1,16 +1,14 @@
 /**
  * A handler's options: types, defaults and validation, in the processor's style (src/processor/
  * options.ts): checked once, before any connection; RF_INVALID_OPTIONS names the option's path;
- * unknown keys are refused at every level (a `keyof` table keeps the lists from drifting).
+ * unknown keys are refused at every level (a `keyof` table keeps the lists from drifting). The options
+ * every runtime shares (kafka, groupId, logger, closeTimeoutMs, ...) are declared and checked in
+ * src/runtime/options.ts; the invalidation consumer resolves its options through this file too.
  */
 import { Cluster, type Redis } from 'ioredis';
 import { defineHandler, type HandlerDefinition } from '../definition/handler.js';
-import type { KafkaPort } from '../kafka/types.js';
-import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
 import {
-  bool,
   checkKeys,
-  fn,
   integer,
   invalid,
   isObject,
@@ -24,9 +22,12 @@ import {
   type RetryTopicsOptions,
   resolveRetryTopics,
 } from '../retry/retry-topics.js';
-import { type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
-import { type Logger, silentLogger } from '../runtime/logger.js';
-import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
+import {
+  type ResolvedRuntimeOptions,
+  type RuntimeField,
+  type RuntimeOptions,
+  resolveRuntimeOptions,
+} from '../runtime/options.js';
 import { quotedTable, type SqlPool } from './postgres.js';
 
 export interface RetryOptions {
@@ -64,12 +65,8 @@ export interface PostgresOptions {
   table?: string;
 }
 
-export interface HandlerOptions {
-  /** Kafka: connection settings for the default adapter, or any KafkaPort. */
-  kafka: KafkaOptions | KafkaPort;
-  /** Consumer group. Default `redfence-handler-<name>`. */
-  groupId?: string;
-  instanceId?: string;
+/** A handler's options: the shared ones (`RuntimeOptions`: kafka, groupId, logger, closeTimeoutMs, ...) and its own. */
+export interface HandlerOptions extends RuntimeOptions {
   /** For `ctx.once` (and the partition epochs that fence it). The handler does not close it. */
   redis?: Redis | Cluster;
   /** For `ctx.transaction`. */
@@ -85,29 +82,14 @@ export interface HandlerOptions {
   retry?: RetryOptions;
   /** How often finished offsets are committed. Default 1000. */
   commitIntervalMs?: number;
-  /** On revocation, how long running calls get to finish before they are abandoned. Default 10000. */
+  /** On revocation, how long running calls get to finish before they are abandoned (on close(): `closeTimeoutMs`). Default 10000. */
   drainTimeoutMs?: number;
-  /** On close(), the same. Default 30000. */
-  closeTimeoutMs?: number;
   /** How long a `ctx.once` done marker is kept in Redis. Default 7 days. */
   onceTtlMs?: number;
-  /** Start-up fails with RF_TOPIC_MISSING unless the input and dead-letter topics exist; true creates the dead-letter topic. Default false. */
-  createTopics?: boolean;
-  logger?: Logger;
-  metrics?: RedfenceMetrics;
-  /** Liveness/readiness for /livez and /readyz: live while the commit timer and the poll loop run, ready once started. */
-  health?: HealthState;
-  /** Called once on a fatal Kafka error; the handler has started closing itself. */
-  onFatal?: (error: Error) => void;
-  /** OpenTelemetry spans, one per handle call (docs/operations.md, "Traces"): `true` or `{ tracer }`. Default off. */
-  tracing?: TracingOption;
 }
 
-export interface ResolvedHandlerOptions {
+export interface ResolvedHandlerOptions extends ResolvedRuntimeOptions {
   readonly definition: HandlerDefinition<unknown>;
-  readonly kafka: { readonly port: KafkaPort } | { readonly settings: KafkaOptions };
-  readonly groupId: string;
-  readonly instanceId: string | undefined;
   readonly redis: Redis | Cluster | undefined;
   readonly cluster: boolean;
   readonly postgres: { readonly pool: SqlPool; readonly table: string } | undefined;
@@ -118,21 +100,24 @@ export interface ResolvedHandlerOptions {
   readonly retry: ResolvedRetry;
   readonly commitIntervalMs: number;
   readonly drainTimeoutMs: number;
-  readonly closeTimeoutMs: number;
   readonly onceTtlMs: number;
-  readonly createTopics: boolean;
-  readonly logger: Logger;
-  readonly metrics: RedfenceMetrics | undefined;
-  readonly health: HealthState | undefined;
-  readonly onFatal: ((error: Error) => void) | undefined;
   readonly deadLetterTopic: string;
-  readonly tracing: ResolvedTracing | undefined;
 }
 
-const OPTION_NAMES: Record<keyof HandlerOptions, true> = {
+// Every option, checked by the compiler against the interfaces so the lists cannot drift.
+const SHARED: Record<RuntimeField, true> = {
   kafka: true,
   groupId: true,
   instanceId: true,
+  logger: true,
+  metrics: true,
+  health: true,
+  onFatal: true,
+  tracing: true,
+  createTopics: true,
+  closeTimeoutMs: true,
+};
+const OWN: Record<Exclude<keyof HandlerOptions, RuntimeField>, true> = {
   redis: true,
   postgres: true,
   concurrency: true,
@@ -142,14 +127,7 @@ const OPTION_NAMES: Record<keyof HandlerOptions, true> = {
   retry: true,
   commitIntervalMs: true,
   drainTimeoutMs: true,
-  closeTimeoutMs: true,
   onceTtlMs: true,
-  createTopics: true,
-  logger: true,
-  metrics: true,
-  health: true,
-  onFatal: true,
-  tracing: true,
 };
 const RETRY_NAMES: Record<keyof RetryOptions, true> = {
   attempts: true,
@@ -159,17 +137,26 @@ const RETRY_NAMES: Record<keyof RetryOptions, true> = {
   topics: true,
 };
 const POSTGRES_NAMES: Record<keyof PostgresOptions, true> = { pool: true, table: true };
-const WHAT = 'handler';
 
-function retryOptions(v: unknown, declared: unknown): ResolvedRetry {
+/**
+ * A runtime whose options are a handler's (the invalidation consumer): its name in messages and the
+ * options it adds (checked by it, listed among the known ones).
+ */
+export interface HandlerVariant {
+  readonly what: string;
+  readonly own: Readonly<Record<string, true>>;
+}
+const HANDLER: HandlerVariant = { what: 'handler', own: {} };
+
+function retryOptions(v: unknown, declared: unknown, what: string): ResolvedRetry {
   if (v !== undefined && !isObject(v)) throw invalid(`option "retry" must be an object, got ${shown(v)}`);
   const r = v ?? {};
-  checkKeys('retry', r, RETRY_NAMES, WHAT);
+  checkKeys('retry', r, RETRY_NAMES, what);
   const baseMs = integer('retry.baseMs', r.baseMs, 1, MAX_TIMER_MS, 200);
   const maxMs = integer('retry.maxMs', r.maxMs, 1, MAX_TIMER_MS, Math.max(10_000, baseMs));
   if (maxMs < baseMs) throw invalid(`option "retry.maxMs" (${maxMs}) must be >= "retry.baseMs" (${baseMs})`);
   const attemptTimeoutMs = integer('retry.attemptTimeoutMs', r.attemptTimeoutMs, 0, MAX_TIMER_MS, 0);
-  const topics = resolveRetryTopics(r.topics ?? declared, WHAT);
+  const topics = resolveRetryTopics(r.topics ?? declared, what);
   return {
     attempts: integer('retry.attempts', r.attempts, 1, 1000, topics ? 1 : 4),
     baseMs,
@@ -179,10 +166,10 @@ function retryOptions(v: unknown, declared: unknown): ResolvedRetry {
   };
 }
 
-function postgresOptions(v: unknown): ResolvedHandlerOptions['postgres'] {
+function postgresOptions(v: unknown, what: string): ResolvedHandlerOptions['postgres'] {
   if (v === undefined) return undefined;
   if (!isObject(v)) throw invalid(`option "postgres" must be { pool, table? }, got ${shown(v)}`);
-  checkKeys('postgres', v, POSTGRES_NAMES, WHAT);
+  checkKeys('postgres', v, POSTGRES_NAMES, what);
   const pool = withMethods<SqlPool>('postgres.pool', v.pool, ['connect'], 'a pg Pool');
   if (pool === undefined) throw invalid('option "postgres.pool" is required (a pg Pool)');
   const table = text('postgres.table', v.table) ?? 'redfence_processed';
@@ -194,11 +181,19 @@ function postgresOptions(v: unknown): ResolvedHandlerOptions['postgres'] {
 export function resolveHandlerOptions<T>(
   definition: HandlerDefinition<T>,
   options: HandlerOptions,
+  variant: HandlerVariant = HANDLER,
 ): ResolvedHandlerOptions {
   const d = defineHandler(definition) as HandlerDefinition<unknown>;
-  if (!isObject(options)) throw invalid('handler options must be an object');
+  const { what } = variant;
+  const shared = resolveRuntimeOptions(options, {
+    what,
+    fields: SHARED,
+    own: { ...OWN, ...variant.own },
+    groupId: `redfence-handler-${d.name}`,
+    closeTimeoutMs: 30_000,
+    metricsMethods: ['handlerInFlight', 'handlerRecord', 'deadLetter'],
+  });
   const o = options as unknown as Record<string, unknown>;
-  checkKeys('', o, OPTION_NAMES, WHAT);
   if (o.redis !== undefined && (!isObject(o.redis) || typeof o.redis.config !== 'function'))
     throw invalid('option "redis" must be an ioredis Redis or Cluster');
   const redis = o.redis as Redis | Cluster | undefined;
@@ -210,19 +205,17 @@ export function resolveHandlerOptions<T>(
     10_000_000,
     Math.min(1000, maxInFlight),
   );
-  const retry = retryOptions(o.retry, d.retry?.topics);
+  const retry = retryOptions(o.retry, d.retry?.topics, what);
   if (retry.topics?.keyOrder && redis === undefined)
     throw invalid(
       'option "retry.topics.keyOrder" needs the option "redis" (the blocked keys are kept there)',
     );
   return {
+    ...shared,
     definition: d,
-    kafka: kafkaOptions(o.kafka, WHAT),
-    groupId: text('groupId', o.groupId) ?? `redfence-handler-${d.name}`,
-    instanceId: text('instanceId', o.instanceId),
     redis,
     cluster: redis instanceof Cluster,
-    postgres: postgresOptions(o.postgres),
+    postgres: postgresOptions(o.postgres, what),
     concurrency: integer('concurrency', o.concurrency, 1, 100_000, 64),
     maxInFlight,
     maxInFlightPerPartition,
@@ -230,25 +223,7 @@ export function resolveHandlerOptions<T>(
     retry,
     commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 1, 60_000, 1000),
     drainTimeoutMs: integer('drainTimeoutMs', o.drainTimeoutMs, 0, MAX_TIMER_MS, 10_000),
-    closeTimeoutMs: integer('closeTimeoutMs', o.closeTimeoutMs, 0, MAX_TIMER_MS, 30_000),
     onceTtlMs: integer('onceTtlMs', o.onceTtlMs, 1000, Number.MAX_SAFE_INTEGER, 7 * 24 * 3600 * 1000),
-    createTopics: bool('createTopics', o.createTopics, false),
-    logger:
-      withMethods<Logger>(
-        'logger',
-        o.logger,
-        ['debug', 'info', 'warn', 'error'],
-        'a pino-compatible logger',
-      ) ?? silentLogger,
-    metrics: withMethods<RedfenceMetrics>(
-      'metrics',
-      o.metrics,
-      ['handlerInFlight', 'handlerRecord', 'deadLetter'],
-      'a RedfenceMetrics',
-    ),
-    health: withMethods<HealthState>('health', o.health, ['markProgress', 'setReady'], 'a HealthState'),
-    onFatal: o.onFatal === undefined ? undefined : fn('onFatal', o.onFatal),
     deadLetterTopic: d.deadLetter ?? `${d.input}.DLT`,
-    tracing: tracingOption(o.tracing, WHAT),
   };
 }

@@ -28,7 +28,7 @@ import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { deadLetterRecord } from '../dead-letter/record.js';
-import { defineHandler, type HandlerRecord } from '../definition/handler.js';
+import type { HandlerRecord } from '../definition/handler.js';
 import {
   type CacheKeys,
   cacheKeys,
@@ -41,54 +41,26 @@ import {
 import { RedfenceError } from '../errors/index.js';
 import { checkRedisKind } from '../fence/redis-kind.js';
 import type { HandlerCounts } from '../handler/handler.js';
-import {
-  type HandlerOptions,
-  type ResolvedHandlerOptions,
-  resolveHandlerOptions,
-} from '../handler/options.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
 import { KitMetrics } from '../kit/common/metrics.js';
 import { InvalidationPipeline } from '../kit/invalidation/pipeline.js';
 import type { MetricsRegistry } from '../metrics/index.js';
-import { Checker, invalid } from '../options/checks.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
 import { Committer } from '../runtime/committer.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
-import type { Logger } from '../runtime/logger.js';
-import { errorShape } from '../runtime/logger.js';
+import { errorShape, type Logger } from '../runtime/logger.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
+import {
+  type InvalidationOptions,
+  type ResolvedInvalidationOptions,
+  resolveInvalidationOptions,
+} from './options.js';
 
-export interface InvalidationOptions
-  extends Omit<
-    HandlerOptions,
-    | 'redis'
-    | 'postgres'
-    | 'onceTtlMs'
-    | 'concurrency'
-    | 'maxInFlight'
-    | 'maxInFlightPerPartition'
-    | 'maxPerKey'
-  > {
-  /** Where the caches are: an ioredis Redis or Cluster (not closed by the consumer). */
-  redis: Redis | Cluster;
-  /** Deadline of one pipeline, in ms; past it its batch is tried again. Default 1000. */
-  redisTimeoutMs?: number;
-  /** Most entries in one pipeline. Default 1000. */
-  maxKeysPerPipeline?: number;
-  /** Registry of the invalidation metrics. Default: `metrics.registry`, else a private one. */
-  registry?: MetricsRegistry;
-  /** Accepted for compatibility and ignored: batches, not concurrent calls, set the pace. */
-  concurrency?: number;
-  maxInFlight?: number;
-  maxInFlightPerPartition?: number;
-  maxPerKey?: number;
-}
+export type { InvalidationOptions } from './options.js';
 
-const OWN = ['redis', 'redisTimeoutMs', 'maxKeysPerPipeline', 'registry'] as const;
-const WHERE = 'invalidation consumer';
 /** Batches whose Redis step may run at once (over all partitions): the consume loop waits past it. */
 const MAX_BATCHES = 16;
 /** How long the consume loop waits for a free place before pausing the partitions (rebalances are served meanwhile). */
@@ -131,7 +103,7 @@ export class InvalidationConsumer {
   readonly registry: MetricsRegistry;
   readonly groupId: string;
   readonly instanceId: string;
-  readonly #o: ResolvedHandlerOptions;
+  readonly #o: ResolvedInvalidationOptions;
   readonly #kafka: KafkaPort;
   readonly #log: Logger;
   readonly #caches: CacheKeys;
@@ -159,46 +131,15 @@ export class InvalidationConsumer {
 
   constructor(definition: InvalidationDefinition<unknown>, options: InvalidationOptions) {
     const d = defineInvalidation(definition);
-    const c = new Checker(WHERE);
-    if (typeof options !== 'object' || options === null) throw invalid(WHERE, 'options must be an object');
-    const o = options as unknown as Record<string, unknown>;
-    const redis = c.client<Redis | Cluster>('redis', o.redis, [
-      'pipeline',
-      'evalsha',
-      'evalshaBuffer',
-      'evalBuffer',
-    ]);
-    const timeoutMs = c.integer('redisTimeoutMs', o.redisTimeoutMs, 1, 600_000, 1000);
-    const maxKeys = c.integer('maxKeysPerPipeline', o.maxKeysPerPipeline, 1, 100_000, 1000);
-    const rest: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(o)) if (!(OWN as readonly string[]).includes(k)) rest[k] = v;
-    // the handler's option table checks the rest (kafka, groupId, retry, logger, metrics...)
-    const resolved = resolveHandlerOptions(
-      defineHandler<unknown>({
-        input: d.input.topic,
-        name: d.name,
-        ...(d.input.deadLetter === undefined ? {} : { deadLetter: d.input.deadLetter }),
-        handle: async () => undefined,
-      }),
-      rest as unknown as HandlerOptions,
-    );
-    if (resolved.retry.topics !== undefined)
-      throw invalid(
-        WHERE,
-        'option "retry.topics" does not apply: a bad event is dead-lettered at once, Redis down is retried in place',
-      );
-    if (resolved.retry.attemptTimeoutMs !== 0)
-      throw invalid(
-        WHERE,
-        'option "retry.attemptTimeoutMs" does not apply: there is no handle call; redisTimeoutMs bounds a pipeline',
-      );
+    const resolved = resolveInvalidationOptions(d, options);
+    const { redis } = resolved;
     this.#o = resolved;
     this.groupId = resolved.groupId;
     this.instanceId = resolved.instanceId ?? randomBytes(4).toString('hex');
     this.#log = resolved.logger;
     this.name = d.name;
     this.registry =
-      (o.registry as MetricsRegistry | undefined) ??
+      resolved.registry ??
       (resolved.metrics as { registry?: MetricsRegistry } | undefined)?.registry ??
       new Registry();
     this.#kit = new KitMetrics(this.name, this.registry);
@@ -216,8 +157,8 @@ export class InvalidationConsumer {
     this.#lagGauge();
     this.#redis = redis;
     this.#pipeline = new InvalidationPipeline(redis, {
-      timeoutMs,
-      maxKeys,
+      timeoutMs: resolved.redisTimeoutMs,
+      maxKeys: resolved.maxKeysPerPipeline,
       stats: { pipeline: () => pipelines.inc({ name: this.name }) },
     });
     this.#reader = {

@@ -1,10 +1,15 @@
-/** The relay's options: types, defaults, and their validation (every path named, unknown ones refused). */
+/**
+ * The relay's options: types, defaults, and their validation (every path named, unknown ones refused).
+ * Of the options every runtime shares (src/runtime/options.ts) the relay takes `logger`, checked there
+ * with the unknown keys; it has no consumer group, its `metrics` is a registry and its `kafka` the
+ * security settings beside `brokers`.
+ */
 import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
 import type { MetricsRegistry } from '../metrics/index.js';
 import { checkKeys } from '../options/checks.js';
 import { adapterSettings, type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
-import type { Logger } from '../runtime/logger.js';
+import { type RuntimeOptions, resolveRuntimeOptions } from '../runtime/options.js';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE } from './routing.js';
 import { type OutboxLocation, outboxNames } from './schema.js';
 import type { RelayMode } from './worker.js';
@@ -16,7 +21,7 @@ import type { RelayMode } from './worker.js';
  */
 export type RelayKafkaOptions = Pick<KafkaOptions, 'securityProtocol' | 'sasl' | 'ssl' | 'config'>;
 
-export interface RelayOptions extends OutboxLocation {
+export interface RelayOptions extends OutboxLocation, Pick<RuntimeOptions, 'logger'> {
   /** postgres://... of the database holding the outbox. */
   databaseUrl: string;
   /** Kafka bootstrap servers, host:port. */
@@ -56,8 +61,8 @@ export interface RelayOptions extends OutboxLocation {
   kafka?: RelayKafkaOptions;
   /** Extra librdkafka producer properties. */
   producerConfig?: Record<string, string | number | boolean>;
+  /** Registry of the relay's metrics (docs/outbox.md). Default: a private one. */
   metrics?: MetricsRegistry;
-  logger?: Logger;
 }
 
 export type ResolvedRelayOptions = Required<
@@ -69,7 +74,9 @@ export type ResolvedRelayOptions = Required<
     clientProperties: Record<string, unknown>;
   };
 
-const KNOWN: Record<keyof RelayOptions, true> = {
+// Every option, checked by the compiler against the interface so the list cannot drift.
+const SHARED: Record<'logger', true> = { logger: true };
+const KNOWN: Record<Exclude<keyof RelayOptions, 'logger'>, true> = {
   databaseUrl: true,
   brokers: true,
   mode: true,
@@ -89,7 +96,6 @@ const KNOWN: Record<keyof RelayOptions, true> = {
   kafka: true,
   producerConfig: true,
   metrics: true,
-  logger: true,
   table: true,
   schema: true,
 };
@@ -104,9 +110,7 @@ function int(o: RelayOptions, k: keyof RelayOptions, def: number, min: number, m
 }
 
 export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
-  if (typeof o !== 'object' || o === null) throw fail('relay options must be an object');
-  const unknown = Object.keys(o).filter((k) => !Object.hasOwn(KNOWN, k));
-  if (unknown.length) throw fail(`unknown relay option ${unknown.map((k) => `relay.${k}`).join(', ')}`);
+  const shared = resolveRuntimeOptions(o, { what: 'outbox relay', fields: SHARED, own: KNOWN });
   if (typeof o.databaseUrl !== 'string' || !/^postgres(ql)?:\/\//.test(o.databaseUrl))
     throw fail('relay.databaseUrl must be a postgres:// or postgresql:// URL');
   if (!Array.isArray(o.brokers) || o.brokers.length === 0 || o.brokers.some((b) => typeof b !== 'string'))
@@ -147,7 +151,7 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
   if (o.table !== undefined) r.table = o.table;
   if (o.schema !== undefined) r.schema = o.schema;
   if (o.metrics !== undefined) r.metrics = o.metrics;
-  if (o.logger !== undefined) r.logger = o.logger;
+  if (o.logger !== undefined) r.logger = shared.logger;
   return r;
 }
 

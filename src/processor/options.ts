@@ -2,13 +2,12 @@
  * The processor's options: their types, defaults and validation. Everything is checked once, at
  * construction, before any connection is made; an error is `RF_INVALID_OPTIONS` and names the option's
  * path (`kafka.sessionTimeoutMs`). Unknown keys are refused at every level, numbers are checked for
- * type and range, and a 0 is a value like any other (never taken for "not given").
+ * type and range, and a 0 is a value like any other (never taken for "not given"). The options every
+ * runtime shares (kafka, groupId, logger, ...) are declared and checked in src/runtime/options.ts.
  */
 import { Cluster, type Redis } from 'ioredis';
 import { defineProcessor, type ProcessorDefinition } from '../definition/definition.js';
 import type { FencingMode } from '../fence/index.js';
-import type { KafkaPort } from '../kafka/types.js';
-import type { HealthState, RedfenceMetrics } from '../metrics/index.js';
 import {
   bool,
   checkKeys,
@@ -19,12 +18,13 @@ import {
   MAX_TIMER_MS,
   oneOf,
   shown,
-  text,
-  withMethods,
 } from '../options/checks.js';
-import { type KafkaOptions, kafkaOptions } from '../runtime/kafka-options.js';
-import { type Logger, silentLogger } from '../runtime/logger.js';
-import { type ResolvedTracing, type TracingOption, tracingOption } from '../telemetry/options.js';
+import {
+  type ResolvedRuntimeOptions,
+  type RuntimeField,
+  type RuntimeOptions,
+  resolveRuntimeOptions,
+} from '../runtime/options.js';
 import type { CrashHook } from './crash-points.js';
 import { type ResolvedSnapshot, type SnapshotOptions, snapshotOptions } from './snapshot-options.js';
 
@@ -57,24 +57,18 @@ export interface WaitReplicasOptions {
   timeoutMs: number;
 }
 
-export interface ProcessorOptions<T = unknown, S = unknown> {
+/**
+ * The processor's options: the shared ones (`RuntimeOptions`: kafka, groupId, instanceId, logger,
+ * metrics, health, onFatal, tracing, createTopics; not closeTimeoutMs) and its own.
+ */
+export interface ProcessorOptions<T = unknown, S = unknown> extends Omit<RuntimeOptions, 'closeTimeoutMs'> {
   definition: ProcessorDefinition<T, S>;
   /** An ioredis Redis or Cluster; the processor does not close it. */
   redis: Redis | Cluster;
-  /** Kafka: connection settings for the default adapter, or any KafkaPort. */
-  kafka: KafkaOptions | KafkaPort;
   /** Default 'exactly-once'. */
   mode?: ProcessingMode;
   /** Default: 'cluster' for a Redis Cluster client, else 'strict' ('strict' needs a single Redis). */
   fencing?: FencingMode;
-  /** Consumer group. Default `redfence-<store>`. */
-  groupId?: string;
-  /** This instance's id (transactional id suffix). Default: random. */
-  instanceId?: string;
-  logger?: Logger;
-  metrics?: RedfenceMetrics;
-  /** Liveness/readiness state for /livez and /readyz. */
-  health?: HealthState;
   /** Retries of a user function that throws a retriable error (err.retriable === true) before dead-lettering. Default 3. */
   userRetries?: number;
   /** Refuse to start unless Redis' maxmemory-policy is noeviction. Default true. */
@@ -110,21 +104,8 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
    * back to their committed offsets; after `maxRecoveries` stop reporting liveness. `false` turns it off.
    */
   watchdog?: WatchdogOptions | false;
-  /**
-   * Called once when Kafka reports a fatal error (e.g. this instance's transactional producer was
-   * fenced by another with the same id). The processor has started closing itself; restart it.
-   */
-  onFatal?: (error: Error) => void;
-  /**
-   * Start-up checks that the input, output and dead-letter topics exist and fails with RF_TOPIC_MISSING
-   * naming the missing one. `true`: create missing output and dead-letter topics with the input's
-   * partition count (outputs stay co-partitioned with the input). Default false.
-   */
-  createTopics?: boolean;
   /** Replication factor of topics made by `createTopics`: an integer >= 1, or -1 (default) for the broker's default. */
   replicationFactor?: number;
-  /** OpenTelemetry spans (docs/operations.md, "Traces"): `true` or `{ tracer }`. Default off. */
-  tracing?: TracingOption;
   /**
    * Periodic snapshots of the owned partitions' state into a compacted topic, from which
    * `redfence rebuild` restores a Redis that lost the store (docs/operations.md, "Snapshot and
@@ -139,19 +120,16 @@ export interface ProcessorOptions<T = unknown, S = unknown> {
   crashHook?: CrashHook;
 }
 
+/** The shared options the processor takes. */
+type Shared = Extract<keyof ProcessorOptions, RuntimeField>;
+
 /** The options after validation, with every default filled in. */
-export interface ResolvedOptions {
+export interface ResolvedOptions extends Pick<ResolvedRuntimeOptions, Shared> {
   readonly definition: ProcessorDefinition<unknown, unknown>;
   readonly redis: Redis | Cluster;
   readonly cluster: boolean;
-  readonly kafka: { readonly port: KafkaPort } | { readonly settings: KafkaOptions };
   readonly mode: ProcessingMode;
   readonly fencing: FencingMode;
-  readonly groupId: string;
-  readonly instanceId: string | undefined;
-  readonly logger: Logger;
-  readonly metrics: RedfenceMetrics | undefined;
-  readonly health: HealthState | undefined;
   readonly userRetries: number;
   readonly requireNoEviction: boolean;
   readonly waitReplicas: WaitReplicasOptions | undefined;
@@ -160,28 +138,30 @@ export interface ResolvedOptions {
   readonly groupCommitRecords: number;
   readonly commitIntervalMs: number;
   readonly watchdog: Required<WatchdogOptions> | undefined;
-  readonly onFatal: ((error: Error) => void) | undefined;
-  readonly createTopics: boolean;
   /** -1: the broker's default. */
   readonly replicationFactor: number;
   readonly deadLetterTopic: string;
-  readonly tracing: ResolvedTracing | undefined;
   readonly snapshot: ResolvedSnapshot | undefined;
   readonly crashHook: CrashHook | undefined;
 }
 
 // Every option at every level, checked by the compiler against the interfaces so the lists cannot drift.
-const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
-  definition: true,
-  redis: true,
+const SHARED: Record<Shared, true> = {
   kafka: true,
-  mode: true,
-  fencing: true,
   groupId: true,
   instanceId: true,
   logger: true,
   metrics: true,
   health: true,
+  onFatal: true,
+  tracing: true,
+  createTopics: true,
+};
+const OWN: Record<Exclude<keyof ProcessorOptions, Shared>, true> = {
+  definition: true,
+  redis: true,
+  mode: true,
+  fencing: true,
   userRetries: true,
   requireNoEviction: true,
   waitReplicas: true,
@@ -190,10 +170,7 @@ const OPTION_NAMES: Record<keyof ProcessorOptions, true> = {
   groupCommitRecords: true,
   commitIntervalMs: true,
   watchdog: true,
-  onFatal: true,
-  createTopics: true,
   replicationFactor: true,
-  tracing: true,
   snapshot: true,
   crashHook: true,
 };
@@ -233,8 +210,14 @@ function waitOptions(v: unknown): WaitReplicasOptions | undefined {
 export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedOptions {
   if (!isObject(options)) throw invalid('processor options must be an object');
   const o = options as unknown as Record<string, unknown>;
-  checkKeys('', o, OPTION_NAMES);
   const definition = defineProcessor(options.definition) as unknown as ProcessorDefinition<unknown, unknown>;
+  const shared = resolveRuntimeOptions(o, {
+    what: 'processor',
+    fields: SHARED,
+    own: OWN,
+    groupId: `redfence-${definition.store}`,
+    metricsMethods: ['verdict', 'commit', 'redisOutage'],
+  });
   if (!isObject(o.redis) || typeof o.redis.config !== 'function')
     throw invalid('option "redis" must be an ioredis Redis or Cluster');
   const redis = options.redis;
@@ -259,30 +242,13 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
       `option "replicationFactor" must be an integer from 1 to 32767, or -1 for the broker's default, got ${shown(rf)}`,
     );
   const replicationFactor = rf === undefined ? -1 : (rf as number);
-  const kafka = kafkaOptions(o.kafka);
   return {
+    ...shared,
     definition,
     redis,
     cluster,
-    kafka,
     mode: oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once'),
     fencing,
-    groupId: text('groupId', o.groupId) ?? `redfence-${definition.store}`,
-    instanceId: text('instanceId', o.instanceId),
-    logger:
-      withMethods<Logger>(
-        'logger',
-        o.logger,
-        ['debug', 'info', 'warn', 'error'],
-        'a pino-compatible logger',
-      ) ?? silentLogger,
-    metrics: withMethods<RedfenceMetrics>(
-      'metrics',
-      o.metrics,
-      ['verdict', 'commit', 'redisOutage'],
-      'a RedfenceMetrics',
-    ),
-    health: withMethods<HealthState>('health', o.health, ['markProgress', 'setReady'], 'a HealthState'),
     userRetries: integer('userRetries', o.userRetries, 0, 1000, 3),
     requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
     waitReplicas: waitOptions(o.waitReplicas),
@@ -291,12 +257,9 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),
     commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 0, 60_000, 0),
     watchdog: watchdogOptions(o.watchdog),
-    onFatal: o.onFatal === undefined ? undefined : fn('onFatal', o.onFatal),
-    createTopics: bool('createTopics', o.createTopics, false),
     replicationFactor,
     deadLetterTopic: definition.deadLetter ?? `${definition.input}.DLT`,
-    tracing: tracingOption(o.tracing),
-    snapshot: snapshotOptions(o.snapshot, definition.store, 'port' in kafka),
+    snapshot: snapshotOptions(o.snapshot, definition.store, 'port' in shared.kafka),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
 }
