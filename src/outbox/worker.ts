@@ -73,6 +73,10 @@ export class RoleWorker {
   #abandoned = false;
   /** Aborts the progress reads of an abandoned worker. */
   readonly #abort = new AbortController();
+  #abandoning: Promise<void> | undefined;
+  /** Resolved once abandon() returned: a stop() waiting for the loop returns then too. */
+  readonly #cutShort: Promise<void>;
+  #cut!: () => void;
   #recovered = false;
   /** Set when the worker ended on a fatal Kafka error (fenced): the relay drops the role. */
   fatal: Error | undefined;
@@ -90,6 +94,7 @@ export class RoleWorker {
     this.role = role;
     this.epoch = epoch;
     this.#stopped = new Promise<void>((r) => (this.#stop = r));
+    this.#cutShort = new Promise<void>((r) => (this.#cut = r));
     this.ready = new Promise<void>((resolve, reject) => {
       this.#settle = (err) => (err === undefined ? resolve() : reject(err));
     });
@@ -100,11 +105,11 @@ export class RoleWorker {
     this.#done ??= this.#run();
   }
 
-  /** Finishes the batch in flight, closes the role's producer and stops. */
+  /** Finishes the batch in flight, closes the role's producer and stops; an abandon() cuts it short. */
   async stop(): Promise<void> {
     this.#stopping = true;
     this.#stop();
-    await this.#done;
+    await Promise.race([this.#done, this.#cutShort]);
   }
 
   /**
@@ -116,7 +121,12 @@ export class RoleWorker {
    * at once when it waits in a librdkafka call that cannot be called back (its producer connecting, a
    * transaction committing): the loop then only disconnects when that call returns.
    */
-  async abandon(): Promise<void> {
+  abandon(): Promise<void> {
+    this.#abandoning ??= this.#abandon().finally(() => this.#cut());
+    return this.#abandoning;
+  }
+
+  async #abandon(): Promise<void> {
     this.#abandoned = true;
     this.#stopping = true;
     this.#stop();
@@ -125,10 +135,6 @@ export class RoleWorker {
     const gone = p?.abandon();
     if (this.#connecting || p?.busy) return;
     await Promise.all([this.#done, gone]);
-  }
-
-  get running(): boolean {
-    return this.#done !== undefined && !this.#stopping && this.fatal === undefined;
   }
 
   async #run(): Promise<void> {
