@@ -110,19 +110,26 @@ async function lastProgresses(
   timeoutMs: number,
   signal: AbortSignal | undefined,
 ): Promise<Map<number, Progress | undefined>> {
-  const reader = await LogReader.open({
-    client: { properties },
-    timeoutMs,
-    ...(signal === undefined ? {} : { signal }),
-  });
-  const out = new Map<number, Progress | undefined>();
   try {
-    for (const role of roles) {
-      const m = await reader.last(topic, role);
-      out.set(role, m?.value ? (JSON.parse(m.value.toString()) as Progress) : undefined);
+    const reader = await LogReader.open({
+      client: { properties },
+      timeoutMs,
+      ...(signal === undefined ? {} : { signal }),
+    });
+    const out = new Map<number, Progress | undefined>();
+    try {
+      for (const role of roles) {
+        const m = await reader.last(topic, role);
+        out.set(role, m?.value ? (JSON.parse(m.value.toString()) as Progress) : undefined);
+      }
+      return out;
+    } finally {
+      await reader.close();
     }
-    return out;
-  } finally {
-    await reader.close();
+  } catch (err) {
+    // the reader's RF_KAFKA_FATAL (a watermark or fetch that failed, no progress in time) ends a read,
+    // not the relay's Kafka client: the caller tries again (a worker's fatal means a fenced producer)
+    if (!RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+    throw new Error(`reading progress topic ${topic} failed: ${err.message}`, { cause: err });
   }
 }
