@@ -99,6 +99,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as RelayMode[]) {
     let dropTopics: () => Promise<void>;
     let proxy: KafkaProxy;
     const relays: OutboxRelay[] = [];
+    const stops: Array<() => Promise<unknown>> = [];
     before(async () => {
       t = await testSchema();
       prefix = uniqueName(mode === 'exactly-once' ? 'obxdx' : 'obxda');
@@ -107,6 +108,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as RelayMode[]) {
       await proxy.listen();
     });
     after(async () => {
+      await Promise.all(stops.map((s) => s()));
       proxy?.releaseProduce();
       await Promise.all(relays.map((r) => r.close()));
       await proxy?.close();
@@ -138,6 +140,7 @@ for (const mode of ['exactly-once', 'at-least-once'] as RelayMode[]) {
 
     it('destroy() under writers returns at once; the next relay publishes every row', async () => {
       const w = writers(t.pool, t.schema, { writers: 2, aggregates: 12, pauseMs: 5 });
+      stops.push(w.stop);
       const a = relay({ brokers: [proxy.address], relayId: uniqueName('a') });
       await a.start();
       await pollUntil(
@@ -187,6 +190,7 @@ describe('outbox relay destroy(): lifecycle', { timeout: 120_000 }, () => {
   let dropTopics: () => Promise<void>;
   let proxy: KafkaProxy;
   const relays: OutboxRelay[] = [];
+  const stops: Array<() => Promise<unknown>> = [];
   before(async () => {
     t = await testSchema();
     prefix = uniqueName('obxdl');
@@ -195,6 +199,7 @@ describe('outbox relay destroy(): lifecycle', { timeout: 120_000 }, () => {
     await proxy.listen();
   });
   after(async () => {
+    await Promise.all(stops.map((s) => s()));
     proxy?.releaseProduce();
     await Promise.all(relays.map((r) => r.close()));
     await proxy?.close();
@@ -233,6 +238,7 @@ describe('outbox relay destroy(): lifecycle', { timeout: 120_000 }, () => {
 
   it('states; destroy() during close() cuts the drain short; every row published once after', async () => {
     const w = writers(t.pool, t.schema, { writers: 2, aggregates: 8, pauseMs: 5 });
+    stops.push(w.stop);
     const a = relay([proxy.address]);
     const starting = a.start();
     assert.equal(a.state, 'starting');
