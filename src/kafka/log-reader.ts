@@ -6,7 +6,8 @@
  * began; a partition whose position stops short of the end (an open transaction holds the last stable
  * offset back) fails after `timeoutMs` without progress. The group id, when given, is only used to ask
  * for that group's committed offsets. `redfence lag --time-lag` peeks at the first record of several
- * partitions at once ({@link LogReader.first}).
+ * partitions at once ({@link LogReader.first}); the outbox relay's progress recovery reads the last
+ * record of a partition ({@link LogReader.last}).
  */
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
@@ -38,6 +39,8 @@ export interface LogReaderOptions {
   group?: string;
   /** Connect, metadata, watermark and committed-offset calls, and the most time a partition may go without progress. */
   timeoutMs: number;
+  /** Once aborted, a read in progress stops (RF_INVALID_STATE) at its next fetch. */
+  signal?: AbortSignal;
 }
 
 function call<T>(what: string, fn: (cb: (err: unknown, v: T) => void) => void): Promise<T> {
@@ -184,6 +187,8 @@ export class LogReader {
       for (;;) {
         const pos = consumer.position([tp])[0]?.offset ?? -1;
         if (pos >= end) return;
+        if (this.#o.signal?.aborted)
+          throw new RedfenceError('RF_INVALID_STATE', `reading ${topic}/${partition} was stopped (aborted)`);
         if (Date.now() - idle > this.#o.timeoutMs)
           throw new RedfenceError(
             'RF_KAFKA_FATAL',
@@ -197,6 +202,23 @@ export class LogReader {
       }
     } finally {
       consumer.unassign();
+    }
+  }
+
+  /**
+   * The last record of one partition below its end (the high watermark now), or undefined when it has
+   * none; in read_committed, the last committed one (aborted records and markers take offsets too, so
+   * it looks back over a window that grows fourfold until it meets a record or the earliest offset).
+   */
+  async last(topic: string, partition: number): Promise<LogMessage | undefined> {
+    const { low, high } = await this.watermarks(topic, partition);
+    for (let span = 8; ; span *= 4) {
+      const from = Math.max(low, high - span);
+      let last: LogMessage | undefined;
+      await this.read(topic, partition, from, high, (m) => {
+        last = m;
+      });
+      if (last !== undefined || from <= low) return last;
     }
   }
 

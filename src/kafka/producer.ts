@@ -4,6 +4,7 @@
  * one delivery tracker per call counts the delivery reports (polled on a background thread). A call
  * resolves when every report arrived, and fails on the first failed one. Exactly-once: one transaction
  * per call, with the consumer's offsets and group metadata (KIP-447), or records only (the outbox relay).
+ * `close()` flushes, then disconnects; `abandon()` (a runtime's destroy) flushes nothing.
  */
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
@@ -49,12 +50,25 @@ function value(v: Buffer | string | null): Buffer | null {
   return typeof v === 'string' ? Buffer.from(v) : v;
 }
 
+function abandonedError(): RedfenceError {
+  return new RedfenceError('RF_INVALID_STATE', 'the producer was abandoned (destroy): nothing more is sent');
+}
+
 export class DeliveryProducer {
   readonly #p: NativeProducer;
   readonly #transactional: boolean;
   readonly #txnTimeoutMs: number;
   /** Resolved by the next delivery report: a full local queue waits on it. */
   #reported: { promise: Promise<void>; resolve(): void } | undefined;
+  /** produce() calls waiting for their delivery reports: abandon() rejects them. */
+  readonly #waiting = new Set<(err: Error) => void>();
+  /**
+   * Transactional calls running in librdkafka: the binding frees the client under them if it is
+   * disconnected (they take no lock), so abandon() disconnects only once they returned.
+   */
+  readonly #calls = new Set<Promise<void>>();
+  #gone = false;
+  #abandoning: Promise<void> | undefined;
 
   private constructor(p: NativeProducer, transactional: boolean, txnTimeoutMs: number) {
     this.#p = p;
@@ -101,9 +115,31 @@ export class DeliveryProducer {
     return new DeliveryProducer(p, transactional, timeout);
   }
 
+  /** A transactional call into librdkafka, refused once abandoned and awaited by abandon(). */
+  #call(fn: (done: (err: unknown) => void) => void): Promise<void> {
+    if (this.#gone) return Promise.reject(abandonedError());
+    const c = callback(fn);
+    const settled = c.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#calls.add(settled);
+    void settled.then(() => this.#calls.delete(settled));
+    return c;
+  }
+
+  /**
+   * True while a transactional call (begin, offsets, commit, abort) runs in librdkafka: it cannot be
+   * called back, and abandon() waits for it before it disconnects.
+   */
+  get busy(): boolean {
+    return this.#calls.size > 0;
+  }
+
   /** Hands every record to librdkafka, in order; a full local queue waits for delivery reports. */
   async #send(records: readonly OutRecord[], tracker: Tracker | undefined): Promise<void> {
     for (let i = 0; i < records.length; ) {
+      if (this.#gone) throw abandonedError();
       const r = records[i] as OutRecord;
       try {
         this.#p.produce(
@@ -134,18 +170,28 @@ export class DeliveryProducer {
       handedOver?.();
       return;
     }
+    if (this.#gone) throw abandonedError();
     let tracker!: Tracker;
     const delivered = new Promise<void>((resolve, reject) => {
       tracker = { remaining: records.length, failed: false, resolve, reject };
     });
-    try {
-      await this.#send(records, tracker);
-    } catch (err) {
+    const abandon = (err: Error) => {
       tracker.failed = true;
-      throw err;
+      tracker.reject(err);
+    };
+    this.#waiting.add(abandon);
+    try {
+      try {
+        await this.#send(records, tracker);
+      } catch (err) {
+        tracker.failed = true;
+        throw err;
+      }
+      handedOver?.();
+      await delivered;
+    } finally {
+      this.#waiting.delete(abandon);
     }
-    handedOver?.();
-    await delivered;
   }
 
   /**
@@ -164,8 +210,9 @@ export class DeliveryProducer {
       throw new RedfenceError('RF_INVALID_STATE', 'the producer is not transactional');
     const p = this.#p;
     try {
-      await callback((done) => p.beginTransaction(done));
+      await this.#call((done) => p.beginTransaction(done));
     } catch (err) {
+      if (this.#gone) throw abandonedError();
       throw fatal('cannot begin a transaction', err);
     }
     try {
@@ -181,15 +228,18 @@ export class DeliveryProducer {
         if (consumer === undefined)
           throw new RedfenceError('RF_INVALID_ARGUMENT', 'offsets in a transaction need the consumer');
         const tpo = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }));
-        await callback((done) => p.sendOffsetsToTransaction(tpo, consumer, this.#txnTimeoutMs, done));
+        await this.#call((done) => p.sendOffsetsToTransaction(tpo, consumer, this.#txnTimeoutMs, done));
       }
       beforeCommit?.();
-      await callback((done) => p.commitTransaction(this.#txnTimeoutMs, done));
+      await this.#call((done) => p.commitTransaction(this.#txnTimeoutMs, done));
     } catch (err) {
+      // abandoned: the open transaction is left to the broker (the next producer of the transactional
+      // id aborts it when it fences this one, or the transaction timeout does)
+      if (this.#gone) throw abandonedError();
       if ((err as { isFatal?: unknown })?.isFatal === true)
         throw fatal('the transactional producer failed fatally', err);
       try {
-        await callback((done) => p.abortTransaction(this.#txnTimeoutMs, done));
+        await this.#call((done) => p.abortTransaction(this.#txnTimeoutMs, done));
       } catch {
         // A transaction that can be neither committed nor aborted leaves the producer unusable
         // (every later transaction fails): typically it was fenced by a newer producer.
@@ -200,8 +250,33 @@ export class DeliveryProducer {
   }
 
   async close(): Promise<void> {
+    if (this.#abandoning !== undefined) return this.#abandoning;
     const p = this.#p;
     await callback((done) => p.flush(10_000, done)).catch(() => undefined);
     await callback((done) => p.disconnect(done)).catch(() => undefined);
+  }
+
+  /**
+   * Stops at once (a runtime's destroy()): nothing more is handed over or begun, produce() calls waiting
+   * for delivery reports reject (RF_INVALID_STATE), and the producer disconnects without flushing, so
+   * records still in librdkafka's queue are dropped (some may have reached the broker). A transactional
+   * call already running in librdkafka (a commit) cannot be called back: the disconnect waits for it,
+   * and its outcome is the transactional id's next producer's to settle. Idempotent.
+   */
+  abandon(): Promise<void> {
+    this.#abandoning ??= this.#abandon();
+    return this.#abandoning;
+  }
+
+  async #abandon(): Promise<void> {
+    this.#gone = true;
+    const err = abandonedError();
+    for (const reject of this.#waiting) reject(err);
+    this.#waiting.clear();
+    this.#reported?.resolve();
+    await Promise.all([...this.#calls]);
+    const p = this.#p;
+    // flush(0): hand nothing more over, wait for nothing; librdkafka drops what is still queued
+    await callback((done) => p.disconnect(0, done)).catch(() => undefined);
   }
 }

@@ -128,3 +128,16 @@ export class RecordRefusal extends Error {
     return classifyCode(this.code);
   }
 }
+
+/** A record-level error as a RecordRefusal (undefined: no librdkafka code on it). */
+export function refusalOf(err: unknown): RecordRefusal | undefined {
+  if (err === undefined) return undefined;
+  if (err instanceof RecordRefusal) return err;
+  const code = errorCode(err);
+  return code === undefined ? undefined : new RecordRefusal(errorText(err), code, err);
+}
+
+/** The error's message without anything after a newline (never record contents: librdkafka names codes). */
+export function errorText(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]?.slice(0, 500) ?? '';
+}

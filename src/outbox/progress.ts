@@ -5,11 +5,12 @@
  * the two. The next holder of the role first fences the old one (initTransactions with the role's
  * transactional id: an open transaction is aborted, a later commit refused), then reads the role's last
  * committed progress record (read_committed) and marks those rows: whatever the old holder committed
- * is marked, whatever it did not is published again, once.
+ * is marked, whatever it did not is published again, once. The records are read with the one log
+ * reader (src/kafka/log-reader.ts): assigned, read_committed, never committing.
  */
-import { KafkaJS, RdKafka } from '@confluentinc/kafka-javascript';
+import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
-import { connectWatched } from '../kafka/connect.js';
+import { LogReader } from '../kafka/log-reader.js';
 import type { OutRecord } from '../kafka/types.js';
 import { nameClash, type OutboxIdentity, sameOutbox } from './identity.js';
 
@@ -68,27 +69,26 @@ export async function ensureProgressTopic(
   }
 }
 
-type Consumer = InstanceType<typeof RdKafka.KafkaConsumer>;
-const cb = <T>(fn: (done: (err: unknown, v?: T) => void) => void) =>
-  new Promise<T>((resolve, reject) => fn((err, v) => (err ? reject(err) : resolve(v as T))));
-
 /**
  * The last committed progress record of a role, or undefined. Call it only after fencing the role's
  * transactional id: then no transaction of the role is open and the partition's end is stable.
+ * `signal`: stops the read (a relay's destroy).
  */
 export async function lastProgress(
   properties: Record<string, unknown>,
   topic: string,
   role: number,
   timeoutMs = 30_000,
+  signal?: AbortSignal,
 ): Promise<Progress | undefined> {
-  return (await lastProgresses(properties, topic, [role], timeoutMs)).get(role);
+  return (await lastProgresses(properties, topic, [role], timeoutMs, signal)).get(role);
 }
 
 /**
  * Refuses (RF_OUTBOX_NAME_CLASH) when the last committed progress record of one of `roles` was written
  * by another outbox. Read without fencing (before any transactional producer of the relay exists), so
- * it sees what is committed, and waits for a transaction still open on a partition to end.
+ * it sees what is committed, and waits for a transaction still open on a partition to end (fails after
+ * `timeoutMs` without progress).
  */
 export async function checkProgressOwner(
   properties: Record<string, unknown>,
@@ -96,67 +96,40 @@ export async function checkProgressOwner(
   roles: readonly number[],
   identity: OutboxIdentity,
   timeoutMs = 30_000,
+  signal?: AbortSignal,
 ): Promise<void> {
-  for (const p of (await lastProgresses(properties, topic, roles, timeoutMs)).values())
+  for (const p of (await lastProgresses(properties, topic, roles, timeoutMs, signal)).values())
     if (p !== undefined && !sameOutbox(identity, p.outbox)) throw nameClash(topic, identity, p.outbox);
 }
 
-/** The last committed progress record of each of `roles` (one consumer, partition after partition). */
+/** The last committed progress record of each of `roles`: the log reader, partition after partition. */
 async function lastProgresses(
   properties: Record<string, unknown>,
   topic: string,
   roles: readonly number[],
   timeoutMs: number,
+  signal: AbortSignal | undefined,
 ): Promise<Map<number, Progress | undefined>> {
-  const consumer: Consumer = new RdKafka.KafkaConsumer(
-    {
-      ...properties,
-      'group.id': `redfence-outbox-progress-${process.pid}-${Date.now()}`,
-      'enable.auto.commit': false,
-      'isolation.level': 'read_committed',
-    },
-    { 'auto.offset.reset': 'earliest' },
-  );
-  consumer.on('event.error', () => undefined);
-  await connectWatched(consumer, 'progress reader', {
-    timeoutMs,
-    brokers: String(properties['bootstrap.servers'] ?? 'the bootstrap servers'),
-  });
-  const deadline = Date.now() + timeoutMs;
-  const out = new Map<number, Progress | undefined>();
   try {
-    for (const role of roles) out.set(role, await readLast(consumer, topic, role, deadline));
-    return out;
-  } finally {
-    await cb((done) => consumer.disconnect(done)).catch(() => undefined);
-  }
-}
-
-async function readLast(
-  consumer: Consumer,
-  topic: string,
-  role: number,
-  deadline: number,
-): Promise<Progress | undefined> {
-  const w = await cb<{ lowOffset: number; highOffset: number }>((done) =>
-    consumer.queryWatermarkOffsets(topic, role, Math.max(1000, deadline - Date.now()), done),
-  );
-  const high = w.highOffset;
-  // A committed transaction is a record and a marker; aborted ones add the same. Look back far enough
-  // to meet one record, doubling the window.
-  for (let span = 8; ; span *= 4) {
-    const from = Math.max(w.lowOffset, high - span);
-    let last: Progress | undefined;
-    consumer.assign([{ topic, partition: role, offset: from }]);
-    for (;;) {
-      const at = consumer.position([{ topic, partition: role }])[0]?.offset;
-      const pos = at === undefined || at < 0 ? from : at;
-      if (pos >= high) break;
-      if (Date.now() > deadline) throw new Error(`reading progress topic ${topic}[${role}] timed out`);
-      const batch = await cb<Array<{ value?: Buffer | null }>>((done) => consumer.consume(500, done));
-      for (const m of batch) if (m.value) last = JSON.parse(m.value.toString()) as Progress;
+    const reader = await LogReader.open({
+      client: { properties },
+      timeoutMs,
+      ...(signal === undefined ? {} : { signal }),
+    });
+    const out = new Map<number, Progress | undefined>();
+    try {
+      for (const role of roles) {
+        const m = await reader.last(topic, role);
+        out.set(role, m?.value ? (JSON.parse(m.value.toString()) as Progress) : undefined);
+      }
+      return out;
+    } finally {
+      await reader.close();
     }
-    consumer.unassign();
-    if (last !== undefined || from === w.lowOffset) return last;
+  } catch (err) {
+    // the reader's RF_KAFKA_FATAL (a watermark or fetch that failed, no progress in time) ends a read,
+    // not the relay's Kafka client: the caller tries again (a worker's fatal means a fenced producer)
+    if (!RedfenceError.is(err, 'RF_KAFKA_FATAL')) throw err;
+    throw new Error(`reading progress topic ${topic} failed: ${err.message}`, { cause: err });
   }
 }

@@ -1,25 +1,36 @@
 /**
  * The outbox relay: holds a share of the relay roles (leases.ts), runs one publishing loop per held role
  * (worker.ts), wakes them on NOTIFY (with a poll interval as the fallback), samples the metrics and runs
- * retention (the holder of role 0). Lifecycle: idle -> starting -> running -> closing -> closed; close()
- * is memoised; a failed start() stops what it started.
+ * retention (the holder of role 0). Its lifecycle is the one of every runtime (src/runtime/lifecycle.ts):
+ * idle -> starting -> running -> closing -> closed; a failed start() stops what it started.
+ * - close() (memoised): the loops finish their batches in flight, the roles are given back, disconnect.
+ * - destroy(err?) (idempotent; during close() it cuts the drain short): the loops stop at once without
+ *   finishing their batches (RoleWorker.abandon: nothing more is marked published, producers are not
+ *   flushed), then the roles are given back at once (released, so another relay need not wait for the
+ *   lease to run out; if PostgreSQL does not answer they expire after leaseMs), disconnect. Safe to hand
+ *   over at once in both modes: exactly-once, the next holder fences the role's transactional id before
+ *   it reads the role's last progress record (a commit the destroyed relay had in flight is either
+ *   marked from it or aborted, so its rows are published once); at-least-once, rows in flight may be
+ *   published twice, and the first appearance of each row stays in order per aggregate.
+ * No consumer group: the roles are leases in PostgreSQL.
  */
 import { RedfenceError } from '../errors/index.js';
 import { KafkaAdmin } from '../kafka/admin.js';
-import { DeliveryProducer } from '../kafka/producer.js';
+import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import { type Logger, silentLogger } from '../runtime/logger.js';
 import { counts, purgePublished } from './admin.js';
-import { type OutboxIdentity, outboxIdentity } from './identity.js';
-import { Leases, type Role } from './leases.js';
+import type { OutboxIdentity } from './identity.js';
+import type { Leases, Role } from './leases.js';
 import { OutboxMetrics } from './metrics.js';
 import { type RelayOptions, type ResolvedRelayOptions, resolveRelayOptions } from './options.js';
-import { loadPg, maskUrl, missingObject, type PgPool, type PgPoolClient } from './pg.js';
+import type { PgPool, PgPoolClient } from './pg.js';
 import { checkProgressOwner, ensureProgressTopic } from './progress.js';
+import { connectProducer, openDatabase } from './relay-clients.js';
 import { type OutboxNames, outboxNames } from './schema.js';
 import { RoleWorker, type WorkerContext } from './worker.js';
 
-/** The relay's lifecycle: `start()` once, `close()` once (later calls return the same promise). */
-export type RelayState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
+/** The relay's lifecycle: `start()` once, `close()` and `destroy()` once (later calls return the same promise). */
+export type RelayState = RuntimeState;
 const TOPIC_CACHE_MS = 60_000;
 const SAMPLE_MS = 2_000;
 
@@ -28,7 +39,7 @@ export class OutboxRelay {
   readonly metrics: OutboxMetrics;
   readonly #names: OutboxNames;
   readonly #logger: Logger;
-  #state: RelayState = 'idle';
+  readonly #life: Lifecycle;
   #pool: PgPool | undefined;
   #listener: PgPoolClient | undefined;
   #leases: Leases | undefined;
@@ -40,6 +51,8 @@ export class OutboxRelay {
   readonly #workers = new Map<number, RoleWorker>();
   /** Roles being given back: their loop is stopping; released after. */
   readonly #leaving = new Map<number, RoleWorker>();
+  /** Roles lost to another relay: their loop is stopping; not released (not this relay's any more). */
+  readonly #retiring = new Set<RoleWorker>();
   readonly #stopping = new Set<Promise<void>>();
   readonly #validUntil = new Map<number, number>();
   readonly #topics = new Map<string, number>();
@@ -47,17 +60,27 @@ export class OutboxRelay {
   #timers: NodeJS.Timeout[] = [];
   #ticking: Promise<void> | undefined;
   #lastRetention = 0;
-  #closing: Promise<void> | undefined;
 
   constructor(options: RelayOptions) {
     this.#options = resolveRelayOptions(options);
     this.#names = outboxNames(this.#options);
     this.#logger = this.#options.logger ?? silentLogger;
     this.metrics = new OutboxMetrics(this.#options.metrics);
+    this.#life = new Lifecycle({
+      name: 'outbox relay',
+      log: this.#logger,
+      logFields: () => ({ relay: this.relayId }),
+      startUp: () => this.#startUp(),
+      quiesce: () => {
+        for (const t of this.#timers) clearInterval(t);
+      },
+      drain: () => this.#drain(),
+      stop: () => this.#stop(),
+    });
   }
 
   get state(): RelayState {
-    return this.#state;
+    return this.#life.state;
   }
 
   /** The id this relay writes as the owner of its roles (`relayId`, or one made at construction). */
@@ -70,100 +93,72 @@ export class OutboxRelay {
     return [...this.#workers.keys()].sort((a, b) => a - b);
   }
 
-  async start(): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new RedfenceError('RF_INVALID_STATE', `start() called on a relay that is ${this.#state}`);
-    this.#state = 'starting';
-    const o = this.#options;
-    try {
-      const pg = await loadPg();
-      const pool = new pg.Pool({
-        connectionString: o.databaseUrl,
-        max: 12,
-        connectionTimeoutMillis: 10_000,
-        // pg_stat_activity names the relay (an application_name in the URL wins)
-        application_name: `redfence-outbox ${o.relayId}`.slice(0, 63),
-      });
-      pool.on('error', () => undefined);
-      this.#pool = pool;
-      this.#leases = new Leases(pool, this.#names, o.relayId, o.leaseMs);
-      try {
-        this.#roles = await this.#leases.roleCount();
-        this.#identity = await outboxIdentity(pool, this.#names);
-      } catch (err) {
-        if (RedfenceError.is(err)) throw err;
-        if (missingObject(err))
-          throw new RedfenceError(
-            'RF_OUTBOX_MISSING',
-            `no outbox ${this.#names.label} in ${maskUrl(o.databaseUrl)}: run redfence outbox init`,
-            { cause: err },
-          );
-        throw new RedfenceError('RF_POSTGRES_UNAVAILABLE', `PostgreSQL: ${(err as Error).message}`, {
-          cause: err,
-        });
-      }
-      this.#admin = new KafkaAdmin(o.clientProperties);
-      // the first Kafka call: refused credentials are RF_KAFKA_AUTH within seconds (the admin's watch)
-      await this.#admin.describeTopics([o.progressTopic]);
-      if (o.mode === 'exactly-once') {
-        await ensureProgressTopic(o.clientProperties, o.progressTopic, this.#roles);
-        // before any transactional producer: a relay of another outbox on these names is not fenced
-        const all = Array.from({ length: this.#roles }, (_, r) => r);
-        try {
-          await checkProgressOwner(
-            o.clientProperties,
-            o.progressTopic,
-            all,
-            this.#identity as OutboxIdentity,
-          );
-          this.#ownerChecked = true;
-        } catch (err) {
-          // unreadable now (a topic just made has no leader yet): each worker checks its own
-          // partition before its producer fences anyone, and tries again with backoff
-          if (RedfenceError.is(err, 'RF_OUTBOX_NAME_CLASH')) throw err;
-        }
-      }
-      // at-least-once: one idempotent producer per role too (librdkafka's own threads, in parallel)
-      await this.#listen();
-      this.#state = 'running';
-      await this.#tick();
-      this.#ownerChecked = false;
-      // resolved once the roles taken now can publish (exactly-once: their old holders fenced and
-      // their last transactions marked), so rows committed before start() resolved are not behind a
-      // recovery still running
-      await Promise.all([...this.#workers.values()].map((w) => w.ready));
-      this.#timers.push(setInterval(() => void this.#tick(), Math.max(100, Math.floor(o.leaseMs / 3))));
-      this.#timers.push(setInterval(() => void this.#sample(), SAMPLE_MS));
-      this.#timers.push(setInterval(() => this.#notify(), o.pollIntervalMs));
-      for (const t of this.#timers) t.unref();
-    } catch (err) {
-      await this.close();
-      throw err;
-    }
+  /**
+   * Connects, takes its share of the roles and resolves once they can publish (exactly-once: their
+   * old holders fenced and their last transactions marked). Call once (RF_INVALID_STATE otherwise); a
+   * failure stops what was started and leaves the relay closed.
+   */
+  start(): Promise<void> {
+    return this.#life.start();
   }
 
-  #connect(role: number | undefined): Promise<DeliveryProducer> {
+  /** Finishes the batches in flight, gives the roles back, disconnects. Every call returns the same promise. */
+  close(): Promise<void> {
+    return this.#life.close();
+  }
+
+  /**
+   * Stops at once, without finishing the batches in flight (see the file comment): their rows stay
+   * pending and the next holder of their roles publishes them (exactly-once: once). Gives the roles
+   * back and disconnects. Idempotent; during close() it cuts the drain short; before start() the relay
+   * is closed and never starts. `err`, when given, is logged as the reason.
+   */
+  destroy(err?: Error): Promise<void> {
+    return this.#life.destroy(err);
+  }
+
+  async #startUp(): Promise<void> {
     const o = this.#options;
-    return DeliveryProducer.connect(
-      {
-        ...o.clientProperties,
-        partitioner: 'murmur2_random',
-        'enable.idempotence': true,
-        acks: -1,
-        // a batch is handed over at once: waiting for more records only delays it
-        'linger.ms': 1,
-        'message.max.bytes': Math.max(1_000_000, o.maxMessageBytes + 65_536),
-        ...(role === undefined
-          ? {}
-          : {
-              'transactional.id': `${o.transactionalIdPrefix}-${role}`,
-              'transaction.timeout.ms': o.transactionTimeoutMs,
-              'socket.timeout.ms': Math.min(60_000, o.transactionTimeoutMs),
-            }),
-        ...o.producerConfig,
-      },
-      role === undefined ? undefined : o.transactionTimeoutMs,
-    );
+    const db = await openDatabase(o, this.#names, (pool, leases) => {
+      this.#pool = pool;
+      this.#leases = leases;
+    });
+    this.#roles = db.roles;
+    this.#identity = db.identity;
+    this.#life.stillStarting();
+    this.#admin = new KafkaAdmin(o.clientProperties);
+    // the first Kafka call: refused credentials are RF_KAFKA_AUTH within seconds (the admin's watch)
+    await this.#admin.describeTopics([o.progressTopic]);
+    if (o.mode === 'exactly-once') {
+      await ensureProgressTopic(o.clientProperties, o.progressTopic, this.#roles);
+      // before any transactional producer: a relay of another outbox on these names is not fenced
+      const all = Array.from({ length: this.#roles }, (_, r) => r);
+      try {
+        await checkProgressOwner(o.clientProperties, o.progressTopic, all, db.identity);
+        this.#ownerChecked = true;
+      } catch (err) {
+        // unreadable now (a topic just made has no leader yet): each worker checks its own
+        // partition before its producer fences anyone, and tries again with backoff
+        if (RedfenceError.is(err, 'RF_OUTBOX_NAME_CLASH')) throw err;
+      }
+    }
+    // at-least-once: one idempotent producer per role too (librdkafka's own threads, in parallel)
+    this.#life.stillStarting();
+    await this.#listen();
+    await this.#tick();
+    this.#ownerChecked = false;
+    // resolved once the roles taken now can publish (exactly-once: their old holders fenced and their
+    // last transactions marked), so rows committed before start() resolved are not behind a recovery
+    // still running; a close() or destroy() meanwhile ends the wait
+    await Promise.race([
+      Promise.all([...this.#workers.values()].map((w) => w.ready)),
+      aborted(this.#life.signal),
+    ]);
+    this.#life.stillStarting();
+    this.#timers.push(setInterval(() => void this.#tick(), Math.max(100, Math.floor(o.leaseMs / 3))));
+    this.#timers.push(setInterval(() => void this.#sample(), SAMPLE_MS));
+    this.#timers.push(setInterval(() => this.#notify(), o.pollIntervalMs));
+    for (const t of this.#timers) t.unref();
   }
 
   async #listen(): Promise<void> {
@@ -202,7 +197,7 @@ export class OutboxRelay {
       clientProperties: o.clientProperties,
       logger: this.#logger,
       metrics: this.metrics,
-      producer: (role) => this.#connect(o.mode === 'exactly-once' ? role : undefined),
+      producer: (role) => connectProducer(o, o.mode === 'exactly-once' ? role : undefined),
       existing: (topics) => this.#existing(topics),
       idle: (stop) => Promise.race([this.#wake.promise, stop]),
       leaseValid: (role) => (this.#validUntil.get(role) ?? 0) > performance.now(),
@@ -228,7 +223,7 @@ export class OutboxRelay {
   }
 
   async #leaseRound(): Promise<void> {
-    if (this.#state !== 'running') return;
+    if (!this.#life.accepting) return;
     const leases = this.#leases as Leases;
     const o = this.#options;
     try {
@@ -250,9 +245,16 @@ export class OutboxRelay {
         this.metrics.role('lost', this.#workers.size);
         this.#logger.warn({ role: r.role }, 'outbox role lost to another relay');
         // not awaited: a batch finishing against a slow Kafka must not hold up the other roles' renewal
-        if (w) this.#track(w.stop());
+        if (w) {
+          this.#retiring.add(w);
+          this.#track(w.stop().finally(() => this.#retiring.delete(w)));
+        }
       }
-      if (this.#state !== 'running') return;
+      if (!this.#life.accepting) {
+        // closing or destroyed meanwhile: what this round claimed is given back at once
+        await Promise.all(t.gained.map((r) => leases.release(r).catch(() => undefined)));
+        return;
+      }
       for (const r of t.kept) this.#validUntil.set(r.role, until);
       for (const r of t.gained) {
         this.#validUntil.set(r.role, until);
@@ -306,7 +308,7 @@ export class OutboxRelay {
   }
 
   async #sample(): Promise<void> {
-    if (this.#state !== 'running') return;
+    if (this.#life.state !== 'running') return;
     try {
       const c = await counts(this.#pool as PgPool, this.#names);
       this.metrics.sample(c.pending, c.oldestPendingSeconds, c.parked);
@@ -315,29 +317,53 @@ export class OutboxRelay {
     }
   }
 
-  /** Finishes the batches in flight, gives the roles back, disconnects. Memoised. */
-  close(): Promise<void> {
-    this.#closing ??= this.#close();
-    return this.#closing;
-  }
-
-  async #close(): Promise<void> {
-    this.#state = 'closing';
-    for (const t of this.#timers) clearInterval(t);
+  /** close(): the loops finish their batches in flight, then the roles are given back. */
+  async #drain(): Promise<void> {
     await this.#ticking?.catch(() => undefined);
-    const workers = [...this.#workers.values(), ...this.#leaving.values()];
+    const mine = [...this.#workers.values(), ...this.#leaving.values()];
+    await Promise.all([...mine.map((w) => w.stop()), ...this.#stopping]);
+    // a destroy() meanwhile (its stop step) releases them and ends the pool: these may fail
+    await this.#release(mine);
     this.#workers.clear();
     this.#leaving.clear();
-    await Promise.all([...workers.map((w) => w.stop()), ...this.#stopping]);
-    for (const w of workers)
-      await this.#leases?.release({ role: w.role, epoch: w.epoch }).catch(() => undefined);
-    await this.#leases?.leave().catch(() => undefined);
+  }
+
+  /**
+   * After the drain (nothing left to stop), at once on destroy() and after a failed start: every loop
+   * still running is abandoned, the roles given back, then disconnect.
+   */
+  async #stop(): Promise<void> {
+    const mine = [...this.#workers.values(), ...this.#leaving.values()];
+    const abandonRetiring = () => Promise.all([...this.#retiring].map((w) => w.abandon()));
+    await Promise.all([...mine.map((w) => w.abandon()), abandonRetiring()]);
+    // a lease round in flight starts no loop now (not accepting), but may still lose one
+    await this.#ticking?.catch(() => undefined);
+    await abandonRetiring();
+    await this.#release(mine);
+    this.#workers.clear();
+    this.#leaving.clear();
     await this.#admin?.close();
     this.#listener?.release();
     this.#listener = undefined;
     await this.#pool?.end().catch(() => undefined);
-    this.#state = 'closed';
   }
+
+  /** Gives roles back (their loops have stopped) and leaves the relay table; failures are left to expire. */
+  async #release(workers: readonly RoleWorker[]): Promise<void> {
+    const leases = this.#leases;
+    if (leases === undefined) return;
+    await Promise.all(
+      workers.map((w) => leases.release({ role: w.role, epoch: w.epoch }).catch(() => undefined)),
+    );
+    await leases.leave().catch(() => undefined);
+  }
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
 }
 
 function deferred(): { promise: Promise<void>; resolve(): void } {

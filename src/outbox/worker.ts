@@ -6,6 +6,7 @@
  * mark (progress.ts says why a crash in between neither loses nor doubles rows). An aggregate whose row
  * was refused publishes nothing after it in that batch: it waits behind that row until it is published
  * or parked. One batch at a time per role: a slow Kafka slows the loop, and rows wait in PostgreSQL.
+ * `stop()` (close) finishes the batch in flight; `abandon()` (destroy) does not: nothing more is marked.
  */
 
 import { RedfenceError } from '../errors/index.js';
@@ -15,9 +16,10 @@ import type { Logger } from '../runtime/logger.js';
 import { nameClash, type OutboxIdentity, sameOutbox } from './identity.js';
 import type { OutboxMetrics } from './metrics.js';
 import type { Queryable } from './pg.js';
-import { codeName, errorCode, RecordRefusal } from './produce-errors.js';
+import { codeName, errorText, RecordRefusal, refusalOf } from './produce-errors.js';
 import { checkProgressOwner, lastProgress, progressRecord } from './progress.js';
-import { type OutboxRow, PARK_FIX, type ParkReason, parkReason, preflight, recordOf } from './routing.js';
+import { markPublished, pendingRows, refuseRows } from './role-rows.js';
+import { PARK_FIX, type ParkReason, parkReason, preflight, recordOf } from './routing.js';
 import type { OutboxNames } from './schema.js';
 
 export type RelayMode = 'exactly-once' | 'at-least-once';
@@ -65,6 +67,16 @@ export class RoleWorker {
   readonly #stopped: Promise<void>;
   #done: Promise<void> | undefined;
   #producer: DeliveryProducer | undefined;
+  /** True while the loop waits for its producer to connect (librdkafka's call cannot be called back). */
+  #connecting = false;
+  /** Set by abandon(): nothing more is marked or refused, the producer is abandoned, not flushed. */
+  #abandoned = false;
+  /** Aborts the progress reads of an abandoned worker. */
+  readonly #abort = new AbortController();
+  #abandoning: Promise<void> | undefined;
+  /** Resolved once abandon() returned: a stop() waiting for the loop returns then too. */
+  readonly #cutShort: Promise<void>;
+  #cut!: () => void;
   #recovered = false;
   /** Set when the worker ended on a fatal Kafka error (fenced): the relay drops the role. */
   fatal: Error | undefined;
@@ -82,6 +94,7 @@ export class RoleWorker {
     this.role = role;
     this.epoch = epoch;
     this.#stopped = new Promise<void>((r) => (this.#stop = r));
+    this.#cutShort = new Promise<void>((r) => (this.#cut = r));
     this.ready = new Promise<void>((resolve, reject) => {
       this.#settle = (err) => (err === undefined ? resolve() : reject(err));
     });
@@ -92,15 +105,36 @@ export class RoleWorker {
     this.#done ??= this.#run();
   }
 
-  /** Finishes the batch in flight, closes the role's producer and stops. */
+  /** Finishes the batch in flight, closes the role's producer and stops; an abandon() cuts it short. */
   async stop(): Promise<void> {
     this.#stopping = true;
     this.#stop();
-    await this.#done;
+    await Promise.race([this.#done, this.#cutShort]);
   }
 
-  get running(): boolean {
-    return this.#done !== undefined && !this.#stopping && this.fatal === undefined;
+  /**
+   * Stops at once, without finishing the batch in flight (the relay's destroy): its rows stay pending
+   * (nothing more is marked or counted as an attempt), produce calls waiting for delivery reports are
+   * dropped and the producer disconnects without flushing. Records already sent may reach Kafka: in
+   * exactly-once mode the role's next holder settles them (fence, then the progress record), in
+   * at-least-once mode they are duplicates of rows it publishes again. Resolves once the loop ended, or
+   * at once when it waits in a librdkafka call that cannot be called back (its producer connecting, a
+   * transaction committing): the loop then only disconnects when that call returns.
+   */
+  abandon(): Promise<void> {
+    this.#abandoning ??= this.#abandon().finally(() => this.#cut());
+    return this.#abandoning;
+  }
+
+  async #abandon(): Promise<void> {
+    this.#abandoned = true;
+    this.#stopping = true;
+    this.#stop();
+    this.#abort.abort();
+    const p = this.#producer;
+    const gone = p?.abandon();
+    if (this.#connecting || p?.busy) return;
+    await Promise.all([this.#done, gone]);
   }
 
   async #run(): Promise<void> {
@@ -111,8 +145,23 @@ export class RoleWorker {
         try {
           // before the role's transactional producer fences anyone: is the partition this outbox's?
           if (!this.#recovered && !ctx.ownerChecked && ctx.mode === 'exactly-once' && !this.#producer)
-            await checkProgressOwner(ctx.clientProperties, ctx.progressTopic, [this.role], ctx.identity);
-          this.#producer ??= await ctx.producer(this.role);
+            await checkProgressOwner(
+              ctx.clientProperties,
+              ctx.progressTopic,
+              [this.role],
+              ctx.identity,
+              undefined,
+              this.#abort.signal,
+            );
+          if (this.#producer === undefined) {
+            this.#connecting = true;
+            try {
+              this.#producer = await ctx.producer(this.role);
+            } finally {
+              this.#connecting = false;
+            }
+          }
+          if (this.#stopping) break;
           if (!this.#recovered) {
             // until it succeeds (a progress partition without a leader yet, a timeout): publishing
             // before the last holder's transaction is marked would publish its rows again
@@ -135,6 +184,7 @@ export class RoleWorker {
             if (left > 0) await sleep(left, this.#stopped);
           }
         } catch (err) {
+          if (this.#abandoned) return; // what failed was cut short on purpose
           if (RedfenceError.is(err, 'RF_OUTBOX_NAME_CLASH')) {
             // not retried: the relay gives the role back, and start() rejects with it
             this.fatal = err as Error;
@@ -161,14 +211,26 @@ export class RoleWorker {
       this.#settle();
       const p = this.#producer;
       this.#producer = undefined;
-      await p?.close();
+      await (this.#abandoned ? p?.abandon() : p?.close());
     }
+  }
+
+  /** Throws once abandoned: an abandoned worker writes nothing more to the outbox. */
+  #alive(): void {
+    if (this.#abandoned)
+      throw new RedfenceError('RF_INVALID_STATE', `outbox role ${this.role} was abandoned (destroy)`);
   }
 
   /** Exactly-once, after fencing: mark what the role's last committed transaction published. */
   async #recover(): Promise<void> {
     const ctx = this.#ctx;
-    const last = await lastProgress(ctx.clientProperties, ctx.progressTopic, this.role);
+    const last = await lastProgress(
+      ctx.clientProperties,
+      ctx.progressTopic,
+      this.role,
+      undefined,
+      this.#abort.signal,
+    );
     // another outbox's relay committed here meanwhile (both started on an empty topic): its ids are
     // not this outbox's rows
     if (last !== undefined && !sameOutbox(ctx.identity, last.outbox))
@@ -176,25 +238,11 @@ export class RoleWorker {
     if (last !== undefined && last.ids.length > 0) await this.#mark(last.ids);
   }
 
-  async #select(): Promise<OutboxRow[]> {
-    const n = this.#ctx.names;
-    const { rows } = await this.#ctx.db.query(
-      `SELECT o.id, o.pos, o.aggregatetype, o.aggregateid, o.type, o.payload::text AS payload, o.headers, o.attempts
-       FROM ${n.table} o
-       WHERE o.state = 'pending' AND o.bucket % $1 = $2
-         AND NOT EXISTS (SELECT 1 FROM ${n.table} p WHERE p.state = 'parked'
-                         AND p.aggregatetype = o.aggregatetype AND p.aggregateid = o.aggregateid)
-       ORDER BY o.pos LIMIT $3`,
-      [this.#ctx.roles, this.role, this.#ctx.batchSize],
-    );
-    return rows as OutboxRow[];
-  }
-
   /** One batch; the rows it published (0: nothing to publish, or only refused rows). */
   async #batch(producer: DeliveryProducer): Promise<number> {
     const ctx = this.#ctx;
     const started = performance.now();
-    const rows = await this.#select();
+    const rows = await pendingRows(ctx.db, ctx.names, ctx.roles, this.role, ctx.batchSize);
     if (rows.length === 0) return 0;
     const groups = new Map<string, Array<{ id: string; record: OutRecord }>>();
     const refused: Array<{ id: string; why: string }> = [];
@@ -314,12 +362,9 @@ export class RoleWorker {
   async #mark(ids: readonly string[]): Promise<void> {
     const n = this.#ctx.names;
     for (let delay = 50; ; delay = Math.min(delay * 2, 2000)) {
+      this.#alive();
       try {
-        await this.#ctx.db.query(
-          `UPDATE ${n.table} SET state = 'published', published_at = clock_timestamp()
-           WHERE id = ANY($1::uuid[]) AND state = 'pending'`,
-          [ids],
-        );
+        await markPublished(this.#ctx.db, n, ids);
         return;
       } catch (err) {
         if (this.#stopping) throw err;
@@ -333,21 +378,14 @@ export class RoleWorker {
   }
 
   async #refuse(refused: ReadonlyArray<{ id: string; why: string }>): Promise<void> {
-    const n = this.#ctx.names;
-    const { rows } = await this.#ctx.db.query(
-      `UPDATE ${n.table} o SET attempts = o.attempts + 1, last_error = f.why,
-         state = CASE WHEN o.attempts + 1 >= $3 THEN 'parked' ELSE o.state END
-       FROM unnest($1::uuid[], $2::text[]) AS f(id, why)
-       WHERE o.id = f.id AND o.state = 'pending' RETURNING o.state, f.why`,
-      [refused.map((r) => r.id), refused.map((r) => r.why), this.#ctx.maxAttempts],
-    );
-    const parkedRows = (rows as Array<{ state: string; why: string }>).filter((r) => r.state === 'parked');
+    this.#alive();
+    const parked = await refuseRows(this.#ctx.db, this.#ctx.names, refused, this.#ctx.maxAttempts);
     this.#ctx.metrics.failed(refused.length, 0);
     // one line per kind of reason, with the first row's reason and the fix, where the operator looks first
     const byClass = new Map<ParkReason, string[]>();
-    for (const r of parkedRows) {
-      const c = parkReason(r.why);
-      byClass.set(c, [...(byClass.get(c) ?? []), r.why]);
+    for (const why of parked) {
+      const c = parkReason(why);
+      byClass.set(c, [...(byClass.get(c) ?? []), why]);
     }
     for (const [reason, whys] of byClass) {
       this.#ctx.metrics.parked(reason, whys.length);
@@ -357,17 +395,4 @@ export class RoleWorker {
       );
     }
   }
-}
-
-/** A record-level error as a RecordRefusal (undefined: no librdkafka code on it). */
-function refusalOf(err: unknown): RecordRefusal | undefined {
-  if (err === undefined) return undefined;
-  if (err instanceof RecordRefusal) return err;
-  const code = errorCode(err);
-  return code === undefined ? undefined : new RecordRefusal(errorText(err), code, err);
-}
-
-/** The error's message without anything after a newline (never record contents: librdkafka names codes). */
-function errorText(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split('\n')[0]?.slice(0, 500) ?? '';
 }

@@ -1,6 +1,7 @@
 /**
  * The one lifecycle of the long-running services (the processor, the handler, the invalidation
- * consumer): `idle -> starting -> running -> closing -> closed`, each service giving only its steps.
+ * consumer, the outbox relay): `idle -> starting -> running -> closing -> closed`, each service giving
+ * only its steps. "The group" below is a consumer group, or the relay's roles leased in PostgreSQL.
  *
  * - `start()` once (RF_INVALID_STATE otherwise). A failed start, or a `close()`/`destroy()` while it
  *   runs, rolls back what was started and ends `closed`; `start()` then rejects.
@@ -21,7 +22,7 @@ export type RuntimeState = 'idle' | 'starting' | 'running' | 'closing' | 'closed
 
 /** What a service does at each stage of its lifecycle. */
 export interface LifecycleSteps {
-  /** For messages: "processor", "handler", "invalidation consumer". */
+  /** For messages: "processor", "handler", "invalidation consumer", "outbox relay". */
   readonly name: string;
   readonly log: Logger;
   /** Fields of the closed/destroyed log line (the instance id). */

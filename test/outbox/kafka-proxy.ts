@@ -5,7 +5,9 @@
  * (producer, transaction coordinator, consumers) goes through the proxy. `cut()` drops every connection
  * and refuses new ones until `restore()`: the broker is away for these clients only, and stays up for
  * everyone else. `failProduce()` turns the broker's answers to produce requests for one topic into a
- * given error code: a broker error of any code, on a real broker.
+ * given error code: a broker error of any code, on a real broker. `holdProduce()` keeps the broker's
+ * answers to produce requests (and every later answer on the same connection, in order) from the client
+ * until `releaseProduce()`: the records are written, the client waits for their acknowledgements.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
@@ -223,8 +225,13 @@ export class KafkaProxy {
   #down = false;
   #port = 0;
   #rewriter: Rewriter | undefined;
+  #holding = false;
+  /** Per connection: writes the answers it holds back to the client. */
+  readonly #flushers = new Set<() => void>();
   /** Connections the proxy accepted (refused ones included). */
   connections = 0;
+  /** Answers to produce requests held back since the last releaseProduce(). */
+  heldProduce = 0;
 
   constructor(target: { host: string; port: number }) {
     this.#server = createServer((client) => {
@@ -248,6 +255,11 @@ export class KafkaProxy {
         }
       });
       let down = Buffer.alloc(0);
+      const held: Buffer[] = [];
+      const flush = (): void => {
+        for (const b of held.splice(0)) client.write(b);
+      };
+      this.#flushers.add(flush);
       upstream.on('data', (d: Buffer) => {
         down = Buffer.concat([down, d]);
         while (down.length >= 4 && down.length >= 4 + down.readInt32BE(0)) {
@@ -262,10 +274,15 @@ export class KafkaProxy {
           const head = Buffer.alloc(8);
           head.writeInt32BE(body.length + 4, 0);
           head.writeInt32BE(correlation, 4);
-          client.write(Buffer.concat([head, body]));
+          const answer = Buffer.concat([head, body]);
+          if (this.#holding && (held.length > 0 || req?.[0] === PRODUCE)) {
+            if (req?.[0] === PRODUCE) this.heldProduce++;
+            held.push(answer);
+          } else client.write(answer);
         }
       });
       const end = (): void => {
+        this.#flushers.delete(flush);
         client.destroy();
         upstream.destroy();
         this.#sockets.delete(client);
@@ -310,6 +327,18 @@ export class KafkaProxy {
   failProduce(topic: string, code: number | undefined): void {
     if (code === undefined) this.#rewriter?.failures.delete(topic);
     else this.#rewriter?.failures.set(topic, code);
+  }
+
+  /** Holds back the broker's answers to produce requests (see the file comment) until releaseProduce(). */
+  holdProduce(): void {
+    this.#holding = true;
+  }
+
+  /** Hands every held answer to its client, in order, and holds nothing more. */
+  releaseProduce(): void {
+    this.#holding = false;
+    this.heldProduce = 0;
+    for (const f of this.#flushers) f();
   }
 
   /** From now on the broker's answers to ListOffsets (watermarks) for `topic` say `code`; undefined: they pass. */
