@@ -81,7 +81,7 @@ export class Lifecycle {
     if (this.#state !== 'idle')
       throw new RedfenceError(
         'RF_INVALID_STATE',
-        `start() called in state ${this.#state}: a ${this.#steps.name} starts once (create a new one)`,
+        `start() called in state ${this.#state}: each ${this.#steps.name} starts only once (create a new one)`,
       );
     this.#state = 'starting';
     this.#starting = this.#steps.startUp().then(

@@ -42,7 +42,7 @@ describe('Lifecycle', () => {
     assert.equal(life.state, 'running');
     await assert.rejects(life.start(), {
       code: 'RF_INVALID_STATE',
-      message: /called in state running: a thing starts once/,
+      message: /called in state running: each thing starts only once/,
     });
     const a = life.close();
     assert.equal(life.close(), a);
