@@ -93,10 +93,14 @@ export function evaluateLag(
     out.reasons.push('unreadable');
     return out;
   }
-  if (window.some((s) => s.committed === undefined)) {
+  // a partition that has never held a record (end 0) has nothing to commit: a group never commits
+  // what it never read, so an empty partition of a healthy group counts as committed at 0
+  const filled = window.map((s) => (s.committed === undefined && s.end === 0 ? { ...s, committed: 0 } : s));
+  if (filled.some((s) => s.committed === undefined)) {
     out.reasons.push('no-commit');
     return out;
   }
+  window = filled;
   const lags = window.map((s) => lagOf(s) as number);
   const lag = lags.at(-1) as number;
   out.lag = lag;

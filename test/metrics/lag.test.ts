@@ -109,6 +109,27 @@ describe('evaluateLag', () => {
     );
     assert.equal(none.status, 'ERR');
     assert.deepEqual(none.reasons, ['no-commit']);
+    // a partition that never held a record needs no commit: OK at lag 0, its committed offset unknown
+    const empty = evaluateLag(
+      w([
+        [undefined, 0],
+        [undefined, 0],
+      ]),
+    );
+    assert.equal(empty.status, 'OK');
+    assert.deepEqual(empty.reasons, ['lag-zero']);
+    assert.equal(empty.lag, 0);
+    assert.equal(empty.committed, null);
+    // once it holds records, a group with no commit for it is ERR again
+    assert.deepEqual(
+      evaluateLag(
+        w([
+          [undefined, 0],
+          [undefined, 3],
+        ]),
+      ).reasons,
+      ['no-commit'],
+    );
     assert.equal(evaluateLag([]).status, 'ERR');
   });
 
