@@ -206,7 +206,18 @@ export class ChaosRun {
       kafka.committedOffsets(names.group, names.input),
       kafka.endOffsets(names.input),
     ]);
-    for (const [p, end] of ends) if ((committed.get(p) ?? -1) !== end) return false;
-    return true;
+    return committedToEnd(committed, ends);
   };
+}
+
+/**
+ * Whether a group's commits reach every partition's end. A partition that never held a record (end 0)
+ * needs no commit: a group never commits what it never read (an input with fewer keys than partitions).
+ */
+export function committedToEnd(
+  committed: ReadonlyMap<number, number>,
+  ends: ReadonlyMap<number, number>,
+): boolean {
+  for (const [p, end] of ends) if ((committed.get(p) ?? (end === 0 ? 0 : -1)) !== end) return false;
+  return true;
 }
