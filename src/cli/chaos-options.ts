@@ -180,7 +180,8 @@ export const CHAOS_HELP = helpText(
 the harness starts itself (--redis-topology; redis-server and redis-cli must be on the PATH), produces a skewed workload
 with poison records while injecting faults, then verifies outputs, state, dead letters and committed
 offsets. Exit 0: every fault did what it is meant to and no violation; 1: a violation, a fault that did
-not, or an instance exit no fault caused; 2: bad options.
+not, or an instance exit no fault caused; 2: bad options; 130/143: stopped by SIGINT/SIGTERM (the
+instances and redis-servers it started are stopped too; its topics stay).
 
 With <module> (a processor module, as for redfence run): its records come from the module's
 chaosInput(rng, n) export (n = --records) or from --input <file.jsonl>; a fault-free run and a run with

@@ -228,6 +228,29 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
   // A module and its records are checked (RF_MODULE_INVALID, RF_INVALID_OPTIONS) before any connection.
   const handler = parsed.handler ? await userHandler(parsed) : undefined;
   const processor = parsed.module === undefined || handler ? undefined : await userProcessor(parsed);
+  // SIGINT/SIGTERM: exit through process.exit, so the harness's exit listener (src/harness/child.ts)
+  // SIGKILLs every instance and redis-server still running (a signal's default action skips it)
+  const interrupted = (signal: NodeJS.Signals): void => {
+    process.stderr.write(`redfence chaos: ${signal}: stopping the run's instances and redis-servers\n`);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
+  try {
+    return await runModes(parsed, handler, processor, args, out);
+  } finally {
+    process.off('SIGINT', interrupted);
+    process.off('SIGTERM', interrupted);
+  }
+}
+
+async function runModes(
+  parsed: ReturnType<typeof parseChaosArgs>,
+  handler: Awaited<ReturnType<typeof userHandler>> | undefined,
+  processor: Awaited<ReturnType<typeof userProcessor>> | undefined,
+  args: readonly string[],
+  out: (s: string) => void,
+): Promise<number> {
   const reports: ChaosReport[] = [];
   const texts: string[] = [];
   const summaries: string[] = [];
