@@ -79,20 +79,25 @@ export interface HandlerResult {
 /** At most this many violations of one kind are listed (all are counted). */
 const LISTED = 20;
 
-export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
-  const violations: HandlerViolation[] = [];
-  const counts = new Map<HandlerViolationKind, number>();
-  const add = (kind: HandlerViolationKind, message: string) => {
-    const n = (counts.get(kind) ?? 0) + 1;
-    counts.set(kind, n);
-    if (n <= LISTED) violations.push({ kind, message });
-  };
-  const at = (p: number, o: number) => `${p}/${o}`;
+type Add = (kind: HandlerViolationKind, message: string) => void;
+
+const at = (p: number, o: number) => `${p}/${o}`;
+const keyName = (hex: string | null) =>
+  hex === null ? 'null' : JSON.stringify(Buffer.from(hex, 'hex').toString('utf8'));
+
+function push<T>(m: Map<string, T[]>, k: string, v: T): void {
+  const list = m.get(k) ?? [];
+  if (list.length === 0) m.set(k, list);
+  list.push(v);
+}
+
+/** The answered (200) calls by record, in call order, and the tallies of the calls that are no effect. */
+function effectsByRecord(calls: readonly FarSideCall[]) {
   const effectsOf = new Map<string, FarSideCall[]>();
   let failedCalls = 0;
   let unboundCalls = 0;
   let effects = 0;
-  for (const c of [...x.calls].sort((a, b) => a.seq - b.seq)) {
+  for (const c of [...calls].sort((a, b) => a.seq - b.seq)) {
     if (c.partition === undefined || c.offset === undefined) {
       unboundCalls++;
       continue;
@@ -102,18 +107,15 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
       continue;
     }
     effects++;
-    const k = at(c.partition, c.offset);
-    const list = effectsOf.get(k) ?? [];
-    if (list.length === 0) effectsOf.set(k, list);
-    list.push(c);
+    push(effectsOf, at(c.partition, c.offset), c);
   }
+  return { effectsOf, failedCalls, unboundCalls, effects };
+}
+
+/** The missing and duplicate rules, record by record; also each keyed record's first effect, for the order rule. */
+function judgeRecords(x: HandlerVerdictInput, effectsOf: Map<string, FarSideCall[]>, add: Add) {
   const returnsOf = new Map<string, FarSideReturn[]>();
-  for (const r of x.returns) {
-    const k = at(r.partition, r.offset);
-    const list = returnsOf.get(k) ?? [];
-    if (list.length === 0) returnsOf.set(k, list);
-    list.push(r);
-  }
+  for (const r of x.returns) push(returnsOf, at(r.partition, r.offset), r);
   const returned = (c: FarSideCall) =>
     (returnsOf.get(at(c.partition ?? -1, c.offset ?? -1)) ?? []).some(
       (r) => r.instance === c.instance && r.at >= c.answeredAt,
@@ -123,19 +125,18 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     const died = x.deaths.get(c.instance);
     return x.zombies.has(c.instance) && died !== undefined && c.answeredAt >= died;
   };
-  const keyName = (hex: string | null) =>
-    hex === null ? 'null' : JSON.stringify(Buffer.from(hex, 'hex').toString('utf8'));
-
-  let replayedRecords = 0;
-  let handledAgain = 0;
-  let unmarkedEffects = 0;
-  let zombieEffects = 0;
-  let zombieEffectsRepeated = 0;
+  const tally = {
+    replayedRecords: 0,
+    handledAgain: 0,
+    unmarkedEffects: 0,
+    zombieEffects: 0,
+    zombieEffectsRepeated: 0,
+  };
   const byKey = new Map<string, Array<{ offset: number; first: FarSideCall }>>();
   const sorted = [...x.records].sort((a, b) => a.partition - b.partition || a.offset - b.offset);
   for (const r of sorted) {
     const k = at(r.partition, r.offset);
-    if ((returnsOf.get(k)?.length ?? 0) > 1) handledAgain++;
+    if ((returnsOf.get(k)?.length ?? 0) > 1) tally.handledAgain++;
     const list = effectsOf.get(k) ?? [];
     if (list.length === 0) {
       if (!x.deadLettered.has(k))
@@ -144,12 +145,12 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     }
     for (const c of list) {
       if (afterStop(c)) {
-        zombieEffects++;
-        if (list.length > 1) zombieEffectsRepeated++;
+        tally.zombieEffects++;
+        if (list.length > 1) tally.zombieEffectsRepeated++;
       }
     }
     if (list.length > 1) {
-      unmarkedEffects += list.filter(unmarked).length;
+      tally.unmarkedEffects += list.filter(unmarked).length;
       const ruled = list.filter((c) => !afterStop(c));
       const breaches = ruled.slice(0, -1).filter((c) => !unmarked(c));
       if (breaches.length > 0)
@@ -158,15 +159,16 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
           `record ${k} (id ${JSON.stringify(list[0]?.id)}, key ${keyName(r.key)}): ${list.length} effects, ` +
             `${breaches.length} before the last from a handle call that returned (${breaches.map((c) => c.instance).join(', ')})`,
         );
-      else replayedRecords++;
+      else tally.replayedRecords++;
     }
-    if (r.key !== null) {
-      const kk = `${r.partition}:${r.key}`;
-      const seq = byKey.get(kk) ?? [];
-      if (seq.length === 0) byKey.set(kk, seq);
-      seq.push({ offset: r.offset, first: list[0] as FarSideCall });
-    }
+    if (r.key !== null)
+      push(byKey, `${r.partition}:${r.key}`, { offset: r.offset, first: list[0] as FarSideCall });
   }
+  return { tally, byKey };
+}
+
+/** The order rule: per key, first effects in offset order. */
+function judgeOrder(byKey: Map<string, Array<{ offset: number; first: FarSideCall }>>, add: Add): void {
   for (const [kk, seq] of byKey) {
     for (let i = 1; i < seq.length; i++) {
       const a = seq[i - 1] as (typeof seq)[number];
@@ -179,6 +181,10 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
         );
     }
   }
+}
+
+/** The offsets rule: every partition committed to its end. */
+function judgeOffsets(x: HandlerVerdictInput, add: Add): { committed: number; endOffsets: number } {
   let committed = 0;
   let endOffsets = 0;
   for (const [p, end] of x.ends) {
@@ -187,6 +193,21 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     committed += Math.max(0, c);
     if (c !== end) add('offsets', `partition ${p}: committed ${c}, end offset ${end}`);
   }
+  return { committed, endOffsets };
+}
+
+export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
+  const violations: HandlerViolation[] = [];
+  const counts = new Map<HandlerViolationKind, number>();
+  const add: Add = (kind, message) => {
+    const n = (counts.get(kind) ?? 0) + 1;
+    counts.set(kind, n);
+    if (n <= LISTED) violations.push({ kind, message });
+  };
+  const { effectsOf, failedCalls, unboundCalls, effects } = effectsByRecord(x.calls);
+  const { tally, byKey } = judgeRecords(x, effectsOf, add);
+  judgeOrder(byKey, add);
+  const { committed, endOffsets } = judgeOffsets(x, add);
   return {
     inputRecords: x.records.length,
     calls: x.calls.length,
@@ -194,11 +215,7 @@ export function judgeHandlerRun(x: HandlerVerdictInput): HandlerResult {
     effects,
     unboundCalls,
     deadLetters: x.deadLettered.size,
-    replayedRecords,
-    handledAgain,
-    unmarkedEffects,
-    zombieEffects,
-    zombieEffectsRepeated,
+    ...tally,
     keys: byKey.size,
     committed,
     endOffsets,

@@ -1,11 +1,13 @@
 /**
- * The chaos harness's own Kafka helpers: topics, offsets, a paced workload producer and a reader that
- * reads a topic to its end with a chosen isolation level. Nothing here comes from src/kafka (the
- * runtime's port): the verifier must not share the processing path it checks. Only the connection
- * settings are the runtime's: `config` is librdkafka properties (security, `--kafka-config`) built by
- * the CLI from the same options the instances get.
+ * The chaos harness's Kafka helpers: topics, offsets, a paced workload producer, and the verifier's read
+ * of a topic to its end with a chosen isolation level. The admin and producer clients are the harness's
+ * own; the read goes through the library's one log reader (src/kafka/log-reader.ts: assigned, never
+ * committing), which is not the processing path the verifier checks (the runtime consumes through its
+ * Kafka port, src/kafka/confluent.ts). The connection settings are the runtime's: `config` is librdkafka
+ * properties (security, `--kafka-config`) built by the CLI from the same options the instances get.
  */
-import { KafkaJS, type Message, RdKafka } from '@confluentinc/kafka-javascript';
+import { KafkaJS } from '@confluentinc/kafka-javascript';
+import { type LogMessage, LogReader } from '../kafka/log-reader.js';
 
 const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 
@@ -88,23 +90,21 @@ export interface ReadMessage {
   headers: Map<string, Buffer[]>;
 }
 
-function toRead(m: Message): ReadMessage {
+function toRead(m: LogMessage): ReadMessage {
   const headers = new Map<string, Buffer[]>();
-  for (const h of m.headers ?? []) {
-    for (const [name, v] of Object.entries(h)) {
-      const list = headers.get(name) ?? [];
-      if (list.length === 0) headers.set(name, list);
-      list.push(Buffer.isBuffer(v) ? v : Buffer.from(String(v), 'utf8'));
-    }
+  for (const [name, v] of m.headers) {
+    const list = headers.get(name) ?? [];
+    if (list.length === 0) headers.set(name, list);
+    list.push(v);
   }
-  const key = m.key === undefined || m.key === null ? null : Buffer.from(m.key as Buffer);
-  return { partition: m.partition, offset: m.offset, key, value: m.value, headers };
+  return { partition: m.partition, offset: m.offset, key: m.key, value: m.value, headers };
 }
 
 /**
- * Reads every record of `topic` from the beginning up to the end offsets it has when called, with the
- * given isolation level, handing each to `onMessage`. Done when every partition's position reached its
- * end offset (transaction markers and aborted records included); throws after `timeoutMs`.
+ * Reads every record of `topic` from its earliest offset up to the end offsets it has when called, with
+ * the given isolation level, partition after partition, handing each to `onMessage`. A partition is done
+ * when its position reaches its end offset (transaction markers and aborted records included); a read
+ * that makes no progress for `timeoutMs` (an open transaction under read_committed) fails.
  */
 export async function readTopic(
   brokers: string[],
@@ -114,56 +114,32 @@ export async function readTopic(
   timeoutMs = 120_000,
   config: ConnectionConfig = {},
 ): Promise<{ records: number; ends: Map<number, number> }> {
-  const kafka = new ChaosKafka(brokers, config);
-  const ends = await kafka.endOffsets(topic).finally(() => kafka.close());
-  const consumer = new RdKafka.KafkaConsumer(
-    {
-      ...config,
-      'metadata.broker.list': brokers.join(','),
-      'group.id': `chaos-reader-${process.pid}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`,
-      'enable.auto.commit': false,
-      'isolation.level': isolation,
-      'fetch.message.max.bytes': 4_000_000,
-      'receive.message.max.bytes': 100_000_000,
+  const reader = await LogReader.open({
+    client: {
+      properties: {
+        ...config,
+        'bootstrap.servers': brokers.join(','),
+        'fetch.message.max.bytes': 4_000_000,
+        'receive.message.max.bytes': 100_000_000,
+      },
     },
-    { 'auto.offset.reset': 'earliest' },
-  );
-  await new Promise<void>((res, rej) => {
-    consumer.connect({ timeout: 30_000 }, (err) => (err ? rej(err) : res()));
+    readCommitted: isolation === 'read_committed',
+    timeoutMs,
   });
   let records = 0;
+  const ends = new Map<number, number>();
   try {
-    const todo = [...ends].filter(([, end]) => end > 0);
-    if (todo.length === 0) return { records, ends };
-    consumer.assign(todo.map(([partition]) => ({ topic, partition, offset: 0 })));
-    consumer.setDefaultConsumeTimeout(200);
-    const deadline = Date.now() + timeoutMs;
-    const done = (): boolean => {
-      const positions = consumer.position(todo.map(([partition]) => ({ topic, partition })));
-      for (const [partition, end] of todo) {
-        const p = positions.find((x) => x.partition === partition);
-        if (!p || typeof p.offset !== 'number' || !(p.offset >= end)) return false;
-      }
-      return true;
-    };
-    while (!done()) {
-      if (Date.now() > deadline) {
-        const positions = consumer.position(todo.map(([partition]) => ({ topic, partition })));
-        throw new Error(
-          `reading ${topic} (${isolation}) timed out after ${timeoutMs} ms: positions ` +
-            `${JSON.stringify(positions.map((p) => [p.partition, p.offset]))}, ends ${JSON.stringify([...ends])}`,
-        );
-      }
-      const batch = await new Promise<Message[]>((res, rej) => {
-        consumer.consume(1000, (err, messages) => (err ? rej(err) : res(messages)));
-      });
-      for (const m of batch) {
+    const count = await reader.partitionCount(topic, `topic ${topic} does not exist`);
+    for (let partition = 0; partition < count; partition++) {
+      const { low, high } = await reader.watermarks(topic, partition);
+      ends.set(partition, high);
+      await reader.read(topic, partition, low, high, (m) => {
         records++;
         onMessage(toRead(m));
-      }
+      });
     }
     return { records, ends };
   } finally {
-    await new Promise<void>((res) => consumer.disconnect(() => res()));
+    await reader.close();
   }
 }

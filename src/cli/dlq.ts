@@ -19,6 +19,7 @@ import {
   listOption,
   numberOption,
   type OptionSpec,
+  type Parsed,
   parseOptions,
   switchOption,
   type Table,
@@ -212,6 +213,17 @@ function progressBar(enabled: boolean): ((done: number, total: number) => void) 
   };
 }
 
+/** What every subcommand works with, once its options are checked. */
+interface DlqRun {
+  topic: string;
+  client: ReturnType<typeof kafkaClient>;
+  json: boolean;
+  parsed: Parsed<Table>;
+  /** Reads the topic to its end, calling `onRecord` for each dead letter the filters match. */
+  read: (onRecord: (r: DltRecord) => void) => Promise<unknown>;
+  out: (s: string) => void;
+}
+
 export async function dlq(args: readonly string[], out: (s: string) => void): Promise<number> {
   const [sub, ...rest] = args;
   if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
@@ -235,7 +247,7 @@ export async function dlq(args: readonly string[], out: (s: string) => void): Pr
   const client = kafkaClient(o, 'redfence-dlq');
   const json =
     parsed.sources.json === undefined ? process.stdout.isTTY !== true : parsed.values.json === true;
-  const { matches, DlqCounter } = await import('../dead-letter/replay.js');
+  const { matches } = await import('../dead-letter/replay.js');
   const { readDeadLetters } = await import('../dead-letter/read.js');
   const read = (onRecord: (r: DltRecord) => void) =>
     readDeadLetters({
@@ -244,59 +256,67 @@ export async function dlq(args: readonly string[], out: (s: string) => void): Pr
       timeoutMs: o.timeout,
       onRecord: (r) => (matches(r, filter) ? onRecord(r) : undefined),
     });
+  const run: DlqRun = { topic, client, json, parsed, read, out };
+  if (sub === 'stats') return stats(run);
+  if (sub === 'show') return show(run);
+  return replayDeadLetters(run);
+}
 
-  if (sub === 'stats') {
-    const counter = new DlqCounter();
-    await read((r) => counter.add(r));
-    const s = counter.stats;
-    if (json) out(`${JSON.stringify({ topic, ...s })}\n`);
-    else {
-      const lines = [
-        `dead-letter topic ${topic}: ${s.total} records (${s.unrecognised} without dead-letter headers)`,
-      ];
-      for (const [title, t] of [
-        ['writer', s.byScheme],
-        ['reason', s.byReason],
-        ['exception class', s.byException],
-        ['source partition', s.bySourcePartition],
-        ['hour (UTC)', s.byHour],
-      ] as const) {
-        lines.push(`by ${title}:`);
-        for (const [k, n] of Object.entries(t).sort((a, b) => b[1] - a[1]))
-          lines.push(`  ${String(n).padStart(8)}  ${k}`);
-      }
-      out(`${lines.join('\n')}\n`);
-    }
+/** `dlq stats`: counts by writer, reason, exception class, source partition and hour. */
+async function stats({ topic, json, read, out }: DlqRun): Promise<number> {
+  const { DlqCounter } = await import('../dead-letter/replay.js');
+  const counter = new DlqCounter();
+  await read((r) => counter.add(r));
+  const s = counter.stats;
+  if (json) {
+    out(`${JSON.stringify({ topic, ...s })}\n`);
     return 0;
   }
-
-  if (sub === 'show') {
-    const v = parsed.values as unknown as { limit: number; values: boolean };
-    const { headersForDisplay } = await import('../dead-letter/decode.js');
-    let shown = 0;
-    await read((r) => {
-      if (shown >= v.limit) return;
-      shown++;
-      const { problems, ...info } = r.info ?? { problems: [] as string[] };
-      const row = {
-        partition: r.partition,
-        offset: r.offset,
-        timestamp: r.timestamp >= 0 ? new Date(r.timestamp).toISOString() : null,
-        key: bytes(r.key),
-        ...(v.values ? { value: bytes(r.value) } : {}),
-        deadLetter:
-          r.info === undefined
-            ? null
-            : Object.fromEntries(Object.entries(info).map(([k, x]) => [k, plain(x)])),
-        ...(problems.length > 0 ? { problems } : {}),
-        headers: headersForDisplay(r.headers),
-      };
-      out(json ? `${JSON.stringify(row)}\n` : `${JSON.stringify(row, null, 2)}\n`);
-    });
-    return 0;
+  const lines = [
+    `dead-letter topic ${topic}: ${s.total} records (${s.unrecognised} without dead-letter headers)`,
+  ];
+  for (const [title, t] of [
+    ['writer', s.byScheme],
+    ['reason', s.byReason],
+    ['exception class', s.byException],
+    ['source partition', s.bySourcePartition],
+    ['hour (UTC)', s.byHour],
+  ] as const) {
+    lines.push(`by ${title}:`);
+    for (const [k, n] of Object.entries(t).sort((a, b) => b[1] - a[1]))
+      lines.push(`  ${String(n).padStart(8)}  ${k}`);
   }
+  out(`${lines.join('\n')}\n`);
+  return 0;
+}
 
-  // replay: every option checked, then Redis, then Kafka.
+/** `dlq show`: up to --limit dead letters, headers decoded (values with --values). */
+async function show({ json, parsed, read, out }: DlqRun): Promise<number> {
+  const v = parsed.values as unknown as { limit: number; values: boolean };
+  const { headersForDisplay } = await import('../dead-letter/decode.js');
+  let shown = 0;
+  await read((r) => {
+    if (shown >= v.limit) return;
+    shown++;
+    const { problems, ...info } = r.info ?? { problems: [] as string[] };
+    const row = {
+      partition: r.partition,
+      offset: r.offset,
+      timestamp: r.timestamp >= 0 ? new Date(r.timestamp).toISOString() : null,
+      key: bytes(r.key),
+      ...(v.values ? { value: bytes(r.value) } : {}),
+      deadLetter:
+        r.info === undefined ? null : Object.fromEntries(Object.entries(info).map(([k, x]) => [k, plain(x)])),
+      ...(problems.length > 0 ? { problems } : {}),
+      headers: headersForDisplay(r.headers),
+    };
+    out(json ? `${JSON.stringify(row)}\n` : `${JSON.stringify(row, null, 2)}\n`);
+  });
+  return 0;
+}
+
+/** `dlq replay`: every option checked, then Redis, then Kafka; exit 1 when some name no topic to go to. */
+async function replayDeadLetters({ topic, client, json, parsed, read, out }: DlqRun): Promise<number> {
   const r = parsed.values as unknown as {
     to: string | undefined;
     'dry-run': boolean;

@@ -9,6 +9,9 @@
 import { tokenText } from './codec.js';
 import type { FenceRecord, FencingMode, RecordResult } from './types.js';
 
+/** A pending entry: the record's output text (null: a tombstone output), or its dead-letter reason. */
+type PendingEntry = { output: string | null } | { deadLetter: string };
+
 /** A key's stored state in the model: value text (null after delete), fence, writer epoch, pending entries. */
 export interface ModelState {
   value: string | null;
@@ -16,7 +19,7 @@ export interface ModelState {
   offset: number;
   epoch: number;
   /** offset -> entry: { output: text | null } or { deadLetter: reason } */
-  pending: Map<number, { output: string | null } | { deadLetter: string }>;
+  pending: Map<number, PendingEntry>;
 }
 
 export interface ModelApplyInput {
@@ -50,7 +53,132 @@ function cloneState(s: ModelState | null): ModelState | null {
   return s === null ? null : { ...s, pending: new Map(s.pending) };
 }
 
-/** Applies one call's records to `state` (not mutated) and returns the verdicts and the new state. */
+/** Which row of the table a record falls in: APPLY / REBASE with its `gap` / `previousPartition`, or a duplicate. */
+type Row = { kind: 'APPLY' | 'REBASE'; n: number } | { kind: 'DUPLICATE' };
+
+function rowOf(s: ModelState | null, partition: number, off: number): Row {
+  if (s === null) return { kind: 'APPLY', n: -1 };
+  if (s.partition !== partition) return { kind: 'REBASE', n: s.partition };
+  if (off > s.offset) return { kind: 'APPLY', n: off - s.offset - 1 };
+  return { kind: 'DUPLICATE' };
+}
+
+/** A duplicate (at or behind the fence): REEMIT its pending entry, or SKIP when none is kept. */
+function duplicate(cur: ModelState, off: number): RecordResult {
+  const entry = cur.pending.get(off);
+  if (entry === undefined) return { verdict: 'SKIP', offset: off };
+  if ('deadLetter' in entry) return { verdict: 'REEMIT', offset: off, deadLetter: entry.deadLetter };
+  return {
+    verdict: 'REEMIT',
+    offset: off,
+    output: { value: entry.output === null ? null : Buffer.from(entry.output) },
+  };
+}
+
+/** The operation on the stored value: the new value, or why it is rejected, or the CAS token that conflicts. */
+interface OperationOutcome {
+  value: string | null;
+  reason?: string;
+  conflict?: string;
+}
+
+function operate(s: ModelState | null, op: FenceRecord['operation']): OperationOutcome {
+  const value = s === null ? null : s.value;
+  switch (op.op) {
+    case 'set':
+      return { value: text(op.value) };
+    case 'add': {
+      if (value !== null && !INT.test(value))
+        return { value, reason: 'add failed: ERR hash value is not an integer' };
+      const sum = BigInt(value ?? '0') + BigInt(op.by);
+      if (sum < INT64_MIN || sum > INT64_MAX)
+        return { value, reason: 'add failed: ERR increment or decrement would overflow' };
+      return { value: sum.toString() };
+    }
+    case 'addFloat': {
+      const cur = value === null ? 0 : luaNumber(value);
+      if (Number.isNaN(cur)) return { value, reason: 'addf failed: ERR hash value is not a float' };
+      return { value: String(cur + op.by) };
+    }
+    case 'max':
+    case 'min': {
+      const cur = value === null ? undefined : luaNumber(value);
+      if (cur !== undefined && Number.isNaN(cur))
+        return { value, reason: `${op.op} failed: stored value is not a number` };
+      if (cur === undefined || (op.op === 'max' ? op.value > cur : op.value < cur))
+        return { value: String(op.value) };
+      return { value };
+    }
+    case 'delete':
+      return { value: null };
+    case 'cas': {
+      const token = s === null ? '-' : tokenText({ partition: s.partition, offset: s.offset });
+      if (token !== tokenText(op.expected)) return { value, conflict: token };
+      return { value: text(op.value) };
+    }
+  }
+}
+
+function conflictResult(off: number, conflict: string): RecordResult {
+  return {
+    verdict: 'CONFLICT',
+    offset: off,
+    current:
+      conflict === '-'
+        ? null
+        : { partition: Number(conflict.split(':')[0]), offset: Number(conflict.split(':')[1]) },
+  };
+}
+
+/**
+ * A record past the fence (APPLY / REBASE row) whose operation did not conflict: the new state (the
+ * fence moves to its offset even when rejected; a REBASE starts a fresh pending map) and its verdict.
+ */
+function advance(
+  s: ModelState | null,
+  r: FenceRecord,
+  row: { kind: 'APPLY' | 'REBASE'; n: number },
+  outcome: OperationOutcome,
+  at: { partition: number; epoch: number },
+): { state: ModelState; result: RecordResult } {
+  const off = r.offset;
+  const pending = row.kind === 'REBASE' || s === null ? new Map<number, PendingEntry>() : s.pending;
+  const { value, reason } = outcome;
+  const state: ModelState = {
+    value: reason === undefined ? value : s === null ? null : s.value,
+    partition: at.partition,
+    offset: off,
+    epoch: at.epoch,
+    pending,
+  };
+  if (reason !== undefined) {
+    pending.set(off, { deadLetter: reason });
+    return { state, result: { verdict: 'REJECT', offset: off, reason } };
+  }
+  let stateOutput: string | null | undefined;
+  if (r.output === 'state') {
+    stateOutput = value;
+    pending.set(off, { output: value });
+  } else if (r.output !== undefined) {
+    pending.set(off, { output: r.output.value === null ? null : text(r.output.value) });
+  }
+  const output =
+    stateOutput === undefined
+      ? {}
+      : { output: { value: stateOutput === null ? null : Buffer.from(stateOutput) } };
+  const result: RecordResult =
+    row.kind === 'APPLY'
+      ? { verdict: 'APPLY', offset: off, gap: row.n, ...output }
+      : { verdict: 'REBASE', offset: off, previousPartition: row.n, ...output };
+  return { state, result };
+}
+
+/**
+ * Applies one call's records to `state` (not mutated) and returns the verdicts and the new state. The
+ * table: a stale epoch FENCEs the whole call; otherwise per record, a duplicate REEMITs or SKIPs
+ * ({@link duplicate}), a record past the fence is operated on ({@link operate}) and CONFLICTs, is
+ * REJECTed, or APPLYs / REBASEs ({@link advance}).
+ */
 export function decideApply(
   state: ModelState | null,
   input: ModelApplyInput,
@@ -73,119 +201,21 @@ export function decideApply(
 
   const results: RecordResult[] = [];
   for (const r of records) {
-    const off = r.offset;
-    let kind: 'APPLY' | 'REBASE' | undefined;
-    let n = 0;
-    if (s === null) {
-      kind = 'APPLY';
-      n = -1;
-    } else if (s.partition !== partition) {
-      kind = 'REBASE';
-      n = s.partition;
-    } else if (off > s.offset) {
-      kind = 'APPLY';
-      n = off - s.offset - 1;
-    }
-
-    if (kind === undefined) {
+    const row = rowOf(s, partition, r.offset);
+    if (row.kind === 'DUPLICATE') {
       const cur = s as ModelState;
-      const entry = cur.pending.get(off);
-      if (entry === undefined) results.push({ verdict: 'SKIP', offset: off });
-      else if ('deadLetter' in entry)
-        results.push({ verdict: 'REEMIT', offset: off, deadLetter: entry.deadLetter });
-      else
-        results.push({
-          verdict: 'REEMIT',
-          offset: off,
-          output: { value: entry.output === null ? null : Buffer.from(entry.output) },
-        });
+      results.push(duplicate(cur, r.offset));
       if (epoch > cur.epoch) cur.epoch = epoch;
       continue;
     }
-
-    let value = s === null ? null : s.value;
-    let reason: string | undefined;
-    let conflict: string | undefined;
-    const op = r.operation;
-    switch (op.op) {
-      case 'set':
-        value = text(op.value);
-        break;
-      case 'add': {
-        if (value !== null && !INT.test(value)) {
-          reason = 'add failed: ERR hash value is not an integer';
-          break;
-        }
-        const sum = BigInt(value ?? '0') + BigInt(op.by);
-        if (sum < INT64_MIN || sum > INT64_MAX)
-          reason = 'add failed: ERR increment or decrement would overflow';
-        else value = sum.toString();
-        break;
-      }
-      case 'addFloat': {
-        const cur = value === null ? 0 : luaNumber(value);
-        if (Number.isNaN(cur)) reason = 'addf failed: ERR hash value is not a float';
-        else value = String(cur + op.by);
-        break;
-      }
-      case 'max':
-      case 'min': {
-        const cur = value === null ? undefined : luaNumber(value);
-        if (cur !== undefined && Number.isNaN(cur)) reason = `${op.op} failed: stored value is not a number`;
-        else if (cur === undefined || (op.op === 'max' ? op.value > cur : op.value < cur))
-          value = String(op.value);
-        break;
-      }
-      case 'delete':
-        value = null;
-        break;
-      case 'cas': {
-        const token = s === null ? '-' : tokenText({ partition: s.partition, offset: s.offset });
-        if (token !== tokenText(op.expected)) conflict = token;
-        else value = text(op.value);
-        break;
-      }
-    }
-
-    if (conflict !== undefined) {
-      results.push({
-        verdict: 'CONFLICT',
-        offset: off,
-        current:
-          conflict === '-'
-            ? null
-            : { partition: Number(conflict.split(':')[0]), offset: Number(conflict.split(':')[1]) },
-      });
+    const outcome = operate(s, r.operation);
+    if (outcome.conflict !== undefined) {
+      results.push(conflictResult(r.offset, outcome.conflict));
       continue;
     }
-
-    const pending =
-      kind === 'REBASE' || s === null
-        ? new Map<number, { output: string | null } | { deadLetter: string }>()
-        : s.pending;
-    const prevValue = s === null ? null : s.value;
-    s = { value: reason === undefined ? value : prevValue, partition, offset: off, epoch, pending };
-    let stateOutput: string | null | undefined;
-    if (reason !== undefined) {
-      pending.set(off, { deadLetter: reason });
-      results.push({ verdict: 'REJECT', offset: off, reason });
-      continue;
-    }
-    if (r.output === 'state') {
-      stateOutput = value;
-      pending.set(off, { output: value });
-    } else if (r.output !== undefined) {
-      pending.set(off, { output: r.output.value === null ? null : text(r.output.value) });
-    }
-    const output =
-      stateOutput === undefined
-        ? {}
-        : { output: { value: stateOutput === null ? null : Buffer.from(stateOutput) } };
-    results.push(
-      kind === 'APPLY'
-        ? { verdict: 'APPLY', offset: off, gap: n, ...output }
-        : { verdict: 'REBASE', offset: off, previousPartition: n, ...output },
-    );
+    const next = advance(s, r, row, outcome, { partition, epoch });
+    s = next.state;
+    results.push(next.result);
   }
   return { results, state: s };
 }

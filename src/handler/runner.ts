@@ -75,11 +75,67 @@ function boundLog(log: Logger, fields: object): Logger {
   };
 }
 
+/** A decoded record with its id and where it stands in the retry chain. */
+interface ReadRecord {
+  readonly rec: HandlerRecord<unknown>;
+  readonly id: string;
+  /** From a retry topic (not the main topic). */
+  readonly fromRetry: boolean;
+  /** Which delivery of the record this is (1 on the main topic; `kafka_dlt-*` attempts on a retry topic). */
+  readonly delivery: number;
+  /** The main-topic offset it stands for. */
+  readonly origin: string;
+}
+
+/** One record on its way through the attempts. */
+interface Job extends ReadRecord {
+  readonly part: PartitionWork;
+  readonly record: InRecord;
+  readonly log: Logger;
+  readonly writer: KeyWriter;
+  /** Gives up the key's retry-chain head when this record holds it, then `outcome`. */
+  finish(outcome: Outcome): Promise<Outcome>;
+}
+
 /** Runs one record to its outcome; never rejects. */
 export async function runRecord(ctx: RunnerContext, part: PartitionWork, record: InRecord): Promise<Outcome> {
   const { topic, partition } = part.tp;
-  const offset = Number(record.offset);
   const log = boundLog(ctx.log, { topic, partition, offset: record.offset });
+  const read = readRecord(ctx, part, record, log);
+  if ('then' in read) return read;
+  const writer: KeyWriter = { topic, partition, epoch: read.fromRetry ? part.orderEpoch : part.epoch };
+  let chained = false;
+  if (ctx.keyOrder !== undefined && record.key !== null) {
+    const keys = ctx.keyOrder;
+    const key = record.key;
+    const state = await untilRedis(part, log, () => keys.check(writer, key, read.origin, !read.fromRetry));
+    if (state === undefined) return 'abandoned';
+    if (state === 'fenced') return fencedHere(ctx, part, log);
+    if (state === 'behind') return park(ctx, part, record, read.delivery, log);
+    chained = state === 'head';
+  }
+  const finish = async (outcome: Outcome): Promise<Outcome> => {
+    if (!chained || outcome === 'abandoned') return outcome;
+    const keys = ctx.keyOrder as KeyOrderStore;
+    const ok = await untilRedis(part, log, () => keys.done(writer, record.key as Buffer, read.origin));
+    if (ok === undefined) return 'abandoned';
+    return ok ? outcome : fencedHere(ctx, part, log);
+  };
+  return attemptAll(ctx, { ...read, part, record, log, writer, finish });
+}
+
+/**
+ * Decodes the record (once) and takes its id; a record that fails either is dead-lettered (the
+ * returned promise).
+ */
+function readRecord(
+  ctx: RunnerContext,
+  part: PartitionWork,
+  record: InRecord,
+  log: Logger,
+): ReadRecord | Promise<Outcome> {
+  const { topic, partition } = part.tp;
+  const offset = Number(record.offset);
   const def = ctx.definition;
   const raw: HandlerRecord<Buffer | null> = {
     topic,
@@ -100,8 +156,7 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
     return deadLetter(ctx, part, record, failedTrace(ctx, record, e), 'undecodable', e, log);
   }
   const rec: HandlerRecord<unknown> = { ...raw, value };
-  const t = ctx.topics;
-  const fromRetry = t !== undefined && topic !== ctx.input;
+  const fromRetry = ctx.topics !== undefined && topic !== ctx.input;
   const delivery = fromRetry ? readAttempts(record.headers) : 1;
   const origin = fromRetry ? originOffset(record) : record.offset;
   // a retried record keeps the main topic record's default id on every topic of the chain
@@ -119,25 +174,20 @@ export async function runRecord(ctx: RunnerContext, part: PartitionWork, record:
       return deadLetter(ctx, part, record, failedTrace(ctx, record, err), 'processing-error', err, log);
     }
   }
-  const writer: KeyWriter = { topic, partition, epoch: fromRetry ? part.orderEpoch : part.epoch };
-  const ordered = ctx.keyOrder !== undefined && record.key !== null;
-  let chained = false;
-  if (ordered) {
-    const keys = ctx.keyOrder as KeyOrderStore;
-    const key = record.key as Buffer;
-    const state = await untilRedis(part, log, () => keys.check(writer, key, origin, !fromRetry));
-    if (state === undefined) return 'abandoned';
-    if (state === 'fenced') return fencedHere(ctx, part, log);
-    if (state === 'behind') return park(ctx, part, record, delivery, log);
-    chained = state === 'head';
-  }
-  const finish = async (outcome: Outcome): Promise<Outcome> => {
-    if (!chained || outcome === 'abandoned') return outcome;
-    const keys = ctx.keyOrder as KeyOrderStore;
-    const ok = await untilRedis(part, log, () => keys.done(writer, record.key as Buffer, origin));
-    if (ok === undefined) return 'abandoned';
-    return ok ? outcome : fencedHere(ctx, part, log);
-  };
+  return { rec, id, fromRetry, delivery, origin };
+}
+
+/**
+ * The attempts of `handle`, each with a fresh context (and deadline): done; a rate-limited try held
+ * and repeated; a retriable failure backed off and tried again; fatal or out of attempts, a dead
+ * letter, the next retry topic or (per `dlt`) dropped.
+ */
+async function attemptAll(ctx: RunnerContext, job: Job): Promise<Outcome> {
+  const { part, record, rec, id, delivery, origin, writer, fromRetry, log, finish } = job;
+  const { topic, partition } = part.tp;
+  const offset = Number(record.offset);
+  const def = ctx.definition;
+  const t = ctx.topics;
   const { attempts, baseMs, maxMs, attemptTimeoutMs } = ctx.retry;
   for (let attempt = 1, failures = 0; ; attempt++) {
     if (part.stopped) return 'abandoned';

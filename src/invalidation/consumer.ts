@@ -15,18 +15,15 @@
  * then commits its done point (never for a lost assignment); what was not done is abandoned, for the
  * next owner.
  *
- * Metrics (on `registry`): `redfence_cache_invalidation_lag_seconds{name}` (now minus the event time of
- * the newest invalidation processed, at scrape time), `redfence_cache_invalidation_deletes_total{name}`
- * (entries invalidated), `redfence_cache_invalidation_pipelines_total{name}` and, for pipelines that
- * failed, `redfence_kit_redis_errors_total{component="invalidation",policy="closed"}`.
+ * Its options are src/invalidation/options.ts's, its metrics (on `registry`) src/invalidation/metrics.ts's,
+ * its commits src/runtime/committer.ts's, as the handler's.
  *
- * Over 400 lines: the batch flow and the revocation share the partitions' state (done
- * points, batch chains, stop signals); split, each part would need all of it. Commits are
- * src/runtime/committer.ts's, as the handler's.
+ * Over 400 lines: the batch flow and the revocation share the partitions' state (done points, batch
+ * chains, stop signals); split, each part would need all of it.
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { deadLetterRecord } from '../dead-letter/record.js';
 import type { HandlerRecord } from '../definition/handler.js';
 import {
@@ -44,7 +41,6 @@ import type { HandlerCounts } from '../handler/handler.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import { ensureTopics } from '../kafka/topics.js';
 import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
-import { KitMetrics } from '../kit/common/metrics.js';
 import { InvalidationPipeline } from '../kit/invalidation/pipeline.js';
 import type { MetricsRegistry } from '../metrics/index.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
@@ -53,6 +49,7 @@ import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import { errorShape, type Logger } from '../runtime/logger.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
+import { InvalidationMetrics } from './metrics.js';
 import {
   type InvalidationOptions,
   type ResolvedInvalidationOptions,
@@ -65,21 +62,6 @@ export type { InvalidationOptions } from './options.js';
 const MAX_BATCHES = 16;
 /** How long the consume loop waits for a free place before pausing the partitions (rebalances are served meanwhile). */
 const FULL_WAIT_MS = 500;
-
-function gauge(registry: MetricsRegistry, name: string, help: string, collect: () => void): Gauge<string> {
-  const found = registry.getSingleMetric(name);
-  if (found instanceof Gauge) return found as Gauge<string>;
-  return new Gauge({ name, help, labelNames: ['name'], registers: [registry], collect });
-}
-
-function counter(registry: MetricsRegistry, name: string, help: string): Counter<string> {
-  const found = registry.getSingleMetric(name);
-  if (found instanceof Counter) return found as Counter<string>;
-  return new Counter({ name, help, labelNames: ['name'], registers: [registry] });
-}
-
-/** Event times of consumers sharing a registry's lag gauge: the gauge's collect reads them all. */
-const LAGS = new WeakMap<MetricsRegistry, Map<string, () => number | undefined>>();
 
 /** One assigned partition. */
 interface Part {
@@ -110,8 +92,7 @@ export class InvalidationConsumer {
   readonly #reader: BatchReader;
   readonly #pipeline: InvalidationPipeline;
   readonly #redis: Redis | Cluster;
-  readonly #deletes: Counter<string>;
-  readonly #kit: KitMetrics;
+  readonly #metrics: InvalidationMetrics;
   readonly #parts = new Map<string, Part>();
   readonly #running = new Set<Promise<void>>();
   /** Partitions paused because MAX_BATCHES batches were waiting: resumed once one is done. */
@@ -126,7 +107,6 @@ export class InvalidationConsumer {
     commits: 0,
   };
   #partitions = 0;
-  #newestEventMs: number | undefined;
   readonly #committer: Committer<Part>;
 
   constructor(definition: InvalidationDefinition<unknown>, options: InvalidationOptions) {
@@ -142,24 +122,14 @@ export class InvalidationConsumer {
       resolved.registry ??
       (resolved.metrics as { registry?: MetricsRegistry } | undefined)?.registry ??
       new Registry();
-    this.#kit = new KitMetrics(this.name, this.registry);
+    const metrics = new InvalidationMetrics(this.name, this.registry);
+    this.#metrics = metrics;
     this.#caches = cacheKeys(d.cache);
-    const pipelines = counter(
-      this.registry,
-      'redfence_cache_invalidation_pipelines_total',
-      'Redis pipelines of cache invalidations sent.',
-    );
-    this.#deletes = counter(
-      this.registry,
-      'redfence_cache_invalidation_deletes_total',
-      'Cache entries invalidated (deleted, generation moved); an entry already missing counts too.',
-    );
-    this.#lagGauge();
     this.#redis = redis;
     this.#pipeline = new InvalidationPipeline(redis, {
       timeoutMs: resolved.redisTimeoutMs,
       maxKeys: resolved.maxKeysPerPipeline,
-      stats: { pipeline: () => pipelines.inc({ name: this.name }) },
+      stats: { pipeline: () => metrics.pipeline() },
     });
     this.#reader = {
       caches: this.#caches,
@@ -207,27 +177,6 @@ export class InvalidationConsumer {
     });
   }
 
-  #lagGauge(): void {
-    let lags = LAGS.get(this.registry);
-    if (lags === undefined) {
-      const all = new Map<string, () => number | undefined>();
-      lags = all;
-      LAGS.set(this.registry, all);
-      gauge(
-        this.registry,
-        'redfence_cache_invalidation_lag_seconds',
-        'Now minus the event time of the newest invalidation processed, in seconds.',
-        function (this: Gauge<string>) {
-          for (const [name, newest] of all) {
-            const t = newest();
-            if (t !== undefined) this.set({ name }, Math.max(0, (Date.now() - t) / 1000));
-          }
-        },
-      );
-    }
-    lags.set(this.name, () => this.#newestEventMs);
-  }
-
   get state(): InvalidationState {
     return this.#life.state;
   }
@@ -251,10 +200,10 @@ export class InvalidationConsumer {
     try {
       await this.#pipeline.invalidate(entries);
     } catch (err) {
-      this.#kit.redisError('invalidation', 'closed');
+      this.#metrics.redisFailed();
       throw err;
     }
-    this.#deletes.inc({ name: this.name }, entries.length);
+    this.#metrics.deleted(entries.length);
   }
 
   counts(): HandlerCounts {
@@ -333,8 +282,7 @@ export class InvalidationConsumer {
         this.#counts.deadLettered += dead;
         this.#o.metrics?.handlerRecord(topic, partition, 'done', records.length - dead);
         if (dead > 0) this.#o.metrics?.handlerRecord(topic, partition, 'dead-lettered', dead);
-        if (read.newestEventMs !== undefined)
-          this.#newestEventMs = Math.max(this.#newestEventMs ?? 0, read.newestEventMs);
+        if (read.newestEventMs !== undefined) this.#metrics.processed(read.newestEventMs);
       })
       .catch((err: unknown) => {
         part.broken = true;

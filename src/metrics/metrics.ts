@@ -1,23 +1,14 @@
 /**
- * (Just over 400 lines: one typed method per metric, with its checks, on one registry; split by
- * metric they would repeat the registry and label plumbing.)
- *
  * Prometheus metrics of the redfence runtime, kept in an injected (or private) prom-client registry.
- * The runtime calls the typed methods below; it never touches prom-client objects directly.
+ * The runtime calls the typed methods below; it never touches prom-client objects directly. The
+ * families themselves (names, help, labels, buckets) are registered by families.ts.
  */
-import {
-  Counter,
-  Gauge,
-  Histogram,
-  type OpenMetricsContentType,
-  type PrometheusContentType,
-  Registry,
-} from 'prom-client';
+import { Registry } from 'prom-client';
 import { RedfenceError } from '../errors/index.js';
+import { type Families, type MetricsRegistry, NAMES, registerFamilies } from './families.js';
 import { LagBoard, type PartitionProgress } from './lag-board.js';
 
-/** A prom-client registry of either exposition format. */
-export type MetricsRegistry = Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;
+export type { MetricsRegistry };
 
 /** How offsets are committed. */
 export type CommitMode = 'at-least-once' | 'exactly-once';
@@ -42,13 +33,6 @@ export interface RedfenceMetricsOptions {
   labels?: Record<string, string>;
 }
 
-/** Seconds; 0.1 ms to 1 s. */
-const REDIS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
-/** Records per batch; 1 to 10000. */
-const BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
-/** Seconds; 1 ms to 10 s (a transactional commit is far slower than a Redis call). */
-const COMMIT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 /** Label names redfence itself uses (plus `le`, reserved by histograms). */
@@ -64,24 +48,6 @@ const RESERVED_LABELS = new Set([
   'le',
 ]);
 const REBALANCE_KINDS: readonly RebalanceKind[] = ['assign', 'revoke', 'lost'];
-
-/** Metric names without the prefix; every one is registered by the constructor. */
-const NAMES = [
-  'verdicts_total',
-  'redis_command_duration_seconds',
-  'batch_records',
-  'commit_duration_seconds',
-  'consumer_lag_records',
-  'consumer_lag_seconds',
-  'rebalances_total',
-  'dlq_records_total',
-  'offset_gaps_total',
-  'redis_outage',
-  'fenced_partitions_total',
-  'handler_in_flight_records',
-  'handler_records_total',
-  'handler_retries_total',
-] as const;
 
 /** How a handler's record ended (src/handler/). */
 export type HandlerOutcome = 'done' | 'dead-lettered' | 'abandoned';
@@ -168,24 +134,12 @@ export function lagBoardOf(metrics: RedfenceMetrics): LagBoard {
 export class RedfenceMetrics {
   readonly #registry: MetricsRegistry;
   readonly #defaults: Labels;
-  readonly #verdicts: Counter<string>;
-  readonly #redisCommands: Histogram<string>;
-  readonly #batches: Histogram<string>;
-  readonly #commits: Histogram<string>;
-  readonly #lag: Gauge<string>;
+  readonly #m: Families;
   /** The owned partitions' lag status (`/status`) and time lag, fed by {@link lag}. */
   readonly #lagBoard = new LagBoard();
   static {
     readLagBoard = (m) => m.#lagBoard;
   }
-  readonly #rebalances: Counter<string>;
-  readonly #deadLetters: Counter<string>;
-  readonly #offsetGaps: Counter<string>;
-  readonly #redisOutage: Gauge<string>;
-  readonly #fenced: Counter<string>;
-  readonly #handlerInFlight: Gauge<string>;
-  readonly #handlerRecords: Counter<string>;
-  readonly #handlerRetries: Counter<string>;
 
   constructor(options: RedfenceMetricsOptions = {}) {
     const { prefix, labels } = checkOptions(options);
@@ -205,113 +159,11 @@ export class RedfenceMetrics {
     }
     this.#registry = registry;
     this.#defaults = labels;
-    const constant = Object.keys(labels);
-    const registers = [registry];
-    const names = (...own: string[]): string[] => [...own, ...constant];
-
-    this.#verdicts = new Counter({
-      name: `${prefix}verdicts_total`,
-      help: 'Records processed, by fence verdict.',
-      labelNames: names('topic', 'partition', 'verdict'),
-      registers,
-    });
-    this.#redisCommands = new Histogram({
-      name: `${prefix}redis_command_duration_seconds`,
-      help: 'Duration of Redis commands and fence scripts, in seconds.',
-      labelNames: names('command'),
-      buckets: REDIS_BUCKETS,
-      registers,
-    });
-    this.#batches = new Histogram({
-      name: `${prefix}batch_records`,
-      help: 'Records per processed batch.',
-      labelNames: names(),
-      buckets: BATCH_BUCKETS,
-      registers,
-    });
-    this.#commits = new Histogram({
-      name: `${prefix}commit_duration_seconds`,
-      help: 'Duration of offset commits, in seconds, by commit mode.',
-      labelNames: names('mode'),
-      buckets: COMMIT_BUCKETS,
-      registers,
-    });
-    this.#lag = new Gauge({
-      name: `${prefix}consumer_lag_records`,
-      help: 'Records between the last processed offset and the high watermark of an owned partition.',
-      labelNames: names('topic', 'partition'),
-      registers,
-    });
-    const board = this.#lagBoard;
-    const timeLabels = (topic: string, partition: number) => ({
-      ...labels,
-      topic,
-      partition: String(partition),
-    });
-    new Gauge({
-      name: `${prefix}consumer_lag_seconds`,
-      help: 'Age of the last committed record of an owned partition while it has lag (0 without lag).',
-      labelNames: names('topic', 'partition'),
-      registers,
-      collect() {
-        this.reset();
-        for (const p of board.report().partitions)
-          if (p.timeLagSeconds !== null) this.set(timeLabels(p.topic, p.partition), p.timeLagSeconds);
-      },
-    });
-    this.#rebalances = new Counter({
-      name: `${prefix}rebalances_total`,
-      help: 'Consumer-group rebalance events, by kind.',
-      labelNames: names('kind'),
-      registers,
-    });
-    this.#deadLetters = new Counter({
-      name: `${prefix}dlq_records_total`,
-      help: 'Records sent to the dead-letter topic, by reason.',
-      labelNames: names('reason'),
-      registers,
-    });
-    this.#offsetGaps = new Counter({
-      name: `${prefix}offset_gaps_total`,
-      help: 'Offsets skipped within a partition (holes from compaction or transaction markers).',
-      labelNames: names('topic', 'partition'),
-      registers,
-    });
-    this.#redisOutage = new Gauge({
-      name: `${prefix}redis_outage`,
-      help: '1 while Redis is unreachable, else 0.',
-      labelNames: names(),
-      registers,
-    });
-    this.#fenced = new Counter({
-      name: `${prefix}fenced_partitions_total`,
-      help: 'Times a partition was fenced off (a newer owner epoch took it over).',
-      labelNames: names('topic', 'partition'),
-      registers,
-    });
-
-    this.#handlerInFlight = new Gauge({
-      name: `${prefix}handler_in_flight_records`,
-      help: 'Handler records accepted and not finished (running, queued behind their key, or waiting for a retry), per owned partition.',
-      labelNames: names('topic', 'partition'),
-      registers,
-    });
-    this.#handlerRecords = new Counter({
-      name: `${prefix}handler_records_total`,
-      help: 'Handler records finished, by outcome (done, dead-lettered, abandoned on revocation or close).',
-      labelNames: names('topic', 'partition', 'outcome'),
-      registers,
-    });
-    this.#handlerRetries = new Counter({
-      name: `${prefix}handler_retries_total`,
-      help: 'Handler attempts that failed with a retriable error and were tried again.',
-      labelNames: names('topic', 'partition'),
-      registers,
-    });
+    this.#m = registerFamilies(prefix, labels, registry, this.#lagBoard);
 
     // Series that should exist from the start, so rate() and alerts see a 0 rather than nothing.
-    for (const kind of REBALANCE_KINDS) this.#rebalances.inc(this.#labels({ kind }), 0);
-    this.#redisOutage.set(this.#labels({}), 0);
+    for (const kind of REBALANCE_KINDS) this.#m.rebalances.inc(this.#labels({ kind }), 0);
+    this.#m.redisOutage.set(this.#labels({}), 0);
   }
 
   /** The registry holding these metrics (and whatever else the caller registered in it). */
@@ -322,19 +174,19 @@ export class RedfenceMetrics {
   /** Counts `n` records of one partition that got `verdict` from the fence. */
   verdict(topic: string, partition: number, verdict: string, n = 1): void {
     checkCount('n', n);
-    this.#verdicts.inc(this.#labels({ topic, partition: checkPartitionNumber(partition), verdict }), n);
+    this.#m.verdicts.inc(this.#labels({ topic, partition: checkPartitionNumber(partition), verdict }), n);
   }
 
   /** Observes the duration of one Redis command or fence script. */
   redisCommand(command: string, seconds: number): void {
     checkCount('seconds', seconds);
-    this.#redisCommands.observe(this.#labels({ command }), seconds);
+    this.#m.redisCommands.observe(this.#labels({ command }), seconds);
   }
 
   /** Observes the size of one processed batch. */
   batch(records: number): void {
     checkCount('records', records);
-    this.#batches.observe(this.#labels({}), records);
+    this.#m.batches.observe(this.#labels({}), records);
   }
 
   /** Observes the duration of one offset commit. */
@@ -343,13 +195,13 @@ export class RedfenceMetrics {
       throw invalidArgument(`mode must be 'at-least-once' or 'exactly-once', got ${JSON.stringify(mode)}`);
     }
     checkCount('seconds', seconds);
-    this.#commits.observe(this.#labels({ mode }), seconds);
+    this.#m.commits.observe(this.#labels({ mode }), seconds);
   }
 
   /** Sets the consumer lag of an owned partition; `progress` (at a commit) feeds the lag board behind `/status`. */
   lag(topic: string, partition: number, records: number, progress?: PartitionProgress): void {
     checkCount('records', records);
-    this.#lag.set(this.#labels({ topic, partition: checkPartitionNumber(partition) }), records);
+    this.#m.lag.set(this.#labels({ topic, partition: checkPartitionNumber(partition) }), records);
     if (progress !== undefined) this.#lagBoard.record(topic, partition, progress);
   }
 
@@ -360,8 +212,8 @@ export class RedfenceMetrics {
    */
   owned(topic: string, partition: number): void {
     const labels = this.#labels({ topic, partition: checkPartitionNumber(partition) });
-    this.#fenced.inc(labels, 0);
-    for (const verdict of ['FENCE', 'REBASE']) this.#verdicts.inc({ ...labels, verdict }, 0);
+    this.#m.fenced.inc(labels, 0);
+    for (const verdict of ['FENCE', 'REBASE']) this.#m.verdicts.inc({ ...labels, verdict }, 0);
   }
 
   /**
@@ -369,15 +221,15 @@ export class RedfenceMetrics {
    * loss), so a stale lag is not reported. Counters are kept: they stay meaningful totals.
    */
   clearPartition(topic: string, partition: number): void {
-    this.#lag.remove(this.#labels({ topic, partition: checkPartitionNumber(partition) }));
-    this.#handlerInFlight.remove(this.#labels({ topic, partition: String(partition) }));
+    this.#m.lag.remove(this.#labels({ topic, partition: checkPartitionNumber(partition) }));
+    this.#m.handlerInFlight.remove(this.#labels({ topic, partition: String(partition) }));
     this.#lagBoard.forget(topic, partition);
   }
 
   /** Sets a handler's in-flight records of an owned partition. */
   handlerInFlight(topic: string, partition: number, records: number): void {
     checkCount('records', records);
-    this.#handlerInFlight.set(this.#labels({ topic, partition: checkPartitionNumber(partition) }), records);
+    this.#m.handlerInFlight.set(this.#labels({ topic, partition: checkPartitionNumber(partition) }), records);
   }
 
   /** Counts `n` handler records of a partition that ended with `outcome`. */
@@ -387,12 +239,15 @@ export class RedfenceMetrics {
         `outcome must be one of ${HANDLER_OUTCOMES.join(', ')}, got ${JSON.stringify(outcome)}`,
       );
     checkCount('n', n);
-    this.#handlerRecords.inc(this.#labels({ topic, partition: checkPartitionNumber(partition), outcome }), n);
+    this.#m.handlerRecords.inc(
+      this.#labels({ topic, partition: checkPartitionNumber(partition), outcome }),
+      n,
+    );
   }
 
   /** Counts one retried handler attempt. */
   handlerRetry(topic: string, partition: number): void {
-    this.#handlerRetries.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), 1);
+    this.#m.handlerRetries.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), 1);
   }
 
   /** Counts one rebalance event. */
@@ -400,29 +255,29 @@ export class RedfenceMetrics {
     if (!REBALANCE_KINDS.includes(kind)) {
       throw invalidArgument(`kind must be one of ${REBALANCE_KINDS.join(', ')}, got ${JSON.stringify(kind)}`);
     }
-    this.#rebalances.inc(this.#labels({ kind }), 1);
+    this.#m.rebalances.inc(this.#labels({ kind }), 1);
   }
 
   /** Counts `n` records sent to the dead-letter topic for `reason`. */
   deadLetter(reason: string, n = 1): void {
     checkCount('n', n);
-    this.#deadLetters.inc(this.#labels({ reason }), n);
+    this.#m.deadLetters.inc(this.#labels({ reason }), n);
   }
 
   /** Counts `n` offsets skipped in a partition. A gap is expected (compaction, transactions), not an error. */
   offsetGap(topic: string, partition: number, n: number): void {
     checkCount('n', n);
-    this.#offsetGaps.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), n);
+    this.#m.offsetGaps.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), n);
   }
 
   /** Marks a Redis outage as started (`true`) or over (`false`). */
   redisOutage(active: boolean): void {
-    this.#redisOutage.set(this.#labels({}), active ? 1 : 0);
+    this.#m.redisOutage.set(this.#labels({}), active ? 1 : 0);
   }
 
   /** Counts one fencing of a partition (another owner with a newer epoch took it over). */
   fenced(topic: string, partition: number): void {
-    this.#fenced.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), 1);
+    this.#m.fenced.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), 1);
   }
 
   /** The whole registry in its exposition format (`registry.contentType`). */

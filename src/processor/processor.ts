@@ -1,14 +1,12 @@
 /**
- * (About 450 lines: the wiring of every stage and the whole start/close lifecycle; each stage
- * lives in its own file, and splitting the wiring would only scatter it.)
- *
  * The processor: consume a batch, check each key's partition (murmur2), fence + apply per key in Redis
  * (pending outputs kept atomically), produce outputs and dead letters, then commit — at-least-once
  * (produce, await delivery, commit offset + 1) or exactly-once (one Kafka transaction holding outputs,
  * dead letters and offsets). Order is the invariant: Redis write, then produce, then commit.
  *
  * This class wires the stages (options, partition table, plan, apply, emit, commit pipeline, Redis
- * guard, sweeper, watchdog; see docs/architecture.md) and owns the lifecycle:
+ * guard, sweeper, watchdog; see docs/architecture.md; the batch and rebalance contexts are cut from them
+ * in wiring.ts, the input's partition count is input-partitions.ts's) and owns the lifecycle:
  * `idle -> starting -> running -> closing -> closed`. start() runs once; when it fails it stops what it
  * had started (timers, Kafka) and the processor ends `closed`. close() is memoised: every caller awaits
  * the same drain. A call the state does not allow throws RF_INVALID_STATE.
@@ -24,6 +22,7 @@ import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
+import { InputPartitions } from './input-partitions.js';
 import { Liveness } from './liveness.js';
 import {
   type ProcessingMode,
@@ -32,7 +31,6 @@ import {
   resolveOptions,
 } from './options.js';
 import { PartitionTable, topicPartition } from './partition-table.js';
-import { jsonDecode } from './plan.js';
 import { assign, type RebalanceContext, revoke } from './rebalance.js';
 import { RedisGuard } from './redis-guard.js';
 import { checkRedis, loadFenceScripts } from './redis-setup.js';
@@ -40,7 +38,16 @@ import type { SnapshotStats, Snapshotter } from './snapshotter.js';
 import { Sweeper } from './sweeper.js';
 import { userCaller } from './user-call.js';
 import type { Watchdog } from './watchdog.js';
-import { kafkaPort, redisStepOf, replicationOf, snapshotterOf, watchdogOf } from './wiring.js';
+import {
+  batchContextOf,
+  kafkaPort,
+  rebalanceContextOf,
+  redisStepOf,
+  replicationOf,
+  type Stages,
+  snapshotterOf,
+  watchdogOf,
+} from './wiring.js';
 
 export type { ProcessingMode, ProcessorOptions } from './options.js';
 
@@ -78,9 +85,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #batch: BatchContext;
   readonly #rebalance: RebalanceContext;
   readonly #tracing: Tracing;
-  #partitions = 0;
-  #partitionCounts: readonly number[] = [];
-  #partitionCount: Promise<number> | undefined;
+  readonly #input: InputPartitions;
   #inFlight: Promise<void> | undefined;
 
   constructor(options: ProcessorOptions<T, S>) {
@@ -120,6 +125,14 @@ export class Processor<T = unknown, S = unknown> {
       log,
       signal,
     });
+    const guard = this.#guard;
+    this.#input = new InputPartitions({
+      input: o.definition.input,
+      kafka,
+      fence: this.fence,
+      redisStep: (what, fn) => guard.step(what, fn),
+      log,
+    });
     const redisStep = redisStepOf(this.#guard, o.redis);
     const replication = replicationOf(o, redisStep, log);
     const outage = () => this.#guard.outage;
@@ -158,53 +171,29 @@ export class Processor<T = unknown, S = unknown> {
       log,
     });
     this.#snapshot = snapshotterOf(o, this.fence, this.instanceId, () => table.active(), outage, log);
-    const callUser = userCaller(o.userRetries, signal);
-    const processor = this;
-    this.#batch = {
-      table,
-      accepting: () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
-      plan: {
-        decode: o.definition.decode ?? jsonDecode,
-        get partitionCount() {
-          return processor.#partitions;
-        },
-        get partitionCounts() {
-          return processor.#partitionCounts;
-        },
-        callUser,
-      },
-      apply: { definition: o.definition, fence: this.fence, redisStep, callUser, signal },
-      emit: {
-        outputTopic: o.definition.output,
-        deadLetterTopic: o.deadLetterTopic,
-        groupId: this.groupId,
-        metrics,
-        counts: this.#counts,
-        log,
-      },
-      pipeline: this.#pipeline,
-      replication,
-      kafka,
-      metrics,
-      counts: this.#counts,
-      log,
-      ...(o.crashHook ? { crash: o.crashHook } : {}),
-    };
-    this.#rebalance = {
+    const stages: Stages = {
+      o,
+      groupId: this.groupId,
       kafka,
       fence: this.fence,
       table,
+      counts: this.#counts,
+      input: this.#input,
       redisStep,
-      redisOutage: outage,
+      outage,
       replication,
-      partitionCount: (atLeast) => this.#inputPartitions(atLeast),
-      drain: () => this.#pipeline.drain(),
-      sweepAll: (entries, timeoutMs) => this.#sweeper.sweepAll(entries, timeoutMs),
-      assigned: () => this.#watchdog?.assigned(),
-      metrics,
-      health,
+      pipeline: this.#pipeline,
+      sweeper: this.#sweeper,
+      watchdog: this.#watchdog,
+      callUser: userCaller(o.userRetries, signal),
+      signal,
       log,
     };
+    this.#batch = batchContextOf(
+      stages,
+      () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
+    );
+    this.#rebalance = rebalanceContextOf(stages);
   }
 
   get state(): ProcessorState {
@@ -218,7 +207,7 @@ export class Processor<T = unknown, S = unknown> {
 
   /** The input topic's partition count: 0 until start() has read it. */
   get inputPartitions(): number {
-    return this.#partitions;
+    return this.#input.count;
   }
 
   /** The snapshot passes written (the `snapshot` option), or undefined without it. */
@@ -277,7 +266,7 @@ export class Processor<T = unknown, S = unknown> {
       onRevoke: (tps, lost) => revoke(this.#rebalance, tps, lost),
       onBatch: (topic, partition, records, hw) => this.#onBatch(topic, partition, records, hw),
     });
-    await this.#inputPartitions();
+    await this.#input.read();
     this.#life.stillStarting();
     o.health?.setReady('kafka', true);
     this.#idleProbe = setInterval(() => this.#guard.probeIfIdle(() => o.redis.ping(), IDLE_PROBE_MS), 1000);
@@ -311,37 +300,6 @@ export class Processor<T = unknown, S = unknown> {
           'the output topic is not co-partitioned with the input (its partition count differs)',
         );
     return found.inputPartitions;
-  }
-
-  /**
-   * The input topic's partition count, fetched once (start() and the first assignment share it) and
-   * again when a partition numbered `atLeast - 1` or higher is assigned (partitions were added). Each
-   * count read is recorded in the store, and every count recorded there is kept for the plan's
-   * partition check.
-   */
-  #inputPartitions(atLeast = 0): Promise<number> {
-    if (this.#partitionCount !== undefined && this.#partitions > 0 && this.#partitions < atLeast)
-      this.#partitionCount = undefined;
-    if (this.#partitionCount !== undefined) return this.#partitionCount;
-    const input = this.#o.definition.input;
-    const fetched = (async () => {
-      const n = await this.#kafka.partitionCount(input);
-      const counts = await this.#guard.step('partitionCounts', () => this.fence.partitionCounts(input, n));
-      if (this.#partitions > 0 && n !== this.#partitions)
-        this.#log.warn(
-          { topic: input, partitions: n, before: this.#partitions },
-          'the input partition count changed: keys that move partitions are answered REBASE',
-        );
-      this.#partitions = n;
-      this.#partitionCounts = counts.includes(n) ? counts : [...counts, n];
-      return n;
-    })();
-    this.#partitionCount = fetched;
-    // a failed read is not kept: the next assignment or start() tries again
-    fetched.catch(() => {
-      if (this.#partitionCount === fetched) this.#partitionCount = undefined;
-    });
-    return fetched;
   }
 
   /** Close, destroy and a failed start: no new batches, timers or probes. */

@@ -1,20 +1,28 @@
 /**
  * Pieces the Processor class wires together, built here so its constructor only connects them: the
  * Kafka port of the options, the Redis step (through the outage guard, refreshing a Cluster's slots
- * after a redirect), the WAIT confirmation of a batch's writes, the watchdog and the snapshotter.
+ * after a redirect), the WAIT confirmation of a batch's writes, the watchdog, the snapshotter, and the
+ * narrow contexts the batch stages and the rebalance callbacks run on, cut from the built stages.
  */
 import type { Fence } from '../fence/index.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
 import type { KafkaPort } from '../kafka/types.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import type { Logger } from '../runtime/logger.js';
-import type { Replication } from './batch.js';
+import type { BatchContext, Replication } from './batch.js';
+import type { CommitPipeline } from './commit-pipeline.js';
+import type { Counts } from './counts.js';
+import type { InputPartitions } from './input-partitions.js';
 import type { ResolvedOptions } from './options.js';
-import type { OwnedPartition } from './partition-table.js';
+import type { OwnedPartition, PartitionTable } from './partition-table.js';
+import { jsonDecode } from './plan.js';
+import type { RebalanceContext } from './rebalance.js';
 import type { RedisGuard } from './redis-guard.js';
 import { connectionCloses, refreshAfterRedirect, waitReplicas } from './redis-setup.js';
 import { snapshotClient } from './snapshot-options.js';
 import { Snapshotter } from './snapshotter.js';
+import type { Sweeper } from './sweeper.js';
+import type { UserCall } from './user-call.js';
 import { Watchdog, type WatchdogContext } from './watchdog.js';
 
 /** The port given in the options, or the default adapter (transactional in exactly-once mode). */
@@ -88,4 +96,85 @@ export function snapshotterOf(
     outage,
     log,
   });
+}
+
+/** The stages a processor has built, from which its batch and rebalance contexts are cut. */
+export interface Stages {
+  readonly o: ResolvedOptions;
+  readonly groupId: string;
+  readonly kafka: KafkaPort;
+  readonly fence: Fence;
+  readonly table: PartitionTable;
+  readonly counts: Counts;
+  readonly input: InputPartitions;
+  readonly redisStep: RedisStep;
+  readonly outage: () => boolean;
+  readonly replication: Replication;
+  readonly pipeline: CommitPipeline;
+  readonly sweeper: Sweeper;
+  readonly watchdog: Watchdog | undefined;
+  readonly callUser: UserCall;
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+}
+
+/** What a batch flows through: plan, apply, emit, the commit pipeline. */
+export function batchContextOf(s: Stages, accepting: () => boolean): BatchContext {
+  const { o, kafka, counts, log } = s;
+  const { metrics } = o;
+  return {
+    table: s.table,
+    accepting,
+    plan: {
+      decode: o.definition.decode ?? jsonDecode,
+      get partitionCount() {
+        return s.input.count;
+      },
+      get partitionCounts() {
+        return s.input.counts;
+      },
+      callUser: s.callUser,
+    },
+    apply: {
+      definition: o.definition,
+      fence: s.fence,
+      redisStep: s.redisStep,
+      callUser: s.callUser,
+      signal: s.signal,
+    },
+    emit: {
+      outputTopic: o.definition.output,
+      deadLetterTopic: o.deadLetterTopic,
+      groupId: s.groupId,
+      metrics,
+      counts,
+      log,
+    },
+    pipeline: s.pipeline,
+    replication: s.replication,
+    kafka,
+    metrics,
+    counts,
+    log,
+    ...(o.crashHook ? { crash: o.crashHook } : {}),
+  };
+}
+
+/** What the assignment and revocation callbacks work with. */
+export function rebalanceContextOf(s: Stages): RebalanceContext {
+  return {
+    kafka: s.kafka,
+    fence: s.fence,
+    table: s.table,
+    redisStep: s.redisStep,
+    redisOutage: s.outage,
+    replication: s.replication,
+    partitionCount: (atLeast) => s.input.read(atLeast),
+    drain: () => s.pipeline.drain(),
+    sweepAll: (entries, timeoutMs) => s.sweeper.sweepAll(entries, timeoutMs),
+    assigned: () => s.watchdog?.assigned(),
+    metrics: s.o.metrics,
+    health: s.o.health,
+    log: s.log,
+  };
 }
