@@ -6,8 +6,10 @@
 export default async function* durations(source) {
   const perFile = new Map();
   const entry = (file) => {
-    let e = perFile.get(file);
-    if (e === undefined) perFile.set(file, (e = { seconds: 0, cases: 0 }));
+    const found = perFile.get(file);
+    if (found !== undefined) return found;
+    const e = { seconds: 0, cases: 0 };
+    perFile.set(file, e);
     return e;
   };
   for await (const event of source) {

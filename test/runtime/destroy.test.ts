@@ -10,13 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
-import {
-  createHandler,
-  defineHandler,
-  defineProcessor,
-  type ProcessingMode,
-  Processor,
-} from '../../src/index.js';
+import { createHandler, defineHandler, type ProcessingMode, Processor } from '../../src/index.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import {
   committedOffsets,
