@@ -24,7 +24,8 @@ SERIAL=(
 
 # AGAIN: what runs on the other Node versions (the full suite runs on the main line). What can differ
 # between versions: the Kafka client's native binding (one binary per ABI), module loading (tsx, ESM,
-# the built CLI loading a user's .ts module), the processor's and the handler's cores (timers,
+# the built CLI loading a user's .ts module), the processor's and the handler's cores and the runtime
+# skeleton they share (lifecycle, committer, options; timers,
 # AbortSignal, async context), the fence's scripts through ioredis. The packed install already installs
 # and runs on every prepared version inside test/cli/pack.test.ts, so it is not repeated.
 AGAIN=(
@@ -33,6 +34,7 @@ AGAIN=(
   '^test/fence/(decision-table|wire|script-loader|apply-many)\.test\.ts$'
   '^test/processor/(processor|lifecycle|close|user-call|kafka-step-failure|dead-letter|watchdog)\.test\.ts$'
   '^test/handler/'
+  '^test/runtime/'
   '^test/cli/(cli|run-handler|options)\.test\.ts$'
   '^test/telemetry/'
   '^test/errors/'

@@ -182,6 +182,10 @@ export class KafkaAdmin {
 
   /** The partitions the group's live members own now (`topic:partition`), and the group's state. */
   async groupOwners(group: string): Promise<{ state: string; owned: Set<string> }> {
+    // Until a first call has succeeded, a metadata request goes first: describeGroups sent to brokers
+    // that do not answer can crash the process (SIGSEGV in the client's native code, 4 of 6 tries
+    // against a closed port), so the unreachable brokers are found by a call that fails cleanly
+    if (this.#watch.armed) await this.#guard((admin) => admin.listTopics());
     const d = await this.#guard((admin) => admin.describeGroups([group]));
     const g = d.groups[0];
     const owned = new Set<string>();

@@ -120,8 +120,9 @@ describe('Kafka brokers that do not answer', { timeout: 300_000 }, () => {
       stderr += d.toString();
     });
     const t0 = Date.now();
-    return new Promise<{ code: number | null; stderr: string; ms: number }>((resolve) =>
-      child.once('exit', (code) => resolve({ code, stderr, ms: Date.now() - t0 })),
+    return new Promise<{ code: number | null; signal: string | null; stderr: string; ms: number }>(
+      (resolve) =>
+        child.once('exit', (code, signal) => resolve({ code, signal, stderr, ms: Date.now() - t0 })),
     );
   }
   const mod = (name: string, text: string) => {
@@ -158,7 +159,7 @@ describe('Kafka brokers that do not answer', { timeout: 300_000 }, () => {
         viaEnv ? args() : [...args(), '--brokers', brokers],
         viaEnv ? { KAFKA_BROKERS: brokers } : {},
       );
-      assert.equal(r.code, 1, r.stderr);
+      assert.equal(r.code, 1, `exit ${r.code}, signal ${r.signal}, after ${r.ms} ms: ${r.stderr}`);
       const last = r.stderr.trim().split('\n').at(-1) ?? '';
       assert.match(last, expected(brokers));
       assert.match(last, /\[RF_KAFKA_UNAVAILABLE\]$/);
