@@ -34,7 +34,7 @@ MASTER_NAME=rfprimary
 READY_TIMEOUT=${RF_REDIS_READY_TIMEOUT:-60}
 SELF="dev/redis-secure.sh"
 # The runtime's least-privilege rule set; docs/operations.md shows the same line (a test compares them).
-RF_ACL='resetkeys ~rf:* resetchannels -@all +evalsha +eval +script|load +hgetall +zadd +zrange +get +incr +hget +hset +hdel +hkeys +hincrby +hincrbyfloat +pexpire +zscore +zrem +wait +ping +info +config|get +cluster|slots +cluster|info'
+RF_ACL='resetkeys ~rf:* resetchannels -@all +evalsha +eval +script|load +hgetall +zadd +zrange +get +incr +hget +hset +hdel +hkeys +hincrby +hincrbyfloat +pexpire +zscore +zrem +hmget +pexpireat +zrangebyscore +wait +ping +info +config|get +cluster|slots +cluster|info'
 
 usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 

@@ -5,6 +5,7 @@ import { chmodSync, cpSync, existsSync, readdirSync } from 'node:fs';
 cpSync('src/fence/lua', 'dist/fence/lua', { recursive: true });
 cpSync('src/handler/lua', 'dist/handler/lua', { recursive: true });
 cpSync('src/ops/lua', 'dist/ops/lua', { recursive: true });
+cpSync('src/store/lua', 'dist/store/lua', { recursive: true });
 cpSync('src/outbox/sql', 'dist/outbox/sql', { recursive: true });
 for (const component of readdirSync('src/kit')) {
   const lua = `src/kit/${component}/lua`;

@@ -19,6 +19,7 @@ SERIAL=(
   '^test/processor/(faults|crash|wait-replicas-failover)\.test\.ts$'
   '^test/outbox/(chaos|pg-drop|broker-down)\.test\.ts$'
   '^test/examples/demo\.test\.ts$'
+  '^test/console/browser\.test\.ts$'
   '^test/(snapshot|ops)/rebuild\.test\.ts$'
 )
 
@@ -30,7 +31,7 @@ SERIAL=(
 # and runs on every prepared version inside test/cli/pack.test.ts, so it is not repeated.
 AGAIN=(
   '^test/env/'
-  '^test/kafka/(client-config|pause-dispatch|security|topics)\.test\.ts$'
+  '^test/kafka/(callback-failure|client-config|delivery|pause-dispatch|pause-stress|seek-during-fetch|security|topics)\.test\.ts$'
   '^test/fence/(decision-table|wire|script-loader|apply-many)\.test\.ts$'
   '^test/processor/(processor|lifecycle|close|user-call|kafka-step-failure|dead-letter|watchdog)\.test\.ts$'
   '^test/handler/'

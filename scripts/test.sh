@@ -18,6 +18,7 @@ source scripts/test-groups.sh
 # a Kafka binding left swapped by an interrupted run on another Node goes back first
 [ ! -d node_modules ] || bash scripts/restore-binding.sh
 bash scripts/install.sh
+bash scripts/browser.sh
 machine=$(node --version | tr -d v)
 resolve() { [ "$1" = machine ] && echo "$machine" || echo "$1"; }
 main=$(resolve "${REDFENCE_TEST_MAIN_NODE-24.22.3}")

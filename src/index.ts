@@ -75,6 +75,7 @@ export type {
 } from './kafka/client-config.js';
 export type {
   CommitOffset,
+  CommittedOffset,
   ConsumerHandlers,
   Headers,
   InRecord,
@@ -91,6 +92,7 @@ export {
   type HealthSnapshot,
   HealthState,
   type HealthStateOptions,
+  type MetricsMount,
   type MetricsRegistry,
   type MetricsServer,
   type MetricsServerOptions,
@@ -118,6 +120,11 @@ export { createProcessor, Processor, type ProcessorState } from './processor/pro
 export type { SnapshotOptions } from './processor/snapshot-options.js';
 export type { SnapshotStats } from './processor/snapshotter.js';
 export {
+  type TopologyCounts,
+  TopologyProcessor,
+  type TopologyProcessorOptions,
+} from './processor/topology/processor.js';
+export {
   type Classification,
   type ClassifyRules,
   type ClassRules,
@@ -134,6 +141,61 @@ export type { KafkaSasl, KafkaSsl } from './runtime/kafka-options.js';
 export type { RuntimeState } from './runtime/lifecycle.js';
 export type { Logger } from './runtime/logger.js';
 export type { RuntimeOptions } from './runtime/options.js';
+export type { StateStamp } from './store/index.js';
 export type { TracerLike, TracingOption } from './telemetry/options.js';
 export { ATTR as TRACE_ATTRIBUTES, SEMCONV_VERSION } from './telemetry/semconv.js';
+export {
+  type AggregateParams,
+  BranchedKStream,
+  type BuiltTopology,
+  type Consumed,
+  type Grouped,
+  KGroupedStream,
+  KStream,
+  KTable,
+  type Materialized,
+  type Named,
+  type Produced,
+  type Serde,
+  SessionWindowedKStream,
+  SessionWindows,
+  SlidingWindows,
+  type SplitBranch,
+  type StoreSpec,
+  type SubTopology,
+  serdes,
+  TimeWindowedKStream,
+  TimeWindows,
+  type TopologyBuilder,
+  type TopologyEdge,
+  type TopologyNode,
+  type TopologyOptions,
+  topology,
+  type WindowBounds,
+  type Windowed,
+  WindowedStreamBase,
+  type WindowSpec,
+  type Windows,
+} from './topology/index.js';
+export {
+  type ModelDeadLetter,
+  type ModelDrop,
+  type ModelInput,
+  type ModelOptions,
+  type ModelOutput,
+  type ModelResult,
+  type ModelSource,
+  runModel,
+} from './topology/model.js';
+export { TopologyState, type TopologyStateOptions } from './topology/state/state.js';
+export type {
+  KeyValueAnswer,
+  ReadOnlyKeyValueStore,
+  ReadOnlySessionStore,
+  ReadOnlyWindowStore,
+  SessionEntry,
+  SessionFetchAnswer,
+  WindowEntry,
+  WindowFetchAnswer,
+} from './topology/state/stores.js';
 export { VERSION } from './version.js';

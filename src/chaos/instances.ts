@@ -29,9 +29,16 @@ const ROOT = resolve(dirname(HERE), '../..');
 export function instanceCommand(
   user?: string,
   handler = false,
+  topology = false,
 ): { node: string[]; module: string; cwd: string } {
   const cli = join(dirname(HERE), '..', 'cli', `bin${EXT}`);
-  const wrapper = handler ? 'any-handler' : user === undefined ? 'customer-totals' : 'any-processor';
+  const wrapper = handler
+    ? 'any-handler'
+    : topology
+      ? 'any-topology'
+      : user === undefined
+        ? 'customer-totals'
+        : 'any-processor';
   return {
     node: FROM_SOURCE ? ['--import', 'tsx', cli] : [cli],
     module: join(dirname(HERE), `${wrapper}${EXT}`),
@@ -65,6 +72,8 @@ export interface InstanceOptions {
   userModule?: string;
   /** `userModule` is a handler module (run through any-handler; no `--mode`). */
   handler?: boolean;
+  /** `userModule` is a topology module (run through any-topology). */
+  topology?: boolean;
   /** Extra environment (the crash-point variables). */
   env?: Record<string, string>;
   /** Keep this many log lines (the rest are only counted). */
@@ -183,7 +192,7 @@ export class Instance {
 
 export async function startInstance(o: InstanceOptions): Promise<Instance> {
   const metricsPort = await freePort();
-  const cmd = instanceCommand(o.userModule, o.handler);
+  const cmd = instanceCommand(o.userModule, o.handler, o.topology);
   const name = `${o.id}#${o.generation}`;
   const child = new Child({
     name,

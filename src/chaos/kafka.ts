@@ -84,6 +84,8 @@ export class ChaosKafka {
 export interface ReadMessage {
   partition: number;
   offset: number;
+  /** CreateTime or LogAppendTime (ms); -1 when it has none. */
+  timestamp: number;
   key: Buffer | null;
   value: Buffer | null;
   /** Header name -> every value, in order. */
@@ -97,7 +99,14 @@ function toRead(m: LogMessage): ReadMessage {
     if (list.length === 0) headers.set(name, list);
     list.push(v);
   }
-  return { partition: m.partition, offset: m.offset, key: m.key, value: m.value, headers };
+  return {
+    partition: m.partition,
+    offset: m.offset,
+    timestamp: m.timestamp,
+    key: m.key,
+    value: m.value,
+    headers,
+  };
 }
 
 /**

@@ -33,12 +33,16 @@ export interface ChaosRandom {
 export interface ChaosRecord {
   key: unknown;
   value: unknown;
+  /** Its CreateTime in ms after the run's base (default: its index): a topology's event time. */
+  timestamp?: number;
 }
 
 /** One input record as it is produced (to both runs, the same bytes on the same partition). */
 export interface InputRecord {
   key: Buffer | null;
   value: Buffer | null;
+  /** ms after the run's timestamp base; undefined: the record's index. */
+  timestamp?: number;
 }
 
 /** More records than this in one comparison are refused (both runs keep every output in memory). */
@@ -90,6 +94,11 @@ async function withGenerator(
   file: string,
   loaded: ProcessorDefinition | HandlerDefinition,
 ): Promise<LoadedModule> {
+  return { ...(await generatorOf(file)), definition: loaded };
+}
+
+/** The module's absolute path and its `chaosInput`, if it exports one (RF_MODULE_INVALID: not a function). */
+export async function generatorOf(file: string): Promise<Pick<LoadedModule, 'path' | 'generator'>> {
   const path = resolve(file);
   // already imported (and TypeScript registered) by loadDefinition: the same module instance
   const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
@@ -99,7 +108,6 @@ async function withGenerator(
     throw moduleError(`${file}: chaosInput must be a function (rng, n) => records`);
   return {
     path,
-    definition: loaded,
     ...(generator === undefined ? {} : { generator: generator as LoadedModule['generator'] & {} }),
   };
 }
@@ -123,11 +131,22 @@ export function toInputRecord(r: unknown, where: string, fail: (m: string) => Re
     if (text === undefined) throw fail(`${where}: ${what} cannot be written as JSON`);
     return Buffer.from(text, 'utf8');
   };
-  return { key: bytes(key, 'key'), value: bytes(value, 'value') };
+  const { timestamp } = r as ChaosRecord;
+  if (timestamp !== undefined && (!Number.isSafeInteger(timestamp) || timestamp < 0))
+    throw fail(`${where}: "timestamp" is ms after the run's start, an integer >= 0`);
+  return {
+    key: bytes(key, 'key'),
+    value: bytes(value, 'value'),
+    ...(timestamp === undefined ? {} : { timestamp }),
+  };
 }
 
 /** The records of `chaosInput(rng, n)`, seeded by `seed`; RF_MODULE_INVALID when it misbehaves. */
-export function generateInput(m: LoadedModule, seed: number, n: number): InputRecord[] {
+export function generateInput(
+  m: Pick<LoadedModule, 'path' | 'generator'>,
+  seed: number,
+  n: number,
+): InputRecord[] {
   if (!m.generator)
     throw moduleError(
       `${m.path} exports no chaosInput(rng, n); export one (docs/chaos.md) or give --input <file.jsonl>`,

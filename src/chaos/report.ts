@@ -3,6 +3,7 @@
 import { HANDLER_KINDS } from './handler-verdict.js';
 import { type ChaosReport, describeFault } from './harness.js';
 import { FAULT_KINDS } from './schedule.js';
+import { TOPOLOGY_CHECKS } from './topology-verdict.js';
 import { KINDS } from './verifier.js';
 
 function table(title: string, rows: Array<[string, string | number]>): string {
@@ -49,6 +50,34 @@ function moduleTables(r: ChaosReport, out: string[]): void {
   out.push(table('Compared with the fault-free run', rows));
 }
 
+/** A topology run: the records the run and the model have, then the differences by check. */
+function topologyTables(r: ChaosReport, out: string[]): void {
+  const t = r.topology;
+  const x = (f: (s: NonNullable<typeof t>) => number | string) => (t ? f(t) : '-');
+  const rows: Array<[string, string | number]> = [
+    ['input records (read back)', x((s) => s.inputRecords)],
+    [
+      `outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) / model`,
+      x((s) => `${s.outputRecords} / ${s.modelOutputs}`),
+    ],
+    ['output keys compared', x((s) => s.keys)],
+    ['  of them from several partitions (unordered)', x((s) => s.keysUnordered)],
+  ];
+  if (r.options.mode === 'at-least-once') {
+    rows.push([
+      '  duplicate outputs in replays (allowed)',
+      x((s) => `${s.duplicateOutputs} (${s.replays} replays)`),
+    ]);
+    rows.push(['  duplicate dead letters (allowed)', x((s) => s.duplicateDeadLetters)]);
+  }
+  rows.push(['dead letters / model', x((s) => `${s.deadLetterRecords} / ${s.modelDeadLetters}`)]);
+  rows.push(['committed / end offsets', x((s) => `${s.committed} / ${s.endOffsets}`)]);
+  for (const check of TOPOLOGY_CHECKS)
+    rows.push([`differences: ${check}`, x((s) => s.counts.get(check) ?? 0)]);
+  rows.push(['output keys that differ', x((s) => s.keysDiffering)]);
+  out.push(table('Compared with the model (runModel over the input read back)', rows));
+}
+
 /** A handler run: the far side's calls and effects, then the violations by kind. */
 function handlerTables(r: ChaosReport, out: string[]): void {
   const h = r.handler;
@@ -84,6 +113,13 @@ export function formatReport(r: ChaosReport): string {
         `produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, total ${r.totalSeconds.toFixed(1)} s`,
     );
     handlerTables(r, out);
+  } else if (o.topology) {
+    out.push(
+      `redfence chaos ${o.topology.module} (topology): seed ${r.seed}, mode ${o.mode}, ${o.topology.records.length} records, ` +
+        `${o.partitions} partitions; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
+        `total ${r.totalSeconds.toFixed(1)} s`,
+    );
+    topologyTables(r, out);
   } else if (o.processor) {
     out.push(
       `redfence chaos ${o.processor.module}: seed ${r.seed}, mode ${o.mode}, ${o.processor.records.length} records, ` +
@@ -154,7 +190,7 @@ export function formatReport(r: ChaosReport): string {
     const rows: Array<[string, number]> = HANDLER_KINDS.map((k) => [k, r.handler?.counts.get(k) ?? 0]);
     rows.push(['harness', r.harnessErrors.length]);
     out.push(table('Violations by kind', rows));
-  } else if (!o.processor) out.push(table('Violations', violationRows));
+  } else if (!o.processor && !o.topology) out.push(table('Violations', violationRows));
   else out.push(table('Harness', [['harness errors', r.harnessErrors.length]]));
   if (v && v.violations.length > 0) {
     const kindRows: Array<[string, number]> = KINDS.filter((k) => v.kinds.has(k)).map((k) => [
@@ -168,6 +204,7 @@ export function formatReport(r: ChaosReport): string {
   for (const x of v?.violations ?? []) out.push(`  VIOLATION [${x.check}] ${x.message}`);
   for (const x of r.handler?.violations ?? []) out.push(`  VIOLATION [${x.kind}] ${x.message}`);
   for (const x of r.comparison?.differences ?? []) out.push(`  DIFFERENCE [${x.check}] ${x.message}`);
+  for (const x of r.topology?.differences ?? []) out.push(`  DIFFERENCE [${x.check}] ${x.message}`);
   for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
   for (const e of r.reference?.failures ?? []) out.push(`  REFERENCE ${e}`);
   for (const e of r.unexpectedExits) out.push(`  EXIT ${e.split('\n')[0]}`);
@@ -224,6 +261,18 @@ function moduleSummary(r: ChaosReport): string[] {
   ];
 }
 
+/** A topology run: the summary's rows on input, outputs and the differences from the model. */
+function topologySummary(r: ChaosReport): string[] {
+  const t = r.topology;
+  const diffs = t ? [...t.counts].filter(([, x]) => x > 0) : [];
+  return [
+    `| topology | \`${r.options.topology?.module}\`, ${n(r.options.topology?.records.length)} records, ${r.options.partitions} partitions |`,
+    `| outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(t?.outputRecords)} (model ${n(t?.modelOutputs)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.duplicateOutputs)} in replays` : ''}; ${n(t?.keys)} keys |`,
+    `| dead letters | ${n(t?.deadLetterRecords)} (model ${n(t?.modelDeadLetters)}); committed / end offsets ${t ? `${n(t.committed)} / ${n(t.endOffsets)}` : '-'} |`,
+    `| differences from the model | ${t ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(t.keysDiffering)} keys`) : 'not judged'} |`,
+  ];
+}
+
 /** A handler run: the summary's rows on records, effects and violations. */
 function handlerSummary(r: ChaosReport): string[] {
   const h = r.handler;
@@ -259,16 +308,18 @@ export function formatSummary(r: ChaosReport, command: string): string {
     `| duration | ${n(Math.round(r.totalSeconds))} s (produced in ${n(Math.round(r.produceSeconds))} s, drained in ${r.drainSeconds.toFixed(1)} s) |`,
     ...(o.handler
       ? handlerSummary(r)
-      : o.processor
-        ? moduleSummary(r)
-        : [
-            `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
-            `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
-            `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
-            `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
-          ]),
+      : o.topology
+        ? topologySummary(r)
+        : o.processor
+          ? moduleSummary(r)
+          : [
+              `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
+              `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
+              `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
+              `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
+            ]),
     `| Redis | ${o.redisTopology}, ${o.waitReplicas === undefined ? 'no WAIT' : `--wait-replicas ${o.waitReplicas}`} |`,
-    ...(o.processor || o.handler
+    ...(o.processor || o.handler || o.topology
       ? []
       : [
           `| violations | ${v ? n(v.violations.length) : 'not verified'}${v && v.violations.length > 0 ? ` (${[...v.violationCounts].map(([k, x]) => `${k} ${x}`).join(', ')})` : ''} |`,

@@ -15,6 +15,7 @@ import { instanceRedisArgs, type RedisSide } from './redis-topology.js';
 import { randomSeed } from './rng.js';
 import type { ChaosOptions, ChaosReport, UserProcessor } from './run-options.js';
 import { type Fault, makeSchedule } from './schedule.js';
+import { chaosTopics } from './topology-module.js';
 import type { Feeder } from './workload.js';
 
 export class ChaosRun {
@@ -25,6 +26,8 @@ export class ChaosRun {
   /** A user's processor or handler (its module and records), or none: the packaged processor. */
   readonly user: UserProcessor | undefined;
   readonly names: ChaosReport['names'];
+  /** The output topics: `names.output`, and a topology's further sinks (`<output>-1`, ...). */
+  readonly outputTopics: string[];
   readonly schedule: Fault[];
   readonly report: ChaosReport;
   readonly kafka: ChaosKafka;
@@ -46,7 +49,7 @@ export class ChaosRun {
     const seed = o.seed ?? randomSeed();
     this.seed = seed;
     this.t0 = Date.now();
-    const user = o.handler ?? o.processor;
+    const user = o.handler ?? o.processor ?? o.topology;
     this.user = user;
     const modeTag = o.handler ? 'hdl' : o.mode === 'exactly-once' ? 'eos' : 'alo';
     const tag = `${o.label === undefined ? '' : `${o.label}-`}${modeTag}-${seed}-${randomBytes(3).toString('hex')}`;
@@ -58,6 +61,9 @@ export class ChaosRun {
       group: `chaos-${tag}-group`,
       store: `chaos_${tag.replace(/-/g, '_')}`,
     };
+    this.outputTopics = o.topology
+      ? [...chaosTopics(o.topology.built, this.names.input, this.names.output).outputs.values()]
+      : [this.names.output];
     const schedule = makeSchedule({ ...o, seed });
     this.schedule = schedule;
     this.report = {
@@ -79,7 +85,11 @@ export class ChaosRun {
       failures: [],
       ok: false,
     };
-    this.#startLine = o.handler ? 'handler started' : 'processor started';
+    this.#startLine = o.handler
+      ? 'handler started'
+      : o.topology
+        ? 'topology processor started'
+        : 'processor started';
     this.log(
       `${o.label === undefined ? '' : `${o.label}: `}seed ${seed}, ${o.handler ? 'handler' : `mode ${o.mode}`}, ${user?.records.length ?? o.records} records over ${o.durationS}s, ${schedule.length} faults: ` +
         schedule
@@ -124,6 +134,7 @@ export class ChaosRun {
       sessionTimeoutMs: o.sessionTimeoutMs,
       ...(this.user ? { userModule: this.user.module } : {}),
       ...(o.handler ? { handler: true } : {}),
+      ...(o.topology ? { topology: true } : {}),
       ...(env || o.kafkaEnv || farSide
         ? { env: { ...o.kafkaEnv, ...(farSide ? { REDFENCE_CHAOS_FAR_SIDE: farSide.url } : {}), ...env } }
         : {}),

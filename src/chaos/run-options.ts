@@ -3,6 +3,8 @@
  * their defaults, a user's processor or handler to run instead of the packaged one, and the report
  * (src/chaos/harness.ts runs it; src/chaos/report.ts prints it).
  */
+
+import type { BuiltTopology } from '../topology/types.js';
 import type { Comparison, Snapshot } from './compare.js';
 import type { HandlerResult } from './handler-verdict.js';
 import type { Mode } from './instances.js';
@@ -10,6 +12,7 @@ import type { ConnectionConfig } from './kafka.js';
 import type { InputRecord } from './module.js';
 import type { Topology } from './redis-topology.js';
 import type { Fault, ScheduleOptions } from './schedule.js';
+import type { TopologyResult } from './topology-verdict.js';
 import type { FaultOutcome } from './verdict.js';
 import type { VerifyResult } from './verifier.js';
 
@@ -50,6 +53,8 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   processor?: UserProcessor;
   /** A handler module and its records, instead of a processor (src/chaos/handler-run.ts). */
   handler?: UserHandler;
+  /** A topology module and its records, judged against the reference model (src/chaos/topology-run.ts). */
+  topology?: UserTopology;
   /** A word in the run's names (`ref`: the fault-free run of a comparison). */
   label?: string;
   /** Keep topics and the Redis directory (for a look afterwards). */
@@ -63,6 +68,11 @@ export interface UserProcessor {
   records: readonly InputRecord[];
   /** Record i is produced with CreateTime timestampBase + i (the same in both runs). */
   timestampBase: number;
+}
+
+export interface UserTopology extends UserProcessor {
+  /** The module's topology as loaded in the harness's process (its own topic names). */
+  built: BuiltTopology;
 }
 
 export interface UserHandler extends UserProcessor {
@@ -117,6 +127,8 @@ export interface ChaosReport {
   comparison?: Comparison;
   /** A handler: the far side's calls judged against the input (src/chaos/handler-verdict.ts). */
   handler?: HandlerResult;
+  /** A topology: its outputs and dead letters judged against the model (src/chaos/topology-verdict.ts). */
+  topology?: TopologyResult;
   /** A user's processor: the fault-free run's names, duration and failures. */
   reference?: { names: ChaosReport['names']; totalSeconds: number; failures: string[] };
   /** Harness problems (no drain, an instance that would not stop): each fails the run. */

@@ -45,7 +45,7 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
   const faultContext = run.faultContext(redis);
   await run.kafka.createTopics([
     { topic: names.input, partitions: o.partitions },
-    { topic: names.output, partitions: o.partitions },
+    ...run.outputTopics.map((topic) => ({ topic, partitions: o.partitions })),
     { topic: names.deadLetter, partitions: 1 },
   ]);
   log(
@@ -213,7 +213,23 @@ export async function readBack(run: ChaosRun): Promise<void> {
   const { o, names, redis, farSide, report, log } = run;
   if (!redis) return;
   const kafkaConfig = o.kafkaConfig ? { kafkaConfig: o.kafkaConfig } : {};
-  if (o.handler && farSide) {
+  if (o.topology) {
+    log('judging outputs and dead letters against the model');
+    const { judgeTopology } = await import('./topology-run.js');
+    const { chaosTopics, onChaosTopics } = await import('./topology-module.js');
+    const built = o.topology.built;
+    report.topology = await judgeTopology({
+      brokers: o.brokers,
+      ...kafkaConfig,
+      mode: o.mode,
+      built: onChaosTopics(built, chaosTopics(built, names.input, names.output), names.store),
+      input: names.input,
+      outputs: run.outputTopics,
+      deadLetter: names.deadLetter,
+      group: names.group,
+      produced: report.produced.get('records') ?? 0,
+    });
+  } else if (o.handler && farSide) {
     log("judging the far side's calls");
     const { judgeHandler } = await import('./handler-run.js');
     report.handler = await judgeHandler({
@@ -261,7 +277,7 @@ export async function cleanup(run: ChaosRun): Promise<void> {
   if (run.redis) await stopRedisSide(run.redis);
   await run.farSide?.stop();
   if (!o.keep) {
-    await kafka.deleteTopics([names.input, names.output, names.deadLetter]);
+    await kafka.deleteTopics([names.input, ...run.outputTopics, names.deadLetter]);
     await rm(run.dir, { recursive: true, force: true });
   }
   await kafka.close();

@@ -112,6 +112,10 @@ export interface Judged {
   reference?: { failures: readonly string[] };
   /** A handler run: the far side's calls judged (src/chaos/handler-verdict.ts), instead of the verifier. */
   handler?: { violations: readonly unknown[]; counts: ReadonlyMap<string, number> };
+  /** A topology run: its outputs and dead letters judged against the model (src/chaos/topology-verdict.ts). */
+  topology?: { counts: ReadonlyMap<string, number>; keysDiffering: number };
+  /** What a topology run judges, when it is one (a run not judged fails). */
+  options?: { topology?: unknown };
 }
 
 /** Every reason the run fails; empty: the run is OK. */
@@ -130,7 +134,14 @@ export function judge(r: Judged): string[] {
   if (r.comparison !== undefined) {
     const n = [...r.comparison.counts.values()].reduce((a, b) => a + b, 0);
     if (n > 0) failures.push(`${n} differences from the fault-free run (${r.comparison.keysDiffering} keys)`);
-  } else if (r.handler !== undefined) {
+  } else if (r.topology !== undefined) {
+    const n = [...r.topology.counts.values()].reduce((x, y) => x + y, 0);
+    if (n > 0)
+      failures.push(
+        `${n} differences from the model (${[...r.topology.counts].map(([k, x]) => `${k} ${x}`).join(', ')}; ${r.topology.keysDiffering} output keys)`,
+      );
+  } else if (r.options?.topology !== undefined) failures.push('not judged against the model');
+  else if (r.handler !== undefined) {
     const n = [...r.handler.counts.values()].reduce((x, y) => x + y, 0);
     if (n > 0)
       failures.push(`${n} violations (${[...r.handler.counts].map(([k, x]) => `${k} ${x}`).join(', ')})`);

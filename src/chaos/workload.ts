@@ -64,13 +64,13 @@ export interface FeedRecord {
  * `timestampBase + i`, so a processor reading its record's partition, offset or timestamp sees the same.
  */
 export class RecordList implements RecordSource {
-  readonly #records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null }>;
+  readonly #records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null; timestamp?: number }>;
   readonly #partitions: number;
   readonly #timestampBase: number;
   #next = 0;
 
   constructor(
-    records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null }>,
+    records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null; timestamp?: number }>,
     partitions: number,
     timestampBase: number,
   ) {
@@ -89,12 +89,12 @@ export class RecordList implements RecordSource {
 
   next(): FeedRecord {
     const i = this.#next++;
-    const r = this.#records[i] as { key: Buffer | null; value: Buffer | null };
+    const r = this.#records[i] as { key: Buffer | null; value: Buffer | null; timestamp?: number };
     return {
       key: r.key,
       value: r.value,
       ...(r.key === null ? { partition: i % this.#partitions } : {}),
-      timestamp: String(this.#timestampBase + i),
+      timestamp: String(this.#timestampBase + (r.timestamp ?? i)),
     };
   }
 }

@@ -189,6 +189,12 @@ the faults above, each on its own topics, store and Redis, must end with the sam
 same outputs and dead letters (exactly-once: the same multisets under read_committed; at-least-once: the
 same values per key, duplicates allowed). Exit 1 names the keys that differ; 2: a bad module or input file.
 
+With a topology module (its default export topology(...).build()): the instances run it on the run's
+topics; its records come from chaosInput, --input (a record may carry "timestamp", ms after the start) or
+a default of JSON orders with timestamps in some disorder; the outputs must be the reference model's over
+the input as written (per topic and key, in order and once; at-least-once: whole replays allowed), the
+dead letters the model's, every input offset committed. No crash points (--crashes, --points refused).
+
 With --handler [<module>] (a handler module, or the built-in one: ctx.once around one POST per record):
 the instances call a far side on 127.0.0.1 the harness starts (its URL in REDFENCE_CHAOS_FAR_SIDE;
 --far-latency, --far-failure-rate) under kills, a zombie and scaling; every record must have an effect

@@ -19,6 +19,7 @@ import {
   runChaos,
 } from '../chaos/index.js';
 import { randomSeed } from '../chaos/rng.js';
+import type { UserTopology } from '../chaos/run-options.js';
 import { RedfenceError } from '../errors/index.js';
 import { securityProperties } from '../kafka/client-config.js';
 import { clientSecurity } from '../runtime/kafka-options.js';
@@ -190,6 +191,31 @@ async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
   return { module: m.path, records, timestampBase: Date.now() };
 }
 
+/**
+ * A topology module (its default export a built topology) and its records; undefined for a processor
+ * module. Crash points and WAIT do not apply to a topology (its processor has no crash hooks; `redfence
+ * run` refuses --wait-replicas for it): asked for, they are refused before any connection.
+ */
+async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefined> {
+  const { loadChaosTopology, topologyInput } = await import('../chaos/topology-module.js');
+  const { readInputFile } = await import('../chaos/module.js');
+  const m = await loadChaosTopology(parsed.module as string);
+  if (m === undefined) return undefined;
+  if ((parsed.options.crashes ?? 0) > 0 || parsed.options.points !== undefined)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      '--crashes and --points apply to processors: a topology has no crash points yet (its kills land anywhere in its cycle); give --crashes 0',
+    );
+  if (parsed.options.waitReplicas !== undefined)
+    throw new RedfenceError('RF_INVALID_OPTIONS', '--wait-replicas does not apply to a topology');
+  parsed.options.seed ??= randomSeed();
+  const records =
+    parsed.input === undefined
+      ? topologyInput(m, parsed.options.seed, parsed.options.records ?? DEFAULTS.records)
+      : await readInputFile(parsed.input);
+  return { module: m.path, built: m.built, records, timestampBase: Date.now() };
+}
+
 /** The handler module (the built-in webhook without one) and its records, checked before any connection. */
 async function userHandler(parsed: ParsedChaos): Promise<UserHandler> {
   const { loadChaosHandler, generateInput, readInputFile } = await import('../chaos/module.js');
@@ -227,7 +253,9 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
   }
   // A module and its records are checked (RF_MODULE_INVALID, RF_INVALID_OPTIONS) before any connection.
   const handler = parsed.handler ? await userHandler(parsed) : undefined;
-  const processor = parsed.module === undefined || handler ? undefined : await userProcessor(parsed);
+  const topology = parsed.module === undefined || handler ? undefined : await userTopology(parsed);
+  const processor =
+    parsed.module === undefined || handler || topology ? undefined : await userProcessor(parsed);
   // SIGINT/SIGTERM: exit through process.exit, so the harness's exit listener (src/harness/child.ts)
   // SIGKILLs every instance and redis-server still running (a signal's default action skips it)
   const interrupted = (signal: NodeJS.Signals): void => {
@@ -237,7 +265,7 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
   process.once('SIGINT', interrupted);
   process.once('SIGTERM', interrupted);
   try {
-    return await runModes(parsed, handler, processor, args, out);
+    return await runModes(parsed, { handler, processor, topology }, args, out);
   } finally {
     process.off('SIGINT', interrupted);
     process.off('SIGTERM', interrupted);
@@ -246,19 +274,22 @@ export async function chaos(args: readonly string[], out: (s: string) => void): 
 
 async function runModes(
   parsed: ReturnType<typeof parseChaosArgs>,
-  handler: Awaited<ReturnType<typeof userHandler>> | undefined,
-  processor: Awaited<ReturnType<typeof userProcessor>> | undefined,
+  user: {
+    handler?: UserHandler | undefined;
+    processor?: UserProcessor | undefined;
+    topology?: UserTopology | undefined;
+  },
   args: readonly string[],
   out: (s: string) => void,
 ): Promise<number> {
+  const { handler, processor, topology } = user;
   const reports: ChaosReport[] = [];
   const texts: string[] = [];
   const summaries: string[] = [];
   for (const mode of parsed.modes) {
     const { pointsFor } = await import('../chaos/schedule.js');
-    const crashes = handler
-      ? 0
-      : (parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length);
+    const crashes =
+      handler || topology ? 0 : (parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length);
     const options = {
       ...parsed.options,
       ...(handler ? { redisRestarts: 0, redisFailovers: 0, handler } : {}),
@@ -269,11 +300,12 @@ async function runModes(
       ...(parsed.kafkaEnv ? { kafkaEnv: parsed.kafkaEnv } : {}),
       ...(parsed.quiet ? {} : { log: (line: string) => out(`${line}\n`) }),
     };
-    const report = handler
-      ? await runChaos(options)
-      : processor
-        ? await (await import('../chaos/any-module.js')).runModuleChaos({ ...options, processor })
-        : await runChaos(options);
+    const report =
+      handler || topology
+        ? await runChaos({ ...options, ...(topology ? { topology } : {}) })
+        : processor
+          ? await (await import('../chaos/any-module.js')).runModuleChaos({ ...options, processor })
+          : await runChaos(options);
     // the next mode reuses the seed, so `--seed` reproduces both
     parsed.options.seed = report.seed;
     reports.push(report);

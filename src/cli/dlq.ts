@@ -8,6 +8,7 @@
  * 2: a bad option, a missing topic, a refused login.
  */
 
+import { REASONS as DEAD_LETTER_REASONS } from '../dead-letter/headers.js';
 import type { DltRecord } from '../dead-letter/read.js';
 import type { DlqFilter } from '../dead-letter/replay.js';
 import { RedfenceError } from '../errors/index.js';
@@ -28,7 +29,8 @@ import {
 import { REDIS_OPTIONS } from './redis-options.js';
 
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
-const REASONS = ['wrong-partition', 'undecodable', 'rejected', 'processing-error', 'oversized', 'null-key'];
+/** The reasons, from the dead-letter header table (one home). */
+const REASONS: readonly string[] = [...DEAD_LETTER_REASONS];
 
 /** An instant: ISO 8601 (`2026-12-01T10:00:00Z`) or milliseconds since the epoch. */
 function instantOption(description: string): OptionSpec<number, false> {
@@ -91,6 +93,11 @@ const COMMON = {
   since: instantOption('only dead letters written at or after this time'),
   until: instantOption('only dead letters written before this time'),
   key: textOption('<text>', { description: 'only records with this key (UTF-8)' }),
+  'source-topic': textOption('<topic>', {
+    description: 'only records from this source (original) topic',
+    allowed: 'a Kafka topic name (1-249 of [A-Za-z0-9._-])',
+    pattern: TOPIC,
+  }),
   partition: numberOption('<n>', { description: 'only records from this source partition', min: 0 }),
   offsets: rangeOption(),
   json: switchOption({ description: 'print JSON (the default when stdout is not a terminal)' }),
@@ -160,7 +167,8 @@ ${Object.entries(ABOUT)
   .map(([k, [, about]]) => `  ${k.padEnd(7)} ${about.split('\n')[0]}`)
   .join('\n')}
 
-Filters (all subcommands): --reason, --exception, --since, --until, --key, --partition, --offsets.
+Filters (all subcommands): --reason, --exception, --since, --until, --key, --source-topic,
+--partition, --offsets.
 Each subcommand's --help lists its options.
 `;
 
@@ -174,6 +182,7 @@ type CommonValues = {
   since: number | undefined;
   until: number | undefined;
   key: string | undefined;
+  'source-topic': string | undefined;
   partition: number | undefined;
   offsets: { from?: bigint; to?: bigint } | undefined;
   timeout: number;
@@ -188,6 +197,7 @@ function filterOf(o: CommonValues): DlqFilter {
   if (o.since !== undefined && o.until !== undefined && o.until <= o.since)
     throw invalid('--until must be after --since');
   if (o.key !== undefined) f.key = o.key;
+  if (o['source-topic'] !== undefined) f.sourceTopic = o['source-topic'];
   if (o.partition !== undefined) f.sourcePartition = o.partition;
   if (o.offsets?.from !== undefined) f.offsetFrom = o.offsets.from;
   if (o.offsets?.to !== undefined) f.offsetTo = o.offsets.to;

@@ -17,6 +17,9 @@ Usage:
   redfence inspect <store> <key> [options]
                                print a key's value, fence (partition, offset, epoch) and pending entries
                                (redfence inspect --help for options)
+  redfence state <get|windows> <module> <store> <key> [options]
+                               read a topology's store for one key (a value, or windows and sessions),
+                               stamped with the partition and offset it reflects (redfence state --help)
   redfence reconcile <module> [options]
                                compare the store in Redis with a fold of the input log; report each
                                anomaly by kind (redfence reconcile --help for options)
@@ -36,6 +39,8 @@ Usage:
   redfence outbox <init|relay|status|retry> [options]
                                the PostgreSQL transactional outbox: create its tables, relay it to Kafka,
                                show its state, retry parked rows (redfence outbox --help)
+  redfence console [options]   the web console: instances, lag, fence inspector, dead letters, outbox;
+                               read-only unless --allow-actions with a token (redfence console --help)
 
 Every verb reads its options from flags, then environment variables, then a JSON file given with
 --config <file>, then defaults; its --help lists them.
@@ -52,17 +57,21 @@ const USAGE: ReadonlySet<ErrorCode> = new Set([
   'RF_PG_MISSING',
   'RF_OUTBOX_MISSING',
   'RF_OUTBOX_NAME_CLASH',
+  'RF_STORE_UNKNOWN',
+  'RF_STORE_KIND',
 ]);
 
 const VERBS = {
   run: async () => (await import('./run.js')).run,
   inspect: async () => (await import('./inspect.js')).inspect,
+  state: async () => (await import('./state.js')).stateCommand,
   chaos: async () => (await import('./chaos.js')).chaos,
   outbox: async () => (await import('./outbox.js')).outbox,
   reconcile: async () => (await import('./reconcile.js')).reconcileCommand,
   rebuild: async () => (await import('./rebuild.js')).rebuildCommand,
   lag: async () => (await import('./lag.js')).lag,
   dlq: async () => (await import('./dlq.js')).dlq,
+  console: async () => (await import('./console.js')).consoleCommand,
 } as const;
 
 export async function main(

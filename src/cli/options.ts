@@ -219,6 +219,9 @@ export function pairsOption<O extends Common<Record<string, string>>>(
 }
 
 /** `host:port` (IPv6 in brackets), or undefined. */
+/** A URL as shown in help and errors: its password masked (`//user:***@`). */
+export const maskUrl = (raw: string): string => raw.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@');
+
 export function hostPort(s: string): { host: string; port: number } | undefined {
   const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(s);
   const port = Number(m?.[2]);

@@ -6,6 +6,7 @@
  */
 import { createServer } from 'node:http';
 import { RedfenceError } from '../errors/index.js';
+import { UUID } from '../outbox/event-id.js';
 import { DEFAULT_TOPIC_TEMPLATE } from '../outbox/routing.js';
 import { BROKERS_OPTION } from './connection.js';
 import { KAFKA_OPTIONS, type KafkaValues, kafkaSecurity } from './kafka-options.js';
@@ -13,15 +14,16 @@ import { jsonLogger, LOG_LEVELS } from './log.js';
 import {
   choiceOption,
   helpText,
+  maskUrl,
   numberOption,
   parseOptions,
   switchOption,
   type Table,
   textOption,
 } from './options.js';
+import { showRedisUrl } from './redis-options.js';
 
 const IDENT = /^[a-z_][a-z0-9_]{0,39}$/;
-const maskUrl = (raw: string) => raw.replace(/\/\/([^:/@]*):[^@/]*@/, '//$1:***@');
 
 const WHERE = {
   'database-url': textOption('<url>', {
@@ -156,6 +158,14 @@ export const OUTBOX_RELAY_OPTIONS = {
     min: 1,
     max: 65535,
   }),
+  'registry-redis': textOption('<url>', {
+    description:
+      'a Redis to register this relay in (rf:instances:<id>, listed by redfence console); default: none',
+    env: 'REDFENCE_REGISTRY_REDIS',
+    allowed: 'a redis:// or rediss:// URL',
+    pattern: /^rediss?:\/\/[^/]/,
+    show: showRedisUrl,
+  }),
   log: choiceOption(LOG_LEVELS, {
     description: 'JSON logs to stderr at this level',
     env: 'REDFENCE_LOG',
@@ -198,7 +208,6 @@ const HELP = `Usage: redfence outbox <init|relay|status|retry> [options]\n\n${Ob
   .join('\n')}\n\nEach subcommand's --help lists its options.\n`;
 
 const invalid = (m: string) => new RedfenceError('RF_INVALID_OPTIONS', m);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function needUrl(url: string | undefined): string {
   if (url === undefined) throw invalid('missing --database-url <url> (or DATABASE_URL)');
@@ -288,6 +297,15 @@ async function relay(o: Record<string, unknown>, where: { table: string; schema?
   const logger = jsonLogger(o.log as (typeof LOG_LEVELS)[number], relayId);
   const registry = new Registry();
   const opt = <T>(k: string): T | undefined => o[k] as T | undefined;
+  const registryUrl = opt<string>('registry-redis');
+  // the registry is for operators: its Redis failing never stops the relay (its errors are ignored)
+  const registryRedis =
+    registryUrl === undefined
+      ? undefined
+      : new (await import('ioredis')).Redis(registryUrl, { maxRetriesPerRequest: 1 }).on(
+          'error',
+          () => undefined,
+        );
   const relayOptions = {
     ...where,
     databaseUrl: url,
@@ -297,6 +315,7 @@ async function relay(o: Record<string, unknown>, where: { table: string; schema?
     logger,
     metrics: registry,
     kafka,
+    ...(registryRedis === undefined ? {} : { redis: registryRedis }),
     ...(opt('topic-template') === undefined ? {} : { topicTemplate: opt<string>('topic-template') }),
     ...(opt('batch-size') === undefined ? {} : { batchSize: opt<number>('batch-size') }),
     ...(opt('poll-interval') === undefined ? {} : { pollIntervalMs: opt<number>('poll-interval') }),
@@ -334,15 +353,29 @@ async function relay(o: Record<string, unknown>, where: { table: string; schema?
       if (++signals > 1) process.exit(130);
       logger.info({ signal: sig }, 'shutting down');
       r.close().then(
-        () => server?.close(() => resolve(0)) ?? resolve(0),
+        () => {
+          registryRedis?.disconnect();
+          server?.close(() => resolve(0)) ?? resolve(0);
+        },
         () => resolve(1),
       );
     };
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
   });
-  if (server) await new Promise<void>((res) => server.listen(port, '127.0.0.1', res));
-  await r.start();
+  if (server && port !== undefined) {
+    // loopback only; the registry gets the address listened on (not the hostname, which may not reach it)
+    await new Promise<void>((res) => server.listen(port, '127.0.0.1', res));
+    const { setRegistryMetricsAddress } = await import('../runtime/registry.js');
+    setRegistryMetricsAddress('127.0.0.1', port);
+  }
+  try {
+    await r.start();
+  } catch (err) {
+    registryRedis?.disconnect();
+    server?.close();
+    throw err;
+  }
   logger.info({ roles: r.roles, mode: relayOptions.mode }, 'outbox relay running');
   return stopped;
 }

@@ -8,14 +8,17 @@
  * cache invalidation definition (defineInvalidation of redfence/kit) runs here too, as
  * createInvalidation with the same settings: it needs a Redis target, and takes no --postgres.
  */
+
 import type { Cluster, Redis } from 'ioredis';
 import type { InvalidationDefinition } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
 import type { SqlPool } from '../handler/postgres.js';
 import type { HandlerDefinition, HandlerOptions, Logger } from '../index.js';
+import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import { kafkaSecurity } from './kafka-options.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
+import { checkMetricsFlags, runConsoleMount } from './run-console.js';
 import type { RUN_OPTIONS } from './run-options.js';
 import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
 
@@ -116,6 +119,9 @@ export async function runHandler(r: HandlerRun): Promise<number> {
     throw invalid('--postgres applies to handlers, not to invalidations');
   if (invalidation && o['attempt-timeout'] !== undefined)
     throw invalid('--attempt-timeout applies to handlers, not to invalidations');
+  if (o.console && !useRedis)
+    throw invalid('--console reads the registry and state in Redis: give --redis, --cluster or --sentinels');
+  checkMetricsFlags(o);
   const redis: Redis | Cluster | undefined = useRedis ? await redisClient(target, logger) : undefined;
   const pool =
     o.postgres === undefined
@@ -186,8 +192,26 @@ export async function runHandler(r: HandlerRun): Promise<number> {
   });
   try {
     if (redis) await connectRedis(redis, target, o['connect-timeout']);
+    const mount =
+      o.console && redis
+        ? await runConsoleMount(o, {
+            redis,
+            cluster: r.target.kind === 'cluster',
+            instance: r.instance,
+            group: 'groupId' in handler && typeof handler.groupId === 'string' ? handler.groupId : undefined,
+            dlqTopic: deadLetterTopicOf(r.definition),
+            prometheus: o['console-prometheus'],
+          })
+        : undefined;
     if (r.metricsPort !== undefined)
-      server = await startMetricsServer({ metrics, health, port: r.metricsPort });
+      server = await startMetricsServer({
+        metrics,
+        health,
+        port: r.metricsPort,
+        host: o['metrics-host'],
+        ...(mount ? { mount } : {}),
+      });
+    if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
     await handler.start();
   } catch (err) {
     await handler.close().catch(() => undefined);
@@ -197,4 +221,10 @@ export async function runHandler(r: HandlerRun): Promise<number> {
   }
   if (worker !== undefined) workerStarted(handler.inputPartitions);
   return stopped.finally(() => unwatch?.());
+}
+
+/** The dead-letter topic of a handler or invalidation definition (their defaults: `<input>.DLT`). */
+function deadLetterTopicOf(d: HandlerRun['definition']): string {
+  if ('cache' in d) return d.input.deadLetter ?? `${d.input.topic}.DLT`;
+  return d.deadLetter ?? `${d.input}.DLT`;
 }

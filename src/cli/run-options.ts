@@ -6,7 +6,7 @@ import type { ProcessingMode } from '../index.js';
 import { MAX_TIMER_MS } from '../options/checks.js';
 import { CONNECTION_OPTIONS } from './connection.js';
 import { LOG_LEVELS } from './log.js';
-import { choiceOption, helpText, numberOption, switchOption, textOption } from './options.js';
+import { choiceOption, helpText, maskUrl, numberOption, switchOption, textOption } from './options.js';
 import { showRedisUrl } from './redis-options.js';
 
 const MODES: readonly ProcessingMode[] = ['exactly-once', 'at-least-once'];
@@ -40,10 +40,32 @@ export const RUN_OPTIONS = {
     max: 64,
   }),
   'metrics-port': numberOption('<n>', {
-    description: 'serve /metrics, /livez and /readyz on 127.0.0.1:<n> (with --workers: worker i on <n>+i)',
+    description:
+      'serve /metrics, /livez and /readyz on <n> of --metrics-host (with --workers: worker i on <n>+i)',
     env: 'REDFENCE_METRICS_PORT',
     min: 1,
     max: 65535,
+  }),
+  'metrics-host': textOption('<address>', {
+    description:
+      'address the metrics server listens on, and registers (0.0.0.0 or ::: every interface, registered as the hostname; anything but loopback exposes /metrics and --console)',
+    env: 'REDFENCE_METRICS_HOST',
+    default: '127.0.0.1',
+    allowed: 'an IP address or localhost',
+    pattern: /^(localhost|[0-9.]+|[0-9a-fA-F:]+)$/,
+  }),
+  console: switchOption({
+    description:
+      'serve the console read-only on the metrics server under /console (its instances, lag of its group, inspector, dead letters; needs --metrics-port and a Redis)',
+    env: 'REDFENCE_METRICS_CONSOLE',
+  }),
+  'console-prometheus': textOption('<url>', {
+    description:
+      "with --console: the Prometheus that evaluates redfence's alert rules, for the Instances view (credentials in the URL are sent, never shown)",
+    env: 'REDFENCE_METRICS_CONSOLE_PROMETHEUS',
+    allowed: 'an http:// or https:// URL',
+    pattern: /^https?:\/\/\S+$/,
+    show: maskUrl,
   }),
   'session-timeout': numberOption('<ms>', {
     description: 'consumer session timeout',
@@ -204,6 +226,6 @@ export const RUN_OPTIONS = {
 
 export const RUN_HELP = helpText(
   'redfence run <module> [options]',
-  'Runs the processor or handler exported by <module> (default export, "processor" or "handler"): a .ts,\n.mts, .cts, .js, .mjs or .cjs file.',
+  'Runs the processor, handler or built topology exported by <module> (default export, "processor" or\n"handler"): a .ts, .mts, .cts, .js, .mjs or .cjs file.',
   RUN_OPTIONS,
 );

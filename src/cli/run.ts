@@ -1,6 +1,6 @@
 /**
  * `redfence run <module>`: loads a module whose default export (or `processor` export) is a processor
- * definition, and runs it until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a
+ * definition (a handler: run-handler.ts; a built topology: run-topology.ts), and runs it until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a
  * second signal exits at once). Every option is checked and the module loaded before any connection.
  * With --workers n > 1 this process supervises n workers instead (workers.ts), each running this verb
  * as worker i of n.
@@ -8,15 +8,18 @@
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import type { Processor, ProcessorOptions, startMetricsServer } from '../index.js';
-import { loadRunnable } from '../loader/load.js';
+import { isBuiltTopology, loadRunnable } from '../loader/load.js';
 import { crashHookFromEnv } from '../processor/crash-points.js';
+import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import { modulePositional } from './connection.js';
 import { type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
 import { jsonLogger } from './log.js';
 import { parseOptions, type Values } from './options.js';
 import { connectRedis, redisClient, redisTarget } from './redis.js';
+import { checkMetricsFlags, runConsoleMount } from './run-console.js';
 import { checkHandlerFlags, runHandler } from './run-handler.js';
 import { INSTANCE_ID, RUN_HELP, RUN_OPTIONS } from './run-options.js';
+import { checkTopologyFlags, runTopology } from './run-topology.js';
 import { superviseWorkers, watchSupervisor, workerRole, workerStarted } from './workers.js';
 
 /** What the options set on the processor: everything but the definition, the clients and the hooks. */
@@ -82,6 +85,7 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   for (const name of ['snapshot-topic', 'snapshot-rate'] as const)
     if (o[name] !== undefined && o['snapshot-interval'] === undefined)
       throw invalid(`--${name} applies to snapshots; add --snapshot-interval <ms>`);
+  checkMetricsFlags(o);
   const target = redisTarget(o, sources);
   const security = kafkaSecurity(o);
   if (o.tracing) await tracingApi();
@@ -93,6 +97,11 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const instance = worker === undefined ? base : `${base}-${worker.index}`;
   const logger = jsonLogger(o.log, instance, worker === undefined ? {} : { worker: worker.index });
   const loaded = await loadRunnable(file);
+  if (isBuiltTopology(loaded)) {
+    checkTopologyFlags(sources, workers);
+    const settings = processorSettings(o, instance, security);
+    return runTopology({ o, built: loaded, settings, logger, target, metricsPort: o['metrics-port'] });
+  }
   const handler = 'handle' in loaded || 'cache' in loaded;
   checkHandlerFlags(handler, sources);
   if (workers > 1)
@@ -172,7 +181,25 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   });
   try {
     await connectRedis(redis, target, o['connect-timeout']);
-    if (metricsPort !== undefined) server = await startMetricsServer({ metrics, health, port: metricsPort });
+    const mount = o.console
+      ? await runConsoleMount(o, {
+          redis,
+          cluster: target.kind === 'cluster',
+          instance,
+          group: processor.groupId,
+          dlqTopic: definition.deadLetter ?? `${definition.input}.DLT`,
+          prometheus: o['console-prometheus'],
+        })
+      : undefined;
+    if (metricsPort !== undefined)
+      server = await startMetricsServer({
+        metrics,
+        health,
+        port: metricsPort,
+        host: o['metrics-host'],
+        ...(mount ? { mount } : {}),
+      });
+    if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
     await processor.start();
   } catch (err) {
     // A failed start must not leave the process hanging on open clients or the metrics server.

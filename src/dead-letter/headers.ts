@@ -13,7 +13,8 @@ export type DeadLetterReason =
   | 'rejected'
   | 'processing-error'
   | 'oversized'
-  | 'null-key';
+  | 'null-key'
+  | 'late';
 
 /** A header value as Kafka clients hand them over: bytes, text, or several of either. */
 export type HeaderValue = Buffer | string | readonly (Buffer | string)[] | undefined;
@@ -60,6 +61,7 @@ export const REASON_TEXT: Readonly<Record<DeadLetterReason, string>> = {
   'processing-error': 'Processing the record failed.',
   oversized: 'The record exceeds the size limit.',
   'null-key': 'The record has no key.',
+  late: 'The record arrived after the windows it falls in had closed.',
 };
 
 export const REASONS: ReadonlySet<string> = new Set(Object.keys(REASON_TEXT));

@@ -34,7 +34,15 @@ export interface DltReadOptions {
   onRecord: (r: DltRecord) => void | Promise<void>;
 }
 
-function toRecord(m: LogMessage): DltRecord {
+/**
+ * A record read from a dead-letter topic, its headers grouped by name and decoded (the four writers of
+ * docs/dead-letters.md). `readDeadLetters` and the console's paged reads both make them here.
+ *
+ * ```ts
+ * await reader.read(topic, 0, low, high, (m) => show(toDltRecord(m).info?.reason));
+ * ```
+ */
+export function toDltRecord(m: LogMessage): DltRecord {
   const headers = new Map<string, Buffer[]>();
   for (const [name, b] of m.headers) {
     const list = headers.get(name) ?? [];
@@ -62,7 +70,7 @@ export async function readDeadLetters(o: DltReadOptions): Promise<Map<number, nu
     for (let p = 0; p < count; p++) {
       const w = await reader.watermarks(o.topic, p);
       ends.set(p, w.high);
-      await reader.read(o.topic, p, w.low, w.high, (m) => o.onRecord(toRecord(m)));
+      await reader.read(o.topic, p, w.low, w.high, (m) => o.onRecord(toDltRecord(m)));
     }
     return ends;
   } finally {

@@ -38,6 +38,8 @@ export interface DlqFilter {
   until?: number;
   /** The record key, as UTF-8 text. */
   key?: string;
+  /** The source (original) topic. */
+  sourceTopic?: string;
   /** The source (original) partition and an inclusive range of source offsets. */
   sourcePartition?: number;
   offsetFrom?: bigint;
@@ -58,6 +60,7 @@ export function matches(r: DltRecord, f: DlqFilter): boolean {
   if (f.since !== undefined && !(r.timestamp >= f.since)) return false;
   if (f.until !== undefined && !(r.timestamp >= 0 && r.timestamp < f.until)) return false;
   if (f.key !== undefined && (r.key === null || r.key.toString('utf8') !== f.key)) return false;
+  if (f.sourceTopic !== undefined && info?.originalTopic !== f.sourceTopic) return false;
   if (f.sourcePartition !== undefined && info?.originalPartition !== f.sourcePartition) return false;
   if (f.offsetFrom !== undefined || f.offsetTo !== undefined) {
     const o = info?.originalOffset;

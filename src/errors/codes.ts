@@ -167,6 +167,36 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'An idempotency key was reused with a different request fingerprint (answer 422); nothing ran.',
   },
+  RF_TOPOLOGY_INVALID: {
+    retriable: false,
+    summary:
+      'A streams topology failed a check at build(): a bad window, a store or node name used twice, no sink, a sink writing to a source topic; the message names the node.',
+  },
+  RF_TOPOLOGY_UNSUPPORTED: {
+    retriable: false,
+    summary:
+      'A built topology uses something its Redis runtime does not run yet (a repartition, several input topics, reduce or aggregate, sliding or session windows, emit final); the message names the node.',
+  },
+  RF_TOPOLOGY_FENCED: {
+    retriable: false,
+    summary:
+      'A topology batch met a newer owner epoch on a key of its partition: this instance is a zombie for it; the batch must not be committed.',
+  },
+  RF_STORE_UNKNOWN: {
+    retriable: false,
+    summary:
+      "A state query named a store the topology does not have; details.stores lists the topology's stores.",
+  },
+  RF_STORE_KIND: {
+    retriable: false,
+    summary:
+      'A state query asked a store for another kind of read (a window fetch of a key-value store, ...); the message names the store, its kind and the call that reads it.',
+  },
+  RF_STATE_BUSY: {
+    retriable: true,
+    summary:
+      'A state read too wide for one script (read in parts) kept seeing writes to the key between its parts; ask again or narrow the range.',
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

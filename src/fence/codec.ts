@@ -27,7 +27,7 @@ function checkOffset(offset: unknown, what: string): number {
   return offset;
 }
 
-function bytes(value: string | Uint8Array, i: number, what: string): string | Buffer {
+export function bytes(value: string | Uint8Array, i: number, what: string): string | Buffer {
   if (typeof value === 'string') return value;
   if (value instanceof Uint8Array)
     return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
@@ -51,7 +51,7 @@ export function tokenText(token: FenceToken | null): string {
  * Appends record i's operation: returns its part of the record text (`<op letter><mode>,<numeric
  * arg1>`) and pushes its binary arguments (set/cas value, cas token) onto `extra`.
  */
-function operationText(op: Operation, mode: string, extra: RedisArg[], i: number): string {
+export function operationText(op: Operation, mode: string, extra: RedisArg[], i: number): string {
   switch (op?.op) {
     case 'set':
       extra.push(bytes(op.value, i, 'operation.value'));
@@ -150,13 +150,13 @@ export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): Re
 /** Where a request's own part of {@link encodeApply}'s arguments starts (its n, then its records). */
 export const KEY_ARGS = 6;
 
-function text(x: unknown): string {
+export function text(x: unknown): string {
   if (Buffer.isBuffer(x)) return x.toString('utf8');
   if (typeof x === 'string') return x;
   throw new RedfenceError('RF_BAD_REPLY', `fence script replied with ${typeof x} where text was expected`);
 }
 
-function num(x: unknown): number {
+export function num(x: unknown): number {
   if (typeof x === 'number') return x;
   const n = Number(text(x));
   if (!Number.isFinite(n)) throw new RedfenceError('RF_BAD_REPLY', 'fence script replied with a non-number');
@@ -172,7 +172,7 @@ export function decodeEntry(raw: Buffer): { output: Output } | { deadLetter: str
   throw new RedfenceError('RF_BAD_REPLY', `unknown pending entry kind ${String(kind)}`);
 }
 
-function parseToken(t: string): FenceToken | null {
+export function parseToken(t: string): FenceToken | null {
   if (t === '-') return null;
   const [p, o] = t.split(':');
   return { partition: Number(p), offset: Number(o) };

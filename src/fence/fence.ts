@@ -1,7 +1,9 @@
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { checkPartition, checkTopic, type KeyEncoding, KeySpace, keySlot } from '../keys/index.js';
+import { type ApplyKeysContext, applyKeys, slotCache } from './apply-keys.js';
 import { decodeApply, decodeState, encodeApply, KEY_ARGS } from './codec.js';
+import { type BatchResults, KeyBatch } from './key-batch.js';
 import { asFenceRedis, type FenceRedis, type RedisArg } from './redis-port.js';
 import { type LoadedScript, loadScripts } from './script-loader.js';
 import { runScript, wrapRedisError } from './script-runner.js';
@@ -67,6 +69,7 @@ export class Fence {
   readonly #index: boolean;
   /** A Redis Cluster client: multi-key calls only for keys of one hash slot. */
   readonly #cluster: boolean;
+  readonly #applyKeys: ApplyKeysContext;
 
   constructor(options: FenceOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -117,6 +120,44 @@ export class Fence {
     this.ttlMs = ttl;
     this.#index = options.pendingIndex ?? true;
     this.#cluster = (options.redis as { isCluster?: unknown }).isCluster === true;
+    this.#applyKeys = {
+      redis,
+      keys: this.keys,
+      strict: this.mode === 'strict',
+      cluster: this.#cluster,
+      index: this.#index,
+      ttlMs: ttl,
+      maxKeysPerCall: MAX_KEYS_PER_CALL,
+      slots: slotCache(this.#cluster ? 65_536 : 0),
+      script,
+    };
+  }
+
+  /**
+   * A new encoder for one partition batch (the hot path's form of {@link applyBatch}): open each key
+   * with `key()`, add its records, send it with {@link applyKeys}. Checks the topic, partition, epoch
+   * and committed offset now, once.
+   *
+   * @example
+   * const batch = fence.batch('orders', 3, epoch, 41);
+   * batch.key('c-7');
+   * batch.record(0, 41, { op: 'add', by: 250 }, 2); // record number 0, offset 41, output: the new state
+   * const results = new BatchResults(1);
+   * await fence.applyKeys(batch, results);
+   * // results.verdicts[0] === V.APPLY, results.outputs[0] is the new total
+   * @internal the processor's hot path; users call {@link applyBatch}
+   */
+  batch(topic: string, partition: number, epoch: number, committedOffset: number): KeyBatch {
+    return new KeyBatch((key) => this.keys.state(key), topic, partition, epoch, committedOffset);
+  }
+
+  /**
+   * Applies a {@link batch} with the same script calls {@link applyBatch} makes, writing each record's
+   * verdict into `into` at its record number. Returns the indexes of the keys that answered CONFLICT.
+   * @internal the processor's hot path; users call {@link applyBatch}
+   */
+  applyKeys(batch: KeyBatch, into: BatchResults): Promise<number[]> {
+    return applyKeys(this.#applyKeys, batch, into);
   }
 
   /** Raises the partition's epoch; call on assignment, before processing any of its records. */

@@ -8,10 +8,21 @@ function isNoScript(err: unknown): boolean {
 
 const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY)\b/;
 
-/** Wraps a Redis error: script errors (bad input, bugs) are final; connection trouble is retriable. */
+/**
+ * Wraps a Redis error: script errors (bad input, bugs) and ACL refusals (RF_REDIS_AUTH) are final;
+ * connection trouble is retriable.
+ */
 export function wrapRedisError(script: string, err: unknown): RedfenceError {
   if (RedfenceError.is(err)) return err;
   const message = err instanceof Error ? err.message : String(err);
+  // an ACL without a command or key redfence needs: final, never an outage to wait out
+  if (/\bNOPERM\b/.test(message)) {
+    return new RedfenceError(
+      'RF_REDIS_AUTH',
+      `Redis refused ${script}: ${message} (grant the rule set of docs/operations.md, "Least-privilege ACL")`,
+      { cause: err },
+    );
+  }
   if (/RF_(ARGS|PROTOCOL)|ERR .*script|user_script/.test(message) && !TRANSIENT.test(message)) {
     return new RedfenceError('RF_SCRIPT_ERROR', `Redis script ${script} failed: ${message}`, { cause: err });
   }

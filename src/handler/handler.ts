@@ -34,6 +34,7 @@ import { Committer } from '../runtime/committer.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import { errorShape, type Logger } from '../runtime/logger.js';
+import { instanceRegistration } from '../runtime/registry.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { holdRecord } from './hold.js';
 import { KeyOrderStore } from './key-order.js';
@@ -126,6 +127,11 @@ export class Handler {
         await this.#kafka.stop();
       },
       onFatal: o.onFatal,
+      registration: instanceRegistration(o.redis, 'handler', () => ({
+        id: this.instanceId,
+        group: this.groupId,
+        module: o.definition.name,
+      })),
     });
     this.#committer = new Committer<PartitionWork>({
       kafka: this.#kafka,
@@ -260,6 +266,7 @@ export class Handler {
       onAssign: (tps) => this.#onAssign(tps),
       onRevoke: (tps, lost) => this.#onRevoke(tps, lost),
       onBatch: async (topic, partition, records) => this.#onBatch(topic, partition, records),
+      onFatal: (err) => this.#fatal(err),
     });
     // no Redis scripts to load: ready once Kafka is (ctx.once loads its scripts on first use)
     for (const part of ['redis', 'scripts', 'kafka'] as const) o.health?.setReady(part, true);

@@ -1,4 +1,6 @@
 /**
+ * (Over 400 lines: the consume, Redis and commit sides of one consumer share its per-partition state.)
+ *
  * The cache invalidation consumer, batch by batch on the Kafka port (src/kafka/types.ts), the way the
  * state processor consumes: each partition batch the adapter delivers is read at once (decode, keys,
  * src/invalidation/batch.ts), all its entries go to Redis together (src/kit/invalidation/pipeline.ts:
@@ -48,6 +50,7 @@ import { Committer } from '../runtime/committer.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import { errorShape, type Logger } from '../runtime/logger.js';
+import { instanceRegistration } from '../runtime/registry.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
 import { InvalidationMetrics } from './metrics.js';
 import {
@@ -164,6 +167,10 @@ export class InvalidationConsumer {
         await this.#kafka.stop();
       },
       onFatal: resolved.onFatal,
+      registration: instanceRegistration(redis, 'invalidation', () => ({
+        id: this.instanceId,
+        group: this.groupId,
+      })),
     });
     this.#committer = new Committer<Part>({
       kafka: this.#kafka,

@@ -9,7 +9,7 @@ import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { configError } from './client-config.js';
 import { AuthWatch } from './connect.js';
-import type { TopicSpec } from './types.js';
+import type { CommittedOffset, TopicSpec } from './types.js';
 
 type Admin = KafkaJS.Admin;
 
@@ -142,9 +142,51 @@ export class KafkaAdmin {
     }
   }
 
+  /**
+   * Every partition's earliest offset (low) and high watermark, however many partitions the topic has
+   * in one metadata request and two ListOffsets requests (a broker each), never one call per partition;
+   * RF_TOPIC_MISSING with `missing` (or a message naming the topic) when the topic does not exist.
+   * `timeoutMs` bounds the three requests together (default 5000).
+   */
+  async watermarks(
+    topic: string,
+    o: { timeoutMs?: number; missing?: string } = {},
+  ): Promise<Map<number, { low: number; high: number }>> {
+    const rows = await this.#guard((admin) =>
+      admin
+        .fetchTopicOffsets(topic, {
+          timeout: o.timeoutMs ?? 5000,
+          isolationLevel: KafkaJS.IsolationLevel.READ_UNCOMMITTED,
+        })
+        .catch((err: unknown) => {
+          if ((err as { code?: unknown })?.code === KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART)
+            throw new RedfenceError('RF_TOPIC_MISSING', o.missing ?? `no such topic: ${topic}`, {
+              details: { topics: [topic] },
+            });
+          throw err;
+        }),
+    );
+    if (rows.length === 0)
+      throw new RedfenceError('RF_TOPIC_MISSING', o.missing ?? `no such topic: ${topic}`, {
+        details: { topics: [topic] },
+      });
+    return new Map(
+      rows
+        .sort((a, b) => a.partition - b.partition)
+        .map((r) => [r.partition, { low: Number(r.low), high: Number(r.high) }]),
+    );
+  }
+
   async highWatermarks(topic: string): Promise<Map<number, number>> {
     const rows = await this.#guard((admin) => admin.fetchTopicOffsets(topic));
     return new Map(rows.map((r) => [r.partition, Number(r.high)]));
+  }
+
+  /** Deletes each partition's records below `offset` (DeleteRecords: the log's start moves up to it). */
+  async deleteRecords(topic: string, below: readonly { partition: number; offset: number }[]): Promise<void> {
+    if (below.length === 0) return;
+    const partitions = below.map((b) => ({ partition: b.partition, offset: String(b.offset) }));
+    await this.#guard((admin) => admin.deleteTopicRecords({ topic, partitions }));
   }
 
   /** Low watermarks (the earliest offset the log still holds) of a topic's partitions. */
@@ -167,14 +209,27 @@ export class KafkaAdmin {
 
   /** A group's committed offsets by topic and partition (a partition never committed: absent). */
   async groupOffsets(group: string, topics?: readonly string[]): Promise<Map<string, Map<number, number>>> {
+    const commits = await this.groupCommits(group, topics);
+    return new Map([...commits].map(([topic, m]) => [topic, new Map([...m].map(([p, c]) => [p, c.offset]))]));
+  }
+
+  /**
+   * A group's committed offsets with their metadata ('' when none) by topic and partition (a partition
+   * never committed: absent), read from any process, member of the group or not.
+   */
+  async groupCommits(
+    group: string,
+    topics?: readonly string[],
+  ): Promise<Map<string, Map<number, CommittedOffset>>> {
     const rows = await this.#guard((admin) =>
       admin.fetchOffsets({ groupId: group, ...(topics ? { topics: [...topics] } : {}) }),
     );
-    const out = new Map<string, Map<number, number>>();
+    const out = new Map<string, Map<number, CommittedOffset>>();
     for (const t of rows) {
-      const m = new Map<number, number>();
+      const m = new Map<number, CommittedOffset>();
       for (const p of t.partitions)
-        if (p.error == null && Number(p.offset) >= 0) m.set(p.partition, Number(p.offset));
+        if (p.error == null && Number(p.offset) >= 0)
+          m.set(p.partition, { offset: Number(p.offset), metadata: p.metadata ?? '' });
       out.set(t.topic, m);
     }
     return out;

@@ -76,6 +76,7 @@ export const REFUSED: Readonly<Record<string, string>> = {
   offset_commit_cb: 'the adapter confirms commits itself',
   dr_cb: 'the adapter tracks deliveries itself',
   dr_msg_cb: 'the adapter tracks deliveries itself',
+  'delivery.report.only.error': 'the adapter tracks deliveries itself (it hears failed records only)',
   oauthbearer_token_refresh_cb: 'use kafka.sasl.oauthBearerProvider',
   'security.protocol': 'use kafka.securityProtocol (--kafka-security-protocol)',
   'sasl.mechanism': 'use kafka.sasl.mechanism (--kafka-sasl-mechanism)',

@@ -1,8 +1,8 @@
 /**
  * The default Kafka adapter, over the low-level (librdkafka) API of @confluentinc/kafka-javascript
  * (docs/architecture.md says why this API and not the promise one). One consume loop fetches up to
- * `maxBatchSize` records per assigned partition in one call, splits them by partition and hands each
- * partition's run to the handler in turn. Rebalances are served by the same loop between batches: the
+ * `maxBatchSize` records per assigned partition (in consume calls of a few hundred, src/kafka/fetch.ts),
+ * splits them by partition and hands each partition's run to the handler in turn. Rebalances are served by the same loop between batches: the
  * handler's onAssign / onRevoke is awaited before librdkafka is told (incremental assign / unassign),
  * so a revocation always waits for the batch in flight. Consumer: auto-commit off, read_committed,
  * cooperative-sticky (or the KIP-848 `consumer` protocol), optional static membership. Producer:
@@ -20,13 +20,16 @@ import {
   producerProperties,
   type SecuritySettings,
 } from './client-config.js';
+import { checkCommitMetadata } from './commit-metadata.js';
+import { nativeOffsets, readCommitted, stored } from './committed-offsets.js';
 import { checkClientConfig, connectWatched } from './connect.js';
+import { fetchRecords, inRecord, partitionRuns, unhanded } from './fetch.js';
 import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
+import { mapInSlices } from './slices.js';
 import type {
   CommitOffset,
+  CommittedOffset,
   ConsumerHandlers,
-  Headers,
-  InRecord,
   KafkaPort,
   OutRecord,
   TopicPartition,
@@ -81,29 +84,6 @@ interface Rebalance {
   readonly lost: boolean;
 }
 
-function inRecord(m: RdKafka.Message): InRecord {
-  let h: Headers = {};
-  if (m.headers !== undefined && m.headers.length > 0) {
-    h = {};
-    for (const entry of m.headers) {
-      for (const [k, v] of Object.entries(entry)) {
-        const prev = h[k];
-        const x = v as Buffer;
-        h[k] = prev === undefined ? x : Array.isArray(prev) ? [...prev, x] : [prev, x];
-      }
-    }
-  }
-  return {
-    topic: m.topic,
-    partition: m.partition,
-    offset: String(m.offset),
-    key: m.key === undefined || m.key === null ? null : Buffer.isBuffer(m.key) ? m.key : Buffer.from(m.key),
-    value: m.value ?? null,
-    headers: h,
-    timestamp: String(m.timestamp ?? -1),
-  };
-}
-
 export class ConfluentKafka implements KafkaPort {
   readonly #options: ConfluentOptions;
   readonly #admin: KafkaAdmin;
@@ -117,14 +97,34 @@ export class ConfluentKafka implements KafkaPort {
   /** Owned partitions (librdkafka told), by tpKey. */
   readonly #assigned = new Map<string, TopicPartition>();
   readonly #paused = new Set<string>();
-  /** Per partition, the first offset not yet handed to the handler: a pause seeks back to it. */
+  /**
+   * Per partition, the first offset not handed to the handler yet (known once a batch was handed over
+   * or a seek was made): anything fetched below it is handed over already and never handed again.
+   */
   readonly #next = new Map<string, number>();
   /**
-   * Per partition, how many seeks (its own, or a pause's) it has had: records fetched before the last
-   * one are stale and never handed over (the seek went to or before the first of them, so they come
-   * again), even once the partition is resumed.
+   * Per partition, how many seeks it has had: records fetched by a fetch that began before the last
+   * one are stale and never handed over (the seek moves librdkafka's position to or before the first
+   * of them, so they come again).
    */
   readonly #seeks = new Map<string, number>();
+  /** Seeks handed to the binding whose callback has not come yet (awaited before a fetch, #run). */
+  readonly #seeksInFlight = new Set<Promise<void>>();
+  /** A fetch (consume calls) is in progress: seeks asked for meanwhile wait in #deferredSeeks. */
+  #fetching = false;
+  /**
+   * Seeks asked for during a fetch, by tpKey (the last one wins), handed to the binding once the fetch
+   * has returned. Made at once, a seek could land while a consume call is waiting, and that call could
+   * then return records librdkafka fetched from the new position: dropped as stale with the rest of
+   * the fetch, they would never be fetched again. Issued after the fetch, every record it returned
+   * was taken from the old position, and the seek brings them (and everything after) again.
+   */
+  readonly #deferredSeeks = new Map<string, { partition: TopicPartition; offset: number }>();
+  /**
+   * Per paused partition, the records fetched but not handed over, in offset order: handed over first
+   * once it is resumed (see pause()).
+   */
+  readonly #held = new Map<string, RdKafka.Message[]>();
   #fatal: Error | undefined;
   #commitTimeoutMs = 30_000;
 
@@ -171,7 +171,16 @@ export class ConfluentKafka implements KafkaPort {
       2 * (o.sessionTimeoutMs ?? 10_000),
     );
     consumer.subscribe(topics);
-    this.#loop = this.#run(consumer, handlers, batch);
+    // Observed at once: a rebalance callback that throws ends the loop, and that rejection must never be
+    // left unhandled until stop() (a Redis retry cut short by the close rejects here while draining).
+    // With onFatal the runtime closes (its close may still produce and commit what it applied);
+    // without, every later call fails with the reason.
+    this.#loop = this.#run(consumer, handlers, batch).catch((err: unknown) => {
+      if (this.#stopping) return;
+      const reason = fatal('a rebalance callback failed', err);
+      if (handlers.onFatal) handlers.onFatal(reason);
+      else this.#fatal ??= reason;
+    });
   }
 
   /** Called by librdkafka (through the consume call); queued for the loop, or served now when closing. */
@@ -221,6 +230,9 @@ export class ConfluentKafka implements KafkaPort {
           const k = tpKey(tp.topic, tp.partition);
           this.#assigned.delete(k);
           this.#next.delete(k);
+          this.#held.delete(k);
+          // a fetch in progress has stale records of it (an assignment again starts from the commit)
+          this.#seeks.set(k, (this.#seeks.get(k) ?? 0) + 1);
         }
         if (c.isConnected() && r.partitions.length > 0) c.incrementalUnassign(r.partitions);
       }
@@ -231,52 +243,74 @@ export class ConfluentKafka implements KafkaPort {
     while (!this.#stopping) {
       while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
       if (this.#stopping) break;
-      const n = Math.min(MAX_FETCH, batch * Math.max(1, this.#assigned.size));
-      let messages: RdKafka.Message[];
-      try {
-        messages = await new Promise((resolve, reject) =>
-          c.consume(n, (err, m) => (err ? reject(err) : resolve(m))),
-        );
-      } catch (err) {
-        if ((err as { isFatal?: unknown }).isFatal === true) {
-          this.#fatal ??= fatal('the consumer failed', err);
-          return;
+      // The binding seeks on a worker thread: until its callback, librdkafka may still hand over records
+      // from the old position with nothing to tell them apart. Every seek made so far has landed before
+      // the fetch begins; one asked for during the fetch marks its partition's records stale (the count)
+      // and is made once the fetch has returned (#deferredSeeks).
+      if (this.#seeksInFlight.size > 0) await Promise.all(this.#seeksInFlight);
+      const seeks = new Map(this.#seeks);
+      let messages: RdKafka.Message[] = [];
+      // records held by a pause and resumed since: handed over before anything is fetched
+      if (!this.#heldReady()) {
+        const n = Math.min(MAX_FETCH, batch * Math.max(1, this.#assigned.size));
+        this.#fetching = true;
+        try {
+          messages = await fetchRecords(c, n, CONSUME_WAIT_MS, () => this.#stopping);
+        } catch (err) {
+          if ((err as { isFatal?: unknown }).isFatal === true) {
+            this.#fatal ??= fatal('the consumer failed', err);
+            h.onFatal?.(this.#fatal);
+            return;
+          }
+          // e.g. a subscribed topic that does not exist (yet): reported, consumption goes on
+          continue;
+        } finally {
+          this.#fetching = false;
+          this.#issueDeferredSeeks(c);
         }
-        // e.g. a subscribed topic that does not exist (yet): reported, consumption goes on
-        continue;
+        if (messages.length === 0 && !this.#heldReady()) continue;
       }
-      if (messages.length === 0) continue;
       while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
-      await this.#dispatch(c, h, messages, batch, new Map(this.#seeks));
+      await this.#handOver(c, h, messages, batch, seeks);
     }
   }
 
-  /** Each partition's records in offset order, at most `batch` at a time, partitions in turn. */
-  async #dispatch(
+  /** Some partition holds records and is not paused (any more). */
+  #heldReady(): boolean {
+    for (const k of this.#held.keys()) if (!this.#paused.has(k)) return true;
+    return false;
+  }
+
+  /**
+   * Each partition's records in offset order, at most `batch` at a time, partitions in turn. The
+   * messages are split and turned into the port's records in slices (slices.ts), so Redis replies are
+   * not held up behind a large fetch. `seeks`: the seek counts when the fetch began.
+   */
+  async #handOver(
     c: NativeConsumer,
     h: ConsumerHandlers,
     messages: RdKafka.Message[],
     batch: number,
     seeks: ReadonlyMap<string, number>,
   ) {
-    const runs = new Map<string, RdKafka.Message[]>();
-    for (const m of messages) {
-      const k = tpKey(m.topic, m.partition);
-      const run = runs.get(k);
-      if (run === undefined) runs.set(k, [m]);
-      else run.push(m);
-    }
-    // Until handed over, a run's records are "fetched, not handed over": a pause during this dispatch
-    // (from an earlier partition's handler) must seek such a partition back to its run's first record,
-    // since librdkafka's position is already past the run.
-    for (const [k, run] of runs)
-      if (this.#assigned.has(k) && !this.#paused.has(k) && (this.#seeks.get(k) ?? 0) === (seeks.get(k) ?? 0))
-        this.#next.set(k, (run[0] as RdKafka.Message).offset);
-    for (const [k, run] of runs) {
+    const runs = await partitionRuns(messages);
+    for (const k of this.#held.keys()) if (!runs.has(k)) runs.set(k, []);
+    // Sought since the fetch began: its records are stale (and the seek dropped what was held).
+    // Stopping or revoked: nothing handed over.
+    const current = (k: string) =>
+      !this.#stopping && this.#assigned.has(k) && (this.#seeks.get(k) ?? 0) === (seeks.get(k) ?? 0);
+    for (const [k, fetched] of runs) {
+      if (!current(k)) continue;
+      const run = unhanded(this.#held.get(k), fetched, this.#next.get(k) ?? -1);
+      this.#held.delete(k);
       for (let i = 0; i < run.length; i += batch) {
-        if (this.#stopping || !this.#assigned.has(k) || this.#paused.has(k)) break;
-        if ((this.#seeks.get(k) ?? 0) !== (seeks.get(k) ?? 0)) break; // sought since: stale
+        if (!current(k)) break;
+        // paused (before, or by an earlier batch's handler): the rest waits for the resume
+        if (this.#hold(k, run, i)) break;
         const part = run.slice(i, i + batch);
+        const records = await mapInSlices(part, inRecord);
+        // the conversion gave the event loop turns: a pause or a seek may have come meanwhile
+        if (!current(k) || this.#hold(k, run, i)) break;
         const first = part[0] as RdKafka.Message;
         const last = part[part.length - 1] as RdKafka.Message;
         this.#next.set(k, last.offset + 1);
@@ -288,7 +322,7 @@ export class ConfluentKafka implements KafkaPort {
           // not known yet: the batch's own end
         }
         try {
-          await h.onBatch(first.topic, first.partition, part.map(inRecord), String(high));
+          await h.onBatch(first.topic, first.partition, records, String(high));
         } catch {
           // redelivered from its first record
           this.seek({ topic: first.topic, partition: first.partition }, first.offset);
@@ -296,6 +330,13 @@ export class ConfluentKafka implements KafkaPort {
         }
       }
     }
+  }
+
+  /** A paused partition's records from `from` on are held for its resume; false when not paused. */
+  #hold(k: string, run: RdKafka.Message[], from: number): boolean {
+    if (!this.#paused.has(k)) return false;
+    if (from < run.length) this.#held.set(k, run.slice(from));
+    return true;
   }
 
   #ready(): { consumer: NativeConsumer; producer: DeliveryProducer } {
@@ -314,21 +355,22 @@ export class ConfluentKafka implements KafkaPort {
    * asynchronously and reports the outcome through the consume call, which waits for the batch handler
    * that is calling this, so the outcome is read back instead: committed offsets are fetched from the
    * coordinator (which answers from what it has appended to __consumer_offsets) until they reach these
-   * ones. Typically one round trip.
+   * ones (and hold their metadata). Typically one round trip. Metadata the broker could not store is
+   * refused before anything is sent (commit-metadata.ts).
    */
   async commit(offsets: readonly CommitOffset[]): Promise<void> {
+    checkCommitMetadata(offsets, 'commit');
     if (offsets.length === 0) return;
     const { consumer } = this.#ready();
-    const send = () =>
-      consumer.commit(offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset })));
+    const send = () => consumer.commit(nativeOffsets(offsets));
     send();
     const started = Date.now();
     const deadline = started + this.#commitTimeoutMs;
     let sentAt = started;
     for (let delay = 0; ; delay = Math.min(250, delay === 0 ? 5 : delay * 2)) {
       if (delay > 0) await new Promise((r) => setTimeout(r, delay));
-      const stored = await this.#committedRaw(consumer, offsets, Math.max(1, deadline - Date.now()));
-      const behind = offsets.filter((o) => (stored.get(tpKey(o.topic, o.partition)) ?? -1) < o.offset);
+      const held = await readCommitted(consumer, offsets, Math.max(1, deadline - Date.now()));
+      const behind = offsets.filter((o) => !stored(o, held.get(tpKey(o.topic, o.partition))));
       if (behind.length === 0) return;
       if (Date.now() >= deadline)
         throw new RedfenceError(
@@ -351,35 +393,19 @@ export class ConfluentKafka implements KafkaPort {
     offsets: readonly CommitOffset[],
     beforeCommit?: () => void,
   ): Promise<void> {
+    checkCommitMetadata(offsets, 'produceTransactionally');
     const { consumer, producer } = this.#ready();
     await producer.transaction(records, offsets, consumer, beforeCommit);
   }
 
-  #committedRaw(
-    c: NativeConsumer,
-    partitions: readonly TopicPartition[],
-    timeoutMs: number,
-  ): Promise<Map<string, number>> {
-    return new Promise((resolve, reject) =>
-      c.committed(
-        partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
-        timeoutMs,
-        (err, rows) => {
-          if (err) return reject(err);
-          const out = new Map<string, number>();
-          for (const r of rows) {
-            const n = Number(r.offset);
-            out.set(tpKey(r.topic, r.partition), Number.isFinite(n) && n >= 0 ? n : -1);
-          }
-          resolve(out);
-        },
-      ),
-    );
+  async committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>> {
+    const held = await this.committedWithMetadata(partitions);
+    return new Map([...held].map(([k, c]) => [k, c.offset]));
   }
 
-  async committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>> {
+  async committedWithMetadata(partitions: readonly TopicPartition[]): Promise<Map<string, CommittedOffset>> {
     if (partitions.length === 0) return new Map();
-    return this.#committedRaw(this.#ready().consumer, partitions, this.#commitTimeoutMs);
+    return readCommitted(this.#ready().consumer, partitions, this.#commitTimeoutMs);
   }
 
   async partitionCount(topic: string): Promise<number> {
@@ -400,17 +426,53 @@ export class ConfluentKafka implements KafkaPort {
     return this.#admin.highWatermarks(topic);
   }
 
+  deleteRecords(topic: string, below: readonly { partition: number; offset: number }[]): Promise<void> {
+    return this.#admin.deleteRecords(topic, below);
+  }
+
   seek(partition: TopicPartition, offset: number): void {
     const c = this.#consumer;
     const k = tpKey(partition.topic, partition.partition);
     if (!c || !this.#assigned.has(k)) return;
     this.#next.set(k, offset);
+    this.#held.delete(k);
     this.#seeks.set(k, (this.#seeks.get(k) ?? 0) + 1);
-    // asynchronous (timeout 0); a partition that went meanwhile is not an error
-    c.seek({ topic: partition.topic, partition: partition.partition, offset }, 0, () => undefined);
+    if (this.#fetching) this.#deferredSeeks.set(k, { partition, offset });
+    else this.#issueSeek(c, partition, offset);
   }
 
-  /** Remembered for partitions not assigned yet (applied when they are); librdkafka told for owned ones. */
+  #issueDeferredSeeks(c: NativeConsumer): void {
+    for (const [k, s] of this.#deferredSeeks)
+      if (this.#assigned.has(k)) this.#issueSeek(c, s.partition, s.offset);
+    this.#deferredSeeks.clear();
+  }
+
+  /**
+   * Run on a worker thread (the binding waits 10 ms at most for librdkafka's answer): the callback comes
+   * once librdkafka has its version barrier (records from the old position are dropped from then on).
+   * A partition that went meanwhile is not an error. librdkafka refuses a seek of a partition whose
+   * fetcher has not started yet ("Erroneous state", right after an assignment); that fetcher then
+   * starts from the committed offset, which is where the consumer is still.
+   */
+  #issueSeek(c: NativeConsumer, partition: TopicPartition, offset: number): void {
+    const landed = new Promise<void>((resolve) =>
+      c.seek({ topic: partition.topic, partition: partition.partition, offset }, 0, () => resolve()),
+    );
+    this.#seeksInFlight.add(landed);
+    void landed.then(() => this.#seeksInFlight.delete(landed));
+  }
+
+  /**
+   * Remembered for partitions not assigned yet (applied when they are); librdkafka told for owned ones.
+   *
+   * No seek: librdkafka's pause sets the partition's next fetch position to the application position
+   * (the record after the last one a consume call took off its queue) and drops what it had fetched
+   * beyond it, so on resume it fetches from right after the records this adapter has taken but not
+   * handed over. Those are held (#held) and handed over first on resume. (A seek back to the first
+   * of them, as was done before, raced: the binding seeks on a worker thread, so records taken off the
+   * queue from the old position before the seek landed were handed over as current, and then again
+   * from the seek's offset; and a fetch in progress when the pause came was not known to be stale.)
+   */
   pause(partitions: readonly TopicPartition[]): void {
     const c = this.#consumer;
     if (!c) return;
@@ -418,16 +480,6 @@ export class ConfluentKafka implements KafkaPort {
     const owned = partitions.filter((p) => this.#assigned.has(tpKey(p.topic, p.partition)));
     if (owned.length === 0) return;
     c.pause(owned.map((p) => ({ topic: p.topic, partition: p.partition })));
-    for (const p of owned) {
-      const k = tpKey(p.topic, p.partition);
-      // records fetched but not handed over are dropped: fetch again from the first of them on resume
-      // (nothing handed over yet: no seek, and the fetched records stay valid for after the resume)
-      const next = this.#next.get(k);
-      if (next !== undefined) {
-        this.#seeks.set(k, (this.#seeks.get(k) ?? 0) + 1);
-        c.seek({ topic: p.topic, partition: p.partition, offset: next }, 0, () => undefined);
-      }
-    }
   }
 
   resume(partitions: readonly TopicPartition[]): void {

@@ -104,6 +104,7 @@ export class LogReader {
           ...base,
           'enable.auto.commit': false,
           'enable.auto.offset.store': false,
+          'fetch.wait.max.ms': 10,
           'isolation.level': o.readCommitted === false ? 'read_uncommitted' : 'read_committed',
         } as RdKafka.ConsumerGlobalConfig,
         { 'auto.offset.reset': 'earliest' },
@@ -182,6 +183,11 @@ export class LogReader {
     const tp = { topic, partition };
     consumer.assign([{ ...tp, offset: start }]);
     consumer.setDefaultConsumeTimeout(200);
+    // return what is fetched once a first record is there (else every call waited out the 200 ms for
+    // 500 records, and a short read took 0.5 s); never ask for more than are left before `end`
+    (
+      consumer as unknown as { setDefaultIsTimeoutOnlyForFirstMessage(on: boolean): void }
+    ).setDefaultIsTimeoutOnlyForFirstMessage(true);
     let idle = Date.now();
     try {
       for (;;) {
@@ -194,7 +200,8 @@ export class LogReader {
             'RF_KAFKA_FATAL',
             `reading ${topic}/${partition} made no progress for ${this.#o.timeoutMs} ms (at ${pos} of ${end}; an open transaction?)`,
           );
-        const batch = await call<RdKafka.Message[]>('consume', (cb) => consumer.consume(500, cb));
+        const want = Math.max(1, Math.min(500, end - pos));
+        const batch = await call<RdKafka.Message[]>('consume', (cb) => consumer.consume(want, cb));
         if (batch.length > 0) idle = Date.now();
         for (const m of batch) if (m.offset < end) await onMessage(toMessage(m));
         const last = batch.at(-1);

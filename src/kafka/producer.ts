@@ -1,15 +1,22 @@
 /**
  * The producer half of the Kafka adapter, over the low-level (librdkafka) API of
- * @confluentinc/kafka-javascript: records are handed to librdkafka without a promise per record, and
- * one delivery tracker per call counts the delivery reports (polled on a background thread). A call
- * resolves when every report arrived, and fails on the first failed one. Exactly-once: one transaction
- * per call, with the consumer's offsets and group metadata (KIP-447), or records only (the outbox relay).
+ * @confluentinc/kafka-javascript: records are handed to librdkafka without a promise per record, in
+ * slices with a turn of the event loop between them (slices.ts). Only failed records are reported
+ * (`delivery.report.only.error`): where the outcome is confirmed anyway, a success report per record
+ * would cost the main thread for nothing. At-least-once: a call resolves once librdkafka has nothing
+ * outstanding (flush) and no error report came, and fails on the first failed record. Exactly-once: one
+ * transaction per call, with the consumer's offsets (each with its commit metadata) and group metadata
+ * (KIP-447), or records only (the
+ * outbox relay); the commit fails if any record of the transaction failed.
  * `close()` flushes, then disconnects; `abandon()` (a runtime's destroy) flushes nothing.
  */
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { configError } from './client-config.js';
+import { checkCommitMetadata } from './commit-metadata.js';
+import { nativeOffsets } from './committed-offsets.js';
 import { connectWatched } from './connect.js';
+import { nextTurn, SLICE_RECORDS } from './slices.js';
 import type { CommitOffset, OutRecord } from './types.js';
 
 export type NativeProducer = InstanceType<typeof RdKafka.Producer>;
@@ -17,14 +24,19 @@ export type NativeConsumer = InstanceType<typeof RdKafka.KafkaConsumer>;
 type Config = Record<string, unknown>;
 type Header = { [key: string]: Buffer | string };
 
-/** librdkafka's local queue is full: wait for reports, then hand the record over again. */
+/** librdkafka's local queue is full: wait for room, then hand the record over again. */
 const ERR_QUEUE_FULL = -184;
+/** A flush's timeout passed with records still outstanding. */
+const ERR_TIMED_OUT = -185;
+/** A full queue: the longest one wait for room lasts (a flush, which returns as soon as the queue is empty). */
+const ROOM_WAIT_MS = 20;
+/** One flush's bound: the wait for deliveries looks at failures and abandon() between two. */
+const FLUSH_WAIT_MS = 200;
 
-interface Tracker {
-  remaining: number;
-  failed: boolean;
-  resolve(): void;
-  reject(err: Error): void;
+/** librdkafka's PURGE_QUEUE (-152) and PURGE_INFLIGHT (-151): a record dropped by an abort or a close, not refused. */
+function isPurge(err: Error): boolean {
+  const code = (err.cause as { code?: unknown } | undefined)?.code;
+  return code === -152 || code === -151;
 }
 
 export function fatal(what: string, cause: unknown): RedfenceError {
@@ -58,9 +70,11 @@ export class DeliveryProducer {
   readonly #p: NativeProducer;
   readonly #transactional: boolean;
   readonly #txnTimeoutMs: number;
-  /** Resolved by the next delivery report: a full local queue waits on it. */
-  #reported: { promise: Promise<void>; resolve(): void } | undefined;
-  /** produce() calls waiting for their delivery reports: abandon() rejects them. */
+  /** Hear the failed records' reports (the calls in flight: a report carries no per-call opaque). */
+  readonly #sinks = new Set<(err: Error) => void>();
+  /** Error reports that reached JS so far: settle() waits for a turn of the event loop bringing none. */
+  #reports = 0;
+  /** produce() calls waiting for their deliveries: abandon() rejects them. */
   readonly #waiting = new Set<(err: Error) => void>();
   /**
    * Transactional calls running in librdkafka: the binding frees the client under them if it is
@@ -74,16 +88,12 @@ export class DeliveryProducer {
     this.#p = p;
     this.#transactional = transactional;
     this.#txnTimeoutMs = txnTimeoutMs;
-    p.on('delivery-report', (err, report) => {
-      const t = (report as { opaque?: Tracker } | undefined)?.opaque;
-      const r = this.#reported;
-      this.#reported = undefined;
-      r?.resolve();
-      if (t === undefined || t.failed) return;
-      if (err) {
-        t.failed = true;
-        t.reject(new Error(`Kafka: delivery failed: ${err.message}`, { cause: err }));
-      } else if (--t.remaining === 0) t.resolve();
+    // only failed records are reported (delivery.report.only.error)
+    p.on('delivery-report', (err) => {
+      if (!err) return;
+      this.#reports++;
+      const e = new Error(`Kafka: delivery failed: ${err.message}`, { cause: err });
+      for (const sink of this.#sinks) sink(e);
     });
     // without a listener an error event would throw; failures surface through reports and calls
     p.on('event.error', () => undefined);
@@ -94,7 +104,11 @@ export class DeliveryProducer {
     const transactional = config['transactional.id'] !== undefined;
     let p: NativeProducer;
     try {
-      p = new RdKafka.Producer({ ...config, dr_cb: true } as RdKafka.ProducerGlobalConfig);
+      p = new RdKafka.Producer({
+        ...config,
+        dr_cb: true,
+        'delivery.report.only.error': true,
+      } as RdKafka.ProducerGlobalConfig);
     } catch (err) {
       throw configError(err, 'producer') ?? err;
     }
@@ -136,66 +150,108 @@ export class DeliveryProducer {
     return this.#calls.size > 0;
   }
 
-  /** Hands every record to librdkafka, in order; a full local queue waits for delivery reports. */
-  async #send(records: readonly OutRecord[], tracker: Tracker | undefined): Promise<void> {
-    for (let i = 0; i < records.length; ) {
+  /**
+   * Hands every record to librdkafka, in order, in slices with a turn of the event loop between them;
+   * a full local queue waits for room (successes are not reported, so there is no report to wait for).
+   */
+  async #send(records: readonly OutRecord[]): Promise<void> {
+    const p = this.#p;
+    for (let i = 0, slice = 0; i < records.length; ) {
       if (this.#gone) throw abandonedError();
+      if (slice === SLICE_RECORDS) {
+        slice = 0;
+        await nextTurn();
+        continue;
+      }
       const r = records[i] as OutRecord;
       try {
-        this.#p.produce(
+        // no opaque: the binding keeps one per record until its report, and successes have none
+        p.produce(
           r.topic,
           r.partition ?? null,
           value(r.value),
           r.key,
           r.timestamp === undefined ? null : Number(r.timestamp),
-          tracker,
+          undefined,
           headers(r.headers),
         );
         i++;
+        slice++;
       } catch (err) {
         if ((err as { code?: unknown })?.code !== ERR_QUEUE_FULL) throw err;
-        if (this.#reported === undefined) {
-          let resolve!: () => void;
-          const promise = new Promise<void>((r) => (resolve = r));
-          this.#reported = { promise, resolve };
-        }
-        await this.#reported.promise;
+        // a flush that fails at once (not connected) must not make this a busy loop
+        await this.#flush(ROOM_WAIT_MS).catch(() => new Promise((r) => setTimeout(r, ROOM_WAIT_MS)));
+        slice = 0;
       }
     }
   }
 
-  /** At-least-once: resolves once every record's delivery report arrived (acks=all). */
+  /** One flush: resolves true once nothing is outstanding, false when `ms` passed first. */
+  #flush(ms: number): Promise<boolean> {
+    return new Promise((resolve, reject) =>
+      this.#p.flush(ms, (err) => {
+        if (!err) resolve(true);
+        else if ((err as { code?: unknown }).code === ERR_TIMED_OUT) resolve(false);
+        else reject(err);
+      }),
+    );
+  }
+
+  /**
+   * Waits until the error reports librdkafka has issued have reached JS. The binding hands them over on
+   * a turn of the event loop of their own (up to 100 per turn), possibly after a flush's or a commit's
+   * callback: the wait ends with a turn that brought none.
+   */
+  async #settle(): Promise<void> {
+    for (let seen = -1; seen !== this.#reports; ) {
+      seen = this.#reports;
+      await nextTurn();
+    }
+  }
+
+  /**
+   * At-least-once: resolves once every record was delivered (acks=all): librdkafka has nothing
+   * outstanding and none of them was reported failed; fails with the first failed record's report. It
+   * returns only once every record of the call is out of librdkafka (delivered or failed), so the
+   * reports of one call do not reach the next one; calls that overlap hear each other's failures (safe:
+   * the failed step is done again).
+   */
   async produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void> {
     if (records.length === 0) {
       handedOver?.();
       return;
     }
     if (this.#gone) throw abandonedError();
-    let tracker!: Tracker;
-    const delivered = new Promise<void>((resolve, reject) => {
-      tracker = { remaining: records.length, failed: false, resolve, reject };
-    });
-    const abandon = (err: Error) => {
-      tracker.failed = true;
-      tracker.reject(err);
+    let failed: Error | undefined;
+    const sink = (err: Error) => {
+      failed ??= err;
     };
+    let abandon!: (err: Error) => void;
+    const abandoned = new Promise<never>((_, reject) => (abandon = reject));
+    abandoned.catch(() => undefined);
+    this.#sinks.add(sink);
     this.#waiting.add(abandon);
     try {
-      try {
-        await this.#send(records, tracker);
-      } catch (err) {
-        tracker.failed = true;
-        throw err;
-      }
+      await this.#send(records);
       handedOver?.();
-      await delivered;
+      await Promise.race([abandoned, this.#delivered()]);
+      // a failed record's report may reach JS a turn after the flush's callback
+      await this.#settle();
+      if (failed !== undefined) throw failed;
     } finally {
+      this.#sinks.delete(sink);
       this.#waiting.delete(abandon);
     }
   }
 
+  /** Flushes until nothing is outstanding, or abandon(). */
+  async #delivered(): Promise<void> {
+    while (!this.#gone && !(await this.#flush(FLUSH_WAIT_MS)));
+  }
+
   /**
-   * Exactly-once: one transaction with the records and the consumer offsets; aborted on failure.
+   * Exactly-once: one transaction with the records and the consumer offsets (with their metadata);
+   * aborted on failure. Metadata the broker could not store is refused before the transaction begins.
    * `onRefused` hears the first record the broker refused (its delivery report's error, with the
    * librdkafka code in `cause`): the commit's own error does not say which record or why.
    */
@@ -208,6 +264,7 @@ export class DeliveryProducer {
   ): Promise<void> {
     if (!this.#transactional)
       throw new RedfenceError('RF_INVALID_STATE', 'the producer is not transactional');
+    checkCommitMetadata(offsets, 'transaction');
     const p = this.#p;
     try {
       await this.#call((done) => p.beginTransaction(done));
@@ -215,22 +272,25 @@ export class DeliveryProducer {
       if (this.#gone) throw abandonedError();
       throw fatal('cannot begin a transaction', err);
     }
+    // The record's own refusal, not an aborted transaction's purge of the records queued beside it: the
+    // purge reports (PURGE_QUEUE, PURGE_INFLIGHT) can reach JS before the refused record's own report.
+    let refusal: Error | undefined;
+    const sink = (err: Error) => {
+      if (refusal === undefined || (isPurge(refusal) && !isPurge(err))) refusal = err;
+    };
+    this.#sinks.add(sink);
     try {
-      const tracker: Tracker | undefined = onRefused && {
-        remaining: records.length,
-        failed: false,
-        resolve: () => undefined,
-        reject: onRefused,
-      };
-      await this.#send(records, tracker);
+      await this.#send(records);
       // Without offsets (the outbox relay) the transaction holds records only.
       if (offsets.length > 0) {
         if (consumer === undefined)
           throw new RedfenceError('RF_INVALID_ARGUMENT', 'offsets in a transaction need the consumer');
-        const tpo = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }));
+        // each partition's metadata with its offset: committed with the transaction, or not at all
+        const tpo = nativeOffsets(offsets);
         await this.#call((done) => p.sendOffsetsToTransaction(tpo, consumer, this.#txnTimeoutMs, done));
       }
       beforeCommit?.();
+      // fails (abortable) if any record of the transaction failed
       await this.#call((done) => p.commitTransaction(this.#txnTimeoutMs, done));
     } catch (err) {
       // abandoned: the open transaction is left to the broker (the next producer of the transactional
@@ -245,7 +305,14 @@ export class DeliveryProducer {
         // (every later transaction fails): typically it was fenced by a newer producer.
         throw fatal('a failed transaction could not be aborted', err);
       }
+      // onRefused hears a refused record's report before the call fails
+      if (onRefused !== undefined) {
+        await this.#settle();
+        if (refusal !== undefined) onRefused(refusal);
+      }
       throw err;
+    } finally {
+      this.#sinks.delete(sink);
     }
   }
 
@@ -273,7 +340,6 @@ export class DeliveryProducer {
     const err = abandonedError();
     for (const reject of this.#waiting) reject(err);
     this.#waiting.clear();
-    this.#reported?.resolve();
     await Promise.all([...this.#calls]);
     const p = this.#p;
     // flush(0): hand nothing more over, wait for nothing; librdkafka drops what is still queued

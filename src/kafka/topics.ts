@@ -58,7 +58,7 @@ function fix(topic: string, partitions: number): string {
 }
 
 /** Partition counts of topics just created; a broker's metadata can take a moment to list them. */
-async function readBack(port: KafkaPort, topics: string[]): Promise<Map<string, number>> {
+export async function readBack(port: KafkaPort, topics: string[]): Promise<Map<string, number>> {
   const deadline = Date.now() + READ_BACK_MS;
   for (let wait = 20; ; wait = Math.min(500, wait * 2)) {
     const seen = await port.describeTopics(topics);

@@ -39,9 +39,33 @@ export interface TopicSpec {
   readonly config?: Readonly<Record<string, string>>;
 }
 
-/** An offset to commit: the next offset to consume. */
+/**
+ * An offset to commit: the next offset to consume, and optionally a short text stored with it (as Kafka
+ * Streams stores a partition's stream time), committed atomically with the offset: by the group
+ * coordinator in `commit`, inside the transaction in `produceTransactionally`. At most
+ * MAX_COMMIT_METADATA_BYTES (4095) bytes as UTF-8 and no NUL character (src/kafka/commit-metadata.ts
+ * says why); anything else is refused with RF_INVALID_ARGUMENT naming the partition, before any call.
+ *
+ * @example
+ * await port.commit([{ topic: 'orders', partition: 3, offset: 1042, metadata: '{"st":1700000000123}' }]);
+ */
 export interface CommitOffset extends TopicPartition {
   readonly offset: number;
+  /** Stored with the offset; omitted: none (read back as ''). */
+  readonly metadata?: string;
+}
+
+/**
+ * A partition's committed position as the group coordinator holds it: the next offset to consume (-1
+ * when the group never committed it) and the metadata committed with it ('' when none).
+ *
+ * @example
+ * const c = (await port.committedWithMetadata([{ topic: 'orders', partition: 3 }])).get('orders/3');
+ * // { offset: 1042, metadata: '{"st":1700000000123}' }
+ */
+export interface CommittedOffset {
+  readonly offset: number;
+  readonly metadata: string;
 }
 
 export interface ConsumerHandlers {
@@ -51,6 +75,12 @@ export interface ConsumerHandlers {
   onRevoke(partitions: TopicPartition[], lost: boolean): Promise<void>;
   /** One partition's batch, in offset order. Throwing redelivers the batch from its first record. */
   onBatch(topic: string, partition: number, records: InRecord[], highWatermark: string): Promise<void>;
+  /**
+   * Consumption ended on an error outside any batch while not stopping (a rebalance callback threw, or
+   * the consumer failed fatally): nothing more is delivered, so the runtime should close. An error of a
+   * callback cut short by stop() is not reported.
+   */
+  onFatal?(err: Error): void;
 }
 
 export interface KafkaPort {
@@ -58,19 +88,30 @@ export interface KafkaPort {
   start(topics: string[], handlers: ConsumerHandlers): Promise<void>;
   /** At-least-once: produces and awaits every delivery report; `handedOver` runs once the records are queued. */
   produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void>;
-  /** At-least-once: commits consumer offsets; resolves once the group coordinator has stored them. */
+  /**
+   * At-least-once: commits consumer offsets (with their metadata); resolves once the group coordinator
+   * has stored them.
+   */
   commit(offsets: readonly CommitOffset[]): Promise<void>;
   /**
-   * Exactly-once: one transaction holding the records and the consumer offsets (KIP-447);
-   * `beforeCommit` runs when both are in the open transaction.
+   * Exactly-once: one transaction holding the records and the consumer offsets with their metadata
+   * (KIP-447): an aborted transaction commits neither; `beforeCommit` runs when both are in the open
+   * transaction.
    */
   produceTransactionally(
     records: readonly OutRecord[],
     offsets: readonly CommitOffset[],
     beforeCommit?: () => void,
   ): Promise<void>;
-  /** The group's committed offsets (-1 when none). */
+  /** The group's committed offsets (-1 when none), by tpKey. */
   committed(partitions: readonly TopicPartition[]): Promise<Map<string, number>>;
+  /**
+   * The group's committed offsets with the metadata committed with them, by tpKey (`{ offset: -1,
+   * metadata: '' }` when none): what a new owner reads on assignment to take up where the last left off.
+   * Optional for a port of your own: only what keeps state in the metadata (topologies' stream time)
+   * needs it, and says so when it is missing.
+   */
+  committedWithMetadata?(partitions: readonly TopicPartition[]): Promise<Map<string, CommittedOffset>>;
   /** The partition count of a topic; RF_TOPIC_MISSING when it does not exist. */
   partitionCount(topic: string): Promise<number>;
   /**
@@ -83,6 +124,12 @@ export interface KafkaPort {
    * Works before start().
    */
   createTopics(topics: readonly TopicSpec[]): Promise<void>;
+  /**
+   * Deletes each partition's records below `offset` (Kafka's DeleteRecords), as Kafka Streams purges
+   * its repartition topics. Optional: a port without it keeps them (a topology's repartition topics then
+   * grow until the user deletes their records).
+   */
+  deleteRecords?(topic: string, below: readonly { partition: number; offset: number }[]): Promise<void>;
   /** High watermarks (next offset to be written) of a topic's partitions. */
   highWatermarks(topic: string): Promise<Map<number, number>>;
   /** Moves the fetch position of a partition (used to restart a stalled fetch). */

@@ -5,6 +5,7 @@
  * - state of one key:       rf:[t=<tenant>:]{<store>:<key>}
  * - partition epoch:        rf:[t=<tenant>:]{<store>:<topic>:<partition>}:epoch
  * - partition pending index rf:[t=<tenant>:]{<store>:<topic>:<partition>}:pending
+ * - windows by close time:  rf:[t=<tenant>:]{<store>:<topic>:<partition>}:close:<store id> (topologies)
  * - handler done marker:    rf:[t=<tenant>:]{<store>:<topic>:<partition>}:once:<id>
  * - input partition counts: rf:[t=<tenant>:]{<store>:<topic>}:partition-counts
  * - snapshot mark:          rf:[t=<tenant>:]{<store>:<topic>}:snapshot
@@ -16,6 +17,7 @@
  */
 import { createHash } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
+import { BoundedCache } from './cache.js';
 
 /** How user keys become part of Redis key names. */
 export type KeyEncoding =
@@ -33,7 +35,15 @@ export interface KeySpaceOptions {
   keyEncoding?: KeyEncoding;
   /** Longest key (in bytes) stored raw under `auto`. Default 128. */
   maxRawKeyLength?: number;
+  /**
+   * How many state key names (by user key) are kept, so a key seen again is neither checked nor hashed
+   * again; emptied when full. Default 65,536; 0: none kept.
+   */
+  nameCacheSize?: number;
 }
+
+/** Default of {@link KeySpaceOptions.nameCacheSize}. */
+export const NAME_CACHE_SIZE = 65_536;
 
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
@@ -85,6 +95,8 @@ export class KeySpace {
   readonly keyEncoding: KeyEncoding;
   readonly maxRawKeyLength: number;
   readonly #prefix: string;
+  /** State key names by user key (string keys only): the hot path builds each name once. */
+  readonly #names: BoundedCache<string>;
 
   constructor(options: KeySpaceOptions) {
     this.store = checkName('store', options.store);
@@ -105,12 +117,34 @@ export class KeySpace {
       );
     }
     this.maxRawKeyLength = max;
+    const cache = options.nameCacheSize ?? NAME_CACHE_SIZE;
+    if (!Number.isSafeInteger(cache) || cache < 0) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `nameCacheSize must be a non-negative integer, got ${String(cache)}`,
+      );
+    }
+    this.#names = new BoundedCache(cache);
     this.#prefix = this.tenant === undefined ? 'rf:' : `rf:t=${this.tenant}:`;
   }
 
   /** The Redis key of the state hash of user key `key`. */
   state(key: string | Uint8Array): string {
-    return `${this.#prefix}{${this.store}:${this.keyId(key)}}`;
+    if (typeof key !== 'string') return `${this.#prefix}{${this.store}:${this.keyId(key)}}`;
+    let name = this.#names.get(key);
+    if (name === undefined) {
+      name = `${this.#prefix}{${this.store}:${this.keyId(key)}}`;
+      this.#names.set(key, name);
+    }
+    return name;
+  }
+
+  /**
+   * How many state key names are cached now (at most {@link KeySpaceOptions.nameCacheSize}).
+   * @internal for tests
+   */
+  get cachedNames(): number {
+    return this.#names.size;
   }
 
   /** The Redis key of a partition's epoch counter. */
@@ -121,6 +155,20 @@ export class KeySpace {
   /** The Redis key of a partition's index of state keys that hold pending outputs. */
   pendingIndex(topic: string, partition: number): string {
     return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:pending`;
+  }
+
+  /**
+   * The Redis key of a partition's close-time index of open windows of window store `store` (a topology's
+   * emit-final): a sorted set, score = window start, member = `<start>:<key bytes>` (so members of one
+   * start are in key byte order, Kafka Streams' emission order). In the partition's slot, beside its epoch.
+   */
+  closeIndex(topic: string, partition: number, store: number): string {
+    if (!Number.isInteger(store) || store < 0 || store > 65_535)
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `store id must be an integer 0..65535, got ${String(store)}`,
+      );
+    return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:close:${store}`;
   }
 
   /**

@@ -1,5 +1,6 @@
 /**
- * Loads the processor module given to `redfence run`: `.js`, `.mjs`, `.cjs` through Node alone;
+ * Loads the module given to `redfence run` (a processor, a handler, an invalidation or a built
+ * topology): `.js`, `.mjs`, `.cjs` through Node alone;
  * `.ts`, `.mts`, `.cts` through tsx, registered only then.
  *
  * Why tsx rather than Node's own type stripping: Node 20 cannot run TypeScript at all, Node 22 only
@@ -15,7 +16,10 @@ import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { InvalidationDefinition } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
-import type { HandlerDefinition, ProcessorDefinition } from '../index.js';
+import type { BuiltTopology, HandlerDefinition, ProcessorDefinition } from '../index.js';
+import { isBuiltTopology } from '../topology/build.js';
+
+export { isBuiltTopology };
 
 const TYPESCRIPT = ['.ts', '.mts', '.cts'];
 const JAVASCRIPT = ['.js', '.mjs', '.cjs'];
@@ -92,13 +96,14 @@ async function checked(file: string, found: object): Promise<ProcessorDefinition
 }
 
 /**
- * What `redfence run` runs: loadDefinition's, or a cache invalidation definition (defineInvalidation
- * of redfence/kit: an object with `cache` and `keys`).
+ * What `redfence run` runs: loadDefinition's, a cache invalidation definition (defineInvalidation
+ * of redfence/kit: an object with `cache` and `keys`), or a built topology (`topology(...).build()`).
  */
 export async function loadRunnable(
   file: string,
-): Promise<ProcessorDefinition | HandlerDefinition | InvalidationDefinition> {
+): Promise<ProcessorDefinition | HandlerDefinition | InvalidationDefinition | BuiltTopology> {
   const found = await importDefinition(file);
+  if (isBuiltTopology(found)) return found;
   if ('cache' in found && 'keys' in found && !('handle' in found)) {
     const { defineInvalidation } = await import('../definition/invalidation.js');
     try {

@@ -14,4 +14,9 @@ export {
   RedfenceMetrics,
   type RedfenceMetricsOptions,
 } from './metrics.js';
-export { type MetricsServer, type MetricsServerOptions, startMetricsServer } from './server.js';
+export {
+  type MetricsMount,
+  type MetricsServer,
+  type MetricsServerOptions,
+  startMetricsServer,
+} from './server.js';

@@ -5,6 +5,8 @@
  * - `GET /livez`:   200 `{"live":true}` or 503 `{"live":false}`;
  * - `GET /readyz`:  200 or 503, with the {@link HealthState.snapshot} as JSON;
  * - `GET /status`:  200, the lag status of each owned partition as JSON (docs/operations.md, "Lag status");
+ * - with a {@link MetricsMount} (`mount`): its prefix and every path under it go to the mount (the
+ *   console, read-only: `consoleMount` in src/console/mount.ts, `redfence run --console`);
  * - any other path: 404; a known path with another method than GET: 405.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -25,10 +27,37 @@ export interface MetricsServerOptions {
   host?: string;
   /** Longest time without poll-loop progress before `/livez` answers 503. Default 30000. */
   maxStallMs?: number;
+  /** More pages under a path prefix (the console); closed with the server. */
+  mount?: MetricsMount;
+}
+
+/**
+ * Pages served beside the metrics under a path prefix: the server hands it every request to `prefix`
+ * or under `prefix/`, tells it the address it listens on, and closes it on {@link MetricsServer.close}.
+ *
+ * @example
+ * ```ts
+ * const mount: MetricsMount = {
+ *   prefix: '/hello',
+ *   handle: (req, res) => res.end('hello\n'),
+ *   close: async () => {},
+ * };
+ * await startMetricsServer({ metrics, health, port: 9464, mount }); // GET /hello/anything: hello
+ * ```
+ */
+export interface MetricsMount {
+  /** `/name` (no trailing slash). */
+  readonly prefix: string;
+  /** Called once listening, with the bound host and port (before any request). */
+  listening?(host: string, port: number): void;
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  close(): Promise<void>;
 }
 
 /** A running metrics server. */
 export interface MetricsServer {
+  /** The interface listened on (the `host` option). */
+  readonly host: string;
   /** The port actually listened on (the chosen one when `port` was 0). */
   readonly port: number;
   /** Stops listening and drops open connections. Idempotent: every call returns the same promise. */
@@ -55,7 +84,11 @@ function send(
   res.end(body);
 }
 
-function checkOptions(options: MetricsServerOptions): Required<MetricsServerOptions> {
+const PREFIX = /^\/[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
+
+function checkOptions(
+  options: MetricsServerOptions,
+): Required<Omit<MetricsServerOptions, 'mount'>> & Pick<MetricsServerOptions, 'mount'> {
   if (typeof options !== 'object' || options === null) {
     throw new RedfenceError('RF_INVALID_OPTIONS', 'metrics server options must be an object');
   }
@@ -81,7 +114,17 @@ function checkOptions(options: MetricsServerOptions): Required<MetricsServerOpti
       `metricsServer.maxStallMs must be a finite number > 0, got ${String(maxStallMs)}`,
     );
   }
-  return { metrics, health, port, host, maxStallMs };
+  const { mount } = options;
+  if (mount !== undefined) {
+    if (typeof mount?.handle !== 'function' || typeof mount.close !== 'function')
+      throw new RedfenceError('RF_INVALID_OPTIONS', 'metricsServer.mount must be a MetricsMount');
+    if (typeof mount.prefix !== 'string' || !PREFIX.test(mount.prefix) || ROUTES.has(mount.prefix))
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `metricsServer.mount.prefix must be /name (not a metrics route), got ${String(mount.prefix)}`,
+      );
+  }
+  return { metrics, health, port, host, maxStallMs, mount };
 }
 
 /**
@@ -98,11 +141,15 @@ function checkOptions(options: MetricsServerOptions): Required<MetricsServerOpti
  * ```
  */
 export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
-  const { metrics, health, port, host, maxStallMs } = checkOptions(options);
+  const { metrics, health, port, host, maxStallMs, mount } = checkOptions(options);
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    req.resume(); // Bodies are never read; drain them so the connection can be reused.
     const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    if (mount !== undefined && (path === mount.prefix || path.startsWith(`${mount.prefix}/`))) {
+      mount.handle(req, res);
+      return;
+    }
+    req.resume(); // Bodies are never read; drain them so the connection can be reused.
     if (!ROUTES.has(path)) {
       send(res, 404, TEXT_TYPE, 'not found\n');
       return;
@@ -153,15 +200,17 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
   server.on('error', () => {});
 
   const actualPort = (server.address() as AddressInfo).port;
+  mount?.listening?.(host, actualPort);
   let closing: Promise<void> | undefined;
   return {
+    host,
     port: actualPort,
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         // Scrapers keep connections alive; drop them so close() does not wait for their timeout.
         server.closeAllConnections();
-      });
+      }).then(() => mount?.close().catch(() => undefined));
       return closing;
     },
   };

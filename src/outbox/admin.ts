@@ -39,6 +39,38 @@ export async function counts(
   return { pending: r.pending, parked: r.parked, oldestPendingSeconds: Math.max(0, r.oldest) };
 }
 
+/** Pending and parked rows of one aggregate type. */
+export interface AggregateTypeCounts {
+  aggregatetype: string;
+  pending: number;
+  parked: number;
+}
+
+/**
+ * Pending and parked rows per aggregate type (published rows are not counted), by type; at most
+ * `limit` types, those with the most pending and parked rows first.
+ *
+ * ```ts
+ * const perType = await countsByType(pool, outboxNames({ schema: 'shop' }));
+ * // [{ aggregatetype: 'order', pending: 12, parked: 1 }]
+ * ```
+ */
+export async function countsByType(
+  db: Queryable,
+  n: OutboxNames,
+  limit = 100,
+): Promise<AggregateTypeCounts[]> {
+  const { rows } = await db.query(
+    `SELECT aggregatetype,
+            count(*) FILTER (WHERE state = 'pending')::int AS pending,
+            count(*) FILTER (WHERE state = 'parked')::int AS parked
+     FROM ${n.table} WHERE state IN ('pending', 'parked')
+     GROUP BY aggregatetype ORDER BY count(*) DESC, aggregatetype LIMIT $1`,
+    [limit],
+  );
+  return rows as AggregateTypeCounts[];
+}
+
 export async function status(db: Queryable, n: OutboxNames): Promise<OutboxStatus> {
   const c = await counts(db, n);
   const published = await db.query(`SELECT count(*)::int AS n FROM ${n.table} WHERE state = 'published'`);

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
+import { UUID } from './event-id.js';
 import type { Queryable } from './pg.js';
 import { type OutboxLocation, outboxNames } from './schema.js';
 
@@ -22,8 +23,6 @@ export interface OutboxEvent {
   /** The event id (the `id` header consumers deduplicate on); default a random UUID. */
   readonly id?: string;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function bad(message: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', message);

@@ -8,7 +8,14 @@
 import { RedfenceError } from '../errors/index.js';
 import type { Headers } from '../kafka/types.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * An outbox row id (and event id): a UUID in its text form, either case.
+ *
+ * ```ts
+ * UUID.test('6f1c2a9e-0d4b-4c1e-9a57-3b2f8e1d7c40'); // true
+ * ```
+ */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The outbox event id of a record (its `id` header); RF_INVALID_ARGUMENT when it has none. */
 export function eventId(record: {

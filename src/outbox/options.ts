@@ -4,6 +4,7 @@
  * with the unknown keys; it has no consumer group, its `metrics` is a registry and its `kafka` the
  * security settings beside `brokers`.
  */
+import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { commonProperties } from '../kafka/client-config.js';
 import type { MetricsRegistry } from '../metrics/index.js';
@@ -63,12 +64,21 @@ export interface RelayOptions extends OutboxLocation, Pick<RuntimeOptions, 'logg
   producerConfig?: Record<string, string | number | boolean>;
   /** Registry of the relay's metrics (docs/outbox.md). Default: a private one. */
   metrics?: MetricsRegistry;
+  /**
+   * A Redis to register the relay in (`rf:instances:<id>`, src/runtime/registry.ts), so `redfence
+   * console` lists it; nothing else is kept there. Default: not registered.
+   *
+   * ```ts
+   * new OutboxRelay({ databaseUrl, brokers, redis: new Redis(process.env.REDIS_URL) });
+   * ```
+   */
+  redis?: Redis | Cluster;
 }
 
 export type ResolvedRelayOptions = Required<
-  Omit<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table' | 'kafka'>
+  Omit<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table' | 'kafka' | 'redis'>
 > &
-  Pick<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table'> & {
+  Pick<RelayOptions, 'metrics' | 'logger' | 'schema' | 'table' | 'redis'> & {
     kafka: RelayKafkaOptions;
     /** librdkafka properties every client starts from: brokers, client id, security, `kafka.config`. */
     clientProperties: Record<string, unknown>;
@@ -96,6 +106,7 @@ const KNOWN: Record<Exclude<keyof RelayOptions, 'logger'>, true> = {
   kafka: true,
   producerConfig: true,
   metrics: true,
+  redis: true,
   table: true,
   schema: true,
 };
@@ -151,6 +162,11 @@ export function resolveRelayOptions(o: RelayOptions): ResolvedRelayOptions {
   if (o.table !== undefined) r.table = o.table;
   if (o.schema !== undefined) r.schema = o.schema;
   if (o.metrics !== undefined) r.metrics = o.metrics;
+  if (o.redis !== undefined) {
+    if (typeof o.redis !== 'object' || o.redis === null || typeof o.redis.hset !== 'function')
+      throw fail('relay.redis must be an ioredis Redis or Cluster client');
+    r.redis = o.redis;
+  }
   if (o.logger !== undefined) r.logger = shared.logger;
   return r;
 }

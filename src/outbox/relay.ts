@@ -18,6 +18,7 @@ import { RedfenceError } from '../errors/index.js';
 import { KafkaAdmin } from '../kafka/admin.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import { type Logger, silentLogger } from '../runtime/logger.js';
+import { instanceRegistration } from '../runtime/registry.js';
 import { counts, purgePublished } from './admin.js';
 import type { OutboxIdentity } from './identity.js';
 import type { Leases, Role } from './leases.js';
@@ -76,6 +77,11 @@ export class OutboxRelay {
       },
       drain: () => this.#drain(),
       stop: () => this.#stop(),
+      registration: instanceRegistration(this.#options.redis, 'relay', () => ({
+        id: this.relayId,
+        module: this.#names.label,
+        mode: this.#options.mode,
+      })),
     });
   }
 

@@ -4,6 +4,10 @@
  * Reducers read each key's state, fold the records in JS and write with a compare-and-set chain on the
  * fence; a key whose fence moved meanwhile answers CONFLICT and is read and folded again.
  *
+ * The records go straight into the script arguments (the fence's `KeyBatch`) and the verdicts come
+ * back in arrays by the record's place in the batch (`BatchResults`): no request or result object per
+ * record on the common path.
+ *
  * A compare-and-set that still conflicts after {@link MAX_CAS_ROUNDS} rounds means something else keeps
  * writing the same keys. That is not a Redis outage: it throws RF_CAS_CONFLICT, the batch is delivered
  * again from its first record (keys already applied answer SKIP or REEMIT), nothing of it is committed
@@ -13,10 +17,10 @@
 import type { DeadLetterReason } from '../dead-letter/build.js';
 import type { OperationProcessor, ProcessorDefinition } from '../definition/definition.js';
 import { RedfenceError } from '../errors/index.js';
-import type { ApplyRequest, Fence, FenceRecord, RecordResult } from '../fence/index.js';
+import { BatchResults, type Fence, type FenceToken, type Operation } from '../fence/index.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
 import type { Planned } from './plan.js';
-import type { UserCall } from './user-call.js';
+import { firstThrow, type UserCall, type UserResult } from './user-call.js';
 import { checkOperation, checkReduction } from './user-result.js';
 
 /** Read + compare-and-set rounds of a reducer batch before RF_CAS_CONFLICT. */
@@ -24,7 +28,7 @@ export const MAX_CAS_ROUNDS = 6;
 
 export interface ApplyContext {
   readonly definition: ProcessorDefinition<unknown, unknown>;
-  readonly fence: Pick<Fence, 'applyBatch' | 'read'>;
+  readonly fence: Pick<Fence, 'batch' | 'applyKeys' | 'read'>;
   /** Runs a Redis call through the outage guard (retried, consumption paused while Redis is down). */
   redisStep<T>(what: string, fn: () => Promise<T>): Promise<T>;
   readonly callUser: UserCall;
@@ -41,13 +45,45 @@ export interface ApplyTarget {
 
 export type UserDeadLetter = { readonly reason: DeadLetterReason; readonly error: unknown };
 
+/** Every index below is a record's place in the planned batch. */
 export interface Applied {
-  /** One result per applied offset; 'FENCED' when a newer owner holds the partition. */
-  readonly results: Map<number, RecordResult> | 'FENCED';
-  /** Reducer outputs by offset (operation outputs come back in the results). */
-  readonly outputs: Map<number, Buffer | string | null>;
-  /** Records whose user function threw: dead-lettered, never applied. */
+  /** The verdicts by index; 'FENCED' when a newer owner holds the partition. */
+  readonly results: BatchResults | 'FENCED';
+  /** Reducer outputs by index (operation outputs come back in the results). */
+  readonly outputs: (Buffer | string | null | undefined)[];
+  /** Records whose user function threw, by index: dead-lettered, never applied. */
   readonly deadFromUser: Map<number, UserDeadLetter>;
+}
+
+/** The batch's keys in order of first appearance, each with its records as a chain of indexes. */
+interface Groups {
+  readonly keys: string[];
+  readonly first: number[];
+  /** The next index of the same key, -1 at the end. */
+  readonly next: Int32Array;
+}
+
+function group(planned: readonly Planned[]): Groups {
+  const index = new Map<string, number>();
+  const keys: string[] = [];
+  const first: number[] = [];
+  const last: number[] = [];
+  const next = new Int32Array(planned.length).fill(-1);
+  for (let i = 0; i < planned.length; i++) {
+    const p = planned[i] as Planned;
+    if (p.dead) continue;
+    const g = index.get(p.meta.key);
+    if (g === undefined) {
+      index.set(p.meta.key, keys.length);
+      keys.push(p.meta.key);
+      first.push(i);
+      last.push(i);
+    } else {
+      next[last[g] as number] = i;
+      last[g] = i;
+    }
+  }
+  return { keys, first, next };
 }
 
 export async function applyAll(
@@ -55,68 +91,80 @@ export async function applyAll(
   target: ApplyTarget,
   planned: readonly Planned[],
 ): Promise<Applied> {
-  const byKey = new Map<string, Planned[]>();
-  for (const p of planned) {
-    if (p.dead) continue;
-    const list = byKey.get(p.meta.key) ?? [];
-    if (list.length === 0) byKey.set(p.meta.key, list);
-    list.push(p);
-  }
-  const applied: Applied = { results: new Map(), outputs: new Map(), deadFromUser: new Map() };
-  const results = applied.results as Map<number, RecordResult>;
-  if (ctx.definition.operation) await applyOperations(ctx, target, byKey, results, applied.deadFromUser);
-  else await applyReductions(ctx, target, byKey, applied);
-  for (const r of results.values()) if (r.verdict === 'FENCE') return { ...applied, results: 'FENCED' };
+  const groups = group(planned);
+  const results = new BatchResults(planned.length);
+  const applied: Applied = { results, outputs: [], deadFromUser: new Map() };
+  if (ctx.definition.operation) await applyOperations(ctx, target, planned, groups, applied);
+  else await applyReductions(ctx, target, planned, groups, applied);
+  if (results.fenced)
+    return { outputs: applied.outputs, deadFromUser: applied.deadFromUser, results: 'FENCED' };
   return applied;
+}
+
+/** A user call's outcome after a direct call threw (see {@link firstThrow}). */
+async function settle<R>(r: UserResult<R> | Promise<UserResult<R>>): Promise<UserResult<R>> {
+  return r instanceof Promise ? await r : r;
 }
 
 async function applyOperations(
   ctx: ApplyContext,
   target: ApplyTarget,
-  byKey: Map<string, Planned[]>,
-  results: Map<number, RecordResult>,
-  deadFromUser: Map<number, UserDeadLetter>,
+  planned: readonly Planned[],
+  groups: Groups,
+  applied: Applied,
 ): Promise<void> {
   const def = ctx.definition as OperationProcessor<unknown>;
   const operation = def.operation;
-  const base = request(target);
-  const requests: ApplyRequest[] = [];
-  for (const [key, list] of byKey) {
-    const recs: FenceRecord[] = [];
-    for (const p of list) {
-      const call = ctx.callUser(() => operation(p.value, p.meta));
-      const op = call instanceof Promise ? await call : call;
+  const mode = def.emit === 'none' ? 0 : 2;
+  const batch = ctx.fence.batch(target.topic, target.partition, target.epoch, target.committed);
+  for (let g = 0; g < groups.keys.length; g++) {
+    batch.key(groups.keys[g] as string);
+    for (let i = groups.first[g] as number; i >= 0; i = groups.next[i] as number) {
+      const p = planned[i] as Planned;
+      let op: unknown;
+      let error: unknown;
+      let failed = false;
+      try {
+        op = operation(p.value, p.meta);
+      } catch (e) {
+        const r = await settle(ctx.callUser(firstThrow(e, () => operation(p.value, p.meta))));
+        if (r.ok) op = r.value;
+        else {
+          failed = true;
+          error = r.error;
+        }
+      }
       // a wrong shape is a throw: dead-lettered, never the whole batch failing in the codec
-      const error = op.ok ? checkOperation(op.value) : op.error;
-      if (!op.ok || error !== undefined) {
-        deadFromUser.set(p.meta.offset, { reason: 'processing-error', error });
+      if (!failed) {
+        error = checkOperation(op);
+        failed = error !== undefined;
+      }
+      if (failed) {
+        applied.deadFromUser.set(i, { reason: 'processing-error', error });
         continue;
       }
-      recs.push({
-        offset: p.meta.offset,
-        operation: op.value,
-        ...(def.emit === 'none' ? {} : { output: 'state' as const }),
-      });
+      batch.record(i, p.meta.offset, op as Operation, mode);
     }
-    if (recs.length > 0) requests.push({ ...base, key, records: recs });
   }
-  const replies = await ctx.redisStep('apply', () => ctx.fence.applyBatch(requests));
-  for (const reply of replies) for (const r of reply) results.set(r.offset, r);
+  const results = applied.results as BatchResults;
+  await ctx.redisStep('apply', () => ctx.fence.applyKeys(batch, results));
 }
 
 async function applyReductions(
   ctx: ApplyContext,
   target: ApplyTarget,
-  byKey: Map<string, Planned[]>,
+  planned: readonly Planned[],
+  groups: Groups,
   applied: Applied,
 ): Promise<void> {
   const def = ctx.definition;
   const reduce = def.reduce as NonNullable<typeof def.reduce>;
-  const results = applied.results as Map<number, RecordResult>;
+  const results = applied.results as BatchResults;
   const { outputs, deadFromUser } = applied;
-  const base = request(target);
   const { partition } = target;
-  let pending = [...byKey];
+  const groupOf = new Map<string, number>();
+  for (let g = 0; g < groups.keys.length; g++) groupOf.set(groups.keys[g] as string, g);
+  let pending = groups.keys.map((_, g) => g);
   for (let round = 0; pending.length > 0; round++) {
     if (round >= MAX_CAS_ROUNDS)
       throw new RedfenceError(
@@ -127,62 +175,53 @@ async function applyReductions(
     // another writer is on these keys: let it finish before reading again
     if (round > 0) await delay(backoffMs(round - 1, 5, 200), ctx.signal);
     const states = await ctx.redisStep('read', () =>
-      Promise.all(pending.map(([key]) => ctx.fence.read(key))),
+      Promise.all(pending.map((g) => ctx.fence.read(groups.keys[g] as string))),
     );
-    const requests: ApplyRequest[] = [];
-    for (const [i, [key, list]] of pending.entries()) {
-      const stored = states[i] ?? null;
+    const batch = ctx.fence.batch(target.topic, partition, target.epoch, target.committed);
+    for (let j = 0; j < pending.length; j++) {
+      const g = pending[j] as number;
+      const stored = states[j] ?? null;
       let current: unknown = stored?.value == null ? null : JSON.parse(stored.value.toString('utf8'));
-      let token = stored === null ? null : { partition: stored.partition, offset: stored.offset };
-      const recs: FenceRecord[] = [];
-      for (const p of list) {
+      let token: FenceToken | null =
+        stored === null ? null : { partition: stored.partition, offset: stored.offset };
+      batch.key(groups.keys[g] as string);
+      for (let i = groups.first[g] as number; i >= 0; i = groups.next[i] as number) {
+        const p = planned[i] as Planned;
         if (stored !== null && stored.partition === partition && p.meta.offset <= stored.offset) {
           // already applied: the script answers SKIP or REEMIT before looking at the value
-          recs.push({
-            offset: p.meta.offset,
-            operation: { op: 'cas', expected: token, value: '' },
-            output: { value: '' },
-          });
+          batch.cas(i, p.meta.offset, token, '', 1, '');
           continue;
         }
-        const call = ctx.callUser(() => reduce(current, p.value, p.meta));
-        const red = call instanceof Promise ? await call : call;
+        let red: unknown;
+        let failed = false;
+        let error: unknown;
+        try {
+          red = reduce(current, p.value, p.meta);
+        } catch (e) {
+          const r = await settle(ctx.callUser(firstThrow(e, () => reduce(current, p.value, p.meta))));
+          if (r.ok) red = r.value;
+          else {
+            failed = true;
+            error = r.error;
+          }
+        }
         // a wrong shape (the state itself instead of { state }) is a throw: dead-lettered, never the
         // whole batch failing in the codec and delivered again for ever
-        const checked = red.ok ? checkReduction(red.value) : { ok: false as const, error: red.error };
+        const checked = failed ? { ok: false as const, error } : checkReduction(red);
         if (!checked.ok) {
-          deadFromUser.set(p.meta.offset, { reason: 'processing-error', error: checked.error });
+          deadFromUser.set(i, { reason: 'processing-error', error: checked.error });
           continue;
         }
         const { json, emit, output } = checked;
-        if (emit) outputs.set(p.meta.offset, output);
-        recs.push({
-          offset: p.meta.offset,
-          operation: { op: 'cas', expected: token, value: json },
-          ...(emit ? { output: { value: output } } : {}),
-        });
+        if (emit) outputs[i] = output;
+        if (!emit) batch.cas(i, p.meta.offset, token, json, 0);
+        else if (output === null) batch.cas(i, p.meta.offset, token, json, 3);
+        else batch.cas(i, p.meta.offset, token, json, 1, output);
         current = checked.state;
         token = { partition, offset: p.meta.offset };
       }
-      if (recs.length > 0) requests.push({ ...base, key, records: recs });
     }
-    const replies = await ctx.redisStep('apply', () => ctx.fence.applyBatch(requests));
-    const retry = new Set<string>();
-    replies.forEach((reply, i) => {
-      for (const r of reply) {
-        if (r.verdict === 'CONFLICT') retry.add(String(requests[i]?.key));
-        else results.set(r.offset, r);
-      }
-    });
-    pending = pending.filter(([key]) => retry.has(key));
+    const conflicts = await ctx.redisStep('apply', () => ctx.fence.applyKeys(batch, results));
+    pending = conflicts.map((k) => groupOf.get(batch.userKeys[k] as string) as number).sort((a, b) => a - b);
   }
-}
-
-function request(target: ApplyTarget): Omit<ApplyRequest, 'key' | 'records'> {
-  return {
-    topic: target.topic,
-    partition: target.partition,
-    epoch: target.epoch,
-    committedOffset: target.committed,
-  };
 }

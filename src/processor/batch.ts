@@ -4,6 +4,7 @@
  * invariant: Redis write, then produce, then commit; the pipeline runs the Kafka half while the next
  * batches come through here.
  */
+import type { BatchResults } from '../fence/index.js';
 import type { InRecord, KafkaPort } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
 import type { Logger } from '../runtime/logger.js';
@@ -93,7 +94,7 @@ export async function processBatch(
 
   // 2. Outputs and dead letters, in offset order.
   const out = trace.stamp(
-    emit(ctx.emit, topic, partition, planned, { ...applied, results: applied.results }),
+    emit(ctx.emit, topic, partition, planned, applied as typeof applied & { results: BatchResults }),
   );
 
   // 3. Produce, then commit (or both in one transaction) in the next Kafka step: this batch's Redis
@@ -110,8 +111,15 @@ export async function processBatch(
   });
 }
 
-/** Holes in the partition's offsets (transaction markers, compaction): counted, never an error. */
-function countHoles(ctx: BatchContext, entry: OwnedPartition, records: readonly InRecord[]): void {
+/**
+ * Holes in the partition's offsets (transaction markers, compaction): counted, never an error. Sets the
+ * partition's `delivered` (next offset after the batch). Shared with the topology batch.
+ */
+export function countHoles(
+  ctx: Pick<BatchContext, 'metrics'>,
+  entry: OwnedPartition,
+  records: readonly InRecord[],
+): void {
   let holes = 0;
   let prev = (entry.delivered >= 0 ? entry.delivered : entry.committed) - 1;
   for (const r of records) {

@@ -36,6 +36,11 @@ export interface QueuedBatch {
   readonly lastTimestamp?: string;
   /** The batch's span, linked from the Kafka step's. */
   readonly trace?: BatchTrace;
+  /**
+   * Committed with the offset (a topology's stream time after the batch): the partition's commit carries
+   * the metadata of its last batch in the step. Omitted: none.
+   */
+  readonly metadata?: string;
 }
 
 export interface CommitContext {
@@ -60,6 +65,7 @@ interface PartitionStep {
   readonly entry: OwnedPartition;
   offset: number;
   first: number;
+  metadata: string | undefined;
 }
 
 export class CommitPipeline {
@@ -162,13 +168,19 @@ export class CommitPipeline {
     for (const b of batches) {
       for (const o of b.out) out.push(o);
       const n = next.get(b.entry);
-      if (n === undefined) next.set(b.entry, { entry: b.entry, offset: b.next, first: b.first });
-      else n.offset = Math.max(n.offset, b.next);
+      if (n === undefined)
+        next.set(b.entry, { entry: b.entry, offset: b.next, first: b.first, metadata: b.metadata });
+      else if (b.next >= n.offset) {
+        // a partition's batches come in offset order: its last one's metadata goes with the offset
+        n.offset = b.next;
+        n.metadata = b.metadata;
+      }
     }
     const offsets = [...next.values()].map((n) => ({
       topic: n.entry.topic,
       partition: n.entry.partition,
       offset: n.offset,
+      ...(n.metadata === undefined ? {} : { metadata: n.metadata }),
     }));
     const started = performance.now();
     const trace = (ctx.tracing ?? NO_TRACING).step(batches, out, ctx.mode);
@@ -208,7 +220,8 @@ export class CommitPipeline {
     // is every batch queued behind them: none of them was produced.
     for (const b of this.#queued) {
       const n = next.get(b.entry);
-      if (n === undefined) next.set(b.entry, { entry: b.entry, offset: b.next, first: b.first });
+      if (n === undefined)
+        next.set(b.entry, { entry: b.entry, offset: b.next, first: b.first, metadata: undefined });
       else n.first = Math.min(n.first, b.first);
     }
     this.#dropQueue();

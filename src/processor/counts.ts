@@ -25,8 +25,9 @@ export class Counts {
   #fenced = 0;
   readonly #verdicts: Partial<Record<Verdict, number>> = {};
 
-  verdict(verdict: Verdict): void {
-    this.#verdicts[verdict] = (this.#verdicts[verdict] ?? 0) + 1;
+  /** `n` records answered `verdict`. */
+  verdict(verdict: Verdict, n = 1): void {
+    this.#verdicts[verdict] = (this.#verdicts[verdict] ?? 0) + n;
   }
 
   fenced(): void {

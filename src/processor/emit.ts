@@ -7,7 +7,7 @@
 
 import type { DeadLetterReason } from '../dead-letter/build.js';
 import { deadLetterRecord } from '../dead-letter/record.js';
-import type { RecordResult } from '../fence/index.js';
+import { type BatchResults, V, VERDICT_OF } from '../fence/index.js';
 import type { InRecord, OutRecord } from '../kafka/types.js';
 import type { RedfenceMetrics } from '../metrics/index.js';
 import type { Logger } from '../runtime/logger.js';
@@ -30,48 +30,63 @@ export function emit(
   topic: string,
   partition: number,
   planned: readonly Planned[],
-  applied: Applied & { results: Map<number, RecordResult> },
+  applied: Applied & { results: BatchResults },
 ): OutRecord[] {
   const { results, outputs, deadFromUser } = applied;
+  const { verdicts, rare } = results;
   const out: OutRecord[] = [];
-  // the metric is counted once per verdict kind per batch, not per record
-  const tally = new Map<string, number>();
-  for (const p of planned) {
-    const dead = p.dead ?? deadFromUser.get(p.meta.offset);
+  // counted once per verdict kind per batch, not per record
+  const tally = new Uint32Array(V.REJECT + 1);
+  for (let i = 0; i < planned.length; i++) {
+    const p = planned[i] as Planned;
+    const dead = p.dead ?? (deadFromUser.size === 0 ? undefined : deadFromUser.get(i));
     if (dead) {
       out.push(deadLetter(ctx, p.record, dead.reason, dead.error));
       continue;
     }
-    const r = results.get(p.meta.offset);
-    if (r === undefined) continue;
-    ctx.counts.verdict(r.verdict);
-    tally.set(r.verdict, (tally.get(r.verdict) ?? 0) + 1);
-    if (r.verdict === 'REBASE')
+    const v = verdicts[i] as number;
+    if (v === 0) continue;
+    tally[v] = (tally[v] as number) + 1;
+    if (v === V.APPLY) {
+      const value = results.outputs[i] ?? outputs[i];
+      if (value !== undefined) out.push(output(ctx, p.record, value));
+    } else if (v === V.REEMIT) {
+      const r = rare.size === 0 ? undefined : rare.get(i);
+      if (r?.verdict === 'REEMIT' && 'deadLetter' in r)
+        out.push(deadLetter(ctx, p.record, 'rejected', new Error(r.deadLetter)));
+      else {
+        const value = results.outputs[i];
+        if (value !== undefined) out.push(output(ctx, p.record, value));
+      }
+    } else if (v === V.REBASE) {
+      const r = rare.get(i);
       ctx.log.warn(
-        { topic, partition, previousPartition: r.previousPartition },
+        { topic, partition, previousPartition: r?.verdict === 'REBASE' ? r.previousPartition : undefined },
         'REBASE: a key moved partitions',
       );
-    if (r.verdict === 'REJECT') out.push(deadLetter(ctx, p.record, 'rejected', new Error(r.reason)));
-    else if (r.verdict === 'REEMIT' && 'deadLetter' in r)
-      out.push(deadLetter(ctx, p.record, 'rejected', new Error(r.deadLetter)));
-    else if (r.verdict === 'APPLY' || r.verdict === 'REBASE' || r.verdict === 'REEMIT') {
-      const value = r.verdict === 'REEMIT' ? r.output.value : (r.output?.value ?? outputs.get(p.meta.offset));
+      const value = results.outputs[i] ?? outputs[i];
       if (value !== undefined) out.push(output(ctx, p.record, value));
+    } else if (v === V.REJECT) {
+      const r = rare.get(i);
+      out.push(deadLetter(ctx, p.record, 'rejected', new Error(r?.verdict === 'REJECT' ? r.reason : '')));
     }
   }
-  if (ctx.metrics) for (const [verdict, n] of tally) ctx.metrics.verdict(topic, partition, verdict, n);
+  for (let v = 0; v < tally.length; v++) {
+    const n = tally[v] as number;
+    if (n === 0) continue;
+    const verdict = VERDICT_OF[v] as NonNullable<(typeof VERDICT_OF)[number]>;
+    ctx.counts.verdict(verdict, n);
+    ctx.metrics?.verdict(topic, partition, verdict, n);
+  }
   return out;
 }
 
 /** An output keeps its input record's key and timestamp (event time, as Kafka Streams does). */
 function output(ctx: EmitContext, record: InRecord, value: Buffer | string | null): OutRecord {
   const ts = record.timestamp;
-  return {
-    topic: ctx.outputTopic,
-    key: record.key,
-    value,
-    ...(ts !== undefined && ts !== '' && Number(ts) >= 0 ? { timestamp: ts } : {}),
-  };
+  return ts !== undefined && ts !== '' && Number(ts) >= 0
+    ? { topic: ctx.outputTopic, key: record.key, value, timestamp: ts }
+    : { topic: ctx.outputTopic, key: record.key, value };
 }
 
 function deadLetter(ctx: EmitContext, record: InRecord, reason: DeadLetterReason, error: unknown): OutRecord {

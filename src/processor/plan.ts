@@ -8,7 +8,7 @@ import type { DeadLetterReason } from '../dead-letter/build.js';
 import type { RecordMeta } from '../definition/definition.js';
 import type { InRecord } from '../kafka/types.js';
 import { partitionFor } from '../partitioner/index.js';
-import type { UserCall } from './user-call.js';
+import { firstThrow, type UserCall } from './user-call.js';
 
 export interface Planned {
   readonly record: InRecord;
@@ -42,6 +42,7 @@ export async function plan(
   records: readonly InRecord[],
 ): Promise<Planned[]> {
   const out: Planned[] = [];
+  const decode = ctx.decode;
   for (const record of records) {
     const key = record.key?.toString('utf8') ?? '';
     const meta: RecordMeta = {
@@ -63,13 +64,21 @@ export async function plan(
       out.push({ record, meta, dead: { reason: 'wrong-partition', error } });
       continue;
     }
-    const call = ctx.callUser(() => ctx.decode(record.value, meta));
-    const d = call instanceof Promise ? await call : call;
-    out.push(
-      d.ok
-        ? { record, meta, value: d.value }
-        : { record, meta, dead: { reason: 'undecodable', error: d.error } },
-    );
+    // called directly (no closure, no result object per record); a throw goes to callUser as the
+    // first attempt, so retries and the error are as with callUser alone
+    let value: unknown;
+    try {
+      value = decode(record.value, meta);
+    } catch (e) {
+      const call = ctx.callUser(firstThrow(e, () => decode(record.value, meta)));
+      const d = call instanceof Promise ? await call : call;
+      if (!d.ok) {
+        out.push({ record, meta, dead: { reason: 'undecodable', error: d.error } });
+        continue;
+      }
+      value = d.value;
+    }
+    out.push({ record, meta, value });
   }
   return out;
 }

@@ -11,13 +11,16 @@
  * had started (timers, Kafka) and the processor ends `closed`. close() is memoised: every caller awaits
  * the same drain. A call the state does not allow throws RF_INVALID_STATE.
  */
+
 import { randomBytes } from 'node:crypto';
 import type { ProcessorDefinition } from '../definition/definition.js';
+import { RedfenceError } from '../errors/index.js';
 import { Fence } from '../fence/index.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import type { Logger } from '../runtime/logger.js';
+import { instanceRegistration as registration } from '../runtime/registry.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch } from './batch.js';
 import { CommitPipeline } from './commit-pipeline.js';
@@ -113,6 +116,13 @@ export class Processor<T = unknown, S = unknown> {
         for (const part of ['redis', 'scripts', 'group'] as const) o.health?.setReady(part, false);
       },
       onFatal: o.onFatal,
+      registration: registration(o.redis, 'processor', () => ({
+        id: this.instanceId,
+        group: this.groupId,
+        module: o.definition.store,
+        mode: o.mode,
+        partitions: this.#table.all(),
+      })),
     });
     const signal = this.#life.signal;
     const table = this.#table;
@@ -156,7 +166,7 @@ export class Processor<T = unknown, S = unknown> {
       ...(o.crashHook ? { crash: o.crashHook } : {}),
       committed: async (b) => {
         this.#counts.committed(b.count, b.out, o.deadLetterTopic);
-        await this.#sweeper.committed(b.entry);
+        this.#sweeper.committed(b.entry);
         this.#snapshot?.kick();
       },
     });
@@ -265,6 +275,7 @@ export class Processor<T = unknown, S = unknown> {
       onAssign: (tps) => assign(this.#rebalance, tps),
       onRevoke: (tps, lost) => revoke(this.#rebalance, tps, lost),
       onBatch: (topic, partition, records, hw) => this.#onBatch(topic, partition, records, hw),
+      onFatal: (err) => this.#fatal(err),
     });
     await this.#input.read();
     this.#life.stillStarting();
@@ -352,6 +363,8 @@ export class Processor<T = unknown, S = unknown> {
         { topic, partition, code: e?.code, err: String(e?.message) },
         'batch failed: it is delivered again from its first record',
       );
+      // Redis refuses the user a command or key (its ACL): every delivery would fail the same way
+      if (RedfenceError.is(err, 'RF_REDIS_AUTH')) this.#fatal(err as Error);
       throw err;
     } finally {
       trace.end();

@@ -2,7 +2,8 @@
  * The sweeper prunes pending outputs of keys that are not written again once their partition's committed
  * offset has passed them (a key written again is pruned by its own apply). It sweeps a partition
  *
- * - inside the Kafka step, every `sweepEvery` committed batches of the partition;
+ * - after the Kafka step, every `sweepEvery` committed batches of the partition (started by the step,
+ *   not awaited by it);
  * - from a timer, when the partition committed since its last sweep and `sweepIntervalMs` have passed
  *   (a slow or idle partition);
  * - on revocation and on close, for what this instance committed, so a clean stop leaves no pending
@@ -33,6 +34,8 @@ interface SweepState {
   swept: number;
   sweptAt: number;
   running: Promise<void> | undefined;
+  /** A sweep was due while one ran: one more after it. */
+  again: boolean;
 }
 
 export class Sweeper {
@@ -44,10 +47,28 @@ export class Sweeper {
     this.#ctx = ctx;
   }
 
-  /** Called inside the Kafka step after each committed batch of `entry`. */
-  async committed(entry: OwnedPartition): Promise<void> {
+  /**
+   * Called inside the Kafka step after each committed batch of `entry`: every `every` batches a sweep
+   * starts beside the step, never awaited by it (the next produce and commit need not wait for Redis
+   * deletes); while one of the partition's sweeps runs, one more is due after it (it covers every
+   * commit made meanwhile).
+   */
+  committed(entry: OwnedPartition): void {
     const st = this.#of(entry);
-    if (++st.batches % this.#ctx.every === 0) await this.sweep(entry);
+    if (++st.batches % this.#ctx.every === 0) this.#kick(entry, st);
+  }
+
+  /** One sweep of the partition now, or one more after the running one (never more than one waiting). */
+  #kick(entry: OwnedPartition, st: SweepState): void {
+    if (st.running !== undefined) {
+      st.again = true;
+      return;
+    }
+    void this.sweep(entry).then(() => {
+      if (!st.again) return;
+      st.again = false;
+      this.#kick(entry, st);
+    });
   }
 
   start(): void {
@@ -120,7 +141,7 @@ export class Sweeper {
   #of(entry: OwnedPartition): SweepState {
     let st = this.#state.get(entry);
     if (st === undefined) {
-      st = { batches: 0, swept: -1, sweptAt: Date.now(), running: undefined };
+      st = { batches: 0, swept: -1, sweptAt: Date.now(), running: undefined, again: false };
       this.#state.set(entry, st);
     }
     return st;

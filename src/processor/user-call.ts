@@ -36,3 +36,20 @@ export function userCaller(retries: number, signal: AbortSignal): UserCall {
     }
   };
 }
+
+/**
+ * The hot path calls a user function directly (no closure, no result object per record) and only
+ * when it throws hands it to the {@link UserCall}: `firstThrow(error, fn)` is a function that throws
+ * `error` the first time (the direct call, counted as the first attempt) and calls `fn` after, so the
+ * retries and the returned error are exactly those of `callUser(fn)`.
+ */
+export function firstThrow<R>(error: unknown, fn: () => R): () => R {
+  let thrown = false;
+  return () => {
+    if (!thrown) {
+      thrown = true;
+      throw error;
+    }
+    return fn();
+  };
+}

@@ -33,20 +33,24 @@ const asBuffer = (v: string | Uint8Array | null): string | Buffer | null =>
 const isOffset = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const OPS = "{ op: 'set' | 'add' | 'addFloat' | 'max' | 'min' | 'delete', ... }";
 
+const OP_FIX = `it must return an operation ${OPS} (docs/processor.md)`;
+
+function badField(o: Record<string, unknown>, name: string, expected: string): RedfenceError {
+  return wrong(
+    'operation',
+    `{ op: '${String(o.op)}' } with ${name} ${typeOf(o[name])}`,
+    `${name} must be ${expected}`,
+  );
+}
+
 /** Why `op` is not an operation the fence can apply, or undefined when it is one. */
 export function checkOperation(op: unknown): RedfenceError | undefined {
-  const fix = `it must return an operation ${OPS} (docs/processor.md)`;
-  if (typeof op !== 'object' || op === null || Array.isArray(op)) return wrong('operation', typeOf(op), fix);
+  if (typeof op !== 'object' || op === null || Array.isArray(op))
+    return wrong('operation', typeOf(op), OP_FIX);
   const o = op as Record<string, unknown>;
-  const field = (name: string, expected: string) =>
-    wrong(
-      'operation',
-      `{ op: '${String(o.op)}' } with ${name} ${typeOf(o[name])}`,
-      `${name} must be ${expected}`,
-    );
   switch (o.op) {
     case 'set':
-      return isBytes(o.value) ? undefined : field('value', 'a string or a Uint8Array/Buffer');
+      return isBytes(o.value) ? undefined : badField(o, 'value', 'a string or a Uint8Array/Buffer');
     case 'add': {
       const by = o.by;
       if (typeof by === 'bigint') {
@@ -60,15 +64,17 @@ export function checkOperation(op: unknown): RedfenceError | undefined {
       }
       return Number.isSafeInteger(by)
         ? undefined
-        : field('by', 'a safe integer or a bigint (addFloat for fractions)');
+        : badField(o, 'by', 'a safe integer or a bigint (addFloat for fractions)');
     }
     case 'addFloat':
-      return typeof o.by === 'number' && Number.isFinite(o.by) ? undefined : field('by', 'a finite number');
+      return typeof o.by === 'number' && Number.isFinite(o.by)
+        ? undefined
+        : badField(o, 'by', 'a finite number');
     case 'max':
     case 'min':
       return typeof o.value === 'number' && Number.isFinite(o.value)
         ? undefined
-        : field('value', 'a finite number');
+        : badField(o, 'value', 'a finite number');
     case 'delete':
       return undefined;
     case 'cas': {
@@ -76,13 +82,15 @@ export function checkOperation(op: unknown): RedfenceError | undefined {
       const tokenOk =
         e === null ||
         (typeof e === 'object' && e !== undefined && isOffset(e.partition) && isOffset(e.offset));
-      return tokenOk && isBytes(o.value) ? undefined : wrong('operation', "a malformed { op: 'cas' }", fix);
+      return tokenOk && isBytes(o.value)
+        ? undefined
+        : wrong('operation', "a malformed { op: 'cas' }", OP_FIX);
     }
     default:
       return wrong(
         'operation',
         `an object whose op is ${typeOf(o.op)}${typeof o.op === 'string' ? ' the fence does not know' : ''}`,
-        fix,
+        OP_FIX,
       );
   }
 }

@@ -96,7 +96,8 @@ const KAFKA_NAMES: Record<keyof KafkaOptions, true> = {
   producerConfig: true,
 };
 const SSL_NAMES: Record<keyof KafkaSsl, true> = { ca: true, cert: true, key: true, keyPassword: true };
-const PORT_METHODS: Record<keyof KafkaPort, true> = {
+// committedWithMetadata and deleteRecords are optional (a port of one's own written before them still works)
+const PORT_METHODS: Record<Exclude<keyof KafkaPort, 'committedWithMetadata' | 'deleteRecords'>, true> = {
   start: true,
   produce: true,
   commit: true,

@@ -17,6 +17,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import type { Logger } from './logger.js';
+import type { InstanceRegistration } from './registry.js';
 
 export type RuntimeState = 'idle' | 'starting' | 'running' | 'closing' | 'closed';
 
@@ -39,6 +40,8 @@ export interface LifecycleSteps {
   failedStart?: () => void;
   /** After the close that a fatal error starts. */
   onFatal?: ((error: Error) => void) | undefined;
+  /** Its entry in the instance registry (src/runtime/registry.ts): written once running, deleted on close. */
+  registration?: InstanceRegistration | undefined;
 }
 
 const errText = (e: unknown) => String((e as Error)?.message ?? e);
@@ -87,6 +90,7 @@ export class Lifecycle {
     this.#starting = this.#steps.startUp().then(
       () => {
         this.#state = 'running';
+        this.#steps.registration?.start();
       },
       async (err: unknown) => {
         this.#steps.log.error({ err: errText(err) }, 'start failed: stopping what was started');
@@ -123,7 +127,7 @@ export class Lifecycle {
     this.#fatalError = err;
     this.#steps.log.error(
       { err: err.message },
-      `fatal Kafka error: closing the ${this.#steps.name} (restart it)`,
+      `fatal ${RedfenceError.is(err, 'RF_REDIS_AUTH') ? 'Redis' : 'Kafka'} error: closing the ${this.#steps.name} (restart it)`,
     );
     // not awaited here: close() may wait for the very call that reported the error
     setImmediate(() => {
@@ -148,6 +152,7 @@ export class Lifecycle {
     this.#state = 'closing';
     this.#abort.abort();
     if (first) this.#steps.quiesce();
+    await this.#steps.registration?.stop();
     try {
       if (graceful) await this.#steps.drain();
       // a destroy during close(): its stop cuts the drain short (the close ends when that drain does)

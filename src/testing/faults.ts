@@ -9,7 +9,10 @@ import { RedfenceError } from '../errors/index.js';
 /** The Kafka steps of the commit path. */
 export type KafkaStep = 'produce' | 'commit' | 'transaction';
 
-/** Every port call a test can hold, and (all but stop) fail. */
+/**
+ * Every port call a test can hold, and (all but stop) fail. `committed` is the read of committed
+ * offsets, with or without their metadata (committed() and committedWithMetadata()).
+ */
 export type PortStep =
   | KafkaStep
   | 'start'

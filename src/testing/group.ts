@@ -4,7 +4,7 @@
  * balance needs it elsewhere; what moves is first revoked from its owner (its onRevoke awaited), then
  * assigned to its new owner (its onAssign awaited). A partition never has two owners.
  */
-import { type TopicPartition, tpKey } from '../kafka/types.js';
+import { type CommitOffset, type CommittedOffset, type TopicPartition, tpKey } from '../kafka/types.js';
 
 /** What the group needs from a consumer. */
 export interface Member {
@@ -19,7 +19,7 @@ export interface Member {
 
 export class Group {
   readonly #partitionCount: (topic: string) => number | undefined;
-  readonly #committed = new Map<string, number>();
+  readonly #committed = new Map<string, CommittedOffset>();
   readonly #members: Member[] = [];
   #queue: Promise<void> = Promise.resolve();
   #pending = 0;
@@ -32,11 +32,18 @@ export class Group {
 
   /** The committed offset (the next to consume) of a partition, -1 when none. */
   committed(tp: TopicPartition): number {
-    return this.#committed.get(tpKey(tp.topic, tp.partition)) ?? -1;
+    return this.committedWithMetadata(tp).offset;
   }
 
-  commit(offsets: readonly { topic: string; partition: number; offset: number }[]): void {
-    for (const o of offsets) this.#committed.set(tpKey(o.topic, o.partition), o.offset);
+  /** The committed offset with its metadata; `{ offset: -1, metadata: '' }` when none. */
+  committedWithMetadata(tp: TopicPartition): CommittedOffset {
+    return this.#committed.get(tpKey(tp.topic, tp.partition)) ?? { offset: -1, metadata: '' };
+  }
+
+  /** Stores each offset with its metadata ('' when none given, as the broker stores it). */
+  commit(offsets: readonly CommitOffset[]): void {
+    for (const o of offsets)
+      this.#committed.set(tpKey(o.topic, o.partition), { offset: o.offset, metadata: o.metadata ?? '' });
   }
 
   /** A topic's committed offsets by partition (partitions without a commit are absent). */
@@ -44,7 +51,7 @@ export class Group {
     const out = new Map<number, number>();
     for (const [k, v] of this.#committed) {
       const i = k.lastIndexOf('/');
-      if (k.slice(0, i) === topic) out.set(Number(k.slice(i + 1)), v);
+      if (k.slice(0, i) === topic) out.set(Number(k.slice(i + 1)), v.offset);
     }
     return new Map([...out].sort((a, b) => a[0] - b[0]));
   }

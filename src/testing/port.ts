@@ -9,8 +9,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
+import { checkCommitMetadata } from '../kafka/commit-metadata.js';
 import {
   type CommitOffset,
+  type CommittedOffset,
   type ConsumerHandlers,
   type KafkaPort,
   type OutRecord,
@@ -23,57 +25,17 @@ import { GroupConsumer } from './consumer.js';
 import { MemoryKafkaError } from './errors.js';
 import { type FailOptions, Faults, type HeldStep, type KafkaStep, type PortStep } from './faults.js';
 import type { Group } from './group.js';
+import {
+  checkPortOptions,
+  type MemoryPortOptions,
+  noCalls,
+  type PortCalls,
+  type StepRecord,
+} from './port-options.js';
 
-export interface MemoryPortOptions {
-  /** The consumer group; give the processor the same `groupId`. */
-  groupId: string;
-  /**
-   * The transactional id: a port started later with the same id fences this one (its next
-   * transaction fails with RF_KAFKA_FATAL). Default: an id of its own.
-   */
-  transactionalId?: string;
-  /** Records per batch, at most. Default 500. */
-  maxBatchSize?: number;
-  /** Names the port in its step records. Default: the group id and a random suffix. */
-  name?: string;
-}
-
-/** One Kafka step as the port ran it. */
-export interface StepRecord {
-  readonly kind: KafkaStep;
-  readonly records: number;
-  readonly offsets: readonly CommitOffset[];
-  readonly outcome: 'ok' | 'failed';
-}
+export type { MemoryPortOptions, PortCalls, StepRecord } from './port-options.js';
 
 export type MemoryPortState = 'idle' | 'running' | 'stopping' | 'stopped';
-
-/** How many times each KafkaPort method of a port was called (failed and refused calls included). */
-export type PortCalls = Record<keyof KafkaPort, number>;
-
-function noCalls(): PortCalls {
-  return {
-    start: 0,
-    produce: 0,
-    commit: 0,
-    produceTransactionally: 0,
-    committed: 0,
-    partitionCount: 0,
-    describeTopics: 0,
-    createTopics: 0,
-    highWatermarks: 0,
-    seek: 0,
-    pause: 0,
-    resume: 0,
-    stop: 0,
-  };
-}
-
-const OPTION_NAMES = new Set(['groupId', 'transactionalId', 'maxBatchSize', 'name']);
-
-function invalid(message: string): RedfenceError {
-  return new RedfenceError('RF_INVALID_OPTIONS', `memory Kafka port: ${message}`);
-}
 
 export class MemoryKafkaPort implements KafkaPort {
   readonly name: string;
@@ -95,20 +57,7 @@ export class MemoryKafkaPort implements KafkaPort {
 
   /** @internal Made by MemoryKafka.port(). */
   constructor(cluster: Cluster, options: MemoryPortOptions) {
-    if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
-    for (const k of Object.keys(options))
-      if (!OPTION_NAMES.has(k))
-        throw invalid(`unknown option "${k}"; known: ${[...OPTION_NAMES].join(', ')}`);
-    if (typeof options.groupId !== 'string' || options.groupId.length === 0)
-      throw invalid('"groupId" must be a non-empty string');
-    const max = options.maxBatchSize ?? 500;
-    if (!Number.isSafeInteger(max) || max < 1)
-      throw invalid(`"maxBatchSize" must be an integer >= 1, got ${JSON.stringify(options.maxBatchSize)}`);
-    for (const k of ['transactionalId', 'name'] as const) {
-      const v = options[k];
-      if (v !== undefined && (typeof v !== 'string' || v.length === 0))
-        throw invalid(`"${k}" must be a non-empty string`);
-    }
+    const { maxBatchSize: max } = checkPortOptions(options);
     this.#cluster = cluster;
     this.groupId = options.groupId;
     this.#group = cluster.group(options.groupId);
@@ -235,12 +184,14 @@ export class MemoryKafkaPort implements KafkaPort {
     }
   }
 
-  #checkOffsets(offsets: readonly CommitOffset[]): void {
+  /** What the default adapter refuses before any call: a bad offset, metadata the broker could not store. */
+  #checkOffsets(offsets: readonly CommitOffset[], what: string): void {
+    checkCommitMetadata(offsets, what);
     for (const o of offsets)
       if (!Number.isSafeInteger(o.offset) || o.offset < 0)
         throw new RedfenceError(
           'RF_INVALID_ARGUMENT',
-          `commit: offset of ${o.topic}/${o.partition} must be >= 0`,
+          `${what}: offset of ${o.topic}/${o.partition} must be >= 0`,
         );
   }
 
@@ -254,8 +205,8 @@ export class MemoryKafkaPort implements KafkaPort {
   async commit(offsets: readonly CommitOffset[]): Promise<void> {
     this.#calls.commit++;
     this.#ready('commit()');
+    this.#checkOffsets(offsets, 'commit');
     if (offsets.length === 0) return;
-    this.#checkOffsets(offsets);
     let ok = false;
     try {
       const fail = await this.#faults.enter('commit');
@@ -275,7 +226,7 @@ export class MemoryKafkaPort implements KafkaPort {
   ): Promise<void> {
     this.#calls.produceTransactionally++;
     this.#ready('produceTransactionally()');
-    this.#checkOffsets(offsets);
+    this.#checkOffsets(offsets, 'produceTransactionally');
     let ok = false;
     try {
       const fail = await this.#faults.enter('transaction');
@@ -306,6 +257,17 @@ export class MemoryKafkaPort implements KafkaPort {
     await this.#adminCall('committed');
     this.#ready('committed()');
     return new Map(partitions.map((tp) => [tpKey(tp.topic, tp.partition), this.#group.committed(tp)]));
+  }
+
+  /** Counted on its own; a hold or failure of the `committed` step applies to it too (one read). */
+  async committedWithMetadata(partitions: readonly TopicPartition[]): Promise<Map<string, CommittedOffset>> {
+    this.#calls.committedWithMetadata++;
+    const fail = await this.#faults.enter('committed');
+    if (fail) throw this.#failure('committed', fail);
+    this.#ready('committedWithMetadata()');
+    return new Map(
+      partitions.map((tp) => [tpKey(tp.topic, tp.partition), this.#group.committedWithMetadata(tp)]),
+    );
   }
 
   /** Counts the call, waits at its hold and throws its injected failure. */

@@ -14,6 +14,12 @@ import { parseOptions, type Table } from '../../src/cli/options.js';
 import { redisTarget, showRedisUrl } from '../../src/cli/redis.js';
 import { processorSettings } from '../../src/cli/run.js';
 import { RUN_HELP, RUN_OPTIONS } from '../../src/cli/run-options.js';
+import {
+  STATE_GET_HELP,
+  STATE_GET_OPTIONS,
+  STATE_WINDOWS_HELP,
+  STATE_WINDOWS_OPTIONS,
+} from '../../src/cli/state.js';
 import { RedfenceError } from '../../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'redfence-cli-options-'));
@@ -149,6 +155,7 @@ describe('CLI options', () => {
       run: RUN_OPTIONS,
       inspect: INSPECT_OPTIONS,
       chaos: CHAOS_OPTIONS,
+      'state windows': STATE_WINDOWS_OPTIONS,
     }) as Array<[string, Table]>) {
       for (const [name, spec] of Object.entries(table)) {
         if (spec.kind === 'switch') continue;
@@ -273,6 +280,8 @@ describe('CLI options', () => {
       [RUN_HELP, RUN_OPTIONS],
       [INSPECT_HELP, INSPECT_OPTIONS],
       [CHAOS_HELP, CHAOS_OPTIONS],
+      [STATE_GET_HELP, STATE_GET_OPTIONS],
+      [STATE_WINDOWS_HELP, STATE_WINDOWS_OPTIONS],
     ] as Array<[string, Table]>) {
       const flat = help.replace(/\n\s+/g, ' ');
       for (const [name, spec] of Object.entries(table)) {

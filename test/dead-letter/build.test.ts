@@ -20,6 +20,7 @@ const REASONS: DeadLetterReason[] = [
   'processing-error',
   'oversized',
   'null-key',
+  'late',
 ];
 
 function source(overrides: Partial<SourceRecord> = {}): SourceRecord {
@@ -221,6 +222,7 @@ describe('buildDeadLetter: exception class names and messages', () => {
       'processing-error': 'redfence.ProcessingError',
       oversized: 'redfence.Oversized',
       'null-key': 'redfence.NullKey',
+      late: 'redfence.Late',
     };
     for (const reason of REASONS) {
       const h = buildDeadLetter(input({ reason })).headers;

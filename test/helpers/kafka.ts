@@ -7,12 +7,19 @@ const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 export const kafka = new KafkaJS.Kafka({ kafkaJS: { brokers: KAFKA_BROKERS.split(','), ...quiet } });
 
 export async function createTopics(
-  topics: Array<{ topic: string; partitions: number }>,
+  topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>,
 ): Promise<() => Promise<void>> {
   const admin = kafka.admin();
   await admin.connect();
   await admin.createTopics({
-    topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })),
+    topics: topics.map((t) => ({
+      topic: t.topic,
+      numPartitions: t.partitions,
+      replicationFactor: 1,
+      ...(t.config === undefined
+        ? {}
+        : { configEntries: Object.entries(t.config).map(([name, value]) => ({ name, value })) }),
+    })),
   });
   // The create call returns once the controller has the topics; another client's metadata may not show
   // them yet (a busy broker). Tests start only when every partition has a leader.
@@ -36,6 +43,29 @@ export async function createTopics(
     await admin.deleteTopics({ topics: topics.map((t) => t.topic) }).catch(() => undefined);
     await admin.disconnect();
   };
+}
+
+/**
+ * A new topic of `partitions` partitions with `per` records in each (null keys, values '0', '1', ...
+ * round-robin over the partitions), deleted after the test. Returns its name.
+ */
+export async function filledTopic(
+  t: { after(fn: () => Promise<void>): void },
+  prefix: string,
+  partitions: number,
+  per: number,
+): Promise<string> {
+  const topic = uniqueName(prefix);
+  t.after(await createTopics([{ topic, partitions }]));
+  await produce(
+    topic,
+    Array.from({ length: partitions * per }, (_, i) => ({
+      key: null,
+      value: String(i),
+      partition: i % partitions,
+    })),
+  );
+  return topic;
 }
 
 /** Grows a topic to `count` partitions and waits until every one of them has a leader. */

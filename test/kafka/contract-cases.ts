@@ -10,6 +10,7 @@ import { it } from 'node:test';
 import type { CommitOffset, OutRecord, TopicPartition } from '../../src/kafka/types.js';
 import { partitionFor } from '../../src/partitioner/index.js';
 import { uniqueName } from '../helpers/env.js';
+import { metadataCases } from './contract-metadata.js';
 import { rebalanceCase } from './contract-rebalance.js';
 import { asSent, type ContractSide, Recorder, range, waitFor } from './contract-support.js';
 
@@ -198,6 +199,7 @@ export function contractCases(side: ContractSide): void {
   });
 
   rebalanceCase(side);
+  metadataCases(side);
 
   it('seek: seeking a partition back delivers again from that offset', async (t) => {
     const topic = uniqueName('contract-sk');

@@ -8,23 +8,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfluentKafka } from '../../src/kafka/confluent.js';
 import type { TopicPartition } from '../../src/kafka/types.js';
-import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
-import { createTopics, pollUntil, produce } from '../helpers/kafka.js';
+import { KAFKA_BROKERS } from '../helpers/env.js';
+import { filledTopic, pollUntil } from '../helpers/kafka.js';
 
 describe('ConfluentKafka pause during a dispatch', { timeout: 120_000 }, () => {
   it('delivers every record once when a batch pauses every partition while the records of others wait in the same fetch', async (t) => {
-    const topic = uniqueName('pause-dispatch');
     const PARTITIONS = 4;
     const PER = 100;
-    t.after(await createTopics([{ topic, partitions: PARTITIONS }]));
-    await produce(
-      topic,
-      Array.from({ length: PARTITIONS * PER }, (_, i) => ({
-        key: null,
-        value: String(i),
-        partition: i % PARTITIONS,
-      })),
-    );
+    const topic = await filledTopic(t, 'pause-dispatch', PARTITIONS, PER);
     const kafka = new ConfluentKafka({
       brokers: KAFKA_BROKERS.split(','),
       groupId: `${topic}-g`,

@@ -137,24 +137,36 @@ describe('sweeping pending outputs', { timeout: 240_000 }, () => {
     }
   });
 
-  it('sweeps on a timer while running (sweepIntervalMs), without waiting for N commits', async () => {
-    const t = await setUp('sweep-timer');
-    try {
-      const p = t.make({ sweepEvery: 1_000_000, sweepIntervalMs: 300 });
-      await p.start();
+  for (const [name, settings, what] of [
+    [
+      'sweeps every N commits while running, beside the Kafka step (no timer)',
+      { sweepEvery: 1, sweepIntervalMs: 600_000 },
+      'the sweeps after the commits',
+    ],
+    [
+      'sweeps on a timer while running (sweepIntervalMs), without waiting for N commits',
+      { sweepEvery: 1_000_000, sweepIntervalMs: 300 },
+      'the timer',
+    ],
+  ] as const)
+    it(name, async () => {
+      const t = await setUp(settings.sweepEvery === 1 ? 'sweep-every' : 'sweep-timer');
       try {
-        await pollUntil('every record committed', t.allCommitted, 120_000);
-        await pollUntil(
-          'the timer swept every partition',
-          async () => t.total(await t.pendingBelowCommitted()) === 0,
-          30_000,
-        );
-        assert.equal(p.state, 'running', 'swept while running, not by close()');
+        const p = t.make(settings);
+        await p.start();
+        try {
+          await pollUntil('every record committed', t.allCommitted, 120_000);
+          await pollUntil(
+            `${what} swept every partition`,
+            async () => t.total(await t.pendingBelowCommitted()) === 0,
+            30_000,
+          );
+          assert.equal(p.state, 'running', 'swept while running, not by close()');
+        } finally {
+          await p.close();
+        }
       } finally {
-        await p.close();
+        await t.drop();
       }
-    } finally {
-      await t.drop();
-    }
-  });
+    });
 });

@@ -34,6 +34,7 @@ class StallingPort implements KafkaPort {
   produceTransactionally: KafkaPort['produceTransactionally'] = (r, o, cb) =>
     this.inner.produceTransactionally(r, o, cb);
   committed: KafkaPort['committed'] = (p) => this.inner.committed(p);
+  committedWithMetadata: KafkaPort['committedWithMetadata'] = (p) => this.inner.committedWithMetadata(p);
   partitionCount: KafkaPort['partitionCount'] = (t) => this.inner.partitionCount(t);
   highWatermarks: KafkaPort['highWatermarks'] = (t) => this.inner.highWatermarks(t);
   describeTopics: KafkaPort['describeTopics'] = (t) => this.inner.describeTopics(t);

@@ -11,7 +11,8 @@
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_ONLY (run only configurations
  * whose label contains it), BENCH_FAILOVER=1 (same as --failover), BENCH_FAILOVER_KEYS ("10000,100000"),
  * BENCH_FAILOVER_WAVE (1000: orders of the second wave), BENCH_SESSION_TIMEOUT_MS (unset: the consumer default,
- * 45 s), BENCH_JAVA_OPTS (extra JVM options), BENCH_KS_LOG_LEVEL (warn), KAFKA_BROKERS (127.0.0.1:19092).
+ * 45 s), BENCH_JAVA_OPTS (extra JVM options), BENCH_KS_LOG_LEVEL (warn), BENCH_KS_PARSE (json: a Jackson serde;
+ * scan: the earlier hand-written scan), KAFKA_BROKERS (127.0.0.1:19092).
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
@@ -60,7 +61,11 @@ const opts = {
     : undefined,
   javaOpts: (process.env.BENCH_JAVA_OPTS ?? '').split(/\s+/).filter((s) => s !== ''),
   logLevel: process.env.BENCH_KS_LOG_LEVEL ?? 'warn',
+  /** how the app reads orders: a Jackson serde (json), or the earlier hand-written scan (scan) */
+  parse: process.env.BENCH_KS_PARSE ?? 'json',
 };
+if (opts.parse !== 'json' && opts.parse !== 'scan')
+  throw new Error(`BENCH_KS_PARSE must be json or scan, not ${opts.parse}`);
 const ONLY = process.env.BENCH_ONLY;
 const PHASE_TIMEOUT_MS = 300_000;
 const POLL_MS = 100;
@@ -158,6 +163,7 @@ function startJvm(c: {
     KS_STATE_DIR: c.stateDir,
     KS_THREADS: String(c.threads),
     KS_CACHE_BYTES: c.cache,
+    KS_PARSE: opts.parse,
   };
   if (opts.sessionTimeoutMs !== undefined) env.KS_SESSION_TIMEOUT_MS = String(opts.sessionTimeoutMs);
   const spawnedAt = Date.now();

@@ -2,6 +2,7 @@
   applyCore: the decision table of the fence, shared by the apply scripts (applyRecords-1 and
   applyMany-N: cluster fencing; applyRecordsStrict-3 and applyManyStrict-N: strict fencing). Handles
   every record of each key of ONE partition batch, in offset order, atomically.
+  (Over 400 lines: the decision table and its ops are one body the apply scripts inline whole.)
 
   Hash fields of a state key:
     v            the value (absent after a delete: tombstone)

@@ -1,5 +1,9 @@
 package dev.redfence.bench;
 
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
@@ -25,11 +29,14 @@ import org.apache.kafka.streams.state.KeyValueStore;
 /**
  * Kafka Streams peer of the redfence processor benchmark: per customer (the record key), total = sum of
  * "amount" and count, kept in a persistent RocksDB key-value store; for every input record the new state
- * {"total":..,"count":..} is written to the output topic, keyed by customer. exactly_once_v2.
+ * {"total":..,"count":..} is written to the output topic, keyed by customer. exactly_once_v2. Orders are
+ * read, and outputs written, by a Jackson serde (KS_PARSE=json, the default), as redfence parses JSON.
  *
  * <p>Configuration from the environment (run.ts sets it):
  * KS_BROKERS, KS_INPUT, KS_OUTPUT, KS_APP_ID, KS_STATE_DIR, KS_THREADS (1), KS_CACHE_BYTES (0; "default"
- * keeps the Streams default of 10 MiB), KS_SESSION_TIMEOUT_MS (unset: the consumer default, 45 s).
+ * keeps the Streams default of 10 MiB), KS_SESSION_TIMEOUT_MS (unset: the consumer default, 45 s), KS_PARSE
+ * ("json": orders read and outputs written by a Jackson serde, as an application would; "scan": the earlier
+ * hand-written scan for the amount and a hand-built output string).
  *
  * <p>Prints one line per event on stdout, for run.ts: "STATE <epoch ms> <old> <new>", "RESTORE_START <epoch ms>
  * <topic-partition> <start> <end>", "RESTORE_END <epoch ms> <topic-partition> <records>".
@@ -46,7 +53,46 @@ public final class KafkaStreamsPeer {
     return v;
   }
 
-  /** The integer after "amount": in the order JSON (hand-written: the benchmark's orders are flat). */
+  /** An order as the benchmark writes it: {"customer": "...", "amount": n, "pad": "..."}. */
+  public record Order(String customer, long amount, String pad) {}
+
+  /** The output value: {"total":..,"count":..}. */
+  public record Totals(long total, long count) {}
+
+  /** A Jackson serde of one class (what an application would write, or take from a serde library). */
+  static final class JsonSerde<T> implements Serde<T> {
+    private static final ObjectMapper MAPPER =
+        new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
+    private final Class<T> type;
+
+    JsonSerde(Class<T> type) {
+      this.type = type;
+    }
+
+    @Override
+    public Serializer<T> serializer() {
+      return (topic, v) -> {
+        try {
+          return v == null ? null : MAPPER.writeValueAsBytes(v);
+        } catch (IOException e) {
+          throw new UncheckedIOException(e);
+        }
+      };
+    }
+
+    @Override
+    public Deserializer<T> deserializer() {
+      return (topic, b) -> {
+        try {
+          return b == null ? null : MAPPER.readValue(b, type);
+        } catch (IOException e) {
+          throw new org.apache.kafka.common.errors.SerializationException("not a " + type.getSimpleName(), e);
+        }
+      };
+    }
+  }
+
+  /** KS_PARSE=scan only: the integer after "amount": in the order JSON (the benchmark's orders are flat). */
   static long amount(String json) {
     int i = json.indexOf("\"amount\":");
     if (i < 0) throw new IllegalArgumentException("no amount in " + json);
@@ -91,6 +137,7 @@ public final class KafkaStreamsPeer {
     String input = env("KS_INPUT", null);
     String output = env("KS_OUTPUT", null);
     String cache = env("KS_CACHE_BYTES", "0");
+    String parse = env("KS_PARSE", "json");
 
     Properties p = new Properties();
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, env("KS_APP_ID", null));
@@ -112,17 +159,30 @@ public final class KafkaStreamsPeer {
     // commit.interval.ms: not set, so the exactly-once default (100 ms) applies.
 
     StreamsBuilder b = new StreamsBuilder();
-    b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
-        .groupByKey(Grouped.with(Serdes.String(), Serdes.String()))
-        .aggregate(
-            () -> new Agg(0, 0),
-            (customer, order, agg) -> new Agg(agg.total() + amount(order), agg.count() + 1),
-            Materialized.<String, Agg, KeyValueStore<Bytes, byte[]>>as("totals")
-                .withKeySerde(Serdes.String())
-                .withValueSerde(new AggSerde()))
-        .toStream()
-        .mapValues(a -> "{\"total\":" + a.total() + ",\"count\":" + a.count() + "}")
-        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+    Materialized<String, Agg, KeyValueStore<Bytes, byte[]>> totals =
+        Materialized.<String, Agg, KeyValueStore<Bytes, byte[]>>as("totals")
+            .withKeySerde(Serdes.String())
+            .withValueSerde(new AggSerde());
+    if (parse.equals("scan")) {
+      b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+          .groupByKey(Grouped.with(Serdes.String(), Serdes.String()))
+          .aggregate(
+              () -> new Agg(0, 0), (customer, order, agg) -> new Agg(agg.total() + amount(order), agg.count() + 1), totals)
+          .toStream()
+          .mapValues(a -> "{\"total\":" + a.total() + ",\"count\":" + a.count() + "}")
+          .to(output, Produced.with(Serdes.String(), Serdes.String()));
+    } else if (parse.equals("json")) {
+      JsonSerde<Order> orders = new JsonSerde<>(Order.class);
+      b.stream(input, Consumed.with(Serdes.String(), orders))
+          .groupByKey(Grouped.with(Serdes.String(), orders))
+          .aggregate(
+              () -> new Agg(0, 0), (customer, order, agg) -> new Agg(agg.total() + order.amount(), agg.count() + 1), totals)
+          .toStream()
+          .mapValues(a -> new Totals(a.total(), a.count()))
+          .to(output, Produced.with(Serdes.String(), new JsonSerde<>(Totals.class)));
+    } else {
+      throw new IllegalArgumentException("KS_PARSE must be json or scan, not " + parse);
+    }
 
     KafkaStreams streams = new KafkaStreams(b.build(), p);
     CountDownLatch done = new CountDownLatch(1);
@@ -160,7 +220,7 @@ public final class KafkaStreamsPeer {
                   streams.close(java.time.Duration.ofSeconds(20));
                   done.countDown();
                 }));
-    emit("START " + System.currentTimeMillis() + " " + Map.of("cache", cache));
+    emit("START " + System.currentTimeMillis() + " " + Map.of("cache", cache, "parse", parse));
     streams.start();
     done.await();
   }

@@ -1,0 +1,71 @@
+/**
+ * After a topology chaos run has drained: the input topic read back (partitions, offsets, timestamps,
+ * keys and values as written), every output topic (read_committed in exactly-once mode, read_uncommitted
+ * in at-least-once mode) and the dead-letter topic, the group's committed offsets; judged against the
+ * reference model (src/chaos/topology-verdict.ts). Reads Kafka with the verifier's reader, not the runtime's.
+ */
+import type { ModelInput } from '../topology/model.js';
+import type { BuiltTopology } from '../topology/types.js';
+import { ChaosKafka, type ConnectionConfig, type ReadMessage, readTopic } from './kafka.js';
+import { judgeTopologyRun, type TopologyResult } from './topology-verdict.js';
+
+export interface JudgeTopologyOptions {
+  brokers: string[];
+  kafkaConfig?: ConnectionConfig;
+  mode: 'exactly-once' | 'at-least-once';
+  /** The topology on the run's topics (src/chaos/topology-module.ts onChaosTopics). */
+  built: BuiltTopology;
+  input: string;
+  outputs: readonly string[];
+  deadLetter: string;
+  group: string;
+  produced: number;
+}
+
+const TIMEOUT = 300_000;
+
+export async function judgeTopology(o: JudgeTopologyOptions): Promise<TopologyResult> {
+  const input: ModelInput[] = [];
+  await readTopic(
+    o.brokers,
+    o.input,
+    'read_uncommitted',
+    (m) =>
+      input.push({
+        topic: o.input,
+        partition: m.partition,
+        offset: m.offset,
+        key: m.key,
+        value: m.value,
+        timestamp: m.timestamp,
+      }),
+    TIMEOUT,
+    o.kafkaConfig,
+  );
+  const isolation = o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted';
+  const outputs = new Map<string, ReadMessage[]>();
+  for (const topic of o.outputs) {
+    const list: ReadMessage[] = [];
+    outputs.set(topic, list);
+    await readTopic(o.brokers, topic, isolation, (m) => list.push(m), TIMEOUT, o.kafkaConfig);
+  }
+  const deadLetters: ReadMessage[] = [];
+  await readTopic(o.brokers, o.deadLetter, isolation, (m) => deadLetters.push(m), TIMEOUT, o.kafkaConfig);
+  const kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
+  // one after the other: the first call connects the admin client
+  const committed = await kafka.committedOffsets(o.group, o.input).catch(async (err: Error) => {
+    await kafka.close();
+    throw err;
+  });
+  const ends = await kafka.endOffsets(o.input).finally(() => kafka.close());
+  return judgeTopologyRun({
+    mode: o.mode,
+    built: o.built,
+    produced: o.produced,
+    input,
+    outputs,
+    deadLetters,
+    committed,
+    ends,
+  });
+}

@@ -1,0 +1,135 @@
+/**
+ * `redfence run <module>` when the module's default export is a built topology (`topology(...).build()`):
+ * a TopologyProcessor with the processor's Kafka, group, mode and commit flags, its state in the Redis
+ * target, until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a second signal
+ * exits at once). Flags a topology does not take (the processor's fence, sweep, snapshot, WAIT and
+ * tracing flags, the handler's, --workers above 1) are refused before any connection.
+ */
+import { RedfenceError } from '../errors/index.js';
+import type { BuiltTopology, Logger, ProcessorOptions, TopologyProcessorOptions } from '../index.js';
+import { setRegistryMetricsAddress } from '../runtime/registry.js';
+import type { Source, Values } from './options.js';
+import { connectRedis, type RedisTarget, redisClient } from './redis.js';
+import type { RUN_OPTIONS } from './run-options.js';
+
+const NOT_FOR_TOPOLOGIES = [
+  'user-retries',
+  'sweep-every',
+  'wait-replicas',
+  'wait-timeout',
+  'snapshot-interval',
+  'snapshot-topic',
+  'snapshot-rate',
+  'tracing',
+  'concurrency',
+  'attempt-timeout',
+  'postgres',
+  'postgres-table',
+];
+
+const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
+
+/** Refuses the flags a topology does not take (given by flag, environment or --config). */
+export function checkTopologyFlags(sources: Record<string, Source>, workers: number): void {
+  const wrong = NOT_FOR_TOPOLOGIES.filter((n) => sources[n] !== undefined && sources[n] !== 'default');
+  if (wrong.length > 0)
+    throw invalid(
+      `${wrong.map((n) => `--${n}`).join(', ')} ${wrong.length === 1 ? 'does' : 'do'} not apply to a topology, and the module exports one`,
+    );
+  if (workers > 1)
+    throw invalid('--workers above 1 does not apply to a topology yet: run several processes in one group');
+}
+
+export interface TopologyRun {
+  o: Values<typeof RUN_OPTIONS>;
+  built: BuiltTopology;
+  /** What the flags set on a processor (run.ts's processorSettings): the topology takes part of it. */
+  settings: Omit<ProcessorOptions, 'definition' | 'redis'>;
+  logger: Logger;
+  target: RedisTarget;
+  metricsPort: number | undefined;
+}
+
+/** The options the flags set: the processor's, less what a topology does not take. */
+export function topologySettings(
+  p: Omit<ProcessorOptions, 'definition' | 'redis'>,
+): Omit<TopologyProcessorOptions, 'topology' | 'redis'> {
+  return {
+    kafka: p.kafka,
+    ...(p.instanceId === undefined ? {} : { instanceId: p.instanceId }),
+    ...(p.mode === undefined ? {} : { mode: p.mode }),
+    ...(p.requireNoEviction === undefined ? {} : { requireNoEviction: p.requireNoEviction }),
+    ...(p.groupId === undefined ? {} : { groupId: p.groupId }),
+    ...(p.groupCommitRecords === undefined ? {} : { groupCommitRecords: p.groupCommitRecords }),
+    ...(p.commitIntervalMs === undefined ? {} : { commitIntervalMs: p.commitIntervalMs }),
+    ...(p.createTopics === undefined ? {} : { createTopics: p.createTopics }),
+    ...(p.replicationFactor === undefined ? {} : { replicationFactor: p.replicationFactor }),
+  };
+}
+
+export async function runTopology(r: TopologyRun): Promise<number> {
+  const { o, logger, target } = r;
+  const { HealthState, RedfenceMetrics, startMetricsServer, TopologyProcessor } = await import('../index.js');
+  const redis = await redisClient(target, logger);
+  const metrics = new RedfenceMetrics();
+  const health = new HealthState();
+  let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  let processor: InstanceType<typeof TopologyProcessor>;
+  try {
+    processor = new TopologyProcessor({
+      ...topologySettings(r.settings),
+      topology: r.built,
+      redis,
+      logger,
+      metrics,
+      health,
+      onFatal: (err) => {
+        logger.error({ err: err.message }, 'topology processor stopped after a fatal error');
+        void server?.close();
+        redis.disconnect();
+        process.exit(1);
+      },
+    });
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
+  const deadline = o['shutdown-timeout'];
+  let signals = 0;
+  const stopped = new Promise<number>((resolveStop) => {
+    const onSignal = (sig: string) => {
+      signals++;
+      if (signals > 1) process.exit(130);
+      logger.info({ signal: sig }, 'shutting down');
+      setTimeout(() => {
+        logger.error({ deadline }, 'graceful shutdown timed out');
+        process.exit(1);
+      }, deadline).unref();
+      processor
+        .close()
+        .then(() => server?.close())
+        .then(
+          () => {
+            redis.disconnect();
+            resolveStop(0);
+          },
+          () => resolveStop(1),
+        );
+    };
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', () => onSignal('SIGINT'));
+  });
+  try {
+    await connectRedis(redis, target, o['connect-timeout']);
+    if (r.metricsPort !== undefined)
+      server = await startMetricsServer({ metrics, health, port: r.metricsPort });
+    if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
+    await processor.start();
+  } catch (err) {
+    await processor.close().catch(() => undefined);
+    await server?.close().catch(() => undefined);
+    redis.disconnect();
+    throw err;
+  }
+  return stopped;
+}

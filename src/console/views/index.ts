@@ -1,0 +1,17 @@
+/** The console's views, in navigation order. A new store kind is one more entry here. */
+import type { ConsoleView } from '../view.js';
+import { deadLettersView } from './dead-letters.js';
+import { inspectorView } from './inspector.js';
+import { instancesView } from './instances.js';
+import { lagView } from './lag.js';
+import { outboxView } from './outbox.js';
+import { processingView } from './processing.js';
+
+export const VIEWS: readonly ConsoleView[] = [
+  instancesView,
+  lagView,
+  processingView,
+  inspectorView,
+  deadLettersView,
+  outboxView,
+];

@@ -1,0 +1,149 @@
+/**
+ * One delivered batch of a topology's input (or of one of its repartition topics) through the processor's stages: intake (ownership, the
+ * seek-back after a failed Kafka step, offset holes), the topology's batch executor on Redis (through
+ * the Redis guard: an outage pauses and retries), FENCE handling (pause, never commit), the outputs (to
+ * repartition topics too, placed by their key's murmur2) and dead letters as records to produce, then the commit pipeline with the partition's new stream time as
+ * the commit's metadata. Order is the invariant: Redis write, then produce, then commit.
+ */
+import { deadLetterRecord } from '../../dead-letter/record.js';
+import { RedfenceError } from '../../errors/index.js';
+import type { InRecord, KafkaPort, OutRecord } from '../../kafka/types.js';
+import type { RedfenceMetrics } from '../../metrics/index.js';
+import type { Logger } from '../../runtime/logger.js';
+import type { ModelInput } from '../../topology/model.js';
+import type { TopologyExecutor } from '../../topology/run/executor.js';
+import type { TopologyBatchResult, TopologyDeadLetter } from '../../topology/run/types.js';
+import { countHoles } from '../batch.js';
+import type { CommitPipeline } from '../commit-pipeline.js';
+import type { Counts } from '../counts.js';
+import type { PartitionTable } from '../partition-table.js';
+import type { RedisStep } from '../wiring.js';
+import { encodeStreamTime, type PartitionTimes } from './stream-time.js';
+
+export interface TopologyBatchContext {
+  readonly table: PartitionTable;
+  /** False once closing: no new batch is taken (its next owner runs it). */
+  accepting(): boolean;
+  readonly executor: Pick<TopologyExecutor, 'runBatch' | 'setStreamTime'>;
+  /** The stream times of a topic's owned partitions (the input's, or a repartition topic's). */
+  times(topic: string): PartitionTimes;
+  readonly redisStep: RedisStep;
+  readonly pipeline: Pick<CommitPipeline, 'enqueue'>;
+  readonly kafka: Pick<KafkaPort, 'pause'>;
+  readonly deadLetterTopic: string;
+  readonly groupId: string;
+  readonly counts: Counts;
+  /** Records the aggregations dropped (null key or value, late with onLate('drop')). */
+  dropped(n: number): void;
+  readonly metrics: RedfenceMetrics | undefined;
+  readonly log: Logger;
+}
+
+export async function runTopologyBatch(
+  ctx: TopologyBatchContext,
+  topic: string,
+  partition: number,
+  records: readonly InRecord[],
+  highWatermark: string,
+): Promise<void> {
+  const entry = ctx.table.get(topic, partition);
+  if (!entry || entry.fenced || records.length === 0 || !ctx.accepting()) return;
+  const first = Number(records[0]?.offset);
+  if (entry.rewound !== undefined) {
+    // fetched before the seek back took effect: dropped, delivered again from `rewound`
+    if (first > entry.rewound) return;
+    entry.rewound = undefined;
+    // delivered again from `first`: the stream time there, not the one the dropped batches left
+    ctx.executor.setStreamTime(partition, ctx.times(topic).at(partition, first), topic);
+  }
+  ctx.metrics?.batch(records.length);
+  countHoles(ctx, entry, records);
+  const inputs = records.map(modelInput);
+  let result: TopologyBatchResult;
+  try {
+    // An outage pauses the owned partitions and retries: a batch run again is a replay (the key calls
+    // answer REEMIT for what they applied, the index adds are idempotent).
+    result = await ctx.redisStep('topology batch', () =>
+      ctx.executor.runBatch({
+        topic,
+        partition,
+        epoch: entry.epoch,
+        committedOffset: entry.committed,
+        records: inputs,
+      }),
+    );
+  } catch (err) {
+    if (!RedfenceError.is(err, 'RF_TOPOLOGY_FENCED')) throw err;
+    entry.fenced = true;
+    ctx.kafka.pause([{ topic, partition }]);
+    ctx.counts.fenced();
+    ctx.metrics?.fenced(topic, partition);
+    ctx.log.warn(
+      { topic, partition, epoch: entry.epoch },
+      'FENCE: a newer owner holds this partition; dropped the batch, never committing it',
+    );
+    return;
+  }
+  for (const [verdict, n] of Object.entries(result.verdicts))
+    if (n > 0) {
+      ctx.counts.verdict(verdict as keyof typeof result.verdicts, n);
+      ctx.metrics?.verdict(topic, partition, verdict as keyof typeof result.verdicts, n);
+    }
+  if (result.dropped.length > 0) ctx.dropped(result.dropped.length);
+  const out = outRecords(ctx, records, result);
+  const next = entry.delivered;
+  ctx.times(topic).remember(partition, next, result.streamTime);
+  await ctx.pipeline.enqueue({
+    entry,
+    out,
+    count: records.length,
+    first,
+    next,
+    highWatermark,
+    lastTimestamp: records.at(-1)?.timestamp,
+    metadata: encodeStreamTime(result.streamTime),
+  });
+}
+
+/** A consumed record as the executor takes it (offsets and timestamps as numbers). */
+function modelInput(r: InRecord): ModelInput {
+  return {
+    topic: r.topic,
+    partition: r.partition,
+    offset: Number(r.offset),
+    key: r.key,
+    value: r.value,
+    timestamp: Number(r.timestamp),
+  };
+}
+
+/** The sink records (each to its topic, placed by key, with its timestamp), then the dead letters. */
+function outRecords(
+  ctx: TopologyBatchContext,
+  records: readonly InRecord[],
+  result: TopologyBatchResult,
+): OutRecord[] {
+  const out: OutRecord[] = result.outputs.map((o) => ({
+    topic: o.topic,
+    key: o.key,
+    value: o.value,
+    timestamp: String(o.timestamp),
+  }));
+  if (result.deadLetters.length === 0) return out;
+  const byOffset = new Map(records.map((r) => [Number(r.offset), r]));
+  for (const d of result.deadLetters) {
+    const source = byOffset.get(d.source.offset);
+    if (source === undefined) continue; // the executor dead-letters only the batch's own records
+    ctx.metrics?.deadLetter(d.reason);
+    out.push(deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, source, d.reason, deadLetterError(d)));
+  }
+  return out;
+}
+
+/** What a dead letter says about itself (node and store names, windows: never a value). */
+function deadLetterError(d: TopologyDeadLetter): Error {
+  if (d.reason === 'rejected')
+    return new Error(`topology node ${d.node} (store ${d.store}) refused the record: ${d.message}`);
+  const windows = d.windows.map((w) => `[${w.start},${w.end})`).join(' ');
+  return new Error(`late for topology node ${d.node} (store ${d.store}): windows ${windows} had closed`);
+}

@@ -1,0 +1,166 @@
+/**
+ * The topology processor's options: their types, defaults and one check, at construction, before any
+ * connection. Errors are RF_INVALID_OPTIONS naming the option; a topology the Redis runtime cannot run
+ * yet is RF_TOPOLOGY_UNSUPPORTED naming the node (src/topology/run/plan.ts). The shared options
+ * (kafka, groupId, logger, ...) are declared and checked in src/runtime/options.ts.
+ */
+import type { Cluster, Redis } from 'ioredis';
+import { bool, integer, invalid, isObject, oneOf, text } from '../../options/checks.js';
+import {
+  type ResolvedRuntimeOptions,
+  type RuntimeOptions,
+  resolveRuntimeOptions,
+} from '../../runtime/options.js';
+import type { BuiltTopology } from '../../topology/types.js';
+import { PROCESSING_MODES, type ProcessingMode } from '../options.js';
+
+/** The shared options a topology processor takes. */
+type Shared =
+  | 'kafka'
+  | 'groupId'
+  | 'instanceId'
+  | 'logger'
+  | 'metrics'
+  | 'health'
+  | 'onFatal'
+  | 'createTopics';
+
+/**
+ * A topology processor's options: the shared ones (`RuntimeOptions`: kafka, groupId (default: the
+ * topology's applicationId, as Kafka Streams' application.id), instanceId, logger, metrics, health,
+ * onFatal, createTopics) and its own.
+ */
+export interface TopologyProcessorOptions
+  extends Pick<
+    RuntimeOptions,
+    'kafka' | 'groupId' | 'instanceId' | 'logger' | 'metrics' | 'health' | 'onFatal' | 'createTopics'
+  > {
+  /** A built topology (`topology({ applicationId }) ... .build()`). */
+  topology: BuiltTopology;
+  /** An ioredis Redis or Cluster; the processor does not close it. */
+  redis: Redis | Cluster;
+  /** Default 'exactly-once': outputs, dead letters, offsets and stream time in one transaction. */
+  mode?: ProcessingMode;
+  /** Where late and refused records go. Default `<input topic>.DLT`. */
+  deadLetterTopic?: string;
+  /** Part of every Redis key (`rf:t=<tenant>:...`). Default: none. */
+  tenant?: string;
+  /** How long a window key lives past its close, in ms of wall-clock time. Default one day. */
+  retentionMs?: number;
+  /** Refuse to start unless Redis' maxmemory-policy is noeviction. Default true. */
+  requireNoEviction?: boolean;
+  /** Group commit, as the processor's (src/processor/options.ts). Default 2000. */
+  groupCommitRecords?: number;
+  /** Least time between the starts of two Kafka steps, as the processor's. Default 0. */
+  commitIntervalMs?: number;
+  /** Replication factor of topics made by `createTopics`: 1..32767, or -1 (default) for the broker's. */
+  replicationFactor?: number;
+  /**
+   * Least time between two purges of a repartition partition (its committed records deleted), as Kafka
+   * Streams' `repartition.purge.interval.ms`. Default 30000; 0: after every commit.
+   */
+  repartitionPurgeIntervalMs?: number;
+}
+
+export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Shared> {
+  readonly topology: BuiltTopology;
+  readonly redis: Redis | Cluster;
+  readonly mode: ProcessingMode;
+  /** Undefined: `<input topic>.DLT` (the input is known once the topology is planned). */
+  readonly deadLetterTopic: string | undefined;
+  readonly tenant: string | undefined;
+  readonly retentionMs: number | undefined;
+  readonly requireNoEviction: boolean;
+  readonly groupCommitRecords: number;
+  readonly commitIntervalMs: number;
+  readonly replicationFactor: number;
+  readonly repartitionPurgeIntervalMs: number;
+}
+
+const SHARED: Record<Shared, true> = {
+  kafka: true,
+  groupId: true,
+  instanceId: true,
+  logger: true,
+  metrics: true,
+  health: true,
+  onFatal: true,
+  createTopics: true,
+};
+const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
+  topology: true,
+  redis: true,
+  mode: true,
+  deadLetterTopic: true,
+  tenant: true,
+  retentionMs: true,
+  requireNoEviction: true,
+  groupCommitRecords: true,
+  commitIntervalMs: true,
+  replicationFactor: true,
+  repartitionPurgeIntervalMs: true,
+};
+const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
+
+function isBuilt(v: unknown): v is BuiltTopology {
+  return (
+    isObject(v) &&
+    typeof v.applicationId === 'string' &&
+    Array.isArray(v.nodes) &&
+    Array.isArray(v.subTopologies) &&
+    Object.isFrozen(v)
+  );
+}
+
+/** Checks every option and fills in the defaults. Throws RF_INVALID_OPTIONS naming the option. */
+export function resolveTopologyOptions(options: TopologyProcessorOptions): ResolvedTopologyOptions {
+  if (!isObject(options)) throw invalid('topology processor options must be an object');
+  const o = options as unknown as Record<string, unknown>;
+  if (!isBuilt(o.topology))
+    throw invalid('option "topology" must be a built topology (topology({ applicationId }) ... .build())');
+  const topology = o.topology;
+  const shared = resolveRuntimeOptions(o, {
+    what: 'topology processor',
+    fields: SHARED,
+    own: OWN,
+    groupId: topology.applicationId,
+    metricsMethods: ['commit', 'redisOutage', 'deadLetter'],
+  });
+  if (!isObject(o.redis) || typeof o.redis.config !== 'function')
+    throw invalid('option "redis" must be an ioredis Redis or Cluster');
+  const dlt = text('deadLetterTopic', o.deadLetterTopic);
+  if (dlt !== undefined && !TOPIC.test(dlt))
+    throw invalid('option "deadLetterTopic" must be a topic name ([A-Za-z0-9._-]{1,249})');
+  const rf = o.replicationFactor;
+  if (
+    rf !== undefined &&
+    rf !== -1 &&
+    !(Number.isSafeInteger(rf) && (rf as number) >= 1 && (rf as number) <= 32_767)
+  )
+    throw invalid(
+      'option "replicationFactor" must be an integer from 1 to 32767, or -1 for the broker\'s default',
+    );
+  return {
+    ...shared,
+    topology,
+    redis: options.redis,
+    mode: oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once'),
+    deadLetterTopic: dlt,
+    tenant: text('tenant', o.tenant),
+    retentionMs:
+      o.retentionMs === undefined
+        ? undefined
+        : integer('retentionMs', o.retentionMs, 0, Number.MAX_SAFE_INTEGER, 0),
+    requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
+    groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),
+    commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 0, 60_000, 0),
+    replicationFactor: rf === undefined ? -1 : (rf as number),
+    repartitionPurgeIntervalMs: integer(
+      'repartitionPurgeIntervalMs',
+      o.repartitionPurgeIntervalMs,
+      0,
+      Number.MAX_SAFE_INTEGER,
+      30_000,
+    ),
+  };
+}

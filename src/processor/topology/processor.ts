@@ -1,0 +1,358 @@
+/**
+ * The topology processor: a processor whose engine is a built topology (src/topology/run/'s batch
+ * executor) instead of a processor definition's fence calls, on the same stages: the shared lifecycle,
+ * the partition table, the rebalance callbacks (acquireEpoch per partition, keyed by the topology's
+ * applicationId, and the committed offset with its metadata), the Redis guard, and the commit pipeline
+ * (exactly-once: one transaction holding the outputs, dead letters, offsets and stream times;
+ * at-least-once: produce, then commit). The partition's stream time travels in its commit's metadata
+ * (stream-time.ts). Order is the invariant: Redis write, then produce, then commit.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { Cluster } from 'ioredis';
+import { RedfenceError } from '../../errors/index.js';
+import { Fence } from '../../fence/index.js';
+import { ConfluentKafka } from '../../kafka/confluent.js';
+import { ensureTopics } from '../../kafka/topics.js';
+import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../../kafka/types.js';
+import { invalid } from '../../options/checks.js';
+import { adapterSettings } from '../../runtime/kafka-options.js';
+import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
+import type { Logger } from '../../runtime/logger.js';
+import { instanceRegistration as registration } from '../../runtime/registry.js';
+import { TopologyExecutor } from '../../topology/run/executor.js';
+import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
+import { Counts, type ProcessorCounts } from '../counts.js';
+import type { ProcessingMode } from '../options.js';
+import { PartitionTable, topicPartition } from '../partition-table.js';
+import { assign, type RebalanceContext, revoke } from '../rebalance.js';
+import { RedisGuard } from '../redis-guard.js';
+import { checkRedis, loadFenceScripts } from '../redis-setup.js';
+import { redisStepOf } from '../wiring.js';
+import { runTopologyBatch, type TopologyBatchContext } from './batch.js';
+import {
+  type ResolvedTopologyOptions,
+  resolveTopologyOptions,
+  type TopologyProcessorOptions,
+} from './options.js';
+import { RepartitionPurger } from './purge.js';
+import { decodeStreamTime, PartitionTimes } from './stream-time.js';
+import { ensureRepartitionTopics } from './topics.js';
+
+export type { TopologyProcessorOptions } from './options.js';
+
+/** What a topology processor has done: the processor's counts and the records the aggregations dropped. */
+export interface TopologyCounts extends ProcessorCounts {
+  readonly dropped: number;
+  /** Deletes of committed repartition records (one per partition and purge). */
+  readonly purged: number;
+}
+
+const IDLE_PROBE_MS = 2000;
+
+/**
+ * Runs a built topology against Kafka, its state in Redis.
+ *
+ * @example
+ * const t = topology({ applicationId: 'fraud' });
+ * t.stream<string, { amount: number }>('orders', { key: serdes.string() })
+ *   .groupByKey().windowedBy(TimeWindows.ofSizeWithNoGrace(300_000)).count()
+ *   .toStream().map((w, n) => [w.key, n] as const).to('order-counts', { key: serdes.string() });
+ * const p = new TopologyProcessor({ topology: t.build(), redis, kafka: { brokers: ['127.0.0.1:9092'] } });
+ * await p.start();
+ * process.on('SIGTERM', () => p.close());
+ */
+export class TopologyProcessor {
+  readonly mode: ProcessingMode;
+  readonly groupId: string;
+  readonly instanceId: string;
+  readonly #executor: TopologyExecutor;
+  readonly #o: ResolvedTopologyOptions;
+  readonly #kafka: KafkaPort;
+  readonly #log: Logger;
+  readonly #fence: Fence;
+  readonly #table = new PartitionTable();
+  /** By topic: the input's and each repartition topic's partitions. */
+  readonly #times = new Map<string, PartitionTimes>();
+  readonly #counts = new Counts();
+  #dropped = 0;
+  readonly #life: Lifecycle;
+  readonly #guard: RedisGuard;
+  readonly #pipeline: CommitPipeline;
+  readonly #batch: TopologyBatchContext;
+  readonly #rebalance: RebalanceContext;
+  readonly #deadLetterTopic: string;
+  readonly #purger: RepartitionPurger;
+  #idleProbe: NodeJS.Timeout | undefined;
+  #inFlight: Promise<void> | undefined;
+
+  constructor(options: TopologyProcessorOptions) {
+    const o = resolveTopologyOptions(options);
+    this.#o = o;
+    this.mode = o.mode;
+    this.groupId = o.groupId;
+    this.instanceId = o.instanceId ?? randomBytes(4).toString('hex');
+    this.#log = o.logger;
+    const app = o.topology.applicationId;
+    this.#executor = new TopologyExecutor(o.topology, {
+      redis: o.redis,
+      ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
+      ...(o.retentionMs === undefined ? {} : { retentionMs: o.retentionMs }),
+    });
+    const input = this.#executor.plan.topic;
+    this.#deadLetterTopic = o.deadLetterTopic ?? `${input}.DLT`;
+    // the partition epochs of the topology's input, keyed by its applicationId (the key calls' app)
+    this.#fence = new Fence({
+      redis: o.redis,
+      store: app,
+      mode: o.redis instanceof Cluster ? 'cluster' : 'strict',
+      ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
+    });
+    this.#kafka = this.#port();
+    const kafka = this.#kafka;
+    const log = this.#log;
+    this.#life = new Lifecycle({
+      name: 'topology processor',
+      log,
+      logFields: () => ({ instance: this.instanceId }),
+      startUp: () => this.#startUp(),
+      quiesce: () => this.#quiesce(),
+      drain: () => this.#drain(),
+      stop: () => this.#stop(),
+      onFatal: o.onFatal,
+      registration: registration(o.redis, 'processor', () => ({
+        id: this.instanceId,
+        group: this.groupId,
+        module: app,
+        mode: o.mode,
+        partitions: this.#table.all(),
+      })),
+    });
+    const table = this.#table;
+    this.#guard = new RedisGuard({
+      kafka,
+      owned: () => table.all().map(topicPartition),
+      metrics: o.metrics,
+      health: o.health,
+      log,
+      signal: this.#life.signal,
+    });
+    const redisStep = redisStepOf(this.#guard, o.redis);
+    this.#pipeline = new CommitPipeline({
+      mode: o.mode,
+      kafka,
+      log,
+      metrics: o.metrics,
+      groupCommitRecords: o.groupCommitRecords,
+      commitIntervalMs: o.commitIntervalMs,
+      fatal: (err) => this.#fatal(err),
+      committed: (b) => this.#committed(b),
+    });
+    this.#batch = {
+      table,
+      accepting: () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
+      executor: this.#executor,
+      times: (topic) => this.#timesOf(topic),
+      redisStep,
+      pipeline: this.#pipeline,
+      kafka,
+      deadLetterTopic: this.#deadLetterTopic,
+      groupId: this.groupId,
+      counts: this.#counts,
+      dropped: (n) => {
+        this.#dropped += n;
+      },
+      metrics: o.metrics,
+      log,
+    };
+    this.#rebalance = this.#rebalanceContext(redisStep);
+    this.#purger = new RepartitionPurger({
+      port: kafka,
+      topics: new Set(o.topology.repartitionTopics),
+      intervalMs: o.repartitionPurgeIntervalMs,
+      log,
+    });
+  }
+
+  get state(): RuntimeState {
+    return this.#life.state;
+  }
+
+  /** The partitions this instance owns now (assigned, epoch acquired, not fenced). */
+  get assignment(): TopicPartition[] {
+    return this.#table.active().map(topicPartition);
+  }
+
+  /** What this processor has done since it started (read-only snapshot). */
+  counts(): TopologyCounts {
+    return Object.freeze({ ...this.#counts.snapshot(), dropped: this.#dropped, purged: this.#purger.purged });
+  }
+
+  /** Checks Redis, connects to Kafka, joins the group and starts processing. Call once. */
+  start(): Promise<void> {
+    return this.#life.start();
+  }
+
+  /** Finishes the batch in flight and its Kafka step (which commits), leaves the group. Memoised. */
+  close(): Promise<void> {
+    return this.#life.close();
+  }
+
+  /** Stops at once: applied batches are not committed (the next owner replays them exactly). */
+  destroy(err?: Error): Promise<void> {
+    return this.#life.destroy(err);
+  }
+
+  /** The port of the options, or the default adapter (transactional in exactly-once mode). */
+  #port(): KafkaPort {
+    const o = this.#o;
+    if ('port' in o.kafka) {
+      if (typeof o.kafka.port.committedWithMetadata !== 'function')
+        throw invalid(
+          'option "kafka" is a port without committedWithMetadata: a topology keeps its stream time in the commit metadata',
+        );
+      return o.kafka.port;
+    }
+    return new ConfluentKafka({
+      ...adapterSettings(o.kafka.settings, {
+        clientId: `redfence-${this.instanceId}`,
+        ...(o.mode === 'exactly-once' ? { transactionalId: `${this.groupId}-${this.instanceId}` } : {}),
+      }),
+      groupId: this.groupId,
+    });
+  }
+
+  #rebalanceContext(redisStep: RebalanceContext['redisStep']): RebalanceContext {
+    const o = this.#o;
+    return {
+      kafka: this.#kafka,
+      fence: this.#fence,
+      table: this.#table,
+      redisStep,
+      redisOutage: () => this.#guard.outage,
+      replication: { mark: () => 0, confirm: async () => true },
+      partitionCount: async () => 0,
+      drain: () => this.#pipeline.drain(),
+      sweepAll: async () => undefined,
+      assigned: () => undefined,
+      restore: (tp, committed) => {
+        const times = decodeStreamTime(committed.metadata, tpKey(tp.topic, tp.partition));
+        this.#executor.setStreamTime(tp.partition, times, tp.topic);
+        this.#timesOf(tp.topic).restore(tp.partition, committed.offset, times);
+      },
+      forget: (tp) => {
+        this.#executor.forget(tp.partition, tp.topic);
+        this.#timesOf(tp.topic).forget(tp.partition);
+      },
+      metrics: o.metrics,
+      health: o.health,
+      log: this.#log,
+    };
+  }
+
+  async #startUp(): Promise<void> {
+    const o = this.#o;
+    await checkRedis(o.redis, o.requireNoEviction, this.#log);
+    o.health?.setReady('redis', true);
+    await loadFenceScripts(o.redis);
+    o.health?.setReady('scripts', true);
+    const plan = this.#executor.plan;
+    const internal = new Set(o.topology.repartitionTopics);
+    const sinks = o.topology.subTopologies.flatMap((s) => s.sinkTopics).filter((t) => !internal.has(t));
+    const rf = o.replicationFactor > 0 ? { replicationFactor: o.replicationFactor } : {};
+    const found = await ensureTopics(this.#kafka, {
+      input: plan.topic,
+      outputs: [...new Set([...sinks, this.#deadLetterTopic])],
+      create: o.createTopics,
+      ...rf,
+    });
+    if (found.created.length > 0)
+      this.#log.info({ topics: found.created }, 'created missing topics with the input partition count');
+    const repartition = await ensureRepartitionTopics(
+      this.#kafka,
+      plan,
+      { create: o.createTopics, ...rf },
+      this.#log,
+    );
+    if (repartition.length > 0) this.#log.info({ topics: repartition }, 'created repartition topics');
+    this.#life.stillStarting();
+    await this.#kafka.start([...plan.subs.keys()], {
+      onAssign: (tps) => assign(this.#rebalance, tps),
+      onRevoke: (tps, lost) => revoke(this.#rebalance, tps, lost),
+      onBatch: (topic, partition, records, hw) => this.#onBatch(topic, partition, records, hw),
+      onFatal: (err) => this.#fatal(err),
+    });
+    this.#life.stillStarting();
+    o.health?.setReady('kafka', true);
+    this.#idleProbe = setInterval(() => this.#guard.probeIfIdle(() => o.redis.ping(), IDLE_PROBE_MS), 1000);
+    this.#idleProbe.unref();
+    this.#log.info(
+      { group: this.groupId, instance: this.instanceId, mode: this.mode, topology: o.topology.applicationId },
+      'topology processor started',
+    );
+  }
+
+  #quiesce(): void {
+    clearInterval(this.#idleProbe);
+    this.#o.health?.setReady('kafka', false);
+  }
+
+  async #drain(): Promise<void> {
+    await this.#inFlight?.catch(() => undefined);
+    await this.#pipeline.drain();
+    await this.#purger.settle();
+  }
+
+  async #stop(): Promise<void> {
+    this.#pipeline.abandon();
+    await this.#kafka.stop();
+  }
+
+  #timesOf(topic: string): PartitionTimes {
+    let t = this.#times.get(topic);
+    if (t === undefined) {
+      t = new PartitionTimes();
+      this.#times.set(topic, t);
+    }
+    return t;
+  }
+
+  #fatal(err: Error): void {
+    if (!this.#life.accepting) return;
+    this.#life.fatal(err);
+  }
+
+  /** After a commit: counts, and the emit-final index entries no replay from there can need. */
+  async #committed(b: QueuedBatch): Promise<void> {
+    const { topic, partition } = b.entry;
+    const next = b.next;
+    this.#counts.committed(b.count, b.out, this.#deadLetterTopic);
+    this.#timesOf(topic).committed(partition, next);
+    this.#purger.committed(topic, partition, next);
+    try {
+      await this.#executor.committed(topic, partition, next);
+    } catch (err) {
+      // a later commit drops them (the bound only grows)
+      this.#log.debug({ topic, partition, err: (err as Error).message }, 'close-index pruning failed');
+    }
+  }
+
+  async #onBatch(topic: string, partition: number, records: InRecord[], hw: string): Promise<void> {
+    const batch = runTopologyBatch(this.#batch, topic, partition, records, hw);
+    this.#inFlight = batch;
+    try {
+      await batch;
+    } catch (err) {
+      const e = err as { code?: unknown; message?: unknown };
+      this.#log.warn(
+        { topic, partition, code: e?.code, err: String(e?.message) },
+        'topology batch failed: it is delivered again from its first record',
+      );
+      // Redis refuses the user a command or key (its ACL): every delivery would fail the same way
+      if (RedfenceError.is(err, 'RF_REDIS_AUTH')) this.#fatal(err as Error);
+      throw err;
+    } finally {
+      this.#inFlight = undefined;
+    }
+  }
+}

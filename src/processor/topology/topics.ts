@@ -1,0 +1,95 @@
+/**
+ * A topology's repartition topics at start-up, as Kafka Streams makes its internal topics: each one
+ * `<applicationId>-<name>-repartition`, with the partition count of the topic its writing sub-topology
+ * reads (Kafka Streams: the largest of its source topics'), `cleanup.policy=delete` and
+ * `retention.ms=-1` (records carry their own, possibly old, timestamps; what every reader has committed
+ * is deleted instead: purge.ts). Created when `createTopics` is set, checked otherwise
+ * (RF_TOPIC_MISSING naming the topic and the fix).
+ */
+import { RedfenceError } from '../../errors/index.js';
+import { readBack } from '../../kafka/topics.js';
+import type { KafkaPort } from '../../kafka/types.js';
+import type { Logger } from '../../runtime/logger.js';
+import type { RunPlan } from '../../topology/run/plan.js';
+
+export const REPARTITION_CONFIG: Readonly<Record<string, string>> = Object.freeze({
+  'cleanup.policy': 'delete',
+  'retention.ms': '-1',
+});
+
+export interface RepartitionTopicsOptions {
+  readonly create: boolean;
+  readonly replicationFactor?: number;
+}
+
+function fix(topic: string, partitions: number, from: string): string {
+  return (
+    `repartition topic ${topic} does not exist: create it with ${partitions} partition${partitions === 1 ? '' : 's'} ` +
+    `(as ${from}, which the sub-topology writing it reads) and retention.ms -1, e.g. kafka-topics.sh --create ` +
+    `--topic ${topic} --partitions ${partitions} --config retention.ms=-1, or run with createTopics: true ` +
+    '(redfence run --create-topics)'
+  );
+}
+
+/**
+ * Checks (with `create`: creates) the plan's repartition topics, each after the topic its writer reads.
+ * Returns the topics created.
+ *
+ * @example
+ * await ensureRepartitionTopics(port, plan, { create: true }, log); // ['fraud-by-region-repartition']
+ */
+export async function ensureRepartitionTopics(
+  port: KafkaPort,
+  plan: RunPlan,
+  o: RepartitionTopicsOptions,
+  log: Logger,
+): Promise<string[]> {
+  const created: string[] = [];
+  for (const sub of plan.subs.values()) {
+    if (sub.writes.length === 0) continue;
+    const found = await port.describeTopics([sub.topic, ...sub.writes]);
+    const partitions = found.get(sub.topic);
+    if (partitions === undefined)
+      throw new RedfenceError('RF_TOPIC_MISSING', `topic ${sub.topic} does not exist`, {
+        details: { topic: sub.topic },
+      });
+    for (const topic of sub.writes) {
+      const n = found.get(topic);
+      if (n !== undefined) {
+        if (n !== partitions)
+          log.warn(
+            { topic, partitions: n, expected: partitions },
+            'repartition topic has another partition count than the topic its writer reads',
+          );
+        continue;
+      }
+      if (!o.create)
+        throw new RedfenceError('RF_TOPIC_MISSING', fix(topic, partitions, sub.topic), {
+          details: { topics: [topic] },
+        });
+      await create(port, topic, partitions, o.replicationFactor);
+      created.push(topic);
+    }
+  }
+  return created;
+}
+
+async function create(port: KafkaPort, topic: string, partitions: number, rf: number | undefined) {
+  try {
+    await port.createTopics([
+      {
+        topic,
+        partitions,
+        config: REPARTITION_CONFIG,
+        ...(rf === undefined ? {} : { replicationFactor: rf }),
+      },
+    ]);
+  } catch (err) {
+    throw new RedfenceError(
+      'RF_TOPIC_MISSING',
+      `could not create repartition topic ${topic}: ${(err as Error)?.message ?? String(err)}`,
+      { cause: err, details: { topics: [topic] } },
+    );
+  }
+  await readBack(port, [topic]);
+}

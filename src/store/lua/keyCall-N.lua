@@ -1,0 +1,82 @@
+--[[
+  keyCall: one key call of the store interface (docs/architecture.md, "The store interface"): every
+  record of one fence key from one partition batch, in increasing offset order, decided once against
+  the key's fence (the decision table of src/fence/lua/includes/applyCore.lua, cluster fencing: the
+  epoch of the key's last writer is kept in its hash) and, on APPLY/REBASE, every effect of the record
+  on the key's stores made in order, all or none, the results kept pending when the record emits.
+  Every key of a call is in the fence key's slot {<app>:<key>}, so it runs on Redis Cluster.
+
+  KEYS[1]    the fence hash rf:{<app>:<key>}: p partition, o offset, e writer epoch, v the value of
+             store 0, v:<store> the value of another key-value store, #<offset> pending entries
+  KEYS[2..]  the window keys the call touches, rf:{<app>:<key>}:w:<store>:<start>: v the window's value,
+             f the final marker, the session hashes, rf:{<app>:<key>}:s:<store>: one field
+             '<start>:<end>' per session, its value, and the window hashes, rf:{<app>:<key>}:h:<store>:
+             one field '<start>' per window, its value; each must start with KEYS[1] .. ':w:', ':s:'
+             or ':h:' (checked: else RF_ARGS)
+  ARGV[1]    protocol version, must be 's2'
+  ARGV[2]    partition of every record in this call
+  ARGV[3]    caller epoch (the partition epoch the caller acquired)
+  ARGV[4]    committed offset of the partition (next offset to consume), -1 when unknown: pending
+             entries below it are pruned
+  ARGV[5]    expected token: '' none; '-' the key must have no fence; '<p>:<o>' the key's fence must be
+             partition p, offset o (a read-then-write caller's check: else every record is C CONFLICT,
+             nothing written, the current token returned)
+  ARGV[6]    record text: per record '<offset>,<emit>,<n>;' followed by its n effects, each
+             '<kind><op><target>,<expireAt>,<operand>;'
+               kind: k kv (target: the store id; 0 is field v) | w window (target: its KEYS index)
+                     | f final (target: the window's KEYS index, op '-')
+                     | h a window hash's field (target: the hash's KEYS index; operand
+                       '<operand>@<start>', the field)
+                     | p a note (op 's', target 0): nothing changes, its result is its value
+                     | s session (target: the session hash's KEYS index; op a, x or n; operand
+                       '<operand>@<time>@<lowEnd>@<highStart>@<closeTime>@<dropBefore>': the sessions
+                       with end >= lowEnd and start <= highStart merge with [time, time] (values summed
+                       for a, extreme for x/n), then the op applies; a merged end below closeTime is
+                       late (nothing changes); sessions ending before dropBefore are removed)
+               op: s set | a add (operand: a canonical integer) | x max | n min (operand: a number)
+                   | d delete
+               expireAt: window, window hash and session effects only, ms since the epoch: the key's
+                 PEXPIREAT (a hash's: the largest of the call's)
+  ARGV[7..]  the values of the set effects, in record and effect order
+  Returns    {verdicts, number, previousPartition, payload...}
+    verdicts: one letter per record: A APPLY, B REBASE, S SKIP, R REEMIT, X REJECT, F FENCE (all F),
+      C CONFLICT (all C: the expected token differs; the one payload is the current token, '-' none)
+    number: with F, the epoch that fenced the caller; else the key's offset before the call (-1: none)
+    previousPartition: the key's partition before the call (-1: none)
+    payload: per record that has one, in order: R -> its stored entry; A/B with emit 1 -> its new
+      entry; X -> the reason. An entry is 'r' then per effect '-' (no value) or '<length>:<bytes>'
+      (kv, window, window hash: the value after the effect; final: the window's value, once; a
+      note: its value) or, for a session,
+      's<length>:<start>,<end>,<late 0|1>[,<removed start>,<removed end>]*;<value>', or 'd' .. reason
+  A record whose effect cannot apply (add on a value that is not an integer, a sum beyond 2^53, max or
+  min on text) is REJECTed: none of its effects is made, the fence moves, a 'd' entry is kept.
+  Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing read or written).
+
+  The body is includes/keyCallCore.lua (shared with keyCallMany-N.lua, several keys per call on a
+  single Redis); the session effects are includes/session.lua.
+
+  Cost notes: the record text is read with anchored string.find (no ARGV entry per offset, op or
+  number); one HGETALL of the fence hash, one HMGET per window key touched; writes at the end: one
+  HDEL and one HSET on the fence hash, one HSET (or HDEL) and one PEXPIREAT per window key written.
+]]
+--@include "keyCallCore"
+
+if ARGV[1] ~= 's2' then
+  return rf_err('RF_PROTOCOL', 'expected protocol s2, got ' .. tostring(ARGV[1]))
+end
+local partition = ARGV[2]
+local epoch = tonumber(ARGV[3])
+local watermark = tonumber(ARGV[4])
+local expect = ARGV[5]
+local spec = ARGV[6]
+if not (tonumber(partition) and epoch and watermark and expect and spec) then
+  return rf_err('RF_ARGS', 'malformed key call arguments')
+end
+local parsed, err = rf_parse('', 1, #KEYS, spec, 7)
+if not parsed then
+  return err
+end
+if parsed.next ~= #ARGV + 1 then
+  return rf_err('RF_ARGS', 'malformed key call arguments')
+end
+return rf_run(1, parsed.recs, partition, epoch, watermark, expect)

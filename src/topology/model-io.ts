@@ -1,0 +1,122 @@
+/**
+ * What the model's aggregation processors share: the record they get, the way they forward, report late
+ * and dropped records, and the store codec (every aggregate is stored as its serde's bytes and read back,
+ * as a Kafka Streams store does, so a user aggregate that does not survive its serde shows it here).
+ */
+import type { AggregateParams, TopologyNode } from './types.js';
+
+/** Kafka Streams' ConsumerRecord.NO_TIMESTAMP: the stream time before any record. */
+export const NO_TIMESTAMP = -1;
+
+export type AggregateNode = Extract<TopologyNode, { kind: 'aggregate' }>;
+
+/** A record inside the model: deserialized key and value, its timestamp. */
+export interface ModelRecord {
+  readonly key: unknown;
+  readonly value: unknown;
+  readonly timestamp: number;
+}
+
+export interface WindowBounds {
+  readonly start: number;
+  readonly end: number;
+}
+
+/** How an aggregation processor talks to the rest of the model. */
+export interface AggIO {
+  readonly node: AggregateNode;
+  /** Forwards a table update (a windowed key is `{ key, start, end }`; value null: a tombstone). */
+  forward(key: unknown, value: unknown, timestamp: number): void;
+  /** The record was too late for these windows. */
+  late(windows: readonly WindowBounds[]): void;
+  /** The record was dropped (null key, or null value where Kafka Streams drops it). */
+  drop(reason: 'null-key' | 'null-value'): void;
+}
+
+/** A stored aggregate: its bytes and the timestamp Kafka Streams keeps beside it. */
+export interface Stored {
+  readonly bytes: Buffer;
+  readonly timestamp: number;
+}
+
+/** The key's store bytes (the store's order is the order of these bytes) and their map key. */
+export function storeKey(p: AggregateParams, key: unknown): { bytes: Buffer; id: string } {
+  const bytes = p.keySerde.serialize(key, changelog(p));
+  return { bytes, id: bytes.toString('hex') };
+}
+
+/** Kafka Streams' store topic name, given to the store serdes. */
+export function changelog(p: AggregateParams): string {
+  return `${p.store}-changelog`;
+}
+
+/** Writes an aggregate; null means delete (as a Kafka Streams store put of null). */
+export function encodeAgg(p: AggregateParams, agg: unknown, timestamp: number): Stored | null {
+  if (agg === null || agg === undefined) return null;
+  return { bytes: p.valueSerde.serialize(agg, changelog(p)), timestamp };
+}
+
+export function decodeAgg(p: AggregateParams, s: Stored): unknown {
+  return p.valueSerde.deserialize(s.bytes, changelog(p));
+}
+
+export function decodeKey(p: AggregateParams, bytes: Buffer): unknown {
+  return p.keySerde.deserialize(bytes, changelog(p));
+}
+
+/** Unsigned lexicographic byte order (RocksDB's default comparator). */
+export function compareBytes(a: Buffer, b: Buffer): number {
+  return Buffer.compare(a, b);
+}
+
+/** Kafka Streams' default segment interval of a window or session store: max(retention / 2, 60 s). */
+export function segmentInterval(retentionMs: number): number {
+  return Math.max(Math.floor(retentionMs / 2), 60_000);
+}
+
+/**
+ * A store's entries by key id, then by entry id: lookups of one key scan that key's entries only. Entries
+ * below a bound no fetch can reach again (the store's retention only moves forward) can be pruned, which
+ * keeps a long model run from growing without end; pruning scans everything, so callers do it once per
+ * retention period of store time.
+ */
+export class KeyedEntries<E> {
+  private readonly byKey = new Map<string, Map<string, E>>();
+  private prunedAt = Number.NEGATIVE_INFINITY;
+
+  ofKey(keyId: string): E[] {
+    return [...(this.byKey.get(keyId)?.values() ?? [])];
+  }
+
+  all(): E[] {
+    const out: E[] = [];
+    for (const m of this.byKey.values()) out.push(...m.values());
+    return out;
+  }
+
+  set(keyId: string, id: string, entry: E): void {
+    let m = this.byKey.get(keyId);
+    if (m === undefined) {
+      m = new Map();
+      this.byKey.set(keyId, m);
+    }
+    m.set(id, entry);
+  }
+
+  delete(keyId: string, id: string): void {
+    const m = this.byKey.get(keyId);
+    if (m === undefined) return;
+    m.delete(id);
+    if (m.size === 0) this.byKey.delete(keyId);
+  }
+
+  /** Deletes the entries `gone` says can never be fetched again, at most once per `every` of `now`. */
+  prune(now: number, every: number, gone: (e: E) => boolean): void {
+    if (now - this.prunedAt < Math.max(every, 1)) return;
+    this.prunedAt = now;
+    for (const [keyId, m] of this.byKey) {
+      for (const [id, e] of m) if (gone(e)) m.delete(id);
+      if (m.size === 0) this.byKey.delete(keyId);
+    }
+  }
+}

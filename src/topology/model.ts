@@ -1,0 +1,310 @@
+/**
+ * The reference model of a topology's semantics: a pure, deterministic interpreter of a built topology
+ * over a list of input records. It follows Kafka Streams 4.x with caching off (every table update is
+ * forwarded) and the emit interval of final results at 0 (checked at every record); stream time is kept
+ * per aggregation processor and task (a task: one sub-topology's input partition), as Kafka Streams keeps
+ * it. Its own rule beyond Kafka Streams: a late record comes back as a dead letter (reason `late`) with
+ * the windows it missed, unless the aggregation says `onLate('drop')`. docs/streams.md says where the
+ * model differs and why. The Redis execution is checked against it.
+ */
+import { RedfenceError } from '../errors/index.js';
+import { murmur2, toPositive } from '../partitioner/index.js';
+import type { AggIO, AggregateNode, ModelRecord, WindowBounds } from './model-io.js';
+import { SessionAggregate } from './model-session.js';
+import { SlidingAggregate } from './model-sliding.js';
+import { TableAggregate, TimeWindowAggregate } from './model-window.js';
+import { fromBytes, toBytes } from './serdes.js';
+import type { BuiltTopology, TopologyNode } from './types.js';
+
+/** One input record (records of one partition in offset order; partitions interleaved as given). */
+export interface ModelInput {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly timestamp: number;
+}
+
+/** One record a sink writes. */
+export interface ModelOutput {
+  readonly topic: string;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly timestamp: number;
+}
+
+/** Where a record the model did not fully process came from (a repartition record: its internal topic). */
+export interface ModelSource {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly timestamp: number;
+}
+
+/** A late record at an aggregation (onLate 'dead-letter'): the windows it missed. */
+export interface ModelDeadLetter {
+  readonly reason: 'late';
+  readonly node: string;
+  readonly store: string;
+  readonly windows: readonly WindowBounds[];
+  readonly source: ModelSource;
+}
+
+/** A record an aggregation or a repartition dropped, as Kafka Streams drops it (a warning and a metric there). */
+export interface ModelDrop {
+  readonly reason: 'null-key' | 'null-value' | 'late';
+  readonly node: string;
+  readonly source: ModelSource;
+}
+
+export interface ModelResult {
+  /** Every sink record, in the order the sinks wrote them. */
+  readonly outputs: readonly ModelOutput[];
+  readonly deadLetters: readonly ModelDeadLetter[];
+  readonly dropped: readonly ModelDrop[];
+}
+
+export interface ModelOptions {
+  /** Partition counts of input topics (default: the largest partition seen in the input, plus one). A repartition topic has the largest count of its sub-topology's inputs, as Kafka Streams makes it. */
+  readonly partitions?: Readonly<Record<string, number>>;
+}
+
+interface Aggregator {
+  process(r: ModelRecord): void;
+}
+
+/** What a record carries through a task: the task's partition and the record that entered it. */
+interface Ctx {
+  readonly partition: number;
+  readonly source: ModelSource;
+}
+
+class Run {
+  private readonly byName = new Map<string, TopologyNode>();
+  private readonly children = new Map<string, string[]>();
+  private readonly subOf = new Map<string, number>();
+  private readonly aggregators = new Map<string, Aggregator>();
+  private readonly repartitionOffsets = new Map<string, number>();
+  readonly outputs: ModelOutput[] = [];
+  readonly deadLetters: ModelDeadLetter[] = [];
+  readonly dropped: ModelDrop[] = [];
+
+  constructor(
+    private readonly built: BuiltTopology,
+    private readonly partitions: Map<string, number>,
+  ) {
+    for (const n of built.nodes) this.byName.set(n.name, n);
+    for (const e of built.edges) this.children.set(e.from, [...(this.children.get(e.from) ?? []), e.to]);
+    for (const s of built.subTopologies) for (const n of s.nodes) this.subOf.set(n, s.id);
+  }
+
+  /** The sources reading a topic (external sources by name or pattern; internal ones by name). */
+  private sourcesOf(topic: string, internal: boolean): TopologyNode[] {
+    return this.built.nodes.filter(
+      (n) =>
+        n.kind === 'source' &&
+        n.internal === internal &&
+        (n.topics?.includes(topic) === true || n.pattern?.test(topic) === true),
+    );
+  }
+
+  input(rec: ModelInput): void {
+    const sources = this.sourcesOf(rec.topic, false);
+    if (sources.length === 0) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `runModel: no source of the topology reads ${rec.topic}`,
+      );
+    }
+    for (const s of sources) this.enter(s, rec);
+  }
+
+  private enter(source: TopologyNode, rec: ModelInput): void {
+    if (source.kind !== 'source') return;
+    const ctx: Ctx = { partition: rec.partition, source: rec };
+    const key = fromBytes(source.keySerde, rec.key, rec.topic);
+    const value = fromBytes(source.valueSerde, rec.value, rec.topic);
+    this.forward(source.name, { key, value, timestamp: rec.timestamp }, ctx);
+  }
+
+  private forward(from: string, r: ModelRecord, ctx: Ctx): void {
+    for (const child of this.children.get(from) ?? []) this.visit(child, r, ctx);
+  }
+
+  private visit(name: string, r: ModelRecord, ctx: Ctx): void {
+    const n = this.byName.get(name) as TopologyNode;
+    const fwd = (out: ModelRecord) => this.forward(name, out, ctx);
+    switch (n.kind) {
+      case 'source':
+        return;
+      case 'filter':
+        if (Boolean(n.predicate(r.key, r.value)) !== n.not) fwd(r);
+        return;
+      case 'map': {
+        const [key, value] = n.mapper(r.key, r.value) as readonly [unknown, unknown];
+        fwd({ key, value, timestamp: r.timestamp });
+        return;
+      }
+      case 'mapValues':
+        fwd({ ...r, value: n.mapper(r.key, r.value) });
+        return;
+      case 'selectKey':
+        fwd({ ...r, key: n.mapper(r.key, r.value) });
+        return;
+      case 'flatMap':
+        for (const [key, value] of n.mapper(r.key, r.value) as Iterable<readonly [unknown, unknown]>)
+          fwd({ key, value, timestamp: r.timestamp });
+        return;
+      case 'flatMapValues':
+        for (const value of n.mapper(r.key, r.value) as Iterable<unknown>) fwd({ ...r, value });
+        return;
+      case 'peek':
+        n.action(r.key, r.value);
+        fwd(r);
+        return;
+      case 'branch':
+      case 'merge':
+      case 'toStream':
+        fwd(r);
+        return;
+      case 'split': {
+        const b = n.branches.find((x) => x.predicate === null || Boolean(x.predicate(r.key, r.value)));
+        if (b !== undefined) this.visit(b.name, r, ctx);
+        return;
+      }
+      case 'sink':
+        this.sink(n, r, ctx);
+        return;
+      case 'aggregate': {
+        const outer = this.current;
+        this.current = ctx;
+        try {
+          this.aggregatorFor(n, ctx).process(r);
+        } finally {
+          this.current = outer;
+        }
+        return;
+      }
+    }
+  }
+
+  private sink(n: Extract<TopologyNode, { kind: 'sink' }>, r: ModelRecord, ctx: Ctx): void {
+    const key = toBytes(n.keySerde, r.key, n.topic);
+    const value = toBytes(n.valueSerde, r.value, n.topic);
+    if (!n.internal) {
+      this.outputs.push({ topic: n.topic, key, value, timestamp: r.timestamp });
+      return;
+    }
+    if (key === null) {
+      this.dropped.push({ reason: 'null-key', node: n.name, source: ctx.source });
+      return;
+    }
+    const partition = toPositive(murmur2(key)) % this.repartitionCount(n);
+    const slot = `${n.topic}:${partition}`;
+    const offset = this.repartitionOffsets.get(slot) ?? 0;
+    this.repartitionOffsets.set(slot, offset + 1);
+    const rec: ModelInput = { topic: n.topic, partition, offset, key, value, timestamp: r.timestamp };
+    for (const s of this.sourcesOf(n.topic, true)) this.enter(s, rec);
+  }
+
+  /** The largest partition count among the inputs of the sink's sub-topology (kept as the topic's count). */
+  private repartitionCount(sink: Extract<TopologyNode, { kind: 'sink' }>): number {
+    const known = this.partitions.get(sink.topic);
+    if (known !== undefined) return known;
+    const sub = this.built.subTopologies[this.subOf.get(sink.name) as number];
+    let count = 1;
+    for (const [topic, n] of this.partitions) {
+      const reads =
+        sub?.sourceTopics.includes(topic) === true || sub?.sourcePatterns.some((p) => p.test(topic)) === true;
+      if (reads) count = Math.max(count, n);
+    }
+    this.partitions.set(sink.topic, count);
+    return count;
+  }
+
+  private aggregatorFor(n: AggregateNode, ctx: Ctx): Aggregator {
+    const id = `${n.name}#${ctx.partition}`;
+    let agg = this.aggregators.get(id);
+    if (agg === undefined) {
+      agg = this.makeAggregator(n);
+      this.aggregators.set(id, agg);
+    }
+    return agg;
+  }
+
+  /** The record an aggregator is processing (set around its call, restored after: calls nest through repartitions). */
+  private current: Ctx | null = null;
+
+  private makeAggregator(n: AggregateNode): Aggregator {
+    const io: AggIO = {
+      node: n,
+      forward: (key, value, timestamp) => this.forward(n.name, { key, value, timestamp }, this.ctx()),
+      late: (windows) => {
+        const source = this.ctx().source;
+        if (n.onLate === 'drop') this.dropped.push({ reason: 'late', node: n.name, source });
+        else this.deadLetters.push({ reason: 'late', node: n.name, store: n.store, windows, source });
+      },
+      drop: (reason) => this.dropped.push({ reason, node: n.name, source: this.ctx().source }),
+    };
+    if (n.window === null) return new TableAggregate(io);
+    if (n.window.kind === 'session') return new SessionAggregate(io);
+    if (n.window.kind === 'sliding') return new SlidingAggregate(io);
+    return new TimeWindowAggregate(io);
+  }
+
+  private ctx(): Ctx {
+    return this.current as Ctx;
+  }
+}
+
+function checkInput(input: readonly ModelInput[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  input.forEach((r, i) => {
+    const ok =
+      typeof r.topic === 'string' &&
+      Number.isSafeInteger(r.partition) &&
+      r.partition >= 0 &&
+      Number.isSafeInteger(r.offset) &&
+      Number.isSafeInteger(r.timestamp) &&
+      r.timestamp >= 0 &&
+      (r.key === null || Buffer.isBuffer(r.key)) &&
+      (r.value === null || Buffer.isBuffer(r.value));
+    if (!ok) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `runModel: input[${i}] needs a topic, a partition >= 0, an offset, a timestamp >= 0 and Buffer|null key and value`,
+      );
+    }
+    counts.set(r.topic, Math.max(counts.get(r.topic) ?? 0, r.partition + 1));
+  });
+  return counts;
+}
+
+/**
+ * Runs a built topology over input records and returns what its sinks write, its dead letters (late
+ * records) and the records it dropped. Pure and deterministic: the same input gives the same result.
+ *
+ * @example
+ * const result = runModel(built, [
+ *   { topic: 'orders', partition: 0, offset: 0, key: Buffer.from('c1'), value: Buffer.from('{"amount":500}'), timestamp: 1000 },
+ * ]);
+ * for (const o of result.outputs) console.log(o.topic, o.key?.toString(), o.value?.toString(), o.timestamp);
+ */
+export function runModel(
+  built: BuiltTopology,
+  input: readonly ModelInput[],
+  options: ModelOptions = {},
+): ModelResult {
+  const partitions = checkInput(input);
+  for (const [topic, n] of Object.entries(options.partitions ?? {})) {
+    if (!Number.isSafeInteger(n) || n < 1)
+      throw new RedfenceError('RF_INVALID_ARGUMENT', `runModel: partitions.${topic} must be an integer >= 1`);
+    partitions.set(topic, Math.max(n, partitions.get(topic) ?? 0));
+  }
+  const run = new Run(built, partitions);
+  for (const r of input) run.input(r);
+  return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped };
+}

@@ -1,0 +1,265 @@
+/**
+ * One record reaching an aggregation on Redis: what the reference model's TableAggregate,
+ * TimeWindowAggregate and SessionAggregate decide before they touch their store (drops, the stream time,
+ * the windows the record falls in and the ones it is too late for, a session's lookup bounds), the key
+ * call effects that make the change, and the table updates the effects' results give. A count and its
+ * timestamp (the largest record timestamp of the key or window, as Kafka Streams keeps it) are two stores
+ * of the key call: `add 1` and `max t`; a session count is one `session` effect (`add 1`, merged in
+ * Redis); a reduce or aggregate is a `set` of the serialized aggregate and of its timestamp, computed in
+ * JS from a read (fold.ts fills them in: here they are placeholders of the right shape). A sliding-window
+ * arrival's windows follow from the key's stored windows: its effects are all computed from the read
+ * (fold-sliding.ts), here one placeholder note.
+ */
+import { RedfenceError } from '../../errors/index.js';
+import type { Effect, EffectResult, SessionResult, StoreOp } from '../../store/index.js';
+import { decodeKey, type ModelRecord, type WindowBounds } from '../model-io.js';
+import { slidingLate } from '../sliding.js';
+import { timeWindowsFor } from '../windows.js';
+import { newClock, type WindowClock } from './final.js';
+import { decodeNote } from './note.js';
+import type { AggregatePlan } from './plan.js';
+import { fenceKeyOf, storedAggregate, storedNumber } from './stored.js';
+
+/** A record an aggregation takes: its fence key and, windowed, the windows it counts in and misses. */
+export interface Arrival {
+  readonly agg: AggregatePlan;
+  readonly record: ModelRecord;
+  /** The grouped key's bytes (the store key serde's): the fence key. */
+  readonly fenceKey: Buffer;
+  /** The starts of the windows it counts in, ascending; null: an unwindowed table. */
+  readonly starts: readonly number[] | null;
+  /** The windows it is too late for (closed by the stream time). */
+  readonly missed: readonly WindowBounds[];
+  /** Windowed: the close time (stream time - grace) after it; unwindowed: -1. */
+  readonly closeTime: number;
+  /** Session windows: the session effect's bounds (Kafka Streams' from the clock); else null. */
+  readonly session: SessionBounds | null;
+  /** Sliding windows, not late as a whole: its windows and missed ones follow from a read (fold-sliding.ts). */
+  readonly sliding: boolean;
+}
+
+/** What a `session` effect needs besides its time (see the store's Effect). */
+export interface SessionBounds {
+  readonly lowEnd: number;
+  readonly highStart: number;
+  readonly closeTime: number;
+  readonly dropBefore: number;
+}
+
+function clockOf(clocks: Map<string, WindowClock>, name: string): WindowClock {
+  let clock = clocks.get(name);
+  if (clock === undefined) {
+    clock = newClock();
+    clocks.set(name, clock);
+  }
+  return clock;
+}
+
+/**
+ * Decides a record at a count (clocks: the partition's window clock per aggregation, moved here as the
+ * model moves its stream time and store time): a drop reason, or the arrival.
+ */
+export function arrive(
+  agg: AggregatePlan,
+  r: ModelRecord,
+  clocks: Map<string, WindowClock>,
+): { readonly drop: 'null-key' | 'null-value' } | Arrival {
+  const p = agg.node;
+  if (r.key === null) return { drop: 'null-key' };
+  const fenceKey = fenceKeyOf(p, r.key);
+  const w = p.window;
+  if (w === null) {
+    // KStreamAggregate drops null values; time windows count them.
+    if (r.value === null) return { drop: 'null-value' };
+    return {
+      agg,
+      record: r,
+      fenceKey,
+      starts: null,
+      missed: [],
+      closeTime: -1,
+      session: null,
+      sliding: false,
+    };
+  }
+  const clock = clockOf(clocks, p.name);
+  if (w.kind === 'sliding') {
+    // SlidingAggregate: null values dropped; the store time moves in the fold (it follows the windows written)
+    if (r.value === null) return { drop: 'null-value' };
+    clock.stream = Math.max(clock.stream, r.timestamp);
+    const closeTime = clock.stream - w.graceMs;
+    const late = slidingLate(w, r.timestamp, closeTime);
+    const missed = late === null ? [] : [late];
+    return { agg, record: r, fenceKey, starts: [], missed, closeTime, session: null, sliding: late === null };
+  }
+  if (w.kind === 'session') {
+    // SessionAggregate: sessions ending at or after ts - gap (none behind the store's retention, gap +
+    // grace behind its newest session end, `clock.store`) and starting at or before ts + gap merge.
+    const ts = r.timestamp;
+    clock.stream = Math.max(clock.stream, ts);
+    const closeTime = clock.stream - w.graceMs - w.inactivityGapMs;
+    const floor = clock.store - (w.inactivityGapMs + w.graceMs) + 1;
+    const session = {
+      lowEnd: Math.max(ts - w.inactivityGapMs, floor),
+      highStart: ts + w.inactivityGapMs,
+      closeTime,
+      dropBefore: floor,
+    };
+    // the merged session ends at ts or at a stored end (<= clock.store); a late one changes nothing and
+    // its ts is below clock.store already (the record that moved stream time was not late)
+    clock.store = Math.max(clock.store, ts);
+    return { agg, record: r, fenceKey, starts: null, missed: [], closeTime, session, sliding: false };
+  }
+  if (w.kind !== 'tumbling' && w.kind !== 'hopping')
+    throw new TypeError('planTopology admits time and session windows only');
+  clock.stream = Math.max(clock.stream, r.timestamp);
+  const closeTime = clock.stream - w.graceMs;
+  const starts: number[] = [];
+  const missed: WindowBounds[] = [];
+  for (const start of timeWindowsFor(w, r.timestamp)) {
+    const end = start + w.sizeMs;
+    if (end <= closeTime) missed.push({ start, end });
+    else {
+      starts.push(start);
+      clock.store = Math.max(clock.store, start);
+    }
+  }
+  return { agg, record: r, fenceKey, starts, missed, closeTime, session: null, sliding: false };
+}
+
+/** A reduce or aggregate, or any sliding-window aggregation: its effects are computed in JS from a read (fold.ts). */
+export function folds(agg: AggregatePlan): boolean {
+  return agg.node.op !== 'count' || agg.node.window?.kind === 'sliding';
+}
+
+/** Placeholder op of a folded effect, replaced before the call (a replayed record keeps it: never applied). */
+const UNFOLDED: StoreOp = { op: 'delete' };
+
+/**
+ * The arrival's effects: per window (or once, unwindowed) `add 1` on the count and `max` on the
+ * timestamp; a session count's `session` effect; a reduce or aggregate's value and timestamp effects with
+ * placeholder ops (fold.ts sets them).
+ */
+export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: number) => number): Effect[] {
+  const { valueStore, timeStore, node } = a.agg;
+  const ts = a.record.timestamp;
+  const js = folds(a.agg);
+  if (a.sliding) return [{ store: valueStore, kind: 'note', value: '' }];
+  if (a.session !== null) {
+    const w = node.window as { inactivityGapMs: number; graceMs: number };
+    const at = expireAt(ts + w.inactivityGapMs, w.graceMs);
+    return [
+      { store: valueStore, kind: 'session', time: ts, ...a.session, expireAt: at, op: { op: 'add', by: 1 } },
+    ];
+  }
+  const valueOp: StoreOp = js ? UNFOLDED : { op: 'add', by: 1 };
+  const timeOp: StoreOp = js ? UNFOLDED : { op: 'max', value: ts };
+  if (a.starts === null)
+    return [
+      { store: valueStore, kind: 'kv', op: valueOp },
+      { store: timeStore, kind: 'kv', op: timeOp },
+    ];
+  const w = node.window as { sizeMs: number; graceMs: number };
+  const out: Effect[] = []; // none for a sliding record late as a whole (starts: [])
+  for (const start of a.starts) {
+    const at = expireAt(start + w.sizeMs, w.graceMs);
+    out.push({ store: valueStore, kind: 'window', start, expireAt: at, op: valueOp });
+    out.push({ store: timeStore, kind: 'window', start, expireAt: at, op: timeOp });
+  }
+  return out;
+}
+
+/** The table updates the arrival's effect results give (key: the record's key, windowed: `{ key, start, end }`). */
+export function updatesOf(a: Arrival, results: readonly EffectResult[]): ModelRecord[] {
+  const name = a.agg.node.name;
+  if (a.starts === null)
+    return [
+      {
+        key: a.record.key,
+        value: storedAggregate(a.agg, results[0]),
+        timestamp: storedNumber(results[1], name),
+      },
+    ];
+  const size = (a.agg.node.window as { sizeMs: number }).sizeMs;
+  return a.starts.map((start, i) => ({
+    key: { key: a.record.key, start, end: start + size },
+    value: storedAggregate(a.agg, results[2 * i]),
+    timestamp: storedNumber(results[2 * i + 1], name),
+  }));
+}
+
+/**
+ * A sliding arrival's outcome from its part's results (`[note, value, timestamp, ...]`, fold-sliding.ts):
+ * an update per window written, in order (value null: the window was deleted), and the windows missed.
+ */
+export function slidingOutcome(
+  a: Arrival,
+  results: readonly EffectResult[],
+): { readonly updates: ModelRecord[]; readonly missed: WindowBounds[] } {
+  const p = a.agg.node;
+  const d = (p.window as { timeDifferenceMs: number }).timeDifferenceMs;
+  const note = decodeNote(results[0], p.name);
+  const updates = note.puts.map((start, i) => {
+    const v = results[1 + 2 * i];
+    return {
+      key: { key: a.record.key, start, end: start + d },
+      value: v === null || v === undefined ? null : storedAggregate(a.agg, v),
+      timestamp: storedNumber(results[2 + 2 * i], p.name),
+    };
+  });
+  return { updates, missed: note.missed.map((start) => ({ start, end: start + d })) };
+}
+
+/**
+ * A session effect's outcome: late (the merged bounds, as the model reports them), or the updates
+ * (a tombstone per merged-away session, then the merged session; each timestamped with its end).
+ */
+export function sessionOutcome(
+  a: Arrival,
+  result: EffectResult | undefined,
+): { readonly late: WindowBounds } | { readonly updates: ModelRecord[] } {
+  const s = result as SessionResult | null | undefined;
+  if (s === null || s === undefined || Buffer.isBuffer(s))
+    throw new RedfenceError(
+      'RF_BAD_REPLY',
+      `topology node ${a.agg.node.name}: a session effect without a session result`,
+    );
+  if (s.late) return { late: { start: s.start, end: s.end } };
+  const key = a.record.key;
+  const updates: ModelRecord[] = s.removed.map((x) => ({
+    key: { key, start: x.start, end: x.end },
+    value: null,
+    timestamp: x.end,
+  }));
+  updates.push({
+    key: { key, start: s.start, end: s.end },
+    value: storedNumber(s.value, a.agg.node.name),
+    timestamp: s.end,
+  });
+  return { updates };
+}
+
+/** The effects that take a closing window's final result: its value and its timestamp, once. */
+export function finalEffects(agg: AggregatePlan, start: number): Effect[] {
+  return [
+    { store: agg.valueStore, kind: 'final', start },
+    { store: agg.timeStore, kind: 'final', start },
+  ];
+}
+
+/** A closing window's final update, or null when it holds nothing (never written, deleted, or already final). */
+export function finalUpdate(
+  agg: AggregatePlan,
+  window: { key: Buffer; start: number },
+  results: readonly EffectResult[],
+): ModelRecord | null {
+  if (results[0] === null || results[0] === undefined) return null;
+  const p = agg.node;
+  const size = (p.window as { sizeMs: number }).sizeMs;
+  const key = decodeKey(p, window.key);
+  return {
+    key: { key, start: window.start, end: window.start + size },
+    value: storedAggregate(agg, results[0]),
+    timestamp: storedNumber(results[1], p.name),
+  };
+}

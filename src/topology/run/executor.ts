@@ -1,0 +1,246 @@
+/**
+ * The topology runtime's batch executor: one partition batch of a built topology's sub-topology (the one
+ * reading the batch's topic: the input, or a repartition topic) run against Redis through the store
+ * interface's key call, with the reference model's results (docs/streams.md, "Running on Redis").
+ * Records a sub-topology sends to a repartition topic are outputs of the batch like any other: the caller
+ * produces them with the rest (placed by their key's murmur2), and the sub-topology reading that topic
+ * gets them as its own batches.
+ *
+ * A batch goes through these steps, in order:
+ *  1. per record, the stateless nodes (filters, maps, splits, sinks) as the model walks them; a record
+ *     reaching an aggregation is decided as the model decides it (drops, stream time, late windows,
+ *     session bounds, the windows that close) and becomes effects on its fence key (the grouped key's
+ *     bytes) (steps.ts, arrive.ts);
+ *  2. emit-final only: the partition's index of windows by close time gets the batch's new windows and
+ *     gives the closing ones (final.ts); every effect is placed in its key's key record, one per input
+ *     offset and key, a closing window's `final` effects in the record that closed it;
+ *  3. one key call per fence key (KeyStore.callMany): each record decided once against the key's fence;
+ *     a key with a reduce or aggregate is read first, folded in JS and written with `expect` (fold.ts);
+ *  4. per record again, in order, the results (APPLY, REBASE, REEMIT) are forwarded down the graph
+ *     (toStream, filters, maps, sinks): updates, a session's tombstones, or final results once: the
+ *     outputs come in the model's order (forward.ts). SKIP gives nothing, REJECT a dead letter, FENCE
+ *     stops the batch (RF_TOPOLOGY_FENCED) with nothing forwarded.
+ *
+ * A replay of a batch (the same records before their commit, the stream time of the commit) re-emits the
+ * same outputs from the pending results and changes no state.
+ */
+import { RedfenceError } from '../../errors/index.js';
+import {
+  CloseIndex,
+  type CloseIndexRedis,
+  type IndexedWindow,
+  isCloseIndexRedis,
+  type KeyRecordResult,
+  KeyStore,
+} from '../../store/index.js';
+import type { BuiltTopology } from '../types.js';
+import { checkBatch, options, type TopologyExecutorOptions } from './check.js';
+import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } from './final.js';
+import { callGroups } from './fold.js';
+import { type ForwardContext, forwardStep } from './forward.js';
+import { planTopology, type RunPlan } from './plan.js';
+import { type KeyGroup, placeSteps, type WalkStep, walkBatch } from './steps.js';
+import type { StreamTimes, TopologyBatch, TopologyBatchResult } from './types.js';
+
+export type { TopologyExecutorOptions } from './check.js';
+
+/**
+ * Runs partition batches of a built topology on Redis.
+ *
+ * @example
+ * const exec = new TopologyExecutor(built, { redis });
+ * const { outputs, deadLetters, streamTime } = await exec.runBatch({
+ *   topic: 'orders', partition: 0, epoch: 1, committedOffset: 0,
+ *   records: [{ topic: 'orders', partition: 0, offset: 0, key: Buffer.from('c1'),
+ *     value: Buffer.from('{"amount":500}'), timestamp: Date.now() }],
+ * });
+ */
+export class TopologyExecutor {
+  readonly plan: RunPlan;
+  readonly store: KeyStore;
+  /** By topic-partition (tpKey). */
+  readonly #times = new Map<string, StreamTimes>();
+  readonly #running = new Set<string>();
+  /** Per topic-partition, the stream time after each batch not yet passed by a commit: [next offset, times]. */
+  readonly #history = new Map<string, [number, StreamTimes][]>();
+  readonly #retention: number;
+  readonly #now: () => number;
+  readonly #index: CloseIndex | null;
+
+  constructor(built: BuiltTopology, opts: TopologyExecutorOptions) {
+    const { retention, now } = options(opts);
+    this.plan = planTopology(built);
+    const { redis, tenant, keyEncoding } = opts;
+    this.store = new KeyStore({
+      redis,
+      app: built.applicationId,
+      ...(tenant === undefined ? {} : { tenant }),
+      ...(keyEncoding === undefined ? {} : { keyEncoding }),
+    });
+    const final = [...this.plan.aggregates.values()].some(
+      (a) => a.node.emit === 'final' && a.node.window !== null,
+    );
+    if (final && !isCloseIndexRedis(redis))
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        "TopologyExecutor: emit('final') needs a redis with zadd, zrangebyscore and zremrangebyscore",
+      );
+    this.#index = final
+      ? new CloseIndex({
+          redis: redis as unknown as CloseIndexRedis, // checked above
+          app: built.applicationId,
+          ...(tenant === undefined ? {} : { tenant }),
+          ...(keyEncoding === undefined ? {} : { keyEncoding }),
+        })
+      : null;
+    this.#retention = retention;
+    this.#now = now;
+  }
+
+  /**
+   * The partition's stream time (the seam to the offset commit's metadata): per windowed aggregation, its
+   * clock. `topic`: one the topology reads (default its input).
+   */
+  streamTime(partition: number, topic = this.plan.topic): StreamTimes {
+    return this.#times.get(tpKey(topic, partition)) ?? {};
+  }
+
+  /** Sets the partition's stream time: on assignment, from the committed offset's metadata (before a replay). */
+  setStreamTime(partition: number, times: StreamTimes, topic = this.plan.topic): void {
+    const ok = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= -1;
+    for (const [node, c] of Object.entries(times))
+      if (!this.plan.aggregates.has(node) || !ok(c?.stream) || !ok(c?.emitted) || !ok(c?.store))
+        throw new RedfenceError(
+          'RF_INVALID_ARGUMENT',
+          `setStreamTime: ${JSON.stringify(node)} is not an aggregation with a clock of integers >= -1`,
+        );
+    this.#times.set(tpKey(topic, partition), freeze(new Map(Object.entries(times))));
+  }
+
+  /** Forgets a partition's stream time (revoked). */
+  forget(partition: number, topic = this.plan.topic): void {
+    this.#times.delete(tpKey(topic, partition));
+    this.#history.delete(tpKey(topic, partition));
+  }
+
+  /**
+   * After the partition's commit reached `committedOffset` (the next offset to consume): drops the
+   * emit-final index entries no replay from there can need (windows final or lost before it). Returns
+   * how many were dropped.
+   */
+  async committed(topic: string, partition: number, committedOffset: number): Promise<number> {
+    const history = this.#history.get(tpKey(topic, partition)) ?? [];
+    let at: StreamTimes | undefined;
+    while (history.length > 0 && (history[0]?.[0] ?? Number.POSITIVE_INFINITY) <= committedOffset)
+      at = history.shift()?.[1];
+    if (at === undefined || this.#index === null) return 0;
+    let dropped = 0;
+    for (const a of this.plan.aggregates.values()) {
+      const w = a.node.window;
+      if (a.node.emit !== 'final' || w === null || (w.kind !== 'tumbling' && w.kind !== 'hopping')) continue;
+      const upTo = settledUpTo(w.sizeMs, at[a.node.name]);
+      if (upTo < 0) continue;
+      dropped += await this.#index.remove(topic, partition, a.valueStore, upTo);
+    }
+    return dropped;
+  }
+
+  /**
+   * Runs one partition batch: its outputs, dead letters, drops and the partition's new stream time.
+   * Batches of one partition run one after another (RF_INVALID_STATE otherwise); partitions in parallel.
+   */
+  async runBatch(batch: TopologyBatch): Promise<TopologyBatchResult> {
+    checkBatch(this.plan, batch);
+    // A batch starts from the stream time its predecessor left: one batch per partition at a time.
+    const tp = tpKey(batch.topic, batch.partition);
+    if (this.#running.has(tp))
+      throw new RedfenceError(
+        'RF_INVALID_STATE',
+        `topology batch: partition ${tp} already has a batch running (they run one after another)`,
+      );
+    this.#running.add(tp);
+    try {
+      return await this.#run(batch, tp);
+    } finally {
+      this.#running.delete(tp);
+    }
+  }
+
+  async #run(batch: TopologyBatch, tp: string): Promise<TopologyBatchResult> {
+    const before = this.streamTime(batch.partition, batch.topic);
+    const clocks = new Map(Object.entries(before).map(([n, c]) => [n, { ...c }]));
+    const expireAt = (end: number, grace: number) => Math.max(end + grace, this.#now()) + this.#retention;
+    const sources = this.plan.subs.get(batch.topic)?.sources ?? [];
+    const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt);
+    const indexed = await this.#syncIndexes(batch, walked.steps);
+    const placed = placeSteps(walked.steps, (agg, range) =>
+      closing(indexed.get(agg.valueStore) ?? [], range),
+    );
+    const { replies, conflicts } = await callGroups(this.store, batch, placed.groups, placed.steps, {
+      clocks,
+      expireAt,
+    });
+    this.#checkFence(batch, replies);
+    const ctx: ForwardContext = {
+      plan: this.plan,
+      byGroup: new Map<KeyGroup, KeyRecordResult[]>(placed.groups.map((g, i) => [g, replies[i] ?? []])),
+      outputs: [],
+      deadLetters: [],
+      dropped: [],
+      verdicts: { APPLY: 0, REBASE: 0, SKIP: 0, REEMIT: 0, REJECT: 0, CONFLICT: conflicts },
+    };
+    for (const step of placed.steps) forwardStep(step, ctx);
+    const streamTime = freeze(clocks);
+    this.#times.set(tp, streamTime);
+    const last = batch.records[batch.records.length - 1];
+    if (last !== undefined) {
+      const history = (this.#history.get(tp) ?? []).filter(([next]) => next <= last.offset);
+      history.push([last.offset + 1, streamTime]);
+      this.#history.set(tp, history);
+    }
+    const { outputs, deadLetters, dropped, verdicts } = ctx;
+    return { outputs, deadLetters, dropped, streamTime, verdicts };
+  }
+
+  /** Step 2's Redis part: the emit-final indexes get the batch's windows and give the closing ones. */
+  async #syncIndexes(batch: TopologyBatch, steps: readonly WalkStep[]) {
+    if (this.#index === null) return new Map<number, IndexedWindow[]>();
+    const work = new Map<number, IndexWork>();
+    const of = (store: number) => {
+      let w = work.get(store);
+      if (w === undefined) {
+        w = { store, add: [], ranges: [] };
+        work.set(store, w);
+      }
+      return w;
+    };
+    for (const s of steps) {
+      if ('arrival' in s && s.arrival.agg.node.emit === 'final' && s.arrival.starts !== null)
+        for (const start of s.arrival.starts)
+          of(s.arrival.agg.valueStore).add.push({ key: s.arrival.fenceKey, start });
+      else if ('closes' in s) of(s.closes.valueStore).ranges.push(s.range);
+    }
+    return syncIndexes(this.#index, batch.topic, batch.partition, [...work.values()]);
+  }
+
+  #checkFence(batch: TopologyBatch, replies: readonly KeyRecordResult[][]): void {
+    for (const rs of replies) {
+      const f = rs.find((r) => r.verdict === 'FENCE');
+      if (f !== undefined && f.verdict === 'FENCE')
+        throw new RedfenceError(
+          'RF_TOPOLOGY_FENCED',
+          `topology ${this.plan.built.applicationId}: partition ${batch.partition} has a newer owner (epoch ${f.epoch} > ${batch.epoch}); the batch must not be committed`,
+          { details: { partition: batch.partition, epoch: batch.epoch, newerEpoch: f.epoch } },
+        );
+    }
+  }
+}
+
+/** A topic-partition's key in the executor's maps. */
+function tpKey(topic: string, partition: number): string {
+  return `${topic}/${partition}`;
+}
+
+function freeze(clocks: Map<string, WindowClock>): StreamTimes {
+  return Object.freeze(Object.fromEntries([...clocks].map(([n, c]) => [n, Object.freeze({ ...c })])));
+}

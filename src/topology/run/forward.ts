@@ -1,0 +1,111 @@
+/**
+ * The batch executor's last step: per record again, in order, the key calls' results forwarded down the
+ * graph from their aggregation (toStream, filters, maps, sinks): updates (APPLY, REBASE, REEMIT), final
+ * results, a session's tombstones and merged session, or its lateness; outputs, drops and dead letters
+ * in the model's order. SKIP gives nothing, REJECT a dead letter.
+ */
+import { RedfenceError } from '../../errors/index.js';
+import type { EffectResult, KeyRecordResult } from '../../store/index.js';
+import type { ModelDrop } from '../model.js';
+import type { ModelRecord } from '../model-io.js';
+import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
+import { partResults } from './note.js';
+import type { RunPlan } from './plan.js';
+import { type KeyGroup, lateStep, type Placed, type PlacedStep } from './steps.js';
+import type { TopologyBatch, TopologyDeadLetter, TopologyOutput, VerdictCounts } from './types.js';
+import { walkFrom } from './walk.js';
+
+export type Verdicts = Record<keyof VerdictCounts, number>;
+
+export interface ForwardContext {
+  readonly plan: RunPlan;
+  readonly byGroup: Map<KeyGroup, readonly KeyRecordResult[]>;
+  readonly outputs: TopologyOutput[];
+  readonly deadLetters: TopologyDeadLetter[];
+  readonly dropped: ModelDrop[];
+  readonly verdicts: Verdicts;
+}
+
+/** Forwards one placed step. */
+export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
+  if ('out' in step) {
+    ctx.outputs.push(step.out);
+    return;
+  }
+  if ('drop' in step) {
+    ctx.dropped.push(step.drop);
+    return;
+  }
+  if ('dead' in step) {
+    ctx.deadLetters.push(step.dead);
+    return;
+  }
+  const node = 'arrival' in step ? step.arrival.agg.node : step.closes.node;
+  const walk = (u: ModelRecord) =>
+    walkFrom(ctx.plan, node.name, u, {
+      output: (o) => ctx.outputs.push({ ...o, offset: step.source.offset }),
+      aggregate: () => {
+        throw new TypeError('planTopology refused an aggregation downstream of another');
+      },
+      dropNullKey: (name) => ctx.dropped.push({ reason: 'null-key', node: name, source: step.source }),
+    });
+  if ('arrival' in step) {
+    const results = resultsOf(step.placed, step.source, ctx);
+    if (results === null || (node.emit === 'final' && node.window !== null)) return;
+    if (step.arrival.sliding) {
+      // as the model: the window updates, then the windows the record was too late for
+      const o = slidingOutcome(step.arrival, results);
+      for (const u of o.updates) walk(u);
+      if (o.missed.length > 0) {
+        const late = lateStep(node, o.missed, step.source);
+        if ('drop' in late) ctx.dropped.push(late.drop);
+        else ctx.deadLetters.push(late.dead);
+      }
+      return;
+    }
+    if (step.arrival.session === null) {
+      for (const u of updatesOf(step.arrival, results)) walk(u);
+      return;
+    }
+    const o = sessionOutcome(step.arrival, results[0]);
+    if ('late' in o) {
+      const late = lateStep(node, [o.late], step.source);
+      if ('drop' in late) ctx.dropped.push(late.drop);
+      else ctx.deadLetters.push(late.dead);
+    } else for (const u of o.updates) walk(u);
+    return;
+  }
+  for (const { window, placed } of step.windows) {
+    const results = resultsOf(placed, step.source, ctx);
+    const u = results === null ? null : finalUpdate(step.closes, window, results);
+    if (u !== null) walk(u);
+  }
+}
+
+/**
+ * The results of some placed effects, or null (SKIP, REJECT). The key record's first placement counts
+ * its verdict and reports its dead letter.
+ */
+function resultsOf(
+  placed: Placed,
+  source: TopologyBatch['records'][number],
+  ctx: ForwardContext,
+): readonly EffectResult[] | null {
+  const { group, record, part } = placed;
+  const r = ctx.byGroup.get(group)?.[record];
+  const kr = group.records[record];
+  if (r === undefined || kr === undefined || r.offset !== kr.offset)
+    throw new RedfenceError('RF_BAD_REPLY', 'topology batch: a key call answered for other records');
+  if (r.verdict === 'CONFLICT')
+    throw new RedfenceError('RF_BAD_REPLY', 'topology batch: CONFLICT left after the read-then-write rounds');
+  const once = part === 0;
+  if (once && r.verdict !== 'FENCE') ctx.verdicts[r.verdict]++;
+  if (r.verdict === 'REJECT' || (r.verdict === 'REEMIT' && 'deadLetter' in r)) {
+    const message = r.verdict === 'REJECT' ? r.reason : (r as { deadLetter: string }).deadLetter;
+    const store = ctx.plan.aggregates.get(kr.node)?.node.store ?? '';
+    if (once) ctx.deadLetters.push({ reason: 'rejected', node: kr.node, store, message, source });
+    return null;
+  }
+  if (r.verdict === 'SKIP' || r.verdict === 'FENCE') return null;
+  return partResults(kr, r.results ?? [])[part] ?? [];
+}

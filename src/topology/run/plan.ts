@@ -1,0 +1,202 @@
+/**
+ * What the batch executor needs of a built topology, checked once: its sub-topologies, each reading one
+ * topic (the user's input, or a repartition topic `<applicationId>-<name>-repartition` another
+ * sub-topology writes), the graph as children per node, and per aggregation its store ids in the key
+ * call (from the store's name: {@link storeIdOf}). Anything the Redis runtime does not run yet is
+ * RF_TOPOLOGY_UNSUPPORTED naming the node, before any record is read.
+ */
+import { RedfenceError } from '../../errors/index.js';
+import type { AggregateNode } from '../model-io.js';
+import type { BuiltTopology, TopologyNode } from '../types.js';
+
+/** An aggregation as the key calls see it. */
+export interface AggregatePlan {
+  readonly node: AggregateNode;
+  /** The store id of its values (counts, sessions, serialized aggregates) in the key call. */
+  readonly valueStore: number;
+  /** The store id of its timestamps (the largest record timestamp per key or window; unused by sessions). */
+  readonly timeStore: number;
+}
+
+export type SourceNode = Extract<TopologyNode, { kind: 'source' }>;
+
+/** One sub-topology as the executor runs it: the one topic it reads and the sources reading it. */
+export interface SubPlan {
+  readonly id: number;
+  readonly topic: string;
+  /** True when `topic` is a repartition topic (written by another sub-topology). */
+  readonly internal: boolean;
+  readonly sources: readonly SourceNode[];
+  /** The repartition topics this sub-topology writes. */
+  readonly writes: readonly string[];
+}
+
+export interface RunPlan {
+  readonly built: BuiltTopology;
+  /** The user's input topic (the one topic no sub-topology writes). */
+  readonly topic: string;
+  /** Every topic the topology reads, by topic: the input first, then repartition topics in the order they are written. */
+  readonly subs: ReadonlyMap<string, SubPlan>;
+  /** The input's sources (those of `subs.get(topic)`). */
+  readonly sources: readonly SourceNode[];
+  readonly byName: ReadonlyMap<string, TopologyNode>;
+  readonly children: ReadonlyMap<string, readonly string[]>;
+  readonly aggregates: ReadonlyMap<string, AggregatePlan>;
+}
+
+/**
+ * A store's ids in the key call, from its name alone (FNV-1a, odd: the value store; +1: its
+ * timestamps; 0 is the processor's own value), so adding, removing or reordering other aggregations
+ * never moves a store's state. Renaming a store starts it empty: name your stores, as Kafka Streams
+ * advises (a generated name follows the node's position).
+ */
+export function storeIdOf(name: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of Buffer.from(name, 'utf8')) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return 2 * (h % 32_767) + 1;
+}
+
+function unsupported(node: string | null, message: string): RedfenceError {
+  const where = node === null ? 'topology' : `topology node ${node}`;
+  return new RedfenceError('RF_TOPOLOGY_UNSUPPORTED', `${where}: ${message}`, { details: { node } });
+}
+
+function checkAggregate(n: AggregateNode): void {
+  const w = n.window;
+  if (w?.kind === 'sliding' && n.emit === 'final')
+    throw unsupported(
+      n.name,
+      "emit('final') of sliding windows does not run on Redis yet (emit('update') does): a sliding window's start is known only after the key's read, so the close-time index and the final effects would have to follow the fold",
+    );
+  if (w?.kind === 'session') {
+    if (n.op !== 'count')
+      throw unsupported(
+        n.name,
+        `${n.op} of session windows (a JS aggregator and merger) does not run on Redis yet (a session count does)`,
+      );
+    if (n.emit === 'final')
+      throw unsupported(
+        n.name,
+        "emit('final') of session windows does not run on Redis yet (emit('update') does)",
+      );
+  }
+}
+
+/** Refuses an aggregation fed (through stateless nodes) by another one: one key call per record and key today. */
+function checkChain(
+  children: ReadonlyMap<string, readonly string[]>,
+  agg: string,
+  byName: ReadonlyMap<string, TopologyNode>,
+): void {
+  const seen = new Set<string>();
+  const todo = [...(children.get(agg) ?? [])];
+  while (todo.length > 0) {
+    const name = todo.pop() as string;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    const n = byName.get(name);
+    if (n?.kind === 'aggregate')
+      throw unsupported(name, `an aggregation of ${agg}'s updates does not run on Redis yet`);
+    if (n?.kind === 'split') for (const b of n.branches) todo.push(b.name);
+    todo.push(...(children.get(name) ?? []));
+  }
+}
+
+/** Each sub-topology with the one topic it reads; RF_TOPOLOGY_UNSUPPORTED for patterns and several topics. */
+function subPlansOf(built: BuiltTopology, byName: ReadonlyMap<string, TopologyNode>): SubPlan[] {
+  return built.subTopologies.map((sub) => {
+    const nodes = sub.nodes.map((n) => byName.get(n) as TopologyNode);
+    const sources = nodes.filter((n): n is SourceNode => n.kind === 'source');
+    const topics = new Set<string>();
+    for (const s of sources) {
+      if (s.pattern !== null || s.topics === null)
+        throw unsupported(s.name, 'a source reading a pattern does not run on Redis yet');
+      for (const t of s.topics) topics.add(t);
+    }
+    if (topics.size !== 1)
+      throw unsupported(
+        sources[0]?.name ?? null,
+        'a sub-topology reading several topics does not run on Redis yet (one fence per key needs one offset order)',
+      );
+    const writes = nodes.flatMap((n) => (n.kind === 'sink' && n.internal ? [n.topic] : []));
+    return {
+      id: sub.id,
+      topic: [...topics][0] as string,
+      internal: sources.some((s) => s.internal),
+      sources,
+      writes,
+    };
+  });
+}
+
+/** The input's sub-topology first, then each repartition topic's reader once its writer is placed. */
+function ordered(subs: readonly SubPlan[]): Map<string, SubPlan> {
+  const inputs = subs.filter((s) => !s.internal);
+  if (inputs.length !== 1)
+    throw unsupported(
+      inputs[1]?.sources[0]?.name ?? null,
+      'a topology reading several input topics does not run on Redis yet (its dead-letter topic and partition epochs follow its one input)',
+    );
+  const out = new Map<string, SubPlan>();
+  const todo = [inputs[0] as SubPlan];
+  while (todo.length > 0) {
+    const sub = todo.shift() as SubPlan;
+    if (out.has(sub.topic)) continue;
+    out.set(sub.topic, sub);
+    for (const t of sub.writes) todo.push(...subs.filter((x) => x.topic === t));
+  }
+  return out;
+}
+
+/** Refuses aggregations in two sub-topologies: their keys would share one fence per key across two offset orders. */
+function checkOneStateful(built: BuiltTopology): void {
+  let first: { node: string; sub: number } | null = null;
+  for (const sub of built.subTopologies)
+    for (const name of sub.nodes) {
+      const n = built.nodes.find((x) => x.name === name);
+      if (n?.kind !== 'aggregate') continue;
+      if (first === null) first = { node: name, sub: sub.id };
+      else if (first.sub !== sub.id)
+        throw unsupported(
+          name,
+          `aggregations in two sub-topologies (${first.node} and ${name}, a repartition between them) do not run on Redis yet: ` +
+            'their keys would share one fence per key across two offset orders',
+        );
+    }
+}
+
+/**
+ * Checks that the executor can run `built` and returns its plan.
+ *
+ * @example
+ * const plan = planTopology(t.build()); // RF_TOPOLOGY_UNSUPPORTED naming the node otherwise
+ * plan.topic; // 'orders'
+ * [...plan.subs.keys()]; // ['orders', 'fraud-by-region-repartition'] with a groupBy
+ */
+export function planTopology(built: BuiltTopology): RunPlan {
+  const byName = new Map<string, TopologyNode>(built.nodes.map((n) => [n.name, n]));
+  const children = new Map<string, string[]>();
+  for (const e of built.edges) children.set(e.from, [...(children.get(e.from) ?? []), e.to]);
+  const subs = ordered(subPlansOf(built, byName));
+  checkOneStateful(built);
+  const aggregates = new Map<string, AggregatePlan>();
+  for (const n of built.nodes) {
+    if (n.kind !== 'aggregate') continue;
+    checkAggregate(n);
+    checkChain(children, n.name, byName);
+    const valueStore = storeIdOf(n.store);
+    const clash = [...aggregates.values()].find((a) => a.valueStore === valueStore);
+    if (clash !== undefined)
+      throw new RedfenceError(
+        'RF_TOPOLOGY_INVALID',
+        `store "${n.store}" of ${n.name} has the same id in Redis as store "${clash.node.store}" of ${clash.node.name}: rename one of them`,
+        { details: { node: n.name } },
+      );
+    aggregates.set(n.name, { node: n, valueStore, timeStore: valueStore + 1 });
+  }
+  const input = [...subs.values()][0] as SubPlan;
+  return { built, topic: input.topic, subs, sources: input.sources, byName, children, aggregates };
+}

@@ -1,0 +1,139 @@
+/**
+ * The batch executor's first two steps, without Redis in between: `walkBatch` runs the stateless nodes
+ * per record and decides each record at a count (effects, late windows, drops, the windows that close);
+ * `placeSteps` then puts every effect in its fence key's key record, a closing window's `final`
+ * effects in the record that closed it, in offset order per key.
+ */
+import type { Effect } from '../../store/index.js';
+import type { ModelDrop, ModelInput } from '../model.js';
+import type { WindowBounds } from '../model-io.js';
+import { fromBytes } from '../serdes.js';
+import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
+import { type FinalRange, finalRange, type IndexedWindow, type WindowClock } from './final.js';
+import type { KeyPart } from './note.js';
+import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
+import type { TopologyDeadLetter, TopologyOutput } from './types.js';
+import { walkFrom } from './walk.js';
+
+/** What step 1 leaves per record, in order (drops and late records too: the model's order). */
+export type WalkStep =
+  | { readonly out: TopologyOutput }
+  | { readonly drop: ModelDrop }
+  | { readonly dead: TopologyDeadLetter }
+  | { readonly arrival: Arrival; readonly effects: Effect[]; readonly source: ModelInput }
+  | { readonly closes: AggregatePlan; readonly range: FinalRange; readonly source: ModelInput };
+
+export interface Walked {
+  readonly steps: WalkStep[];
+}
+
+/** Step 1: every record through the stateless nodes from `sources` (its sub-topology's); counts decided against `clocks` (moved). */
+export function walkBatch(
+  plan: RunPlan,
+  sources: readonly SourceNode[],
+  records: readonly ModelInput[],
+  clocks: Map<string, WindowClock>,
+  expireAt: (windowEnd: number, graceMs: number) => number,
+): Walked {
+  const w: Walked = { steps: [] };
+  for (const rec of records) {
+    const sink = {
+      output: (o: Omit<TopologyOutput, 'offset'>) => w.steps.push({ out: { ...o, offset: rec.offset } }),
+      dropNullKey: (name: string) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
+      aggregate: (node: AggregatePlan['node'], r: { key: unknown; value: unknown; timestamp: number }) => {
+        const agg = plan.aggregates.get(node.name);
+        if (agg === undefined) throw new TypeError(`no plan for ${node.name}`);
+        const a = arrive(agg, r, clocks);
+        if ('drop' in a) {
+          w.steps.push({ drop: { reason: a.drop, node: node.name, source: rec } });
+          return;
+        }
+        if (a.missed.length > 0) w.steps.push(lateStep(node, a.missed, rec));
+        const effects = effectsOf(a, expireAt);
+        if (effects.length > 0) w.steps.push({ arrival: a, effects, source: rec });
+        const win = node.window;
+        if (node.emit !== 'final' || win === null || (win.kind !== 'tumbling' && win.kind !== 'hopping'))
+          return;
+        const range = finalRange(win, clocks.get(node.name) as WindowClock, a.closeTime);
+        if (range !== null) w.steps.push({ closes: agg, range, source: rec });
+      },
+    };
+    for (const source of sources) {
+      const key = fromBytes(source.keySerde, rec.key, rec.topic);
+      const value = fromBytes(source.valueSerde, rec.value, rec.topic);
+      walkFrom(plan, source.name, { key, value, timestamp: rec.timestamp }, sink);
+    }
+  }
+  return w;
+}
+
+/** What a record late for `windows` becomes: a dead letter, or a drop with `onLate('drop')`. */
+export function lateStep(
+  node: AggregatePlan['node'],
+  windows: readonly WindowBounds[],
+  source: ModelInput,
+): { readonly drop: ModelDrop } | { readonly dead: TopologyDeadLetter } {
+  if (node.onLate === 'drop') return { drop: { reason: 'late', node: node.name, source } };
+  return { dead: { reason: 'late', node: node.name, store: node.store, windows, source } };
+}
+
+/** One fence key's records of the batch, each record's effects in parts (one per arrival or final result). */
+export interface KeyGroup {
+  readonly key: Buffer;
+  readonly records: { offset: number; parts: KeyPart[]; node: string }[];
+}
+
+/** Where some effects sit in the key calls: a part of a record of a group. */
+export interface Placed {
+  readonly group: KeyGroup;
+  readonly record: number;
+  readonly part: number;
+}
+
+export type PlacedStep =
+  | { readonly out: TopologyOutput }
+  | { readonly drop: ModelDrop }
+  | { readonly dead: TopologyDeadLetter }
+  | { readonly arrival: Arrival; readonly placed: Placed; readonly source: ModelInput }
+  | {
+      readonly closes: AggregatePlan;
+      readonly windows: readonly { readonly window: IndexedWindow; readonly placed: Placed }[];
+      readonly source: ModelInput;
+    };
+
+/** Step 2: the key groups (in first-seen order) and the steps with their places. */
+export function placeSteps(
+  steps: readonly WalkStep[],
+  closing: (agg: AggregatePlan, range: FinalRange) => readonly IndexedWindow[],
+): { groups: KeyGroup[]; steps: PlacedStep[] } {
+  const groups = new Map<string, KeyGroup>();
+  const put = (key: Buffer, offset: number, node: string, effects: Effect[], sliding = false): Placed => {
+    const id = key.toString('hex');
+    let group = groups.get(id);
+    if (group === undefined) {
+      group = { key, records: [] };
+      groups.set(id, group);
+    }
+    let last = group.records[group.records.length - 1];
+    if (last?.offset !== offset) {
+      last = { offset, parts: [], node };
+      group.records.push(last);
+    }
+    last.parts.push({ effects, sliding });
+    return { group, record: group.records.length - 1, part: last.parts.length - 1 };
+  };
+  const out: PlacedStep[] = steps.map((s) => {
+    if ('out' in s || 'drop' in s || 'dead' in s) return s;
+    const offset = s.source.offset;
+    if ('arrival' in s) {
+      const placed = put(s.arrival.fenceKey, offset, s.arrival.agg.node.name, s.effects, s.arrival.sliding);
+      return { arrival: s.arrival, placed, source: s.source };
+    }
+    const windows = closing(s.closes, s.range).map((window) => ({
+      window,
+      placed: put(window.key, offset, s.closes.node.name, finalEffects(s.closes, window.start)),
+    }));
+    return { closes: s.closes, windows, source: s.source };
+  });
+  return { groups: [...groups.values()], steps: out };
+}

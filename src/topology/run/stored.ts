@@ -1,0 +1,36 @@
+/**
+ * How an aggregation's state is written to and read from Redis, in one place for the executor and the
+ * state reader (src/topology/state/): the fence key is the grouped key's bytes through the store's key
+ * serde; a count and every timestamp are integers as text; a reduce or aggregate is its value serde's
+ * bytes, read back through the same serde.
+ */
+import { RedfenceError } from '../../errors/index.js';
+import type { EffectResult } from '../../store/index.js';
+import { type AggregateNode, changelog, storeKey } from '../model-io.js';
+import type { AggregatePlan } from './plan.js';
+
+/** The fence key of a grouped key: its bytes through the store's key serde (the store's order). */
+export function fenceKeyOf(node: AggregateNode, key: unknown): Buffer {
+  return storeKey(node, key).bytes;
+}
+
+/** A stored count or timestamp, or RF_STATE_CORRUPT naming the node. */
+export function storedNumber(v: EffectResult | undefined, node: string): number {
+  const n = Buffer.isBuffer(v) ? Number(v.toString('latin1')) : Number.NaN;
+  if (!Number.isSafeInteger(n))
+    throw new RedfenceError(
+      'RF_STATE_CORRUPT',
+      `topology node ${node}: a count or timestamp in Redis is not an integer`,
+      { details: { node } },
+    );
+  return n;
+}
+
+/** An aggregate from its stored bytes: a count's number, a reduce's or aggregate's through its serde; none: null. */
+export function storedAggregate(agg: AggregatePlan, v: EffectResult | undefined): unknown {
+  const p = agg.node;
+  if (p.op === 'count') return storedNumber(v, p.name);
+  if (v === null || v === undefined) return null;
+  if (!Buffer.isBuffer(v)) throw new TypeError('a kv or window result is bytes');
+  return p.valueSerde.deserialize(v, changelog(p));
+}

@@ -1,0 +1,68 @@
+/**
+ * What the topology runtime's batch executor takes and gives (src/topology/run/executor.ts): one
+ * partition batch of a sub-topology's input in, its outputs, dead letters, drops and the partition's new
+ * stream time out. The shapes are the reference model's (src/topology/model.ts), so the two compare
+ * record for record.
+ */
+import type { ModelDeadLetter, ModelDrop, ModelInput, ModelOutput, ModelSource } from '../model.js';
+import type { WindowClock } from './final.js';
+
+/** One partition batch: the records of one input topic-partition, in offset order. */
+export interface TopologyBatch {
+  /** The input topic (the sub-topology's one source topic). */
+  readonly topic: string;
+  readonly partition: number;
+  /** The partition epoch this owner acquired (a lower one than a key's last writer is FENCEd). */
+  readonly epoch: number;
+  /** The partition's committed offset (next offset to consume), or -1: pending results below it are pruned. */
+  readonly committedOffset: number;
+  /** The records, offsets strictly increasing; each record's topic and partition are the batch's. */
+  readonly records: readonly ModelInput[];
+}
+
+/** A sink record, with the input offset that caused it (its batch's records produce in offset order). */
+export interface TopologyOutput extends ModelOutput {
+  readonly offset: number;
+}
+
+/** A record whose effects the store refused (REJECT, e.g. a count beyond 2^53): none of them was made. */
+export interface RejectedDeadLetter {
+  readonly reason: 'rejected';
+  /** The first aggregation of the record on the fence key. */
+  readonly node: string;
+  readonly store: string;
+  /** The store's reason (never a value). */
+  readonly message: string;
+  readonly source: ModelSource;
+}
+
+/** A late record (as the model's) or a refused one. */
+export type TopologyDeadLetter = ModelDeadLetter | RejectedDeadLetter;
+
+/**
+ * A partition's stream time: per windowed aggregation node, its clock (the largest timestamp it has
+ * seen, the close time of its last final emission, the newest window start it wrote; -1: none), as Kafka
+ * Streams keeps them per processor and task. It must be the value at the batch's committed offset when
+ * a batch runs (so a replay decides lateness and final results as the first run did): today the
+ * executor keeps it in memory; next, it travels in the offset commit's metadata.
+ */
+export type StreamTimes = Readonly<Record<string, Readonly<WindowClock>>>;
+
+/**
+ * Verdicts of the batch's key records, by kind (for metrics and tests). CONFLICT counts the key
+ * records of reduce and aggregate calls another writer's change sent back to be read and folded again
+ * (each then has one of the other verdicts too).
+ */
+export type VerdictCounts = Readonly<
+  Record<'APPLY' | 'REBASE' | 'SKIP' | 'REEMIT' | 'REJECT' | 'CONFLICT', number>
+>;
+
+export interface TopologyBatchResult {
+  /** Sink records in the order the reference model writes them (per input record, depth first). */
+  readonly outputs: readonly TopologyOutput[];
+  readonly deadLetters: readonly TopologyDeadLetter[];
+  readonly dropped: readonly ModelDrop[];
+  /** The partition's stream time after the batch (also kept by the executor). */
+  readonly streamTime: StreamTimes;
+  readonly verdicts: VerdictCounts;
+}

@@ -1,0 +1,123 @@
+/**
+ * `redfence chaos <topology module>` against Kafka and a Redis of its own, short: the fraud topology
+ * (examples/fraud.ts) exactly-once under a kill, a Redis restart and a scale step, and a
+ * windowed count (test/chaos/fixtures/windowed-count.ts) at-least-once under a kill over two instances,
+ * both on the default input and judged against the reference model; then the same windowed count with
+ * a planted fault (its instances drop every window's third count) fails with exit 1 naming keys.
+ * Options a topology does not take exit 2 before any connection.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { runCli } from '../helpers/cli.js';
+import { KAFKA_BROKERS } from '../helpers/env.js';
+
+const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const FRAUD = fileURLToPath(new URL('../../examples/fraud.ts', import.meta.url));
+const chaos = (args: string[]) => runCli(['chaos', ...args]);
+const common = ['--brokers', KAFKA_BROKERS, '--partitions', '3', '--session-timeout', '6000', '--quiet'];
+
+describe('redfence chaos <topology module> against Kafka and its own Redis', { timeout: 240_000 }, () => {
+  it('the fraud topology (exactly-once) and a windowed count (at-least-once) equal the model under faults', async () => {
+    const [fraud, count, planted] = await Promise.all([
+      chaos([
+        FRAUD,
+        ...common,
+        '--seed',
+        '7',
+        '--mode',
+        'exactly-once',
+        '--records',
+        '4000',
+        '--duration',
+        '24',
+        '--kills',
+        '1',
+        // no zombie in the short run: on CI (2 cores, the other run beside it) the instance restarted
+        // after a fenced zombie exited once exited at start with nothing logged (harness error); the
+        // zombie is exercised by the long runs of docs/chaos.md
+        '--zombies',
+        '0',
+        '--redis-restarts',
+        '1',
+        '--scale',
+        '1,2',
+      ]),
+      chaos([
+        join(FIXTURES, 'windowed-count.ts'),
+        ...common,
+        '--seed',
+        '5',
+        '--mode',
+        'at-least-once',
+        '--records',
+        '2000',
+        '--duration',
+        '10',
+        '--kills',
+        '1',
+        '--zombies',
+        '0',
+        '--redis-restarts',
+        '0',
+        '--scale',
+        '2',
+      ]),
+      chaos([
+        join(FIXTURES, 'windowed-count-drops.ts'),
+        ...common,
+        '--seed',
+        '5',
+        '--records',
+        '1000',
+        '--duration',
+        '2',
+        '--kills',
+        '0',
+        '--zombies',
+        '0',
+        '--redis-restarts',
+        '0',
+        '--scale',
+        '1',
+      ]),
+    ]);
+    for (const r of [fraud, count]) {
+      assert.equal(r.code, 0, `${r.out}\n${r.err}`);
+      assert.match(r.out, /VERDICT: OK/);
+      assert.match(r.out, /\| differences: output +\| +0 \|/);
+      assert.match(r.out, /\| differences: dead-letter +\| +0 \|/);
+      assert.match(r.out, /\| kill +\| 1 of 1 \|/);
+      assert.doesNotMatch(r.out, /\| dead letters \/ model +\| +0 \//, 'late records were dead-lettered');
+    }
+    assert.match(fraud.out, /\| input records \(read back\) +\| +4000 \|/);
+    assert.match(fraud.out, /\| outputs \(read_committed\) \/ model +\| +(\d+) \/ \1 \|/);
+    assert.match(fraud.out, /\| redis-restart +\| 1 of 1 \|/);
+    assert.match(fraud.out, /\| committed \/ end offsets +\| +4000 \/ 4000 \|/);
+    assert.match(count.out, /\| outputs \(read_uncommitted\) \/ model +\| +\d+ \/ \d+ \|/);
+    assert.match(count.out, /duplicate outputs in replays \(allowed\)/);
+
+    assert.equal(planted.code, 1, `${planted.out}\n${planted.err}`);
+    assert.match(planted.out, /VERDICT: FAILED/);
+    assert.match(
+      planted.out,
+      /DIFFERENCE \[output\] \S+-output key "k-\d+": \d+ outputs, the model \d+; first difference at #\d+/,
+    );
+    assert.doesNotMatch(planted.out, /\| differences: output +\| +0 \|/);
+  });
+});
+
+describe('redfence chaos <topology module>: options a topology does not take exit 2', () => {
+  const offline = ['--brokers', '127.0.0.1:1', '--quiet'];
+  for (const [flag, message] of [
+    [['--crashes', '1'], /a topology has no crash points yet.*\[RF_INVALID_OPTIONS\]/],
+    [['--points', 'after-commit'], /a topology has no crash points yet/],
+    [['--wait-replicas', '1'], /--wait-replicas does not apply to a topology/],
+  ] as const)
+    it(flag.join(' '), async () => {
+      const r = await chaos([join(FIXTURES, 'windowed-count.ts'), ...flag, ...offline]);
+      assert.equal(r.code, 2, `${r.out}\n${r.err}`);
+      assert.match(r.err, message);
+    });
+});

@@ -1,0 +1,74 @@
+/**
+ * The key call's codec without Redis: the store's script headers name every KEYS and ARGV entry and the
+ * reply (as test/fence checks the fence's), the encoding of a call, and replies of an unknown shape
+ * refused as RF_BAD_REPLY.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { decodeKeyCall, encodeKeyCall } from '../../src/store/codec.js';
+import { StoreKeys } from '../../src/store/keys.js';
+import { STORE_LUA_DIR } from '../../src/store/store.js';
+
+describe('key call codec', () => {
+  it('every store script header names KEYS, ARGV and its return', () => {
+    const files = readdirSync(STORE_LUA_DIR).filter((f) => f.endsWith('.lua'));
+    const parts: Record<string, string[]> = {
+      'keyCall-N.lua': ['ARGV[2]', 'ARGV[3]', 'ARGV[4]', 'ARGV[5]', 'ARGV[6]', 'ARGV[7..]'],
+      'keyCallMany-N.lua': ['ARGV[2]', 'ARGV[3]', 'ARGV[4]', 'ARGV[5]', 'ARGV[6..]'],
+      'readKey-N.lua': ['ARGV[2..]'],
+    };
+    assert.deepEqual(files, Object.keys(parts));
+    for (const file of files) {
+      const text = readFileSync(join(STORE_LUA_DIR, file), 'utf8');
+      const header = text.slice(0, text.indexOf(']]'));
+      for (const part of ['KEYS[1]', 'KEYS[2..]', 'ARGV[1]', ...(parts[file] ?? []), 'Returns'])
+        assert.ok(header.includes(part), `${file} header lacks ${part}`);
+    }
+  });
+
+  const names = new StoreKeys({ app: 'app' });
+  const call = {
+    partition: 2,
+    epoch: 7,
+    committedOffset: 40,
+    key: 'c1',
+    records: [
+      {
+        offset: 41,
+        emit: 1 as const,
+        effects: [
+          { store: 0, kind: 'kv' as const, op: { op: 'set' as const, value: 'v' } },
+          { store: 1, kind: 'window' as const, start: 60, expireAt: 999, op: { op: 'add' as const, by: 3n } },
+        ],
+      },
+      { offset: 44, emit: 0 as const, effects: [{ store: 1, kind: 'final' as const, start: 60 }] },
+    ],
+  };
+
+  it('encodes the keys of one slot, one record text and the set values', () => {
+    const e = encodeKeyCall(names, call);
+    assert.deepEqual(e.keys, ['rf:{app:c1}', 'rf:{app:c1}:w:1:60']);
+    assert.deepEqual(e.args, ['s2', '2', '7', '40', '', '41,1,2;ks0,,;wa2,999,3;44,0,1;f-2,,;', 'v']);
+    assert.deepEqual(e.offsets, [41, 44]);
+  });
+
+  it('refuses replies of an unknown shape', () => {
+    const e = encodeKeyCall(names, call);
+    const bad = [
+      null,
+      ['A'],
+      ['AA', -1, -1],
+      ['AQ', -1, -1, 'r-1:x'],
+      ['AA', -1, -1, 'r-', 'x'],
+      ['AA', -1, -1, 'r9:x'],
+    ];
+    for (const reply of bad)
+      assert.throws(() => decodeKeyCall(e, reply), { code: 'RF_BAD_REPLY' }, JSON.stringify(reply));
+    assert.deepEqual(decodeKeyCall(e, [Buffer.from('AA'), -1, -1, Buffer.from('r1:v1:3')]), [
+      { verdict: 'APPLY', offset: 41, results: [Buffer.from('v'), Buffer.from('3')] },
+      { verdict: 'APPLY', offset: 44 },
+    ]);
+  });
+});

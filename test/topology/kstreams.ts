@@ -1,0 +1,187 @@
+/**
+ * Kafka Streams itself on the scenarios of scenarios.ts: the reference the streams DSL is compared with.
+ * For each run it makes an input and an output topic (unique names, retention.ms -1, the scenario's
+ * partition count), produces the input as the comparison contract says, runs
+ * test/interop/java/StreamsScenarios.java once for all runs (one JVM, one KafkaStreams instance a
+ * scenario, exactly_once_v2, cache 0; it stops once its committed offsets reach the input's end), reads
+ * each output topic to its end (read_committed) and deletes the topics and groups.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
+import { kafka, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
+import type { InRecord, OutRecord, Scenario } from './scenarios.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+/** A small heap and a fast start: the program runs for seconds. */
+const JVM = ['-Xms64m', '-Xmx512m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1'];
+
+export interface KafkaStreamsRun {
+  scenario: Scenario;
+  input: InRecord[];
+}
+
+export interface KafkaStreamsOptions {
+  /** the JVM's bound for processing every input (default 120 s); the child is killed 20 s after it */
+  timeoutMs?: number;
+  /** KafkaStreams instances running at once (default 4) */
+  concurrency?: number;
+}
+
+/** The classpath of the JVM programs (jars fetched and sources compiled once by scripts/interop-jars.sh). */
+export function interopClasspath(): string {
+  return execFileSync('bash', [join(ROOT, 'scripts/interop-jars.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    timeout: 300_000,
+  }).trim();
+}
+
+/**
+ * Runs every scenario with Kafka Streams on its input; returns each scenario's output records by name,
+ * partition after partition in offset order (so the records of one key keep their order).
+ */
+export async function runKafkaStreams(
+  runs: KafkaStreamsRun[],
+  options: KafkaStreamsOptions = {},
+): Promise<Map<string, OutRecord[]>> {
+  const names = new Set<string>();
+  for (const { scenario: s, input } of runs) {
+    assert.match(s.name, /^[a-z0-9-]+$/, `scenario name ${s.name}`);
+    assert.ok(!names.has(s.name), `two runs named ${s.name}`);
+    names.add(s.name);
+    const bad = input.find(
+      (r) => !Number.isInteger(r.partition) || r.partition < 0 || r.partition >= s.partitions,
+    );
+    assert.equal(bad, undefined, `${s.name}: a record's partition is outside 0..${s.partitions - 1}`);
+  }
+  const prefix = uniqueName('ks');
+  const topics = runs.map(({ scenario: s }) => ({
+    name: s.name,
+    applicationId: `${prefix}-${s.name}`,
+    input: `${prefix}-${s.name}-in`,
+    output: `${prefix}-${s.name}-out`,
+    scenario: s,
+  }));
+  const stateDir = mkdtempSync(join(tmpdir(), 'rf-kstreams-'));
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await createTopics(
+      admin,
+      topics.flatMap((t) => [
+        { topic: t.input, partitions: t.scenario.partitions },
+        { topic: t.output, partitions: t.scenario.partitions },
+      ]),
+    );
+    for (const [i, run] of runs.entries()) await produceInput(topics[i]?.input ?? '', run.input);
+    await runJvm({
+      brokers: KAFKA_BROKERS,
+      stateDir,
+      timeoutMs: options.timeoutMs ?? 120_000,
+      concurrency: options.concurrency ?? 4,
+      runs: topics,
+    });
+    const results = new Map<string, OutRecord[]>();
+    for (const t of topics) results.set(t.name, await readOutput(t.output));
+    return results;
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+    const all = await admin.listTopics().catch(() => [] as string[]);
+    const ours = all.filter((t) => t.startsWith(`${prefix}-`));
+    if (ours.length > 0) await admin.deleteTopics({ topics: ours }).catch(() => undefined);
+    await admin.deleteGroups(topics.map((t) => t.applicationId)).catch(() => undefined);
+    await admin.disconnect();
+  }
+}
+
+type Admin = ReturnType<typeof kafka.admin>;
+
+/** Topics that keep every record whatever its event time (retention.ms -1), once every partition has a leader. */
+async function createTopics(admin: Admin, topics: { topic: string; partitions: number }[]): Promise<void> {
+  await admin.createTopics({
+    topics: topics.map((t) => ({
+      topic: t.topic,
+      numPartitions: t.partitions,
+      replicationFactor: 1,
+      configEntries: [{ name: 'retention.ms', value: '-1' }],
+    })),
+  });
+  await pollUntil(
+    `${topics.length} topics to have leaders`,
+    async () => {
+      const seen = await admin
+        .fetchTopicMetadata({ topics: topics.map((t) => t.topic) })
+        .catch(() => undefined);
+      return (
+        seen !== undefined &&
+        topics.every((t) => {
+          const m = seen.find((x) => x.name === t.topic);
+          return m?.partitions.length === t.partitions && m.partitions.every((p) => p.leader >= 0);
+        })
+      );
+    },
+    30_000,
+  );
+}
+
+/** The contract's wire format: value {"amount": n}, key UTF-8 or none, CreateTime, array order per partition. */
+async function produceInput(topic: string, input: InRecord[]): Promise<void> {
+  await produce(
+    topic,
+    input.map((r) => ({
+      key: r.key,
+      value: JSON.stringify({ amount: r.amount }),
+      partition: r.partition,
+      timestamp: String(r.timestamp),
+    })),
+  );
+}
+
+/** Runs StreamsScenarios on the spec (stdin); bounded: killed timeoutMs + 20 s after the start. */
+async function runJvm(spec: { timeoutMs: number; runs: unknown[] } & Record<string, unknown>): Promise<void> {
+  const child = spawn('java', [...JVM, '-cp', interopClasspath(), 'StreamsScenarios'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => {
+    out += d;
+  });
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
+  child.stdin.end(JSON.stringify(spec));
+  const killer = setTimeout(() => child.kill('SIGKILL'), spec.timeoutMs + 20_000);
+  try {
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.on('error', reject);
+      child.on('close', resolve);
+    });
+    assert.equal(code, 0, `StreamsScenarios exited ${code}:\n${err.slice(-6000)}`);
+    const done = out.trim().split('\n').filter(Boolean).length;
+    assert.equal(
+      done,
+      spec.runs.length,
+      `StreamsScenarios finished ${done} of ${spec.runs.length} runs:\n${out}`,
+    );
+  } finally {
+    clearTimeout(killer);
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+}
+
+/** An output topic's records (read_committed), partition after partition, each in offset order. */
+async function readOutput(topic: string): Promise<OutRecord[]> {
+  const records = await readToEnd(topic);
+  records.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
+  return records.map((r) => {
+    assert.ok(r.key !== null && r.value !== null, `${topic}: a record without key or value`);
+    const v = JSON.parse(r.value) as { start: number; end: number; value: number | null };
+    return { key: r.key, start: v.start, end: v.end, value: v.value, timestamp: Number(r.timestamp) };
+  });
+}

@@ -1,0 +1,135 @@
+/**
+ * What the topology runtime does not run yet is refused when the executor is made, with
+ * RF_TOPOLOGY_UNSUPPORTED naming the node; a bad batch is RF_INVALID_ARGUMENT before anything is sent.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { RedfenceError } from '../../src/errors/index.js';
+import {
+  type BuiltTopology,
+  SessionWindows,
+  SlidingWindows,
+  serdes,
+  topology,
+} from '../../src/topology/index.js';
+import { TopologyExecutor } from '../../src/topology/run/executor.js';
+
+const s = serdes.string();
+/** A Redis that fails the test if anything reaches it. */
+const redis = {
+  evalshaBuffer: async () => assert.fail('nothing may be sent'),
+  evalBuffer: async () => assert.fail('nothing may be sent'),
+};
+
+function refusedAt(built: BuiltTopology, node: string | null, pattern: RegExp): void {
+  assert.throws(
+    () => new TopologyExecutor(built, { redis }),
+    (err: unknown) =>
+      RedfenceError.is(err, 'RF_TOPOLOGY_UNSUPPORTED') &&
+      (err.details as { node: string | null }).node === node &&
+      pattern.test(err.message),
+  );
+}
+
+function grouped() {
+  const t = topology({ applicationId: 'refused' });
+  return { t, g: t.stream<string, number>('in', { key: s }).groupByKey() };
+}
+
+describe('topology runtime: refusals', () => {
+  it('aggregations in two sub-topologies (a count, then a count of a re-keyed stream): the second is named', () => {
+    const t = topology({ applicationId: 'refused' });
+    const first = t.stream<string, number>('in', { key: s }).groupByKey().count({ name: 'first' });
+    first
+      .toStream()
+      .groupBy((w, n) => `${w}:${n}`, { name: 'by-n', key: s })
+      .count({ name: 'second' })
+      .toStream()
+      .to('out');
+    const built = t.build();
+    const second = built.nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
+    refusedAt(built, second, /aggregations in two sub-topologies/);
+  });
+
+  it('reduce and aggregate of session windows (JS merger), session and sliding emit final', () => {
+    const cases: [(g: ReturnType<typeof grouped>['g']) => { toStream(): { to(t: string): void } }, RegExp][] =
+      [
+        [
+          (g) =>
+            g
+              .windowedBy(SessionWindows.ofInactivityGapWithNoGrace(10))
+              .reduce((a, b) => a + b, { name: 'r' }),
+          /reduce of session windows/,
+        ],
+        [
+          (g) =>
+            g.windowedBy(SessionWindows.ofInactivityGapWithNoGrace(10)).aggregate(
+              () => 0,
+              (_k, v, a: number) => a + v,
+              (_k, a, b) => a + b,
+              { name: 'r' },
+            ),
+          /aggregate of session windows/,
+        ],
+        [
+          (g) =>
+            g.windowedBy(SlidingWindows.ofTimeDifferenceWithNoGrace(10)).emit('final').count({ name: 'r' }),
+          /emit\('final'\) of sliding windows/,
+        ],
+        [
+          (g) =>
+            g.windowedBy(SessionWindows.ofInactivityGapWithNoGrace(10)).emit('final').count({ name: 'r' }),
+          /emit\('final'\) of session windows/,
+        ],
+      ];
+    for (const [make, pattern] of cases) {
+      const { t, g } = grouped();
+      make(g).toStream().to('out');
+      const built = t.build();
+      const agg = built.nodes.find((n) => n.kind === 'aggregate')?.name ?? 'none';
+      refusedAt(built, agg, pattern);
+    }
+  });
+
+  it('a count of a count, several input topics, a pattern', () => {
+    const a = topology({ applicationId: 'refused' });
+    const counts = a.stream<string, number>('in', { key: s }).groupByKey().count({ name: 'first' });
+    counts.toStream().groupByKey().count({ name: 'second' }).toStream().to('out');
+    const second = a.build().nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
+    refusedAt(a.build(), second, /aggregation of/);
+
+    const b = topology({ applicationId: 'refused' });
+    b.stream(['x', 'y']).to('out');
+    refusedAt(b.build(), b.build().nodes[0]?.name ?? 'none', /several topics/);
+
+    const c = topology({ applicationId: 'refused' });
+    c.stream(/^in-.*/).to('out');
+    refusedAt(c.build(), c.build().nodes[0]?.name ?? 'none', /pattern/);
+  });
+
+  it('a bad batch is refused before anything is sent', async () => {
+    const t = topology({ applicationId: 'ok' });
+    t.stream<string, number>('in', { key: s }).groupByKey().count().toStream().to('out');
+    const exec = new TopologyExecutor(t.build(), { redis });
+    const rec = {
+      topic: 'in',
+      partition: 0,
+      offset: 5,
+      key: Buffer.from('k'),
+      value: Buffer.from('1'),
+      timestamp: 1,
+    };
+    const batch = { topic: 'in', partition: 0, epoch: 1, committedOffset: 5, records: [rec] };
+    for (const bad of [
+      { ...batch, topic: 'other' },
+      { ...batch, partition: -1 },
+      { ...batch, records: [rec, rec] }, // offsets must increase
+      { ...batch, records: [{ ...rec, partition: 1 }] },
+      { ...batch, records: [{ ...rec, timestamp: -1 }] },
+    ])
+      await assert.rejects(exec.runBatch(bad), (err: unknown) =>
+        RedfenceError.is(err, 'RF_INVALID_ARGUMENT'),
+      );
+    assert.throws(() => new TopologyExecutor(t.build(), { redis, retention: 1 } as never), /unknown option/);
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * A scenario of test/topology/scenarios.ts (the comparison contract with the Kafka Streams runner) as a
+ * topology of the streams DSL, and run by the reference model in the contract's wire format: the
+ * redfence side of test/topology/kstreams.test.ts's comparison, also used by the model's own tests.
+ */
+import {
+  type BuiltTopology,
+  type KGroupedStream,
+  type KTable,
+  SessionWindows,
+  SlidingWindows,
+  serdes,
+  TimeWindows,
+  topology,
+  type Windowed,
+} from '../../src/topology/index.js';
+import { runModel } from '../../src/topology/model.js';
+import { input, outputs } from './model-helpers.js';
+import type { InRecord, OutRecord, Scenario, WindowSpec } from './scenarios.js';
+
+const s = serdes.string();
+type Order = { amount: number };
+type Out = { start: number; end: number; value: number | null };
+
+/** The windowed table of a scenario. */
+function windowedTable(
+  g: KGroupedStream<string, Order>,
+  sc: Scenario,
+  w: WindowSpec,
+): KTable<Windowed<string>, number> {
+  const sum = (_k: string, o: Order, total: number) => total + o.amount;
+  if (w.kind === 'session') {
+    const sw = g
+      .windowedBy(SessionWindows.ofInactivityGapAndGrace(w.inactivityGapMs, w.graceMs))
+      .emit(sc.emit);
+    return sc.aggregate === 'count'
+      ? sw.count()
+      : sw.aggregate(
+          () => 0,
+          sum,
+          (_k, x, y) => x + y,
+        );
+  }
+  const windows =
+    w.kind === 'sliding'
+      ? SlidingWindows.ofTimeDifferenceAndGrace(w.timeDifferenceMs, w.graceMs)
+      : TimeWindows.ofSizeAndGrace(w.sizeMs, w.graceMs).advanceBy(
+          w.kind === 'hopping' ? w.advanceMs : w.sizeMs,
+        );
+  const tw = g.windowedBy(windows).emit(sc.emit);
+  return sc.aggregate === 'count' ? tw.count() : tw.aggregate(() => 0, sum);
+}
+
+/** A scenario as a topology: the shape the comparison's glue is expected to take. */
+export function scenarioTopology(sc: Scenario): BuiltTopology {
+  const t = topology({ applicationId: sc.name });
+  let orders = t.stream<string, Order>('in', { key: s });
+  const min = sc.minAmount;
+  if (min !== undefined) orders = orders.filter((_k, o) => o.amount > min);
+  const g = orders.groupByKey();
+  const keep = (v: number | null) => sc.minCount === undefined || (v !== null && v > sc.minCount);
+  if (sc.window === null) {
+    const table =
+      sc.aggregate === 'count'
+        ? g.count()
+        : g.aggregate(
+            () => 0,
+            (_k, o, total: number) => total + o.amount,
+          );
+    table
+      .toStream()
+      .filter((_k, v) => keep(v))
+      .mapValues((v): Out => ({ start: -1, end: -1, value: v }))
+      .to('out', { key: s });
+  } else {
+    windowedTable(g, sc, sc.window)
+      .toStream()
+      .filter((_wk, v) => keep(v))
+      .map((wk, v) => [wk.key, { start: wk.start, end: wk.end, value: v } satisfies Out] as const)
+      .to('out', { key: s });
+  }
+  return t.build();
+}
+
+/** The contract's wire format in and out of the model. */
+export function runScenario(sc: Scenario, records: InRecord[]): OutRecord[] {
+  const ins = input(
+    records.map((r) => ({
+      key: r.key,
+      value: { amount: r.amount },
+      ts: r.timestamp,
+      partition: r.partition,
+    })),
+  );
+  const result = runModel(scenarioTopology(sc), ins, { partitions: { in: sc.partitions } });
+  return outputs(result).map((o) => {
+    const v = o.value as Out;
+    return { key: o.key as string, start: v.start, end: v.end, value: v.value, timestamp: o.ts };
+  });
+}

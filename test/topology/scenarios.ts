@@ -1,0 +1,269 @@
+/**
+ * The scenarios on which the streams DSL is compared with Kafka Streams itself, their shapes (the
+ * comparison contract) and a seeded input generator. test/topology/kstreams.ts runs a scenario with the
+ * real Kafka Streams; the DSL's side runs the same scenario on the same input, and for every key the
+ * sequences of output records must be equal.
+ */
+import { partitionFor } from '../../src/partitioner/index.js';
+
+export type WindowSpec =
+  | { kind: 'tumbling'; sizeMs: number; graceMs: number }
+  | { kind: 'hopping'; sizeMs: number; advanceMs: number; graceMs: number }
+  | { kind: 'sliding'; timeDifferenceMs: number; graceMs: number }
+  | { kind: 'session'; inactivityGapMs: number; graceMs: number };
+
+export interface Scenario {
+  /** [a-z0-9-]+ */
+  name: string;
+  /** null: an unwindowed groupByKey().count()/aggregate into a table, toStream */
+  window: WindowSpec | null;
+  /** sum: of value.amount (an integer), starting at 0 */
+  aggregate: 'count' | 'sum';
+  /** 'final': EmitStrategy.onWindowClose() (windowed only) */
+  emit: 'update' | 'final';
+  /** stateless filter(value.amount > minAmount) before grouping */
+  minAmount?: number;
+  /** after toStream: filter(aggregate > minCount) (the fraud topology) */
+  minCount?: number;
+  /** input partitions (output topic has the same count) */
+  partitions: number;
+}
+
+export interface InRecord {
+  partition: number;
+  key: string | null;
+  amount: number;
+  timestamp: number;
+}
+
+/**
+ * One output record. Windowed results are mapped to the plain key with the window bounds in the value
+ * (Kafka Streams: .toStream().map((wk, v) -> KeyValue(wk.key(), {start, end, value}))); for an
+ * unwindowed table start = end = -1. value null = a tombstone (session merges with cache 0).
+ */
+export interface OutRecord {
+  key: string;
+  start: number;
+  end: number;
+  value: number | null;
+  timestamp: number;
+}
+
+export interface InputOptions {
+  /** distinct keys k0..k<keys-1> */
+  keys: number;
+  records: number;
+  partitions: number;
+  /** event time of the first record (ms since the epoch; fixed and in the past) */
+  startMs: number;
+  /** the in-order records' event times grow evenly from startMs to startMs + spanMs */
+  spanMs: number;
+  /** share of records behind their partition's stream time by up to disorderMs (within grace) */
+  outOfOrderFraction: number;
+  /** share of records behind their partition's stream time by lateByMs or more (past window end + grace) */
+  lateFraction: number;
+  /** share of records without a key (an aggregation drops them) */
+  nullKeyFraction: number;
+  /** how far behind an out-of-order record is at most (default spanMs / 20) */
+  disorderMs?: number;
+  /** how far behind its partition's stream time a late record is at least (default spanMs / 4) */
+  lateByMs?: number;
+  /** amounts are whole numbers in 1..maxAmount (default 100) */
+  maxAmount?: number;
+}
+
+/** 2026-01-01T00:00:00Z: event times are fixed and in the past, so the topics keep them (retention.ms -1). */
+export const START_MS = 1_767_225_600_000;
+
+/** mulberry32: a small seeded generator of floats in [0, 1). */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * A seeded input: the same seed and options give the same records. A keyed record goes to the partition
+ * Kafka's default partitioner picks for its key (murmur2), so all records of a key are in one partition
+ * and one task sees them in order; a record without key goes to a random partition. Stream time is per
+ * partition (the largest event time so far): an out-of-order record is behind it by 1..disorderMs, a
+ * late record by lateByMs..1.5 lateByMs (only once the partition has a record).
+ */
+export function generateInput(seed: number, o: InputOptions): InRecord[] {
+  const rand = seeded(seed);
+  const int = (n: number) => Math.floor(rand() * n);
+  const disorderMs = o.disorderMs ?? Math.floor(o.spanMs / 20);
+  const lateByMs = o.lateByMs ?? Math.floor(o.spanMs / 4);
+  const maxAmount = o.maxAmount ?? 100;
+  const streamTime = new Map<number, number>();
+  const out: InRecord[] = [];
+  for (let i = 0; i < o.records; i++) {
+    const nominal = o.startMs + Math.floor((i * o.spanMs) / o.records);
+    const key = rand() < o.nullKeyFraction ? null : `k${int(o.keys)}`;
+    const partition = key === null ? int(o.partitions) : partitionFor(key, o.partitions);
+    const seen = streamTime.get(partition);
+    const r = rand();
+    let timestamp = nominal;
+    if (seen !== undefined && r < o.lateFraction) {
+      timestamp = seen - lateByMs - int(Math.floor(lateByMs / 2) + 1);
+    } else if (seen !== undefined && r < o.lateFraction + o.outOfOrderFraction) {
+      timestamp = Math.min(nominal, seen) - 1 - int(Math.max(1, disorderMs));
+    }
+    timestamp = Math.max(0, timestamp);
+    streamTime.set(partition, Math.max(seen ?? timestamp, timestamp));
+    out.push({ partition, key, amount: 1 + int(maxAmount), timestamp });
+  }
+  return out;
+}
+
+/** A scenario and the options of its generated input. */
+export interface ScenarioCase {
+  scenario: Scenario;
+  input: InputOptions;
+}
+
+const SEC = 1000;
+const MIN = 60 * SEC;
+/** 300 records over 10 minutes, 2-3 partitions: windows of a minute see several records of a key. */
+const base = (partitions: number, over: Partial<InputOptions> = {}): InputOptions => ({
+  keys: 6,
+  records: 300,
+  partitions,
+  startMs: START_MS,
+  spanMs: 10 * MIN,
+  outOfOrderFraction: 0.15,
+  lateFraction: 0.04,
+  nullKeyFraction: 0.03,
+  disorderMs: 8 * SEC,
+  lateByMs: 3 * MIN,
+  ...over,
+});
+
+const tumbling: WindowSpec = { kind: 'tumbling', sizeMs: MIN, graceMs: 10 * SEC };
+const hopping: WindowSpec = { kind: 'hopping', sizeMs: MIN, advanceMs: 20 * SEC, graceMs: 10 * SEC };
+const sliding: WindowSpec = { kind: 'sliding', timeDifferenceMs: 30 * SEC, graceMs: 10 * SEC };
+/** A key's records are ~12 s apart on average: some gaps exceed 20 s, and out-of-order records bridge them. */
+const session: WindowSpec = { kind: 'session', inactivityGapMs: 20 * SEC, graceMs: 10 * SEC };
+/** Fraud: amounts over 60, 5-minute windows, grace 1 min, alert on a count over 3. */
+const fraudWindow: WindowSpec = { kind: 'tumbling', sizeMs: 5 * MIN, graceMs: MIN };
+const fraudInput = base(3, {
+  keys: 5,
+  records: 400,
+  spanMs: 30 * MIN,
+  disorderMs: 40 * SEC,
+  lateByMs: 8 * MIN,
+});
+
+export const CASES: readonly ScenarioCase[] = [
+  {
+    scenario: {
+      name: 'tumbling-count-update',
+      window: tumbling,
+      aggregate: 'count',
+      emit: 'update',
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    scenario: {
+      name: 'tumbling-count-final',
+      window: tumbling,
+      aggregate: 'count',
+      emit: 'final',
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    scenario: {
+      name: 'hopping-sum-update',
+      window: hopping,
+      aggregate: 'sum',
+      emit: 'update',
+      partitions: 2,
+    },
+    input: base(2),
+  },
+  {
+    scenario: { name: 'hopping-sum-final', window: hopping, aggregate: 'sum', emit: 'final', partitions: 2 },
+    input: base(2),
+  },
+  {
+    scenario: {
+      name: 'sliding-count-update',
+      window: sliding,
+      aggregate: 'count',
+      emit: 'update',
+      partitions: 2,
+    },
+    input: base(2),
+  },
+  {
+    scenario: {
+      name: 'session-count-update',
+      window: session,
+      aggregate: 'count',
+      emit: 'update',
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    scenario: {
+      name: 'session-count-final',
+      window: session,
+      aggregate: 'count',
+      emit: 'final',
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    scenario: { name: 'table-count', window: null, aggregate: 'count', emit: 'update', partitions: 3 },
+    input: base(3),
+  },
+  {
+    scenario: { name: 'table-sum', window: null, aggregate: 'sum', emit: 'update', partitions: 2 },
+    input: base(2),
+  },
+  {
+    scenario: {
+      name: 'fraud-update',
+      window: fraudWindow,
+      aggregate: 'count',
+      emit: 'update',
+      minAmount: 60,
+      minCount: 3,
+      partitions: 3,
+    },
+    input: fraudInput,
+  },
+  {
+    scenario: {
+      name: 'fraud-final',
+      window: fraudWindow,
+      aggregate: 'count',
+      emit: 'final',
+      minAmount: 60,
+      minCount: 3,
+      partitions: 3,
+    },
+    input: fraudInput,
+  },
+];
+
+/** The named scenarios. */
+export const SCENARIOS: readonly Scenario[] = CASES.map((c) => c.scenario);
+
+/** A scenario's generated input for a seed (seed 1 unless said). */
+export function inputFor(name: string, seed = 1): InRecord[] {
+  const c = CASES.find((x) => x.scenario.name === name);
+  if (c === undefined) throw new Error(`no scenario named ${name}`);
+  return generateInput(seed, c.input);
+}
