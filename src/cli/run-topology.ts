@@ -3,7 +3,9 @@
  * a TopologyProcessor with the processor's Kafka, group, mode and commit flags, its state in the Redis
  * target, until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a second signal
  * exits at once). Flags a topology does not take (the processor's fence, sweep, snapshot, WAIT and
- * tracing flags, the handler's, --workers above 1) are refused before any connection.
+ * tracing flags, the handler's) are refused before any connection. With --workers n each of the n
+ * worker processes the supervisor forks (workers.ts) runs one TopologyProcessor in the one group, as a
+ * processor's workers do.
  */
 import { RedfenceError } from '../errors/index.js';
 import type { BuiltTopology, Logger, ProcessorOptions, TopologyProcessorOptions } from '../index.js';
@@ -11,6 +13,7 @@ import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
 import type { RUN_OPTIONS } from './run-options.js';
+import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
 
 const NOT_FOR_TOPOLOGIES = [
   'user-retries',
@@ -30,14 +33,12 @@ const NOT_FOR_TOPOLOGIES = [
 const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
 
 /** Refuses the flags a topology does not take (given by flag, environment or --config). */
-export function checkTopologyFlags(sources: Record<string, Source>, workers: number): void {
+export function checkTopologyFlags(sources: Record<string, Source>): void {
   const wrong = NOT_FOR_TOPOLOGIES.filter((n) => sources[n] !== undefined && sources[n] !== 'default');
   if (wrong.length > 0)
     throw invalid(
       `${wrong.map((n) => `--${n}`).join(', ')} ${wrong.length === 1 ? 'does' : 'do'} not apply to a topology, and the module exports one`,
     );
-  if (workers > 1)
-    throw invalid('--workers above 1 does not apply to a topology yet: run several processes in one group');
 }
 
 export interface TopologyRun {
@@ -47,7 +48,10 @@ export interface TopologyRun {
   settings: Omit<ProcessorOptions, 'definition' | 'redis'>;
   logger: Logger;
   target: RedisTarget;
+  /** --metrics-port, plus the worker's index under --workers. */
   metricsPort: number | undefined;
+  /** Set when a supervisor forked this process (--workers). */
+  worker: WorkerRole | undefined;
 }
 
 /** The options the flags set: the processor's, less what a topology does not take. */
@@ -68,7 +72,7 @@ export function topologySettings(
 }
 
 export async function runTopology(r: TopologyRun): Promise<number> {
-  const { o, logger, target } = r;
+  const { o, logger, target, worker } = r;
   const { HealthState, RedfenceMetrics, startMetricsServer, TopologyProcessor } = await import('../index.js');
   const redis = await redisClient(target, logger);
   const metrics = new RedfenceMetrics();
@@ -96,10 +100,14 @@ export async function runTopology(r: TopologyRun): Promise<number> {
   }
   const deadline = o['shutdown-timeout'];
   let signals = 0;
+  let unwatch: (() => void) | undefined;
   const stopped = new Promise<number>((resolveStop) => {
     const onSignal = (sig: string) => {
       signals++;
-      if (signals > 1) process.exit(130);
+      // A worker may get a signal twice (the supervisor's forward and a terminal's to the group): the
+      // supervisor enforces the deadline itself.
+      if (signals > 1 && worker === undefined) process.exit(130);
+      if (signals > 1) return;
       logger.info({ signal: sig }, 'shutting down');
       setTimeout(() => {
         logger.error({ deadline }, 'graceful shutdown timed out');
@@ -118,18 +126,21 @@ export async function runTopology(r: TopologyRun): Promise<number> {
     };
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
+    if (worker !== undefined) unwatch = watchSupervisor(() => onSignal('supervisor gone'));
   });
   try {
     await connectRedis(redis, target, o['connect-timeout']);
     if (r.metricsPort !== undefined)
-      server = await startMetricsServer({ metrics, health, port: r.metricsPort });
+      server = await startMetricsServer({ metrics, health, port: r.metricsPort, host: o['metrics-host'] });
     if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
     await processor.start();
   } catch (err) {
     await processor.close().catch(() => undefined);
     await server?.close().catch(() => undefined);
     redis.disconnect();
+    unwatch?.();
     throw err;
   }
-  return stopped;
+  if (worker !== undefined) workerStarted(processor.inputPartitions);
+  return stopped.finally(() => unwatch?.());
 }

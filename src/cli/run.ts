@@ -97,13 +97,9 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   const instance = worker === undefined ? base : `${base}-${worker.index}`;
   const logger = jsonLogger(o.log, instance, worker === undefined ? {} : { worker: worker.index });
   const loaded = await loadRunnable(file);
-  if (isBuiltTopology(loaded)) {
-    checkTopologyFlags(sources, workers);
-    const settings = processorSettings(o, instance, security);
-    return runTopology({ o, built: loaded, settings, logger, target, metricsPort: o['metrics-port'] });
-  }
-  const handler = 'handle' in loaded || 'cache' in loaded;
-  checkHandlerFlags(handler, sources);
+  const topology = isBuiltTopology(loaded);
+  if (topology) checkTopologyFlags(sources);
+  else checkHandlerFlags('handle' in loaded || 'cache' in loaded, sources);
   if (workers > 1)
     return superviseWorkers({
       count: workers,
@@ -113,6 +109,10 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
       logger,
     });
   const metricsPort = o['metrics-port'] === undefined ? undefined : o['metrics-port'] + (worker?.index ?? 0);
+  if (topology) {
+    const settings = processorSettings(o, instance, security);
+    return runTopology({ o, built: loaded, settings, logger, target, metricsPort, worker });
+  }
   if ('handle' in loaded || 'cache' in loaded)
     return runHandler({ o, sources, definition: loaded, instance, logger, target, worker, metricsPort });
   const definition = loaded;

@@ -2,12 +2,15 @@
  * `redfence run examples/fraud.ts` (a module whose default export is a built topology) on the real broker
  * and Redis: the CLI runs it as a TopologyProcessor; the alerts topic (read_committed) equals the reference
  * model's outputs per key and the dead-letter topic holds one record per late order; SIGTERM drains and
- * commits (exit 0). Flags a topology does not take are refused (exit 2) before any connection.
+ * commits (exit 0). With --workers 2 both workers join the one group and get partitions, the alerts
+ * equal the model the same way, and SIGTERM ends both (exit 0). Flags a topology does not take are
+ * refused (exit 2) before any connection.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
+import { Child } from '../../src/harness/index.js';
 import type { BuiltTopology } from '../../src/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
@@ -16,69 +19,106 @@ import { generateInput, START_MS } from '../topology/scenarios.js';
 
 const CLI = ['--import', 'tsx', 'src/cli/bin.ts', 'run', 'examples/fraud.ts'];
 const PARTITIONS = 3;
+const ROOT = new URL('../../', import.meta.url).pathname;
+
+interface Setup {
+  ns: string;
+  env: Record<string, string>;
+  model: ReturnType<typeof runModel>;
+}
+
+/** The fraud example's topics, its built topology and the model's outputs over produced input. */
+async function setup(t: TestContext, prefix: string): Promise<Setup> {
+  const ns = uniqueName(prefix);
+  const env = {
+    ORDERS_TOPIC: `${ns}-orders`,
+    ALERTS_TOPIC: `${ns}-alerts`,
+    FRAUD_APP: ns,
+    FRAUD_MIN_AMOUNT: '60',
+    FRAUD_MIN_COUNT: '2',
+  };
+  const keep = { 'retention.ms': '-1' };
+  t.after(
+    await createTopics([
+      { topic: env.ORDERS_TOPIC, partitions: PARTITIONS, config: keep },
+      { topic: env.ALERTS_TOPIC, partitions: PARTITIONS, config: keep },
+      { topic: `${env.ORDERS_TOPIC}.DLT`, partitions: 1, config: keep },
+    ]),
+  );
+  const redis = new Redis(REDIS_URL);
+  t.after(async () => {
+    const keys = await redis.keys(`rf:{${ns}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  });
+  // the example's topology, built as the CLI builds it (its environment set first; a query makes each
+  // setup load the module again, with its own names)
+  Object.assign(process.env, env);
+  const built = (await import(`../../examples/fraud.js?${ns}`)).default as BuiltTopology;
+  const input = generateInput(5, {
+    keys: 5,
+    records: 400,
+    partitions: PARTITIONS,
+    startMs: START_MS,
+    spanMs: 30 * 60_000,
+    outOfOrderFraction: 0.15,
+    lateFraction: 0.05,
+    nullKeyFraction: 0.03,
+    disorderMs: 40_000,
+    lateByMs: 8 * 60_000,
+  });
+  const next = new Map<number, number>();
+  const records = input.map((r) => {
+    const offset = next.get(r.partition) ?? 0;
+    next.set(r.partition, offset + 1);
+    const key = r.key === null ? null : Buffer.from(r.key);
+    const value = Buffer.from(JSON.stringify({ amount: r.amount }));
+    return { topic: env.ORDERS_TOPIC, partition: r.partition, offset, key, value, timestamp: r.timestamp };
+  });
+  const model = runModel(built, records, { partitions: { [env.ORDERS_TOPIC]: PARTITIONS } });
+  assert.ok(model.outputs.length > 0 && model.deadLetters.length > 0, 'alerts and late orders');
+  await produce(
+    env.ORDERS_TOPIC,
+    records.map((r) => ({
+      key: r.key?.toString() ?? null,
+      value: r.value,
+      partition: r.partition,
+      timestamp: String(r.timestamp),
+    })),
+  );
+  return { ns, env, model };
+}
+
+/** The alerts topic (read_committed) equals the model per key; one dead letter per late order. */
+async function assertModel({ env, model }: Setup): Promise<void> {
+  const perKey = (rows: { key: string | null; value: string | null; ts: string }[]) => {
+    const m = new Map<string, string[]>();
+    for (const r of rows) m.set(r.key ?? '-', [...(m.get(r.key ?? '-') ?? []), `${r.value} @${r.ts}`]);
+    return m;
+  };
+  const alerts = await readToEnd(env.ALERTS_TOPIC as string);
+  assert.deepEqual(
+    perKey(alerts.map((r) => ({ key: r.key, value: r.value, ts: r.timestamp }))),
+    perKey(
+      model.outputs.map((o) => ({
+        key: o.key?.toString() ?? null,
+        value: o.value?.toString() ?? null,
+        ts: String(o.timestamp),
+      })),
+    ),
+    'alerts per key',
+  );
+  const dead = await readToEnd(`${env.ORDERS_TOPIC}.DLT`);
+  assert.equal(dead.length, model.deadLetters.length, 'one dead letter per late order');
+}
 
 describe('redfence run <topology module>', { timeout: 180_000 }, () => {
   it('runs examples/fraud.ts: the alerts equal the model per key; SIGTERM drains and commits', async (t) => {
-    const ns = uniqueName('clit');
-    const env = {
-      ORDERS_TOPIC: `${ns}-orders`,
-      ALERTS_TOPIC: `${ns}-alerts`,
-      FRAUD_APP: ns,
-      FRAUD_MIN_AMOUNT: '60',
-      FRAUD_MIN_COUNT: '2',
-    };
-    const keep = { 'retention.ms': '-1' };
-    t.after(
-      await createTopics([
-        { topic: env.ORDERS_TOPIC, partitions: PARTITIONS, config: keep },
-        { topic: env.ALERTS_TOPIC, partitions: PARTITIONS, config: keep },
-        { topic: `${env.ORDERS_TOPIC}.DLT`, partitions: 1, config: keep },
-      ]),
-    );
-    const redis = new Redis(REDIS_URL);
-    t.after(async () => {
-      const keys = await redis.keys(`rf:{${ns}:*`);
-      if (keys.length > 0) await redis.del(...keys);
-      redis.disconnect();
-    });
-    // the example's topology, built as the CLI builds it (its environment set first)
-    Object.assign(process.env, env);
-    const built = (await import('../../examples/fraud.js')).default as BuiltTopology;
-    const input = generateInput(5, {
-      keys: 5,
-      records: 400,
-      partitions: PARTITIONS,
-      startMs: START_MS,
-      spanMs: 30 * 60_000,
-      outOfOrderFraction: 0.15,
-      lateFraction: 0.05,
-      nullKeyFraction: 0.03,
-      disorderMs: 40_000,
-      lateByMs: 8 * 60_000,
-    });
-    const next = new Map<number, number>();
-    const records = input.map((r) => {
-      const offset = next.get(r.partition) ?? 0;
-      next.set(r.partition, offset + 1);
-      const key = r.key === null ? null : Buffer.from(r.key);
-      const value = Buffer.from(JSON.stringify({ amount: r.amount }));
-      return { topic: env.ORDERS_TOPIC, partition: r.partition, offset, key, value, timestamp: r.timestamp };
-    });
-    const model = runModel(built, records, { partitions: { [env.ORDERS_TOPIC]: PARTITIONS } });
-    assert.ok(model.outputs.length > 0 && model.deadLetters.length > 0, 'alerts and late orders');
-    await produce(
-      env.ORDERS_TOPIC,
-      records.map((r) => ({
-        key: r.key?.toString() ?? null,
-        value: r.value,
-        partition: r.partition,
-        timestamp: String(r.timestamp),
-      })),
-    );
+    const s = await setup(t, 'clit');
     const child = spawn(
       process.execPath,
       [...CLI, '--brokers', KAFKA_BROKERS, '--redis', REDIS_URL, '--max-batch-size', '50', '--log', 'warn'],
-      { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] },
+      { env: { ...process.env, ...s.env }, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     let stderr = '';
     child.stderr?.on('data', (c) => {
@@ -87,36 +127,65 @@ describe('redfence run <topology module>', { timeout: 180_000 }, () => {
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     t.after(() => child.kill('SIGKILL'));
     // the group is the applicationId
-    await waitCommitted(ns, env.ORDERS_TOPIC, 120_000);
+    await waitCommitted(s.ns, s.env.ORDERS_TOPIC as string, 120_000);
     child.kill('SIGTERM');
     assert.equal(await exited, 0, stderr);
+    await assertModel(s);
+  });
 
-    const perKey = (rows: { key: string | null; value: string | null; ts: string }[]) => {
-      const m = new Map<string, string[]>();
-      for (const r of rows) m.set(r.key ?? '-', [...(m.get(r.key ?? '-') ?? []), `${r.value} @${r.ts}`]);
-      return m;
-    };
-    const alerts = await readToEnd(env.ALERTS_TOPIC);
-    assert.deepEqual(
-      perKey(alerts.map((r) => ({ key: r.key, value: r.value, ts: r.timestamp }))),
-      perKey(
-        model.outputs.map((o) => ({
-          key: o.key?.toString() ?? null,
-          value: o.value?.toString() ?? null,
-          ts: String(o.timestamp),
-        })),
-      ),
-      'alerts per key',
-    );
-    const dead = await readToEnd(`${env.ORDERS_TOPIC}.DLT`);
-    assert.equal(dead.length, model.deadLetters.length, 'one dead letter per late order');
+  it('--workers 2: both workers of the one group get partitions; the alerts equal the model; SIGTERM ends both (exit 0)', async (t) => {
+    const s = await setup(t, 'clitw');
+    const instance = `i${s.ns.slice(-6)}`;
+    const child = new Child({
+      name: 'topology --workers 2',
+      command: process.execPath,
+      args: [
+        ...CLI,
+        '--brokers',
+        KAFKA_BROKERS,
+        '--redis',
+        REDIS_URL,
+        '--max-batch-size',
+        '20',
+        '--workers',
+        '2',
+        '--instance',
+        instance,
+        '--session-timeout',
+        '6000',
+      ],
+      cwd: ROOT,
+      env: { ...process.env, ...s.env },
+    });
+    t.after(() => child.kill());
+    await child.log.waitFor('workers started', (l) => l.msg === 'workers started', 90_000);
+    for (const i of [0, 1])
+      await child.log.waitFor(
+        `worker ${i} assigned partitions`,
+        (l) =>
+          l.instance === `${instance}-${i}` &&
+          l.worker === i &&
+          l.msg === 'partitions assigned' &&
+          Array.isArray(l.partitions) &&
+          l.partitions.length > 0,
+        90_000,
+      );
+    await waitCommitted(s.ns, s.env.ORDERS_TOPIC as string, 120_000);
+    child.signal('SIGTERM');
+    const exit = await child.waitExit(60_000);
+    assert.equal(exit.code, 0, `supervisor exit ${JSON.stringify(exit)}`);
+    for (const i of [0, 1])
+      assert.ok(
+        child.log.find((l) => l.msg === 'worker exited' && l.worker === i && l.code === 0).length === 1,
+        `worker ${i} exited 0`,
+      );
+    await assertModel(s);
   });
 
   it('refuses flags a topology does not take, before any connection (exit 2)', () => {
     for (const flags of [
       ['--sweep-every', '3'],
       ['--concurrency', '4'],
-      ['--workers', '2'],
     ]) {
       const r = spawnSync(
         process.execPath,

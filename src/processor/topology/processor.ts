@@ -72,6 +72,7 @@ export class TopologyProcessor {
   readonly #log: Logger;
   readonly #fence: Fence;
   readonly #table = new PartitionTable();
+  #inputPartitions = 0;
   /** By topic: the input's and each repartition topic's partitions. */
   readonly #times = new Map<string, PartitionTimes>();
   readonly #counts = new Counts();
@@ -183,6 +184,11 @@ export class TopologyProcessor {
     return this.#table.active().map(topicPartition);
   }
 
+  /** The input topic's partition count: 0 until start() has read it. */
+  get inputPartitions(): number {
+    return this.#inputPartitions;
+  }
+
   /** What this processor has done since it started (read-only snapshot). */
   counts(): TopologyCounts {
     return Object.freeze({ ...this.#counts.snapshot(), dropped: this.#dropped, purged: this.#purger.purged });
@@ -266,6 +272,7 @@ export class TopologyProcessor {
       create: o.createTopics,
       ...rf,
     });
+    this.#inputPartitions = found.inputPartitions;
     if (found.created.length > 0)
       this.#log.info({ topics: found.created }, 'created missing topics with the input partition count');
     const repartition = await ensureRepartitionTopics(
