@@ -5,13 +5,15 @@
  * exits at once). Flags a topology does not take (the processor's fence, sweep, snapshot, WAIT and
  * tracing flags, the handler's) are refused before any connection. With --workers n each of the n
  * worker processes the supervisor forks (workers.ts) runs one TopologyProcessor in the one group, as a
- * processor's workers do.
+ * processor's workers do. --console mounts the console on its metrics server (its group and dead-letter
+ * topic), as for a processor.
  */
 import { RedfenceError } from '../errors/index.js';
 import type { BuiltTopology, Logger, ProcessorOptions, TopologyProcessorOptions } from '../index.js';
 import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
+import { runConsoleMount } from './run-console.js';
 import type { RUN_OPTIONS } from './run-options.js';
 import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
 
@@ -130,8 +132,24 @@ export async function runTopology(r: TopologyRun): Promise<number> {
   });
   try {
     await connectRedis(redis, target, o['connect-timeout']);
+    const mount = o.console
+      ? await runConsoleMount(o, {
+          redis,
+          cluster: target.kind === 'cluster',
+          instance: processor.instanceId,
+          group: processor.groupId,
+          dlqTopic: processor.deadLetterTopic,
+          prometheus: o['console-prometheus'],
+        })
+      : undefined;
     if (r.metricsPort !== undefined)
-      server = await startMetricsServer({ metrics, health, port: r.metricsPort, host: o['metrics-host'] });
+      server = await startMetricsServer({
+        metrics,
+        health,
+        port: r.metricsPort,
+        host: o['metrics-host'],
+        ...(mount ? { mount } : {}),
+      });
     if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
     await processor.start();
   } catch (err) {

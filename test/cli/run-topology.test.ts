@@ -3,23 +3,51 @@
  * and Redis: the CLI runs it as a TopologyProcessor; the alerts topic (read_committed) equals the reference
  * model's outputs per key and the dead-letter topic holds one record per late order; SIGTERM drains and
  * commits (exit 0). With --workers 2 both workers join the one group and get partitions, the alerts
- * equal the model the same way, and SIGTERM ends both (exit 0). Flags a topology does not take are
+ * equal the model the same way, each worker's console (--console, on --metrics-port + i) lists both,
+ * and SIGTERM ends both (exit 0). Flags a topology does not take are
  * refused (exit 2) before any connection.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { Child } from '../../src/harness/index.js';
 import type { BuiltTopology } from '../../src/index.js';
 import { runModel } from '../../src/topology/model.js';
+import { freePort } from '../helpers/child.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import { createTopics, produce, readToEnd, waitCommitted } from '../helpers/kafka.js';
+import { createTopics, pollUntil, produce, readToEnd, waitCommitted } from '../helpers/kafka.js';
 import { generateInput, START_MS } from '../topology/scenarios.js';
 
 const CLI = ['--import', 'tsx', 'src/cli/bin.ts', 'run', 'examples/fraud.ts'];
 const PARTITIONS = 3;
 const ROOT = new URL('../../', import.meta.url).pathname;
+
+/** n free consecutive ports: the first of them. */
+async function freePorts(n: number): Promise<number> {
+  for (;;) {
+    const first = await freePort();
+    const rest = await Promise.all(Array.from({ length: n - 1 }, (_, i) => portFree(first + i + 1)));
+    if (rest.every(Boolean)) return first;
+  }
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** GET a page of 127.0.0.1:port; its body ('' when it fails). */
+async function get(port: number, path: string): Promise<string> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(30_000) }).catch(
+    () => undefined,
+  );
+  return res === undefined ? '' : res.text();
+}
 
 interface Setup {
   ns: string;
@@ -136,6 +164,7 @@ describe('redfence run <topology module>', { timeout: 180_000 }, () => {
   it('--workers 2: both workers of the one group get partitions; the alerts equal the model; SIGTERM ends both (exit 0)', async (t) => {
     const s = await setup(t, 'clitw');
     const instance = `i${s.ns.slice(-6)}`;
+    const port = await freePorts(2);
     const child = new Child({
       name: 'topology --workers 2',
       command: process.execPath,
@@ -153,6 +182,9 @@ describe('redfence run <topology module>', { timeout: 180_000 }, () => {
         instance,
         '--session-timeout',
         '6000',
+        '--metrics-port',
+        String(port),
+        '--console',
       ],
       cwd: ROOT,
       env: { ...process.env, ...s.env },
@@ -171,6 +203,12 @@ describe('redfence run <topology module>', { timeout: 180_000 }, () => {
         90_000,
       );
     await waitCommitted(s.ns, s.env.ORDERS_TOPIC as string, 120_000);
+    // --console on each worker's metrics server (port + i): worker 1's lists both workers of the group
+    await pollUntil('both workers listed by the console of worker 1', async () => {
+      const page = await get(port + 1, '/console/instances');
+      return [0, 1].every((i) => page.includes(`<code>${instance}-${i}</code>`));
+    });
+    assert.match(await get(port, '/console/instances'), new RegExp(`<td>${s.ns}</td>`), 'the group');
     child.signal('SIGTERM');
     const exit = await child.waitExit(60_000);
     assert.equal(exit.code, 0, `supervisor exit ${JSON.stringify(exit)}`);

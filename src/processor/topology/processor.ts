@@ -184,6 +184,11 @@ export class TopologyProcessor {
     return this.#table.active().map(topicPartition);
   }
 
+  /** The topic dead letters go to (`deadLetterTopic`, default `<input>.DLT`). */
+  get deadLetterTopic(): string {
+    return this.#deadLetterTopic;
+  }
+
   /** The input topic's partition count: 0 until start() has read it. */
   get inputPartitions(): number {
     return this.#inputPartitions;
