@@ -317,6 +317,11 @@ export class RedfenceMetrics {
    * aggregation's late counter get a series at 0 (so `increase()` sees the first record), and the lag
    * of each repartition topic's owned partitions is reported under the node reading it. Labels carry
    * the application id and node names only (bounded by the topology's size), never keys or values.
+   * A `TopologyProcessor` given `metrics` calls it and the `topology*` counters below.
+   *
+   * @example
+   * metrics.topology({ application: 'fraud', nodes: ['orders', 'big'], windowed: [], repartition: new Map() });
+   * metrics.topologyNode('fraud', 'big', 40, 12); // redfence_topology_records_in_total{application_id="fraud",node="big"} 40
    */
   topology(t: TopologyNodes): void {
     const application_id = checkName('application', t.application);
