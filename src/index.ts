@@ -100,6 +100,8 @@ export {
   RedfenceMetrics,
   type RedfenceMetricsOptions,
   startMetricsServer,
+  type TopologyDropReason,
+  type TopologyNodes,
 } from './metrics/index.js';
 export type { PartitionProgress } from './metrics/lag-board.js';
 /** The transactional outbox (docs/outbox.md): `outbox.enqueue(client, event)`, `outbox.initOutbox`, the relay. */

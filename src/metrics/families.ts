@@ -39,7 +39,18 @@ export const NAMES = [
   'handler_in_flight_records',
   'handler_records_total',
   'handler_retries_total',
+  'topology_records_in_total',
+  'topology_records_out_total',
+  'topology_late_records_total',
+  'topology_dropped_records_total',
+  'topology_repartition_lag_records',
 ] as const;
+
+/** The node reading a topology's repartition topic (the repartition lag's labels). */
+export interface RepartitionNode {
+  readonly application: string;
+  readonly node: string;
+}
 
 /** The registered families the methods feed (consumer_lag_seconds is read from the lag board at scrape time). */
 export type Families = ReturnType<typeof registerFamilies>;
@@ -53,6 +64,7 @@ export function registerFamilies(
   labels: Record<string, string>,
   registry: MetricsRegistry,
   board: LagBoard,
+  repartitionNodes: ReadonlyMap<string, RepartitionNode>,
 ) {
   const registers = [registry];
   const labelNames = (own: string[]): string[] => [...own, ...Object.keys(labels)];
@@ -133,5 +145,42 @@ export function registerFamilies(
       'Handler attempts that failed with a retriable error and were tried again.',
       ['topic', 'partition'],
     ),
+    topologyIn: counter(
+      'topology_records_in_total',
+      'Records that reached a topology node, in committed batches.',
+      ['application_id', 'node'],
+    ),
+    topologyOut: counter(
+      'topology_records_out_total',
+      "Records a topology node forwarded (passed, mapped, an aggregation's updates or final results, a sink's writes), in committed batches.",
+      ['application_id', 'node'],
+    ),
+    topologyLate: counter(
+      'topology_late_records_total',
+      "Records too late for a windowed aggregation (its windows closed past their grace): dead-lettered, or dropped with onLate('drop'), in committed batches.",
+      ['application_id', 'node'],
+    ),
+    topologyDropped: counter(
+      'topology_dropped_records_total',
+      "Records a topology node dropped, by reason (null-key, null-value, late with onLate('drop')), in committed batches.",
+      ['application_id', 'node', 'reason'],
+    ),
+    topologyRepartitionLag: new Gauge({
+      name: `${prefix}topology_repartition_lag_records`,
+      help: "Records between the committed offset and the high watermark of a repartition topic's owned partitions, summed per reading node.",
+      labelNames: labelNames(['application_id', 'node']),
+      registers,
+      collect() {
+        this.reset();
+        if (repartitionNodes.size === 0) return;
+        const sums = new Map<RepartitionNode, number>();
+        for (const p of board.report().partitions) {
+          const reader = repartitionNodes.get(p.topic);
+          if (reader !== undefined && p.lag !== null) sums.set(reader, (sums.get(reader) ?? 0) + p.lag);
+        }
+        for (const [r, lag] of sums)
+          this.set({ application_id: r.application, node: r.node, ...labels }, lag);
+      },
+    }),
   };
 }

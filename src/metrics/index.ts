@@ -13,6 +13,8 @@ export {
   type RebalanceKind,
   RedfenceMetrics,
   type RedfenceMetricsOptions,
+  type TopologyDropReason,
+  type TopologyNodes,
 } from './metrics.js';
 export {
   type MetricsMount,

@@ -5,7 +5,13 @@
  */
 import { Registry } from 'prom-client';
 import { RedfenceError } from '../errors/index.js';
-import { type Families, type MetricsRegistry, NAMES, registerFamilies } from './families.js';
+import {
+  type Families,
+  type MetricsRegistry,
+  NAMES,
+  type RepartitionNode,
+  registerFamilies,
+} from './families.js';
 import { LagBoard, type PartitionProgress } from './lag-board.js';
 
 export type { MetricsRegistry };
@@ -45,6 +51,8 @@ const RESERVED_LABELS = new Set([
   'kind',
   'reason',
   'outcome',
+  'application_id',
+  'node',
   'le',
 ]);
 const REBALANCE_KINDS: readonly RebalanceKind[] = ['assign', 'revoke', 'lost'];
@@ -52,6 +60,22 @@ const REBALANCE_KINDS: readonly RebalanceKind[] = ['assign', 'revoke', 'lost'];
 /** How a handler's record ended (src/handler/). */
 export type HandlerOutcome = 'done' | 'dead-lettered' | 'abandoned';
 const HANDLER_OUTCOMES: readonly HandlerOutcome[] = ['done', 'dead-lettered', 'abandoned'];
+
+/** Why a topology node dropped a record (src/topology/model.ts, ModelDrop). */
+export type TopologyDropReason = 'null-key' | 'null-value' | 'late';
+const TOPOLOGY_DROP_REASONS: readonly TopologyDropReason[] = ['null-key', 'null-value', 'late'];
+
+/** What {@link RedfenceMetrics.topology} is told of a topology's nodes. */
+export interface TopologyNodes {
+  /** Its `applicationId` (the `application_id` label). */
+  readonly application: string;
+  /** Every node's name, as the DSL names it (the `node` label). */
+  readonly nodes: readonly string[];
+  /** Its windowed aggregations (late records are theirs). */
+  readonly windowed: readonly string[];
+  /** Each repartition topic and the node that reads it. */
+  readonly repartition: ReadonlyMap<string, string>;
+}
 
 type Labels = Record<string, string>;
 
@@ -70,6 +94,12 @@ function checkPartitionNumber(partition: number): string {
     throw invalidArgument(`partition must be a non-negative integer, got ${String(partition)}`);
   }
   return String(partition);
+}
+
+function checkName(what: string, name: string): string {
+  if (typeof name !== 'string' || name === '')
+    throw invalidArgument(`${what} must be a non-empty string, got ${JSON.stringify(name)}`);
+  return name;
 }
 
 function checkOptions(options: RedfenceMetricsOptions): { prefix: string; labels: Labels } {
@@ -137,6 +167,8 @@ export class RedfenceMetrics {
   readonly #m: Families;
   /** The owned partitions' lag status (`/status`) and time lag, fed by {@link lag}. */
   readonly #lagBoard = new LagBoard();
+  /** By repartition topic: the topology node reading it (for `redfence_topology_repartition_lag_records`). */
+  readonly #repartition = new Map<string, RepartitionNode>();
   static {
     readLagBoard = (m) => m.#lagBoard;
   }
@@ -159,7 +191,7 @@ export class RedfenceMetrics {
     }
     this.#registry = registry;
     this.#defaults = labels;
-    this.#m = registerFamilies(prefix, labels, registry, this.#lagBoard);
+    this.#m = registerFamilies(prefix, labels, registry, this.#lagBoard, this.#repartition);
 
     // Series that should exist from the start, so rate() and alerts see a 0 rather than nothing.
     for (const kind of REBALANCE_KINDS) this.#m.rebalances.inc(this.#labels({ kind }), 0);
@@ -278,6 +310,71 @@ export class RedfenceMetrics {
   /** Counts one fencing of a partition (another owner with a newer epoch took it over). */
   fenced(topic: string, partition: number): void {
     this.#m.fenced.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), 1);
+  }
+
+  /**
+   * A topology this registry reports on: every node's in and out counters and each windowed
+   * aggregation's late counter get a series at 0 (so `increase()` sees the first record), and the lag
+   * of each repartition topic's owned partitions is reported under the node reading it. Labels carry
+   * the application id and node names only (bounded by the topology's size), never keys or values.
+   * A `TopologyProcessor` given `metrics` calls it and the `topology*` counters below.
+   *
+   * @example
+   * metrics.topology({ application: 'fraud', nodes: ['orders', 'big'], windowed: [], repartition: new Map() });
+   * metrics.topologyNode('fraud', 'big', 40, 12); // redfence_topology_records_in_total{application_id="fraud",node="big"} 40
+   */
+  topology(t: TopologyNodes): void {
+    const application_id = checkName('application', t.application);
+    for (const node of t.nodes) {
+      const labels = this.#labels({ application_id, node: checkName('node', node) });
+      this.#m.topologyIn.inc(labels, 0);
+      this.#m.topologyOut.inc(labels, 0);
+    }
+    for (const node of t.windowed)
+      this.#m.topologyLate.inc(this.#labels({ application_id, node: checkName('node', node) }), 0);
+    for (const [topic, node] of t.repartition)
+      this.#repartition.set(checkName('topic', topic), {
+        application: application_id,
+        node: checkName('node', node),
+      });
+  }
+
+  /** Counts a committed topology batch's records in and out of one node. */
+  topologyNode(application: string, node: string, recordsIn: number, recordsOut: number): void {
+    checkCount('recordsIn', recordsIn);
+    checkCount('recordsOut', recordsOut);
+    const labels = this.#labels({
+      application_id: checkName('application', application),
+      node: checkName('node', node),
+    });
+    if (recordsIn > 0) this.#m.topologyIn.inc(labels, recordsIn);
+    if (recordsOut > 0) this.#m.topologyOut.inc(labels, recordsOut);
+  }
+
+  /** Counts `n` records of a committed topology batch that were late for a windowed aggregation. */
+  topologyLate(application: string, node: string, n: number): void {
+    checkCount('n', n);
+    this.#m.topologyLate.inc(
+      this.#labels({ application_id: checkName('application', application), node: checkName('node', node) }),
+      n,
+    );
+  }
+
+  /** Counts `n` records of a committed topology batch that a node dropped for `reason`. */
+  topologyDropped(application: string, node: string, reason: TopologyDropReason, n: number): void {
+    if (!TOPOLOGY_DROP_REASONS.includes(reason))
+      throw invalidArgument(
+        `reason must be one of ${TOPOLOGY_DROP_REASONS.join(', ')}, got ${JSON.stringify(reason)}`,
+      );
+    checkCount('n', n);
+    this.#m.topologyDropped.inc(
+      this.#labels({
+        application_id: checkName('application', application),
+        node: checkName('node', node),
+        reason,
+      }),
+      n,
+    );
   }
 
   /** The whole registry in its exposition format (`registry.contentType`). */

@@ -100,6 +100,70 @@ describe('RedfenceMetrics', () => {
     assert.deepEqual(samples(await m.metricsText(), 'redfence_redis_outage'), ['redfence_redis_outage 0']);
   });
 
+  it('counts per topology node (series at 0 from the start) and sums repartition lag per reading node', async () => {
+    const m = new RedfenceMetrics({ labels: { env: 'test' } });
+    m.topology({
+      application: 'fraud',
+      nodes: ['src', 'big', 'counts', 'rep-source'],
+      windowed: ['counts'],
+      repartition: new Map([['fraud-rep-repartition', 'rep-source']]),
+    });
+    let text = await m.metricsText();
+    assert.deepEqual(samples(text, 'redfence_topology_records_in_total').sort(), [
+      'redfence_topology_records_in_total{application_id="fraud",node="big",env="test"} 0',
+      'redfence_topology_records_in_total{application_id="fraud",node="counts",env="test"} 0',
+      'redfence_topology_records_in_total{application_id="fraud",node="rep-source",env="test"} 0',
+      'redfence_topology_records_in_total{application_id="fraud",node="src",env="test"} 0',
+    ]);
+    assert.deepEqual(samples(text, 'redfence_topology_late_records_total'), [
+      'redfence_topology_late_records_total{application_id="fraud",node="counts",env="test"} 0',
+    ]);
+    assert.deepEqual(
+      samples(text, 'redfence_topology_repartition_lag_records'),
+      [],
+      'no owned partition yet',
+    );
+
+    m.topologyNode('fraud', 'big', 10, 4);
+    m.topologyNode('fraud', 'big', 5, 0);
+    m.topologyLate('fraud', 'counts', 2);
+    m.topologyDropped('fraud', 'counts', 'null-key', 3);
+    m.lag('fraud-rep-repartition', 0, 7, { committed: 3, end: 10 });
+    m.lag('fraud-rep-repartition', 1, 5, { committed: 15, end: 20 });
+    m.lag('orders', 0, 100, { committed: 0, end: 100 }); // not a repartition topic
+    text = await m.metricsText();
+    assert.ok(
+      text.includes('redfence_topology_records_in_total{application_id="fraud",node="big",env="test"} 15'),
+    );
+    assert.ok(
+      text.includes('redfence_topology_records_out_total{application_id="fraud",node="big",env="test"} 4'),
+    );
+    assert.ok(
+      text.includes('redfence_topology_records_out_total{application_id="fraud",node="src",env="test"} 0'),
+    );
+    assert.deepEqual(samples(text, 'redfence_topology_late_records_total'), [
+      'redfence_topology_late_records_total{application_id="fraud",node="counts",env="test"} 2',
+    ]);
+    assert.deepEqual(samples(text, 'redfence_topology_dropped_records_total'), [
+      'redfence_topology_dropped_records_total{application_id="fraud",node="counts",reason="null-key",env="test"} 3',
+    ]);
+    assert.deepEqual(samples(text, 'redfence_topology_repartition_lag_records'), [
+      'redfence_topology_repartition_lag_records{application_id="fraud",node="rep-source",env="test"} 12',
+    ]);
+    m.clearPartition('fraud-rep-repartition', 0);
+    assert.deepEqual(samples(await m.metricsText(), 'redfence_topology_repartition_lag_records'), [
+      'redfence_topology_repartition_lag_records{application_id="fraud",node="rep-source",env="test"} 5',
+    ]);
+    const invalidArgument = (err: unknown) => RedfenceError.is(err, 'RF_INVALID_ARGUMENT');
+    assert.throws(() => m.topologyNode('fraud', '', 1, 1), invalidArgument);
+    assert.throws(() => m.topologyNode('fraud', 'big', -1, 0), invalidArgument);
+    assert.throws(() => m.topologyDropped('fraud', 'counts', 'other' as 'late', 1), invalidArgument);
+    assert.throws(
+      () => new RedfenceMetrics({ labels: { node: 'host-1' } }),
+      (err) => RedfenceError.is(err, 'RF_INVALID_OPTIONS'),
+    );
+  });
+
   it('adds constant labels to its own metrics only, and honours the prefix', async () => {
     const registry = new Registry();
     const m = new RedfenceMetrics({ registry, prefix: 'app_rf_', labels: { app: 'billing' } });

@@ -313,6 +313,7 @@ export async function runOnRedis(
     assert.deepEqual(again.deadLetters, first.deadLetters);
     assert.deepEqual(again.dropped, first.dropped);
     assert.deepEqual(again.streamTime, first.streamTime);
+    assert.deepEqual(again.nodes, first.nodes, 'a replay walks the same records through each node');
     assert.equal(again.verdicts.APPLY + again.verdicts.REBASE, 0, 'a replay applies nothing');
     assert.equal(again.verdicts.REEMIT, first.verdicts.APPLY + first.verdicts.REBASE + first.verdicts.REJECT);
     assert.deepEqual(await snapshot(redis, exec, b, window), stored, 'a replay changes no state');

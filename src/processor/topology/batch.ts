@@ -14,10 +14,11 @@ import type { ModelInput } from '../../topology/model.js';
 import type { TopologyExecutor } from '../../topology/run/executor.js';
 import type { TopologyBatchResult, TopologyDeadLetter } from '../../topology/run/types.js';
 import { countHoles } from '../batch.js';
-import type { CommitPipeline } from '../commit-pipeline.js';
+import type { CommitPipeline, QueuedBatch } from '../commit-pipeline.js';
 import type { Counts } from '../counts.js';
 import type { PartitionTable } from '../partition-table.js';
 import type { RedisStep } from '../wiring.js';
+import type { NodeMetrics } from './node-metrics.js';
 import { encodeStreamTime, type PartitionTimes } from './stream-time.js';
 
 export interface TopologyBatchContext {
@@ -36,6 +37,8 @@ export interface TopologyBatchContext {
   /** Records the aggregations dropped (null key or value, late with onLate('drop')). */
   dropped(n: number): void;
   readonly metrics: RedfenceMetrics | undefined;
+  /** The per-node counts, added to the metrics when the batch commits. */
+  readonly nodes: Pick<NodeMetrics, 'queued'>;
   readonly log: Logger;
 }
 
@@ -93,7 +96,7 @@ export async function runTopologyBatch(
   const out = outRecords(ctx, records, result);
   const next = entry.delivered;
   ctx.times(topic).remember(partition, next, result.streamTime);
-  await ctx.pipeline.enqueue({
+  const queued: QueuedBatch = {
     entry,
     out,
     count: records.length,
@@ -102,7 +105,9 @@ export async function runTopologyBatch(
     highWatermark,
     lastTimestamp: records.at(-1)?.timestamp,
     metadata: encodeStreamTime(result.streamTime),
-  });
+  };
+  ctx.nodes.queued(queued, result);
+  await ctx.pipeline.enqueue(queued);
 }
 
 /** A consumed record as the executor takes it (offsets and timestamps as numbers). */

@@ -30,6 +30,7 @@ import { RedisGuard } from '../redis-guard.js';
 import { checkRedis, loadFenceScripts } from '../redis-setup.js';
 import { redisStepOf } from '../wiring.js';
 import { runTopologyBatch, type TopologyBatchContext } from './batch.js';
+import { NodeMetrics } from './node-metrics.js';
 import {
   type ResolvedTopologyOptions,
   resolveTopologyOptions,
@@ -84,6 +85,7 @@ export class TopologyProcessor {
   readonly #rebalance: RebalanceContext;
   readonly #deadLetterTopic: string;
   readonly #purger: RepartitionPurger;
+  readonly #nodes: NodeMetrics;
   #idleProbe: NodeJS.Timeout | undefined;
   #inFlight: Promise<void> | undefined;
 
@@ -101,6 +103,7 @@ export class TopologyProcessor {
       ...(o.retentionMs === undefined ? {} : { retentionMs: o.retentionMs }),
     });
     const input = this.#executor.plan.topic;
+    this.#nodes = new NodeMetrics(o.metrics, this.#executor.plan);
     this.#deadLetterTopic = o.deadLetterTopic ?? `${input}.DLT`;
     // the partition epochs of the topology's input, keyed by its applicationId (the key calls' app)
     this.#fence = new Fence({
@@ -164,6 +167,7 @@ export class TopologyProcessor {
         this.#dropped += n;
       },
       metrics: o.metrics,
+      nodes: this.#nodes,
       log,
     };
     this.#rebalance = this.#rebalanceContext(redisStep);
@@ -339,6 +343,7 @@ export class TopologyProcessor {
     const { topic, partition } = b.entry;
     const next = b.next;
     this.#counts.committed(b.count, b.out, this.#deadLetterTopic);
+    this.#nodes.committed(b);
     this.#timesOf(topic).committed(partition, next);
     this.#purger.committed(topic, partition, next);
     try {

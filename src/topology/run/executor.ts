@@ -36,6 +36,7 @@ import {
 import type { BuiltTopology } from '../types.js';
 import { checkBatch, options, type TopologyExecutorOptions } from './check.js';
 import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } from './final.js';
+import { FlowTally } from './flows.js';
 import { callGroups } from './fold.js';
 import { type ForwardContext, forwardStep } from './forward.js';
 import { planTopology, type RunPlan } from './plan.js';
@@ -171,7 +172,8 @@ export class TopologyExecutor {
     const clocks = new Map(Object.entries(before).map(([n, c]) => [n, { ...c }]));
     const expireAt = (end: number, grace: number) => Math.max(end + grace, this.#now()) + this.#retention;
     const sources = this.plan.subs.get(batch.topic)?.sources ?? [];
-    const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt);
+    const tally = new FlowTally();
+    const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt, tally);
     const indexed = await this.#syncIndexes(batch, walked.steps);
     const placed = placeSteps(walked.steps, (agg, range) =>
       closing(indexed.get(agg.valueStore) ?? [], range),
@@ -188,6 +190,7 @@ export class TopologyExecutor {
       deadLetters: [],
       dropped: [],
       verdicts: { APPLY: 0, REBASE: 0, SKIP: 0, REEMIT: 0, REJECT: 0, CONFLICT: conflicts },
+      tally,
     };
     for (const step of placed.steps) forwardStep(step, ctx);
     const streamTime = freeze(clocks);
@@ -199,7 +202,7 @@ export class TopologyExecutor {
       this.#history.set(tp, history);
     }
     const { outputs, deadLetters, dropped, verdicts } = ctx;
-    return { outputs, deadLetters, dropped, streamTime, verdicts };
+    return { outputs, deadLetters, dropped, streamTime, verdicts, nodes: tally.flows() };
   }
 
   /** Step 2's Redis part: the emit-final indexes get the batch's windows and give the closing ones. */

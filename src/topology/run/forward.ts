@@ -9,6 +9,7 @@ import type { EffectResult, KeyRecordResult } from '../../store/index.js';
 import type { ModelDrop } from '../model.js';
 import type { ModelRecord } from '../model-io.js';
 import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
+import type { FlowTally } from './flows.js';
 import { partResults } from './note.js';
 import type { RunPlan } from './plan.js';
 import { type KeyGroup, lateStep, type Placed, type PlacedStep } from './steps.js';
@@ -24,6 +25,8 @@ export interface ForwardContext {
   readonly deadLetters: TopologyDeadLetter[];
   readonly dropped: ModelDrop[];
   readonly verdicts: Verdicts;
+  /** Each node's records in and out (the aggregation's out: the updates and final results walked on). */
+  readonly tally: FlowTally;
 }
 
 /** Forwards one placed step. */
@@ -41,14 +44,17 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
     return;
   }
   const node = 'arrival' in step ? step.arrival.agg.node : step.closes.node;
-  const walk = (u: ModelRecord) =>
+  const walk = (u: ModelRecord) => {
+    ctx.tally.out(node.name);
     walkFrom(ctx.plan, node.name, u, {
+      tally: ctx.tally,
       output: (o) => ctx.outputs.push({ ...o, offset: step.source.offset }),
       aggregate: () => {
         throw new TypeError('planTopology refused an aggregation downstream of another');
       },
       dropNullKey: (name) => ctx.dropped.push({ reason: 'null-key', node: name, source: step.source }),
     });
+  };
   if ('arrival' in step) {
     const results = resultsOf(step.placed, step.source, ctx);
     if (results === null || (node.emit === 'final' && node.window !== null)) return;

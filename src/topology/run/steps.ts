@@ -10,6 +10,7 @@ import type { WindowBounds } from '../model-io.js';
 import { fromBytes } from '../serdes.js';
 import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
 import { type FinalRange, finalRange, type IndexedWindow, type WindowClock } from './final.js';
+import type { FlowTally } from './flows.js';
 import type { KeyPart } from './note.js';
 import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
 import type { TopologyDeadLetter, TopologyOutput } from './types.js';
@@ -27,17 +28,22 @@ export interface Walked {
   readonly steps: WalkStep[];
 }
 
-/** Step 1: every record through the stateless nodes from `sources` (its sub-topology's); counts decided against `clocks` (moved). */
+/**
+ * Step 1: every record through the stateless nodes from `sources` (its sub-topology's); counts decided
+ * against `clocks` (moved); each node's records in and out counted in `tally`.
+ */
 export function walkBatch(
   plan: RunPlan,
   sources: readonly SourceNode[],
   records: readonly ModelInput[],
   clocks: Map<string, WindowClock>,
   expireAt: (windowEnd: number, graceMs: number) => number,
+  tally: FlowTally,
 ): Walked {
   const w: Walked = { steps: [] };
   for (const rec of records) {
     const sink = {
+      tally,
       output: (o: Omit<TopologyOutput, 'offset'>) => w.steps.push({ out: { ...o, offset: rec.offset } }),
       dropNullKey: (name: string) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
       aggregate: (node: AggregatePlan['node'], r: { key: unknown; value: unknown; timestamp: number }) => {
@@ -61,6 +67,8 @@ export function walkBatch(
     for (const source of sources) {
       const key = fromBytes(source.keySerde, rec.key, rec.topic);
       const value = fromBytes(source.valueSerde, rec.value, rec.topic);
+      tally.in(source.name);
+      tally.out(source.name);
       walkFrom(plan, source.name, { key, value, timestamp: rec.timestamp }, sink);
     }
   }

@@ -6,6 +6,7 @@
  */
 import type { ModelDeadLetter, ModelDrop, ModelInput, ModelOutput, ModelSource } from '../model.js';
 import type { WindowClock } from './final.js';
+import type { NodeFlows } from './flows.js';
 
 /** One partition batch: the records of one input topic-partition, in offset order. */
 export interface TopologyBatch {
@@ -65,4 +66,9 @@ export interface TopologyBatchResult {
   /** The partition's stream time after the batch (also kept by the executor). */
   readonly streamTime: StreamTimes;
   readonly verdicts: VerdictCounts;
+  /**
+   * Records in and out per node (flows.ts), as this run walked them: a replay re-emits, so it counts
+   * its re-emitted results again (the processor adds a batch's counts to its metrics at its commit).
+   */
+  readonly nodes: NodeFlows;
 }

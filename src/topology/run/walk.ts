@@ -8,6 +8,7 @@ import type { ModelOutput } from '../model.js';
 import type { AggregateNode, ModelRecord } from '../model-io.js';
 import { toBytes } from '../serdes.js';
 import type { TopologyNode } from '../types.js';
+import type { FlowTally } from './flows.js';
 import type { RunPlan } from './plan.js';
 
 /** What a walk meets: a sink record (also to a repartition topic), or a record reaching an aggregation. */
@@ -16,6 +17,8 @@ export interface WalkSink {
   aggregate(node: AggregateNode, r: ModelRecord): void;
   /** A record a repartition sink drops: its key is null (Kafka Streams' repartition filter). */
   dropNullKey(node: string): void;
+  /** Counts each node's records in and out (per-node metrics). */
+  readonly tally: FlowTally;
 }
 
 /** Walks `r` from node `from` to its children and on. */
@@ -25,7 +28,11 @@ export function walkFrom(plan: RunPlan, from: string, r: ModelRecord, to: WalkSi
 
 function visit(plan: RunPlan, name: string, r: ModelRecord, to: WalkSink): void {
   const n = plan.byName.get(name) as TopologyNode;
-  const fwd = (out: ModelRecord) => walkFrom(plan, name, out, to);
+  to.tally.in(name);
+  const fwd = (out: ModelRecord) => {
+    to.tally.out(name);
+    walkFrom(plan, name, out, to);
+  };
   switch (n.kind) {
     case 'source':
       return;
@@ -61,7 +68,10 @@ function visit(plan: RunPlan, name: string, r: ModelRecord, to: WalkSink): void 
       return;
     case 'split': {
       const b = n.branches.find((x) => x.predicate === null || Boolean(x.predicate(r.key, r.value)));
-      if (b !== undefined) visit(plan, b.name, r, to);
+      if (b !== undefined) {
+        to.tally.out(name);
+        visit(plan, b.name, r, to);
+      }
       return;
     }
     case 'sink': {
@@ -69,10 +79,14 @@ function visit(plan: RunPlan, name: string, r: ModelRecord, to: WalkSink): void 
       const key = toBytes(n.keySerde, r.key, n.topic);
       const value = toBytes(n.valueSerde, r.value, n.topic);
       if (n.internal && key === null) to.dropNullKey(n.name);
-      else to.output({ topic: n.topic, key, value, timestamp: r.timestamp });
+      else {
+        to.tally.out(name);
+        to.output({ topic: n.topic, key, value, timestamp: r.timestamp });
+      }
       return;
     }
     case 'aggregate':
+      // its out: the updates and final results forward.ts walks on from it
       to.aggregate(n, r);
       return;
   }
