@@ -148,27 +148,27 @@ export function registerFamilies(
     topologyIn: counter(
       'topology_records_in_total',
       'Records that reached a topology node, in committed batches.',
-      ['application_id', 'node'],
+      ['application_id', 'topology_node'],
     ),
     topologyOut: counter(
       'topology_records_out_total',
       "Records a topology node forwarded (passed, mapped, an aggregation's updates or final results, a sink's writes), in committed batches.",
-      ['application_id', 'node'],
+      ['application_id', 'topology_node'],
     ),
     topologyLate: counter(
       'topology_late_records_total',
       "Records too late for a windowed aggregation (its windows closed past their grace): dead-lettered, or dropped with onLate('drop'), in committed batches.",
-      ['application_id', 'node'],
+      ['application_id', 'topology_node'],
     ),
     topologyDropped: counter(
       'topology_dropped_records_total',
       "Records a topology node dropped, by reason (null-key, null-value, late with onLate('drop')), in committed batches.",
-      ['application_id', 'node', 'reason'],
+      ['application_id', 'topology_node', 'reason'],
     ),
     topologyRepartitionLag: new Gauge({
       name: `${prefix}topology_repartition_lag_records`,
       help: "Records between the committed offset and the high watermark of a repartition topic's owned partitions, summed per reading node.",
-      labelNames: labelNames(['application_id', 'node']),
+      labelNames: labelNames(['application_id', 'topology_node']),
       registers,
       collect() {
         this.reset();
@@ -179,7 +179,7 @@ export function registerFamilies(
           if (reader !== undefined && p.lag !== null) sums.set(reader, (sums.get(reader) ?? 0) + p.lag);
         }
         for (const [r, lag] of sums)
-          this.set({ application_id: r.application, node: r.node, ...labels }, lag);
+          this.set({ application_id: r.application, topology_node: r.node, ...labels }, lag);
       },
     }),
   };

@@ -52,7 +52,7 @@ const RESERVED_LABELS = new Set([
   'reason',
   'outcome',
   'application_id',
-  'node',
+  'topology_node',
   'le',
 ]);
 const REBALANCE_KINDS: readonly RebalanceKind[] = ['assign', 'revoke', 'lost'];
@@ -69,7 +69,7 @@ const TOPOLOGY_DROP_REASONS: readonly TopologyDropReason[] = ['null-key', 'null-
 export interface TopologyNodes {
   /** Its `applicationId` (the `application_id` label). */
   readonly application: string;
-  /** Every node's name, as the DSL names it (the `node` label). */
+  /** Every node's name, as the DSL names it (the `topology_node` label). */
   readonly nodes: readonly string[];
   /** Its windowed aggregations (late records are theirs). */
   readonly windowed: readonly string[];
@@ -321,17 +321,17 @@ export class RedfenceMetrics {
    *
    * @example
    * metrics.topology({ application: 'fraud', nodes: ['orders', 'big'], windowed: [], repartition: new Map() });
-   * metrics.topologyNode('fraud', 'big', 40, 12); // redfence_topology_records_in_total{application_id="fraud",node="big"} 40
+   * metrics.topologyNode('fraud', 'big', 40, 12); // redfence_topology_records_in_total{application_id="fraud",topology_node="big"} 40
    */
   topology(t: TopologyNodes): void {
     const application_id = checkName('application', t.application);
     for (const node of t.nodes) {
-      const labels = this.#labels({ application_id, node: checkName('node', node) });
+      const labels = this.#labels({ application_id, topology_node: checkName('node', node) });
       this.#m.topologyIn.inc(labels, 0);
       this.#m.topologyOut.inc(labels, 0);
     }
     for (const node of t.windowed)
-      this.#m.topologyLate.inc(this.#labels({ application_id, node: checkName('node', node) }), 0);
+      this.#m.topologyLate.inc(this.#labels({ application_id, topology_node: checkName('node', node) }), 0);
     for (const [topic, node] of t.repartition)
       this.#repartition.set(checkName('topic', topic), {
         application: application_id,
@@ -345,7 +345,7 @@ export class RedfenceMetrics {
     checkCount('recordsOut', recordsOut);
     const labels = this.#labels({
       application_id: checkName('application', application),
-      node: checkName('node', node),
+      topology_node: checkName('node', node),
     });
     if (recordsIn > 0) this.#m.topologyIn.inc(labels, recordsIn);
     if (recordsOut > 0) this.#m.topologyOut.inc(labels, recordsOut);
@@ -355,7 +355,10 @@ export class RedfenceMetrics {
   topologyLate(application: string, node: string, n: number): void {
     checkCount('n', n);
     this.#m.topologyLate.inc(
-      this.#labels({ application_id: checkName('application', application), node: checkName('node', node) }),
+      this.#labels({
+        application_id: checkName('application', application),
+        topology_node: checkName('node', node),
+      }),
       n,
     );
   }
@@ -370,7 +373,7 @@ export class RedfenceMetrics {
     this.#m.topologyDropped.inc(
       this.#labels({
         application_id: checkName('application', application),
-        node: checkName('node', node),
+        topology_node: checkName('node', node),
         reason,
       }),
       n,

@@ -110,13 +110,13 @@ describe('RedfenceMetrics', () => {
     });
     let text = await m.metricsText();
     assert.deepEqual(samples(text, 'redfence_topology_records_in_total').sort(), [
-      'redfence_topology_records_in_total{application_id="fraud",node="big",env="test"} 0',
-      'redfence_topology_records_in_total{application_id="fraud",node="counts",env="test"} 0',
-      'redfence_topology_records_in_total{application_id="fraud",node="rep-source",env="test"} 0',
-      'redfence_topology_records_in_total{application_id="fraud",node="src",env="test"} 0',
+      'redfence_topology_records_in_total{application_id="fraud",topology_node="big",env="test"} 0',
+      'redfence_topology_records_in_total{application_id="fraud",topology_node="counts",env="test"} 0',
+      'redfence_topology_records_in_total{application_id="fraud",topology_node="rep-source",env="test"} 0',
+      'redfence_topology_records_in_total{application_id="fraud",topology_node="src",env="test"} 0',
     ]);
     assert.deepEqual(samples(text, 'redfence_topology_late_records_total'), [
-      'redfence_topology_late_records_total{application_id="fraud",node="counts",env="test"} 0',
+      'redfence_topology_late_records_total{application_id="fraud",topology_node="counts",env="test"} 0',
     ]);
     assert.deepEqual(
       samples(text, 'redfence_topology_repartition_lag_records'),
@@ -133,35 +133,43 @@ describe('RedfenceMetrics', () => {
     m.lag('orders', 0, 100, { committed: 0, end: 100 }); // not a repartition topic
     text = await m.metricsText();
     assert.ok(
-      text.includes('redfence_topology_records_in_total{application_id="fraud",node="big",env="test"} 15'),
+      text.includes(
+        'redfence_topology_records_in_total{application_id="fraud",topology_node="big",env="test"} 15',
+      ),
     );
     assert.ok(
-      text.includes('redfence_topology_records_out_total{application_id="fraud",node="big",env="test"} 4'),
+      text.includes(
+        'redfence_topology_records_out_total{application_id="fraud",topology_node="big",env="test"} 4',
+      ),
     );
     assert.ok(
-      text.includes('redfence_topology_records_out_total{application_id="fraud",node="src",env="test"} 0'),
+      text.includes(
+        'redfence_topology_records_out_total{application_id="fraud",topology_node="src",env="test"} 0',
+      ),
     );
     assert.deepEqual(samples(text, 'redfence_topology_late_records_total'), [
-      'redfence_topology_late_records_total{application_id="fraud",node="counts",env="test"} 2',
+      'redfence_topology_late_records_total{application_id="fraud",topology_node="counts",env="test"} 2',
     ]);
     assert.deepEqual(samples(text, 'redfence_topology_dropped_records_total'), [
-      'redfence_topology_dropped_records_total{application_id="fraud",node="counts",reason="null-key",env="test"} 3',
+      'redfence_topology_dropped_records_total{application_id="fraud",topology_node="counts",reason="null-key",env="test"} 3',
     ]);
     assert.deepEqual(samples(text, 'redfence_topology_repartition_lag_records'), [
-      'redfence_topology_repartition_lag_records{application_id="fraud",node="rep-source",env="test"} 12',
+      'redfence_topology_repartition_lag_records{application_id="fraud",topology_node="rep-source",env="test"} 12',
     ]);
     m.clearPartition('fraud-rep-repartition', 0);
     assert.deepEqual(samples(await m.metricsText(), 'redfence_topology_repartition_lag_records'), [
-      'redfence_topology_repartition_lag_records{application_id="fraud",node="rep-source",env="test"} 5',
+      'redfence_topology_repartition_lag_records{application_id="fraud",topology_node="rep-source",env="test"} 5',
     ]);
     const invalidArgument = (err: unknown) => RedfenceError.is(err, 'RF_INVALID_ARGUMENT');
     assert.throws(() => m.topologyNode('fraud', '', 1, 1), invalidArgument);
     assert.throws(() => m.topologyNode('fraud', 'big', -1, 0), invalidArgument);
     assert.throws(() => m.topologyDropped('fraud', 'counts', 'other' as 'late', 1), invalidArgument);
     assert.throws(
-      () => new RedfenceMetrics({ labels: { node: 'host-1' } }),
+      () => new RedfenceMetrics({ labels: { topology_node: 'x' } }),
       (err) => RedfenceError.is(err, 'RF_INVALID_OPTIONS'),
     );
+    // `node` stays free for users (a host's name, say): the topology's label is `topology_node`
+    assert.doesNotThrow(() => new RedfenceMetrics({ labels: { node: 'host-1' } }));
   });
 
   it('adds constant labels to its own metrics only, and honours the prefix', async () => {

@@ -90,7 +90,7 @@ function sample(text: string, name: string, labels: string): number | undefined 
 
 /** Each node's `[in, out]` as the registry has them. */
 function flows(text: string, app: string, nodes: readonly string[]): Record<string, [number?, number?]> {
-  const at = (node: string) => `application_id="${app}",node="${node}"`;
+  const at = (node: string) => `application_id="${app}",topology_node="${node}"`;
   return Object.fromEntries(
     nodes.map((n) => [
       n,
@@ -203,7 +203,7 @@ describe('topology processor: per-node metrics', { timeout: 600_000 }, () => {
         shape: [updates, updates],
         out: [updates, updates],
       });
-      const at = `application_id="${name}",node="${agg}"`;
+      const at = `application_id="${name}",topology_node="${agg}"`;
       assert.equal(sample(text, 'redfence_topology_late_records_total', at), want.late, 'late records');
       assert.equal(
         sample(text, 'redfence_topology_dropped_records_total', `${at},reason="null-key"`),
@@ -255,7 +255,7 @@ describe('topology processor: per-node metrics', { timeout: 600_000 }, () => {
             sample(
               await metrics.metricsText(),
               'redfence_topology_repartition_lag_records',
-              `application_id="${name}",node="${reader}"`,
+              `application_id="${name}",topology_node="${reader}"`,
             ) === 0,
           60_000,
         );
