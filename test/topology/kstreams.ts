@@ -4,7 +4,8 @@
  * partition count), produces the input as the comparison contract says, runs
  * test/interop/java/StreamsScenarios.java once for all runs (one JVM, one KafkaStreams instance a
  * scenario, exactly_once_v2, cache 0; it stops once its committed offsets reach the input's end), reads
- * each output topic to its end (read_committed) and deletes the topics and groups.
+ * each output topic to its end (read_committed) and deletes the topics and groups. `alongside` runs
+ * something else on the same input topics meanwhile (run-equals-kstreams.test.ts: TopologyProcessor).
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -25,11 +26,26 @@ export interface KafkaStreamsRun {
   input: InRecord[];
 }
 
+/** A run's topics and Kafka Streams' application id (its consumer group), all unique to the call. */
+export interface KafkaStreamsTopics {
+  name: string;
+  applicationId: string;
+  input: string;
+  output: string;
+  scenario: Scenario;
+}
+
 export interface KafkaStreamsOptions {
   /** the JVM's bound for processing every input (default 120 s); the child is killed 20 s after it */
   timeoutMs?: number;
   /** KafkaStreams instances running at once (default 4) */
   concurrency?: number;
+  /**
+   * Runs while the JVM runs, once every input is produced, on the same input topics (another reader of
+   * them uses its own group): e.g. the streams DSL on the very records Kafka Streams reads. The topics
+   * are deleted only after both are done; it failing fails the call (once the JVM has ended).
+   */
+  alongside?: (topics: readonly KafkaStreamsTopics[]) => Promise<void>;
 }
 
 /** The classpath of the JVM programs (jars fetched and sources compiled once by scripts/interop-jars.sh). */
@@ -60,7 +76,7 @@ export async function runKafkaStreams(
     assert.equal(bad, undefined, `${s.name}: a record's partition is outside 0..${s.partitions - 1}`);
   }
   const prefix = uniqueName('ks');
-  const topics = runs.map(({ scenario: s }) => ({
+  const topics: KafkaStreamsTopics[] = runs.map(({ scenario: s }) => ({
     name: s.name,
     applicationId: `${prefix}-${s.name}`,
     input: `${prefix}-${s.name}-in`,
@@ -79,13 +95,18 @@ export async function runKafkaStreams(
       ]),
     );
     for (const [i, run] of runs.entries()) await produceInput(topics[i]?.input ?? '', run.input);
-    await runJvm({
-      brokers: KAFKA_BROKERS,
-      stateDir,
-      timeoutMs: options.timeoutMs ?? 120_000,
-      concurrency: options.concurrency ?? 4,
-      runs: topics,
-    });
+    const [jvm, beside] = await Promise.allSettled([
+      runJvm({
+        brokers: KAFKA_BROKERS,
+        stateDir,
+        timeoutMs: options.timeoutMs ?? 120_000,
+        concurrency: options.concurrency ?? 4,
+        runs: topics,
+      }),
+      options.alongside?.(topics),
+    ]);
+    if (jvm.status === 'rejected') throw jvm.reason;
+    if (beside.status === 'rejected') throw beside.reason;
     const results = new Map<string, OutRecord[]>();
     for (const t of topics) results.set(t.name, await readOutput(t.output));
     return results;
@@ -175,8 +196,11 @@ async function runJvm(spec: { timeoutMs: number; runs: unknown[] } & Record<stri
   }
 }
 
-/** An output topic's records (read_committed), partition after partition, each in offset order. */
-async function readOutput(topic: string): Promise<OutRecord[]> {
+/**
+ * An output topic's records in the contract's shape (read_committed, to the end offsets it has when
+ * called), partition after partition, each in offset order.
+ */
+export async function readOutput(topic: string): Promise<OutRecord[]> {
   const records = await readToEnd(topic);
   records.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
   return records.map((r) => {

@@ -51,10 +51,21 @@ function windowedTable(
   return sc.aggregate === 'count' ? tw.count() : tw.aggregate(() => 0, sum);
 }
 
+/** Where a scenario's topology reads and writes, and its application id (its Redis keys' names). */
+export interface ScenarioTopics {
+  /** default the scenario's name */
+  applicationId?: string;
+  /** default 'in' */
+  input?: string;
+  /** default 'out' */
+  output?: string;
+}
+
 /** A scenario as a topology: the shape the comparison's glue is expected to take. */
-export function scenarioTopology(sc: Scenario): BuiltTopology {
-  const t = topology({ applicationId: sc.name });
-  let orders = t.stream<string, Order>('in', { key: s });
+export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTopology {
+  const t = topology({ applicationId: at.applicationId ?? sc.name });
+  const output = at.output ?? 'out';
+  let orders = t.stream<string, Order>(at.input ?? 'in', { key: s });
   const min = sc.minAmount;
   if (min !== undefined) orders = orders.filter((_k, o) => o.amount > min);
   const g = orders.groupByKey();
@@ -71,13 +82,13 @@ export function scenarioTopology(sc: Scenario): BuiltTopology {
       .toStream()
       .filter((_k, v) => keep(v))
       .mapValues((v): Out => ({ start: -1, end: -1, value: v }))
-      .to('out', { key: s });
+      .to(output, { key: s });
   } else {
     windowedTable(g, sc, sc.window)
       .toStream()
       .filter((_wk, v) => keep(v))
       .map((wk, v) => [wk.key, { start: wk.start, end: wk.end, value: v } satisfies Out] as const)
-      .to('out', { key: s });
+      .to(output, { key: s });
   }
   return t.build();
 }
