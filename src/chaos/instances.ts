@@ -188,6 +188,16 @@ export class Instance {
   tail(n = 12): string {
     return this.child.tail(n);
   }
+
+  /**
+   * The last `n` log lines and the last `n` other lines of stdout and stderr: a process that dies before
+   * its logger runs (a CLI error such as RF_REDIS_UNAVAILABLE, a module that does not load) says why only
+   * in the latter.
+   */
+  lastLines(n = 12): string {
+    const output = this.child.output;
+    return `${this.child.log.tail(n)}${output.count > 0 ? output.tail(n) : ''}`;
+  }
 }
 
 export async function startInstance(o: InstanceOptions): Promise<Instance> {

@@ -207,7 +207,8 @@ export function formatReport(r: ChaosReport): string {
   for (const x of r.topology?.differences ?? []) out.push(`  DIFFERENCE [${x.check}] ${x.message}`);
   for (const e of r.harnessErrors) out.push(`  HARNESS ${e}`);
   for (const e of r.reference?.failures ?? []) out.push(`  REFERENCE ${e}`);
-  for (const e of r.unexpectedExits) out.push(`  EXIT ${e.split('\n')[0]}`);
+  // with the instance's last lines (log and output), as a harness error carries them
+  for (const e of r.unexpectedExits) out.push(`  EXIT ${e}`);
   for (const f of r.faults)
     if (f.failure !== undefined)
       out.push(`  FAULT #${f.fault.index} ${describeFault(f.fault)}: ${f.failure}`);

@@ -144,8 +144,21 @@ export class ChaosRun {
     return full;
   }
 
-  #started(s: Slot) {
-    return s.inst.waitFor(this.#startLine, (l) => l.msg === this.#startLine, 90_000);
+  /**
+   * Waits for the slot's instance to log its start line; a failure names its exit (or the bound) and
+   * carries its last log and output lines (the log book's own message has only the JSON log lines).
+   */
+  async #started(s: Slot): Promise<void> {
+    const inst = s.inst;
+    try {
+      await inst.waitFor(this.#startLine, (l) => l.msg === this.#startLine, 90_000);
+    } catch {
+      const line = JSON.stringify(this.#startLine);
+      const why = inst.alive
+        ? `logged no ${line} within 90000 ms`
+        : `exited ${JSON.stringify(inst.exit)} before logging ${line}`;
+      throw new Error(`${inst.name} (pid ${inst.pid}) ${why}${inst.lastLines(12)}`);
+    }
   }
 
   addInstance = async (): Promise<Slot> => {
@@ -205,7 +218,7 @@ export class ChaosRun {
     if (s.inst.alive || s.expecting) return false;
     s.expecting = true;
     const what = `${s.inst.name} exited on its own ${JSON.stringify(s.inst.exit)}`;
-    this.report.unexpectedExits.push(`${what}${s.inst.tail(6)}`);
+    this.report.unexpectedExits.push(`${what}${s.inst.lastLines(8)}`);
     this.log(what);
     return true;
   }
