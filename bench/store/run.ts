@@ -32,6 +32,7 @@ function variants(redis: Redis, tag: string): Variant[] {
   const kv = new KeyStore({ redis, app: `bk_${tag}` });
   const many = new Fence({ redis, store: `bm_${tag}`, mode: 'cluster', pendingIndex: false });
   const one = new Fence({ redis, store: `bo_${tag}`, mode: 'cluster', pendingIndex: false });
+  const strict = new Fence({ redis, store: `bx_${tag}`, mode: 'strict' });
   const keyCalls = (batch: number, window: boolean): KeyCall[] =>
     Array.from({ length: KEYS }, (_, k) => ({
       partition: 0,
@@ -94,6 +95,11 @@ function variants(redis: Redis, tag: string): Variant[] {
       name: 'applyMany (fence today, up to 128 keys per call)',
       calls: () => Math.ceil(KEYS / 128),
       run: async (b) => void (await many.applyBatch(requests(b))),
+    },
+    {
+      name: 'applyManyStrict (the processor: epoch, pending index)',
+      calls: () => Math.ceil(KEYS / 128),
+      run: async (b) => void (await strict.applyBatch(requests(b))),
     },
     {
       name: 'applyRecords (fence today, one key per call)',
