@@ -7,13 +7,31 @@
 # Needs the services (bash dev/up) and an otherwise idle machine. Tables go to stdout and to
 # bench/results/stands-<time>/ (git-ignored); each benchmark also writes its own raw JSON.
 #   RECORDS=300000 KEYS="10000" bash bench/stands.sh      # a shorter pass
+# Redis: a private redis-server of its own on 127.0.0.1:16579 (no replica, no persistence, noeviction),
+# stopped at the end, as the Kafka Streams peer runs on the one dev broker with no replica either. The
+# dev Redis (bash dev/up) has a replica on this machine whose CPU the master's figures do not show:
+# REDIS_URL=redis://127.0.0.1:16379 bash bench/stands.sh measures against it instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -z "${REDIS_URL:-}" ]; then
+  port=16579
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then
+    echo "[stands] 127.0.0.1:$port already answers; stop it or set REDIS_URL" >&2
+    exit 2
+  fi
+  rdir="$(mktemp -d)"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --maxmemory-policy noeviction \
+    --dir "$rdir" --daemonize yes --pidfile "$rdir/redis.pid" --logfile "$rdir/redis.log"
+  trap 'redis-cli -p '"$port"' shutdown nosave >/dev/null 2>&1 || true; rm -rf "'"$rdir"'"' EXIT
+  for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  export REDIS_URL="redis://127.0.0.1:$port"
+fi
 records="${RECORDS:-1000000}"
 keys_list="${KEYS:-10000 1000000}"
 out="bench/results/stands-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 step() { echo "[stands] $(date -u +%H:%M:%S) $*; load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/log.txt" >&2; }
+step "redis $REDIS_URL"
 
 for keys in $keys_list; do
   step "processor, $records records, $keys keys"
