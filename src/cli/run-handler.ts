@@ -25,6 +25,7 @@ import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
 const PROCESSOR_ONLY = [
   'mode',
   'group-commit-records',
+  'partitions-in-flight',
   'transaction-timeout',
   'user-retries',
   'sweep-every',

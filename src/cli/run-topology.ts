@@ -19,6 +19,7 @@ import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
 
 const NOT_FOR_TOPOLOGIES = [
   'user-retries',
+  'partitions-in-flight',
   'sweep-every',
   'wait-replicas',
   'wait-timeout',

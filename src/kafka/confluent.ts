@@ -25,7 +25,7 @@ import { nativeOffsets, readCommitted, stored } from './committed-offsets.js';
 import { checkClientConfig, connectWatched } from './connect.js';
 import { fetchRecords, inRecord, partitionRuns, unhanded } from './fetch.js';
 import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
-import { mapInSlices } from './slices.js';
+import { inTurns, mapInSlices } from './slices.js';
 import type {
   CommitOffset,
   CommittedOffset,
@@ -282,7 +282,8 @@ export class ConfluentKafka implements KafkaPort {
   }
 
   /**
-   * Each partition's records in offset order, at most `batch` at a time, partitions in turn. The
+   * Each partition's records in offset order, at most `batch` at a time, partitions in turn (up to the
+   * handlers' `partitionsInFlight` partitions at once, each one's batches still one after another). The
    * messages are split and turned into the port's records in slices (slices.ts), so Redis replies are
    * not held up behind a large fetch. `seeks`: the seek counts when the fetch began.
    */
@@ -299,35 +300,50 @@ export class ConfluentKafka implements KafkaPort {
     // Stopping or revoked: nothing handed over.
     const current = (k: string) =>
       !this.#stopping && this.#assigned.has(k) && (this.#seeks.get(k) ?? 0) === (seeks.get(k) ?? 0);
-    for (const [k, fetched] of runs) {
-      if (!current(k)) continue;
-      const run = unhanded(this.#held.get(k), fetched, this.#next.get(k) ?? -1);
-      this.#held.delete(k);
-      for (let i = 0; i < run.length; i += batch) {
-        if (!current(k)) break;
-        // paused (before, or by an earlier batch's handler): the rest waits for the resume
-        if (this.#hold(k, run, i)) break;
-        const part = run.slice(i, i + batch);
-        const records = await mapInSlices(part, inRecord);
-        // the conversion gave the event loop turns: a pause or a seek may have come meanwhile
-        if (!current(k) || this.#hold(k, run, i)) break;
-        const first = part[0] as RdKafka.Message;
-        const last = part[part.length - 1] as RdKafka.Message;
-        this.#next.set(k, last.offset + 1);
-        let high = last.offset + 1;
-        try {
-          const w = c.getWatermarkOffsets(first.topic, first.partition);
-          if (w.highOffset > high) high = w.highOffset;
-        } catch {
-          // not known yet: the batch's own end
-        }
-        try {
-          await h.onBatch(first.topic, first.partition, records, String(high));
-        } catch {
-          // redelivered from its first record
-          this.seek({ topic: first.topic, partition: first.partition }, first.offset);
-          break;
-        }
+    const turns = [...runs].map(
+      ([k, fetched]) =>
+        () =>
+          this.#handOverRun(c, h, k, fetched, batch, current),
+    );
+    await inTurns(turns, h.partitionsInFlight ?? 1);
+  }
+
+  /** One partition's records of a fetch, `batch` at a time, each batch awaited before the next. */
+  async #handOverRun(
+    c: NativeConsumer,
+    h: ConsumerHandlers,
+    k: string,
+    fetched: RdKafka.Message[],
+    batch: number,
+    current: (k: string) => boolean,
+  ): Promise<void> {
+    if (!current(k)) return;
+    const run = unhanded(this.#held.get(k), fetched, this.#next.get(k) ?? -1);
+    this.#held.delete(k);
+    for (let i = 0; i < run.length; i += batch) {
+      if (!current(k)) break;
+      // paused (before, or by an earlier batch's handler): the rest waits for the resume
+      if (this.#hold(k, run, i)) break;
+      const part = run.slice(i, i + batch);
+      const records = await mapInSlices(part, inRecord);
+      // the conversion gave the event loop turns: a pause or a seek may have come meanwhile
+      if (!current(k) || this.#hold(k, run, i)) break;
+      const first = part[0] as RdKafka.Message;
+      const last = part[part.length - 1] as RdKafka.Message;
+      this.#next.set(k, last.offset + 1);
+      let high = last.offset + 1;
+      try {
+        const w = c.getWatermarkOffsets(first.topic, first.partition);
+        if (w.highOffset > high) high = w.highOffset;
+      } catch {
+        // not known yet: the batch's own end
+      }
+      try {
+        await h.onBatch(first.topic, first.partition, records, String(high));
+      } catch {
+        // redelivered from its first record
+        this.seek({ topic: first.topic, partition: first.partition }, first.offset);
+        break;
       }
     }
   }

@@ -21,3 +21,29 @@ export async function mapInSlices<T, U>(items: readonly T[], fn: (item: T) => U)
   }
   return out;
 }
+
+/**
+ * Runs `tasks` with at most `depth` of them at once, each started in order as an earlier one ends.
+ * Resolves when all have ended; rejects with the first failure once all have ended (none is left
+ * running behind a rejection).
+ */
+export async function inTurns(tasks: ReadonlyArray<() => Promise<void>>, depth: number): Promise<void> {
+  if (depth <= 1) {
+    for (const t of tasks) await t();
+    return;
+  }
+  let next = 0;
+  const failures: unknown[] = [];
+  const worker = async (): Promise<void> => {
+    while (next < tasks.length) {
+      const t = tasks[next++] as () => Promise<void>;
+      try {
+        await t();
+      } catch (err) {
+        failures.push(err);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(depth, tasks.length) }, worker));
+  if (failures.length > 0) throw failures[0];
+}

@@ -81,6 +81,11 @@ export interface ConsumerHandlers {
    * callback cut short by stop() is not reported.
    */
   onFatal?(err: Error): void;
+  /**
+   * How many partitions' batches may be in `onBatch` at once (default 1). A partition never has two:
+   * its batches are handed over one after another, in offset order; a port may always hand over fewer.
+   */
+  readonly partitionsInFlight?: number;
 }
 
 export interface KafkaPort {

@@ -9,7 +9,8 @@ import type { HealthState } from '../metrics/index.js';
 export class Liveness {
   readonly #health: HealthState | undefined;
   #ticker: NodeJS.Timeout | undefined;
-  #batchStartedAt: number | undefined;
+  /** Batches in flight now (several partitions' at once with `partitionsInFlight` > 1). */
+  #batches = 0;
   #gaveUp = false;
 
   constructor(health: HealthState | undefined) {
@@ -17,7 +18,7 @@ export class Liveness {
   }
 
   get batchInFlight(): boolean {
-    return this.#batchStartedAt !== undefined;
+    return this.#batches > 0;
   }
 
   get gaveUp(): boolean {
@@ -26,7 +27,7 @@ export class Liveness {
 
   start(): void {
     this.#ticker ??= setInterval(() => {
-      if (this.#batchStartedAt === undefined) this.progress();
+      if (this.#batches === 0) this.progress();
     }, 1000);
     this.#ticker.unref();
     this.progress();
@@ -38,12 +39,12 @@ export class Liveness {
   }
 
   batchStarted(): void {
-    this.#batchStartedAt = Date.now();
+    this.#batches++;
   }
 
   /** A batch finished: `done` when it went through (progress, even after giving up: batches flow again). */
   batchEnded(done: boolean): void {
-    this.#batchStartedAt = undefined;
+    this.#batches = Math.max(0, this.#batches - 1);
     if (done) this.#health?.markProgress();
   }
 

@@ -89,7 +89,8 @@ export class Processor<T = unknown, S = unknown> {
   readonly #rebalance: RebalanceContext;
   readonly #tracing: Tracing;
   readonly #input: InputPartitions;
-  #inFlight: Promise<void> | undefined;
+  /** The batches in `onBatch` now (one per partition at most; `partitionsInFlight` of them). */
+  readonly #inFlight = new Set<Promise<void>>();
 
   constructor(options: ProcessorOptions<T, S>) {
     const o = resolveOptions(options);
@@ -276,6 +277,7 @@ export class Processor<T = unknown, S = unknown> {
       onRevoke: (tps, lost) => revoke(this.#rebalance, tps, lost),
       onBatch: (topic, partition, records, hw) => this.#onBatch(topic, partition, records, hw),
       onFatal: (err) => this.#fatal(err),
+      partitionsInFlight: o.partitionsInFlight,
     });
     await this.#input.read();
     this.#life.stillStarting();
@@ -324,7 +326,7 @@ export class Processor<T = unknown, S = unknown> {
 
   /** close(): the batch in flight finishes its produce and commit, the queued steps run, a last sweep. */
   async #drain(): Promise<void> {
-    await this.#inFlight?.catch(() => undefined);
+    await Promise.all([...this.#inFlight].map((b) => b.catch(() => undefined)));
     await this.#pipeline.drain();
     await this.#sweeper.sweepAll(this.#table.active(), CLOSE_SWEEP_MS);
   }
@@ -351,7 +353,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#watchdog?.delivered();
     const trace = this.#tracing.batch();
     const batch = processBatch(this.#batch, topic, partition, records, highWatermark, trace);
-    this.#inFlight = batch;
+    this.#inFlight.add(batch);
     let done = false;
     try {
       await batch;
@@ -369,7 +371,7 @@ export class Processor<T = unknown, S = unknown> {
     } finally {
       trace.end();
       this.#liveness.batchEnded(done);
-      this.#inFlight = undefined;
+      this.#inFlight.delete(batch);
     }
   }
 }

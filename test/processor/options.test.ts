@@ -38,6 +38,11 @@ describe('processor options', () => {
         code: 'RF_INVALID_OPTIONS',
         message: /option "groupCommitRecords" must be an integer >= 0/,
       });
+    for (const bad of [0, 65, 1.5])
+      assert.throws(() => new Processor({ definition, redis, kafka, partitionsInFlight: bad }), {
+        code: 'RF_INVALID_OPTIONS',
+        message: /option "partitionsInFlight" must be an integer from 1 to 64/,
+      });
   });
 
   it('createProcessor(definition, options) checks the same options before any connection', () => {
