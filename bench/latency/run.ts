@@ -42,7 +42,8 @@ const redis = new Redis(opts.redisUrl, { lazyConnect: true });
 const topics: string[] = [];
 const stores: string[] = [];
 
-function redfence(mode: ProcessingMode) {
+/** `commitIntervalMs` undefined: the processor's default (100 ms exactly-once, 0 at-least-once). */
+function redfence(mode: ProcessingMode, commitIntervalMs?: number) {
   return async (t: Topics): Promise<Started> => {
     stores.push(t.store);
     const p = new Processor<{ amount: number }>({
@@ -55,7 +56,8 @@ function redfence(mode: ProcessingMode) {
       }),
       redis,
       mode,
-      groupId: `bench-lat-${run}-${mode}`,
+      groupId: `bench-lat-${run}-${mode}-${commitIntervalMs ?? 'd'}`,
+      ...(commitIntervalMs === undefined ? {} : { commitIntervalMs }),
       kafka: { brokers: opts.brokers, maxBatchSize: opts.maxBatchSize },
     });
     await p.start();
@@ -85,7 +87,8 @@ const contenders: Array<
     },
   ],
   ['redfence at-least-once', 'alo', redfence('at-least-once')],
-  ['redfence exactly-once', 'eos', redfence('exactly-once')],
+  ['redfence exactly-once (default: commit interval 100 ms)', 'eos', redfence('exactly-once')],
+  ['redfence exactly-once, commit interval 0 ms', 'eos0', redfence('exactly-once', 0)],
 ];
 
 try {

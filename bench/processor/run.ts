@@ -203,7 +203,11 @@ async function naive(): Promise<Result> {
 
 async function redfence(mode: ProcessingMode, commitIntervalMs = opts.commitIntervalMs): Promise<Result> {
   const tag = `${mode === 'exactly-once' ? 'eos' : 'alo'}${commitIntervalMs > 0 ? `-ci${commitIntervalMs}` : ''}`;
-  const label = `redfence ${mode}${commitIntervalMs > 0 ? `, commit interval ${commitIntervalMs} ms` : ''}`;
+  // exactly-once's default commit interval is 100 ms (src/processor/options.ts), at-least-once's 0
+  const label =
+    mode === 'exactly-once'
+      ? `redfence exactly-once${commitIntervalMs === 100 ? ' (default: commit interval 100 ms)' : `, commit interval ${commitIntervalMs} ms`}`
+      : `redfence at-least-once${commitIntervalMs > 0 ? `, commit interval ${commitIntervalMs} ms` : ''}`;
   const output = `bench-proc-${run}-out-${tag}`;
   const store = `bench-${run}-${tag}`;
   topics.push(output);
@@ -225,6 +229,8 @@ async function redfence(mode: ProcessingMode, commitIntervalMs = opts.commitInte
       groupId: `bench-proc-${run}-${tag}`,
       groupCommitRecords: opts.groupCommitRecords,
       commitIntervalMs,
+      ...(process.env.BENCH_SWEEP_EVERY ? { sweepEvery: Number(process.env.BENCH_SWEEP_EVERY) } : {}),
+      ...(process.env.BENCH_IN_FLIGHT ? { partitionsInFlight: Number(process.env.BENCH_IN_FLIGHT) } : {}),
       metrics,
       kafka: { brokers: opts.brokers, maxBatchSize: opts.maxBatchSize },
     });
@@ -292,9 +298,9 @@ async function main(): Promise<void> {
     ['passthrough (promise API)', passthroughPromise],
     ['naive', naive],
     ['redfence at-least-once', () => redfence('at-least-once')],
-    ['redfence exactly-once', () => redfence('exactly-once')],
-    // Kafka Streams' own default for exactly_once_v2 is commit.interval.ms 100
-    ['redfence exactly-once, commit interval 100 ms', () => redfence('exactly-once', 100)],
+    // the default, as Kafka Streams' exactly_once_v2 (commit.interval.ms 100)
+    ['redfence exactly-once (default: commit interval 100 ms)', () => redfence('exactly-once', 100)],
+    ['redfence exactly-once, commit interval 0 ms', () => redfence('exactly-once', 0)],
   ];
   const results: Result[] = [];
   for (const [label, fn] of configs) {

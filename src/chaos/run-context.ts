@@ -125,7 +125,8 @@ export class ChaosRun {
         : [
             ...(o.waitReplicas === undefined ? [] : ['--wait-replicas', String(o.waitReplicas)]),
             ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
-            ...(o.commitIntervalMs ? ['--commit-interval', String(o.commitIntervalMs)] : []),
+            '--commit-interval',
+            String(o.commitIntervalMs),
           ],
       orders: names.input,
       totals: names.output,

@@ -91,11 +91,19 @@ export const RUN_OPTIONS = {
     defaultText: '2000',
     min: 0,
   }),
+  'partitions-in-flight': numberOption('<n>', {
+    description:
+      "at most n partitions' batches in the Redis stage at once (never two of one partition); 1: one batch at a time",
+    env: 'REDFENCE_PARTITIONS_IN_FLIGHT',
+    defaultText: '1',
+    min: 1,
+    max: 64,
+  }),
   'commit-interval': numberOption('<ms>', {
     description:
       'least time between two Kafka steps (as Kafka Streams commit.interval.ms): fewer, larger transactions for that much more latency',
     env: 'REDFENCE_COMMIT_INTERVAL_MS',
-    defaultText: '0',
+    defaultText: '100 exactly-once, 0 at-least-once',
     min: 0,
     max: 60_000,
   }),

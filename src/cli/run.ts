@@ -51,6 +51,7 @@ export function processorSettings(
   if (o.group !== undefined) s.groupId = o.group;
   if (o['group-commit-records'] !== undefined) s.groupCommitRecords = o['group-commit-records'];
   if (o['commit-interval'] !== undefined) s.commitIntervalMs = o['commit-interval'];
+  if (o['partitions-in-flight'] !== undefined) s.partitionsInFlight = o['partitions-in-flight'];
   if (o['user-retries'] !== undefined) s.userRetries = o['user-retries'];
   if (o['sweep-every'] !== undefined) s.sweepEvery = o['sweep-every'];
   if (o['wait-replicas'] !== undefined)

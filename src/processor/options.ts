@@ -93,10 +93,18 @@ export interface ProcessorOptions<T = unknown, S = unknown> extends Omit<Runtime
    */
   groupCommitRecords?: number;
   /**
+   * How many partitions' batches may be in the Redis stage at once, so one batch's Redis step overlaps
+   * the next one's planning and emitting. A partition never has two batches in flight: its records are
+   * still applied, produced and committed in offset order. Default 1 (one batch at a time). Pays with
+   * frequent Kafka steps (`commitIntervalMs: 0`); docs/benchmarks.md, "Fast-path step 4".
+   */
+  partitionsInFlight?: number;
+  /**
    * Least time between the starts of two Kafka steps, as Kafka Streams' `commit.interval.ms`: applied
    * batches wait up to this long to go together (unless `groupCommitRecords` are waiting), giving fewer,
-   * larger transactions and commits for that much more latency. Default 0: a Kafka step starts as soon
-   * as the previous one has finished.
+   * larger transactions and commits for that much more latency. Default 100 in exactly-once mode (as
+   * Kafka Streams' exactly_once_v2), 0 in at-least-once mode (a Kafka step starts as soon as the
+   * previous one has finished). `groupCommitRecords` waiting records start a step at once.
    */
   commitIntervalMs?: number;
   /**
@@ -136,6 +144,7 @@ export interface ResolvedOptions extends Pick<ResolvedRuntimeOptions, Shared> {
   readonly sweepEvery: number;
   readonly sweepIntervalMs: number;
   readonly groupCommitRecords: number;
+  readonly partitionsInFlight: number;
   readonly commitIntervalMs: number;
   readonly watchdog: Required<WatchdogOptions> | undefined;
   /** -1: the broker's default. */
@@ -168,6 +177,7 @@ const OWN: Record<Exclude<keyof ProcessorOptions, Shared>, true> = {
   sweepEvery: true,
   sweepIntervalMs: true,
   groupCommitRecords: true,
+  partitionsInFlight: true,
   commitIntervalMs: true,
   watchdog: true,
   replicationFactor: true,
@@ -222,6 +232,7 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     throw invalid('option "redis" must be an ioredis Redis or Cluster');
   const redis = options.redis;
   const cluster = redis instanceof Cluster;
+  const mode = oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once');
   const fencing = oneOf<FencingMode>(
     'fencing',
     o.fencing,
@@ -247,7 +258,7 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     definition,
     redis,
     cluster,
-    mode: oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once'),
+    mode,
     fencing,
     userRetries: integer('userRetries', o.userRetries, 0, 1000, 3),
     requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
@@ -255,11 +266,26 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     sweepEvery: integer('sweepEvery', o.sweepEvery, 1, Number.MAX_SAFE_INTEGER, 20),
     sweepIntervalMs: integer('sweepIntervalMs', o.sweepIntervalMs, 1, MAX_TIMER_MS, 5000),
     groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),
-    commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 0, 60_000, 0),
+    partitionsInFlight: integer('partitionsInFlight', o.partitionsInFlight, 1, 64, 1),
+    commitIntervalMs: integer(
+      'commitIntervalMs',
+      o.commitIntervalMs,
+      0,
+      60_000,
+      defaultCommitIntervalMs(mode),
+    ),
     watchdog: watchdogOptions(o.watchdog),
     replicationFactor,
     deadLetterTopic: definition.deadLetter ?? `${definition.input}.DLT`,
     snapshot: snapshotOptions(o.snapshot, definition.store, 'port' in shared.kafka),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
+}
+
+/**
+ * The default least time between two Kafka steps: 100 ms in exactly-once mode, where each step is a
+ * transaction (Kafka Streams' exactly_once_v2 default; docs/benchmarks.md measures it), 0 otherwise.
+ */
+export function defaultCommitIntervalMs(mode: ProcessingMode): number {
+  return mode === 'exactly-once' ? 100 : 0;
 }

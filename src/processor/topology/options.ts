@@ -12,7 +12,7 @@ import {
   resolveRuntimeOptions,
 } from '../../runtime/options.js';
 import type { BuiltTopology } from '../../topology/types.js';
-import { PROCESSING_MODES, type ProcessingMode } from '../options.js';
+import { defaultCommitIntervalMs, PROCESSING_MODES, type ProcessingMode } from '../options.js';
 
 /** The shared options a topology processor takes. */
 type Shared =
@@ -51,7 +51,7 @@ export interface TopologyProcessorOptions
   requireNoEviction?: boolean;
   /** Group commit, as the processor's (src/processor/options.ts). Default 2000. */
   groupCommitRecords?: number;
-  /** Least time between the starts of two Kafka steps, as the processor's. Default 0. */
+  /** Least time between the starts of two Kafka steps, as the processor's: default 100 in exactly-once mode, else 0. */
   commitIntervalMs?: number;
   /** Replication factor of topics made by `createTopics`: 1..32767, or -1 (default) for the broker's. */
   replicationFactor?: number;
@@ -140,11 +140,12 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
     throw invalid(
       'option "replicationFactor" must be an integer from 1 to 32767, or -1 for the broker\'s default',
     );
+  const mode = oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once');
   return {
     ...shared,
     topology,
     redis: options.redis,
-    mode: oneOf('mode', o.mode, PROCESSING_MODES, 'exactly-once'),
+    mode,
     deadLetterTopic: dlt,
     tenant: text('tenant', o.tenant),
     retentionMs:
@@ -153,7 +154,13 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
         : integer('retentionMs', o.retentionMs, 0, Number.MAX_SAFE_INTEGER, 0),
     requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
     groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),
-    commitIntervalMs: integer('commitIntervalMs', o.commitIntervalMs, 0, 60_000, 0),
+    commitIntervalMs: integer(
+      'commitIntervalMs',
+      o.commitIntervalMs,
+      0,
+      60_000,
+      defaultCommitIntervalMs(mode),
+    ),
     replicationFactor: rf === undefined ? -1 : (rf as number),
     repartitionPurgeIntervalMs: integer(
       'repartitionPurgeIntervalMs',
