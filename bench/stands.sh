@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The runs behind docs/benchmarks.md "Where redfence stands", back to back on one machine:
 #   1. bench/processor (passthrough of the client, its promise API, the naive loop, redfence at-least-once,
-#      exactly-once, exactly-once with a 100 ms commit interval) then the Kafka Streams peer (1 thread,
+#      exactly-once (default 100 ms commit interval), exactly-once with 0 ms) then the Kafka Streams peer (1 thread,
 #      cache 0), at 10,000 keys and at 1,000,000 keys, RECORDS records each (default 1,000,000);
 #   2. end-to-end latency at 2,000 records/s: bench/latency, then the Kafka Streams peer's --latency.
 # Needs the services (bash dev/up) and an otherwise idle machine. Tables go to stdout and to
