@@ -125,8 +125,7 @@ export class ChaosRun {
         : [
             ...(o.waitReplicas === undefined ? [] : ['--wait-replicas', String(o.waitReplicas)]),
             ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
-            '--commit-interval',
-            String(o.commitIntervalMs),
+            ...(o.commitIntervalMs === undefined ? [] : ['--commit-interval', String(o.commitIntervalMs)]),
           ],
       orders: names.input,
       totals: names.output,

@@ -45,7 +45,10 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   /** `redfence run --wait-replicas` (and `--wait-timeout`) for every instance; default: no WAIT. */
   waitReplicas?: number;
   waitTimeoutMs?: number;
-  /** Processors: the instances' `--commit-interval` (least ms between two Kafka steps). Default 0. */
+  /**
+   * Processors: the instances' `--commit-interval` (least ms between two Kafka steps). Default: the
+   * processor's own (100 exactly-once, 0 at-least-once).
+   */
   commitIntervalMs?: number;
   /** Sentinel and cluster failovers: how long the replica is stopped before its primary dies. */
   replicaLagMs?: number;
