@@ -62,7 +62,7 @@ export async function preload(
   kafka: KafkaJS.Kafka,
   topic: string,
   count: number,
-  make: (i: number) => { key: string; value: string },
+  make: (i: number) => { key: string; value: string; timestamp?: string },
   chunk = 1000,
   window = 8,
 ): Promise<void> {

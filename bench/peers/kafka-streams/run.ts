@@ -14,20 +14,10 @@
  * 45 s), BENCH_JAVA_OPTS (extra JVM options), BENCH_KS_LOG_LEVEL (warn), BENCH_KS_PARSE (json: a Jackson serde;
  * scan: the earlier hand-written scan), KAFKA_BROKERS (127.0.0.1:19092).
  */
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import {
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { basename, dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { type LatencyResult, latencyTable, measureLatency } from '../../latency/measure.js';
@@ -40,12 +30,9 @@ import {
   orderMaker,
   preload,
 } from '../../processor/kafka.js';
+import { buildPeer, cpuSeconds, type Jvm, killJvms, peakRssMb, startJvm, stopJvm, WORK } from './jvm.js';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, '../../..');
-const WORK = join(ROOT, '.dev/bench/kafka-streams');
-const TARGET = join(WORK, 'target');
-const MAIN_CLASS = 'dev.redfence.bench.KafkaStreamsPeer';
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 const FAILOVER = process.argv.includes('--failover') || process.env.BENCH_FAILOVER === '1';
 const LATENCY = process.argv.includes('--latency') || process.env.BENCH_LATENCY === '1';
@@ -66,6 +53,15 @@ const opts = {
 };
 if (opts.parse !== 'json' && opts.parse !== 'scan')
   throw new Error(`BENCH_KS_PARSE must be json or scan, not ${opts.parse}`);
+const jvmSettings = {
+  brokers: opts.brokers,
+  javaOpts: opts.javaOpts,
+  logLevel: opts.logLevel,
+  env: {
+    KS_PARSE: opts.parse,
+    ...(opts.sessionTimeoutMs === undefined ? {} : { KS_SESSION_TIMEOUT_MS: String(opts.sessionTimeoutMs) }),
+  },
+};
 const ONLY = process.env.BENCH_ONLY;
 const PHASE_TIMEOUT_MS = 300_000;
 const POLL_MS = 100;
@@ -76,7 +72,6 @@ const admin = kafka.admin();
 const topics: string[] = [];
 const groups: string[] = [];
 const stateDirs: string[] = [];
-const children = new Set<ChildProcess>();
 
 // Deterministic orders: customer by a multiplicative hash of i, amount 1..100, pad to ~100 bytes.
 // Same as bench/processor/run.ts, with the key count as a parameter (the failover runs vary it).
@@ -96,148 +91,6 @@ function expectedState(keys: number, n: number): Map<string, { total: number; co
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-// ---------------------------------------------------------------------------------------------- build
-
-function newestMtime(path: string): number {
-  const st = statSync(path);
-  if (!st.isDirectory()) return st.mtimeMs;
-  let m = st.mtimeMs;
-  for (const e of readdirSync(path)) m = Math.max(m, newestMtime(join(path, e)));
-  return m;
-}
-
-function build(): void {
-  // A stamp written after a successful build (the jar plugin may leave an up-to-date jar untouched).
-  const stamp = join(TARGET, '.built');
-  const lib = join(TARGET, 'lib');
-  const src = Math.max(newestMtime(join(HERE, 'pom.xml')), newestMtime(join(HERE, 'src')));
-  if (existsSync(stamp) && existsSync(lib) && statSync(stamp).mtimeMs >= src) return;
-  console.error('[ks] building the Kafka Streams app (mvn -q -B package)');
-  rmSync(lib, { recursive: true, force: true });
-  execFileSync('mvn', ['-q', '-B', '-f', join(HERE, 'pom.xml'), 'package'], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  writeFileSync(stamp, `${new Date().toISOString()}\n`);
-}
-
-// ---------------------------------------------------------------------------------------------- the JVM
-
-interface Events {
-  start?: number;
-  /** Epoch ms of each state transition, e.g. "REBALANCING RUNNING". */
-  states: Array<{ at: number; from: string; to: string }>;
-  restoreStart: Array<{ at: number; tp: string; from: number; to: number }>;
-  restoreEnd: Array<{ at: number; tp: string; records: number }>;
-}
-
-interface Jvm {
-  proc: ChildProcess;
-  pid: number;
-  events: Events;
-  /** epoch ms at spawn */
-  spawnedAt: number;
-  exited: Promise<number | null>;
-  stderrTail: () => string;
-}
-
-function startJvm(c: {
-  input: string;
-  output: string;
-  appId: string;
-  stateDir: string;
-  threads: number;
-  cache: string;
-}): Jvm {
-  mkdirSync(c.stateDir, { recursive: true });
-  mkdirSync(join(WORK, 'logs'), { recursive: true });
-  // One log per instance: named after its state dir (<application.id>, or <application.id>-A / -B).
-  const log = createWriteStream(join(WORK, 'logs', `${basename(c.stateDir)}.log`));
-  const cp = `${join(TARGET, 'classes')}:${join(TARGET, 'lib', '*')}`;
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    KS_BROKERS: opts.brokers.join(','),
-    KS_INPUT: c.input,
-    KS_OUTPUT: c.output,
-    KS_APP_ID: c.appId,
-    KS_STATE_DIR: c.stateDir,
-    KS_THREADS: String(c.threads),
-    KS_CACHE_BYTES: c.cache,
-    KS_PARSE: opts.parse,
-  };
-  if (opts.sessionTimeoutMs !== undefined) env.KS_SESSION_TIMEOUT_MS = String(opts.sessionTimeoutMs);
-  const spawnedAt = Date.now();
-  const proc = spawn(
-    'java',
-    [
-      ...opts.javaOpts,
-      `-Dorg.slf4j.simpleLogger.defaultLogLevel=${opts.logLevel}`,
-      '-Dorg.slf4j.simpleLogger.showDateTime=true',
-      '-cp',
-      cp,
-      MAIN_CLASS,
-    ],
-    { env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  if (proc.pid === undefined) throw new Error('java did not start');
-  children.add(proc);
-  const exited = new Promise<number | null>((r) =>
-    proc.on('exit', (code) => {
-      children.delete(proc);
-      r(code);
-    }),
-  );
-  const events: Events = { states: [], restoreStart: [], restoreEnd: [] };
-  let tail: string[] = [];
-  createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-    log.write(`${line}\n`);
-    const f = line.split(' ');
-    const at = Number(f[1]);
-    if (f[0] === 'START') events.start = at;
-    else if (f[0] === 'STATE') events.states.push({ at, from: f[2] ?? '', to: f[3] ?? '' });
-    else if (f[0] === 'RESTORE_START')
-      events.restoreStart.push({ at, tp: f[2] ?? '', from: Number(f[3]), to: Number(f[4]) });
-    else if (f[0] === 'RESTORE_END') events.restoreEnd.push({ at, tp: f[2] ?? '', records: Number(f[3]) });
-  });
-  createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) => {
-    log.write(`${line}\n`);
-    tail.push(line);
-    if (tail.length > 40) tail = tail.slice(-40);
-  });
-  proc.on('exit', () => log.end());
-  return { proc, pid: proc.pid, events, spawnedAt, exited, stderrTail: () => tail.join('\n') };
-}
-
-async function stopJvm(j: Jvm, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (j.proc.exitCode !== null || j.proc.signalCode !== null) return;
-  j.proc.kill(signal);
-  const t = setTimeout(() => j.proc.kill('SIGKILL'), 30_000);
-  await j.exited;
-  clearTimeout(t);
-}
-
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
-
-/** utime + stime of a process, in seconds (undefined once it has exited). */
-function cpuSeconds(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
-  } catch {
-    return undefined;
-  }
-}
-
-/** VmHWM (peak RSS) of a process, in MB. */
-function peakRssMb(pid: number): number | undefined {
-  try {
-    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------- Kafka
 
@@ -364,7 +217,7 @@ async function processAll(
 }> {
   const n = sum(end);
   const t0 = performance.now();
-  const jvm = startJvm(c);
+  const jvm = startJvm(c, jvmSettings);
   let tFirst: number | undefined;
   let firstRecords = 0;
   let cpu = 0;
@@ -502,7 +355,7 @@ async function failover(keys: number): Promise<Failover> {
   const tKill = performance.now();
   a.jvm.proc.kill('SIGKILL');
   await a.jvm.exited;
-  const b = startJvm({ ...base, stateDir: stateB });
+  const b = startJvm({ ...base, stateDir: stateB }, jvmSettings);
   let bOk = false;
   try {
     // Second wave, produced after the kill so that only B can process it.
@@ -601,7 +454,7 @@ async function latency(): Promise<LatencyResult> {
       topics.push(`${appId}-totals-changelog`);
       groups.push(appId);
       stateDirs.push(stateDir);
-      const jvm = startJvm({ ...t, appId, stateDir, threads: 1, cache: '0' });
+      const jvm = startJvm({ ...t, appId, stateDir, threads: 1, cache: '0' }, jvmSettings);
       const end = Date.now() + PHASE_TIMEOUT_MS;
       while (toRunning(jvm) === undefined) {
         if (Date.now() > end || jvm.proc.exitCode !== null)
@@ -621,7 +474,7 @@ async function latency(): Promise<LatencyResult> {
 }
 
 async function main(): Promise<Record<string, unknown>> {
-  build();
+  buildPeer();
   await admin.connect();
   const load: number[][] = [loadavg()];
   if (LATENCY) {
@@ -683,9 +536,7 @@ async function main(): Promise<Record<string, unknown>> {
   return { mode: 'throughput', loadavg: load, results };
 }
 
-function killChildren(): void {
-  for (const c of children) c.kill('SIGKILL');
-}
+const killChildren = killJvms;
 process.on('SIGINT', () => {
   killChildren();
   process.exit(130);

@@ -16,15 +16,19 @@ import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.Serializer;
 import org.apache.kafka.common.utils.Bytes;
+import java.time.Duration;
 import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * Kafka Streams peer of the redfence processor benchmark: per customer (the record key), total = sum of
@@ -36,7 +40,9 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * KS_BROKERS, KS_INPUT, KS_OUTPUT, KS_APP_ID, KS_STATE_DIR, KS_THREADS (1), KS_CACHE_BYTES (0; "default"
  * keeps the Streams default of 10 MiB), KS_SESSION_TIMEOUT_MS (unset: the consumer default, 45 s), KS_PARSE
  * ("json": orders read and outputs written by a Jackson serde, as an application would; "scan": the earlier
- * hand-written scan for the amount and a hand-built output string).
+ * hand-written scan for the amount and a hand-built output string), KS_TOPOLOGY ("totals", the default: the
+ * processor benchmark's aggregation; "fraud" and "windowed-count": bench/topology's topologies, see
+ * {@link #windowed}).
  *
  * <p>Prints one line per event on stdout, for run.ts: "STATE <epoch ms> <old> <new>", "RESTORE_START <epoch ms>
  * <topic-partition> <start> <end>", "RESTORE_END <epoch ms> <topic-partition> <records>".
@@ -109,6 +115,38 @@ public final class KafkaStreamsPeer {
     return neg ? -n : n;
   }
 
+  /** A window's count as bench/topology writes it: {"start":..,"end":..,"count":..}. */
+  public record WindowCount(long start, long end, long count) {}
+
+  /**
+   * bench/topology's topologies, the same as its redfence side builds them (KS_WINDOW_MS, KS_GRACE_MS):
+   * "fraud": orders -> filter(amount > 50) -> groupByKey -> tumbling windows -> count -> toStream ->
+   * filter(count > 10) -> (customer, {start, end, count}); "windowed-count": the same without the two
+   * filters. Every update is forwarded (cache 0 in the benchmark), in a persistent RocksDB window store.
+   */
+  static void windowed(StreamsBuilder b, String input, String output, String topology) {
+    boolean fraud = topology.equals("fraud");
+    if (!fraud && !topology.equals("windowed-count"))
+      throw new IllegalArgumentException("KS_TOPOLOGY must be totals, fraud or windowed-count, not " + topology);
+    long size = Long.parseLong(env("KS_WINDOW_MS", null));
+    long grace = Long.parseLong(env("KS_GRACE_MS", null));
+    JsonSerde<Order> orders = new JsonSerde<>(Order.class);
+    var s = b.stream(input, Consumed.with(Serdes.String(), orders));
+    if (fraud) s = s.filter((customer, o) -> o.amount() > 50);
+    var counts =
+        s.groupByKey(Grouped.with(Serdes.String(), orders))
+            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace)))
+            .count(
+                Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("counts")
+                    .withKeySerde(Serdes.String())
+                    .withValueSerde(Serdes.Long()))
+            .toStream();
+    if (fraud) counts = counts.filter((w, n) -> n > 10);
+    counts
+        .map((w, n) -> KeyValue.pair(w.key(), new WindowCount(w.window().start(), w.window().end(), n)))
+        .to(output, Produced.with(Serdes.String(), new JsonSerde<>(WindowCount.class)));
+  }
+
   /** Aggregate: total and count, stored as 16 bytes. */
   record Agg(long total, long count) {}
 
@@ -163,7 +201,10 @@ public final class KafkaStreamsPeer {
         Materialized.<String, Agg, KeyValueStore<Bytes, byte[]>>as("totals")
             .withKeySerde(Serdes.String())
             .withValueSerde(new AggSerde());
-    if (parse.equals("scan")) {
+    String topology = env("KS_TOPOLOGY", "totals");
+    if (!topology.equals("totals")) {
+      windowed(b, input, output, topology);
+    } else if (parse.equals("scan")) {
       b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
           .groupByKey(Grouped.with(Serdes.String(), Serdes.String()))
           .aggregate(
