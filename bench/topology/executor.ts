@@ -1,0 +1,106 @@
+/**
+ * The topology executor alone (no Kafka): partition batches of bench/topology's orders run through
+ * `TopologyExecutor.runBatch` against Redis, one partition after another, as the topology processor's
+ * Redis step runs them. Prints µs of CPU per record of this process and of Redis (`INFO cpu`), and the
+ * script calls per record, per topology; beside it the same for the processor's apply (bench/store's
+ * row in the processor's shape is the reference for the fence alone).
+ *
+ *   REDIS_URL=redis://127.0.0.1:16579 node --import tsx bench/topology/executor.ts
+ *
+ * Env: BENCH_RECORDS (200000), BENCH_KEYS (10000), BENCH_BATCH (500), BENCH_SPAN_MS (900000),
+ * BENCH_TOPOLOGY (fraud,windowed-count,count), REDIS_URL (redis://127.0.0.1:16379). Use a Redis no one
+ * else uses: its CPU is read as a whole.
+ */
+import { Redis } from 'ioredis';
+import { serdes, TimeWindows, topology } from '../../src/index.js';
+import type { ModelInput } from '../../src/topology/model.js';
+import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import { envInt, orderMaker } from '../processor/kafka.js';
+import { dropStore, redisCpuSeconds } from '../processor/support.js';
+
+const opts = {
+  records: envInt('BENCH_RECORDS', 200_000),
+  keys: envInt('BENCH_KEYS', 10_000),
+  batch: envInt('BENCH_BATCH', 500),
+  spanMs: envInt('BENCH_SPAN_MS', 900_000),
+  topologies: (process.env.BENCH_TOPOLOGY ?? 'fraud,windowed-count,count').split(','),
+  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
+};
+const redis = new Redis(opts.redisUrl);
+const orders = orderMaker(opts.keys);
+const t0 = Math.floor((Date.now() - opts.spanMs - 3_600_000) / 3_600_000) * 3_600_000;
+const records: ModelInput[] = [];
+for (let i = 0; i < opts.records; i++) {
+  const o = orders(i);
+  records.push({
+    topic: 'orders',
+    partition: 0,
+    offset: i,
+    key: Buffer.from(o.key),
+    value: Buffer.from(o.value),
+    timestamp: t0 + Math.floor((i * opts.spanMs) / opts.records),
+  });
+}
+
+function built(shape: string, app: string) {
+  const t = topology({ applicationId: app });
+  let s = t.stream<string, { amount: number }>('orders', { key: serdes.string() });
+  if (shape === 'fraud') s = s.filter((_c, o) => o.amount > 50);
+  const g = s.groupByKey();
+  if (shape === 'count') {
+    g.count({ name: 'counts' }).toStream().to('out', { key: serdes.string() });
+    return t.build();
+  }
+  let counts = g
+    .windowedBy(TimeWindows.ofSizeAndGrace(shape === 'fraud' ? 300_000 : 60_000, 60_000))
+    .count({ name: 'counts' })
+    .toStream();
+  if (shape === 'fraud') counts = counts.filter((_w, n) => n > 10);
+  counts
+    .map((w, n) => [w.key, { start: w.start, end: w.end, count: n }] as const)
+    .to('out', { key: serdes.string() });
+  return t.build();
+}
+
+async function scriptCalls(): Promise<number> {
+  const info = await redis.info('commandstats');
+  let n = 0;
+  for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) n += Number(m[1]);
+  return n;
+}
+
+async function one(shape: string): Promise<string> {
+  const app = `bench-exec-${Date.now().toString(36)}-${shape}`;
+  const exec = new TopologyExecutor(built(shape, app), { redis });
+  let outputs = 0;
+  const cpu0 = process.cpuUsage();
+  const r0 = await redisCpuSeconds(redis);
+  const c0 = await scriptCalls();
+  const w0 = performance.now();
+  for (let i = 0; i < records.length; i += opts.batch) {
+    const slice = records.slice(i, i + opts.batch);
+    const res = await exec.runBatch({
+      topic: 'orders',
+      partition: 0,
+      epoch: 1,
+      committedOffset: i,
+      records: slice,
+    });
+    outputs += res.outputs.length;
+  }
+  const wall = (performance.now() - w0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const rcpu = (await redisCpuSeconds(redis)) - r0;
+  const calls = (await scriptCalls()) - c0;
+  await dropStore(redis, app);
+  const n = records.length;
+  const us = (s: number) => ((s / n) * 1e6).toFixed(1);
+  return `| ${shape} | ${n} | ${outputs} | ${us((cpu.user + cpu.system) / 1e6)} | ${us(rcpu)} | ${(calls / n).toFixed(4)} | ${Math.round(n / wall)} |`;
+}
+
+console.log(
+  '| topology | records | outputs | Node µs / record | Redis µs / record | script calls / record | records/s (one partition, serial) |',
+);
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+for (const shape of opts.topologies) console.log(await one(shape));
+redis.disconnect();
