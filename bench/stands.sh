@@ -3,7 +3,9 @@
 #   1. bench/processor (passthrough of the client, its promise API, the naive loop, redfence at-least-once,
 #      exactly-once (default 100 ms commit interval), exactly-once with 0 ms) then the Kafka Streams peer (1 thread,
 #      cache 0), at 10,000 keys and at 1,000,000 keys, RECORDS records each (default 1,000,000);
-#   2. end-to-end latency at 2,000 records/s: bench/latency, then the Kafka Streams peer's --latency.
+#   2. end-to-end latency at 2,000 records/s: bench/latency, then the Kafka Streams peer's --latency;
+#   3. the streams DSL against Kafka Streams on the same topologies (bench/topology: the fraud topology and
+#      a windowed count), at the same key counts and RECORDS records (TOPOLOGY=0 leaves it out).
 # Needs the services (bash dev/up) and an otherwise idle machine. Tables go to stdout and to
 # bench/results/stands-<time>/ (git-ignored); each benchmark also writes its own raw JSON.
 #   RECORDS=300000 KEYS="10000" bash bench/stands.sh      # a shorter pass
@@ -45,5 +47,11 @@ if [ "${LATENCY:-1}" != "0" ]; then
   node --import tsx bench/latency/run.ts | tee "$out/latency.md"
   step "kafka streams latency"
   node --import tsx bench/peers/kafka-streams/run.ts --latency | tee "$out/kafka-streams-latency.md"
+fi
+if [ "${TOPOLOGY:-1}" != "0" ]; then
+  for keys in $keys_list; do
+    step "topology, $records records, $keys keys"
+    BENCH_RECORDS="$records" BENCH_KEYS="$keys" node --import tsx bench/topology/run.ts | tee "$out/topology-$keys.md"
+  done
 fi
 step "done: $out"
