@@ -284,7 +284,9 @@ async function runModes(
   const summaries: string[] = [];
   for (const mode of parsed.modes) {
     const { pointsFor } = await import('../chaos/schedule.js');
-    const crashes = handler ? 0 : (parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length);
+    const crashes = handler
+      ? 0
+      : (parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length);
     const options = {
       ...parsed.options,
       ...(handler ? { redisRestarts: 0, redisFailovers: 0, handler } : {}),
