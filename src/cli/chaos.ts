@@ -193,19 +193,15 @@ async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
 
 /**
  * A topology module (its default export a built topology) and its records; undefined for a processor
- * module. Crash points and WAIT do not apply to a topology (its processor has no crash hooks; `redfence
- * run` refuses --wait-replicas for it): asked for, they are refused before any connection.
+ * module. Its instances take crash points as a processor's do (--crashes, --points: the topology
+ * processor calls the same hooks at the same points); WAIT does not apply (`redfence run` refuses
+ * --wait-replicas for a topology): asked for, it is refused before any connection.
  */
 async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefined> {
   const { loadChaosTopology, topologyInput } = await import('../chaos/topology-module.js');
   const { readInputFile } = await import('../chaos/module.js');
   const m = await loadChaosTopology(parsed.module as string);
   if (m === undefined) return undefined;
-  if ((parsed.options.crashes ?? 0) > 0 || parsed.options.points !== undefined)
-    throw new RedfenceError(
-      'RF_INVALID_OPTIONS',
-      '--crashes and --points apply to processors: a topology has no crash points yet (its kills land anywhere in its cycle); give --crashes 0',
-    );
   if (parsed.options.waitReplicas !== undefined)
     throw new RedfenceError('RF_INVALID_OPTIONS', '--wait-replicas does not apply to a topology');
   parsed.options.seed ??= randomSeed();
@@ -288,8 +284,9 @@ async function runModes(
   const summaries: string[] = [];
   for (const mode of parsed.modes) {
     const { pointsFor } = await import('../chaos/schedule.js');
-    const crashes =
-      handler || topology ? 0 : (parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length);
+    const crashes = handler
+      ? 0
+      : (parsed.options.crashes ?? (parsed.options.points ?? pointsFor(mode)).length);
     const options = {
       ...parsed.options,
       ...(handler ? { redisRestarts: 0, redisFailovers: 0, handler } : {}),

@@ -6,10 +6,12 @@
  * tracing flags, the handler's) are refused before any connection. With --workers n each of the n
  * worker processes the supervisor forks (workers.ts) runs one TopologyProcessor in the one group, as a
  * processor's workers do. --console mounts the console on its metrics server (its group and dead-letter
- * topic), as for a processor.
+ * topic), as for a processor. Fault tests' crash point (`REDFENCE_CRASH_AT`, `REDFENCE_CRASH_AFTER`:
+ * src/processor/crash-points.ts) is read as for a processor, a wrong name refused before any connection.
  */
 import { RedfenceError } from '../errors/index.js';
 import type { BuiltTopology, Logger, ProcessorOptions, TopologyProcessorOptions } from '../index.js';
+import { crashHookFromEnv } from '../processor/crash-points.js';
 import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
@@ -76,6 +78,8 @@ export function topologySettings(
 
 export async function runTopology(r: TopologyRun): Promise<number> {
   const { o, logger, target, worker } = r;
+  // fault tests' crash point (REDFENCE_CRASH_AT): a wrong name is refused here, before any connection
+  const crashHook = crashHookFromEnv();
   const { HealthState, RedfenceMetrics, startMetricsServer, TopologyProcessor } = await import('../index.js');
   const redis = await redisClient(target, logger);
   const metrics = new RedfenceMetrics();
@@ -87,6 +91,7 @@ export async function runTopology(r: TopologyRun): Promise<number> {
       ...topologySettings(r.settings),
       topology: r.built,
       redis,
+      ...(crashHook ? { crashHook } : {}),
       logger,
       metrics,
       health,

@@ -1,10 +1,13 @@
 /**
  * `redfence chaos <topology module>` against Kafka and a Redis of its own, short: the fraud topology
- * (examples/fraud.ts) exactly-once under a kill, a zombie, a Redis restart and a scale step, and a
- * windowed count (test/chaos/fixtures/windowed-count.ts) at-least-once under a kill over two instances,
- * both on the default input and judged against the reference model; then the same windowed count with
- * a planted fault (its instances drop every window's third count) fails with exit 1 naming keys.
- * Options a topology does not take exit 2 before any connection.
+ * (examples/fraud.ts) exactly-once under a kill, a zombie, a Redis restart and a scale step, a windowed
+ * count (test/chaos/fixtures/windowed-count.ts) at-least-once under a kill over two instances, and the
+ * same windowed count at-least-once under two crash points (--crashes 2: after-produce and
+ * after-delivery, the points after which a replay writes outputs again), all on the default input and
+ * judged against the reference model; then the same windowed count with a planted fault (its instances
+ * drop every window's third count) fails with exit 1 naming keys. Options a topology does not take
+ * exit 2 before any connection. test/processor/topology-crash.test.ts kills the topology processor at
+ * each exactly-once point and compares the replacement's outputs with the model.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -20,7 +23,7 @@ const common = ['--brokers', KAFKA_BROKERS, '--partitions', '3', '--session-time
 
 describe('redfence chaos <topology module> against Kafka and its own Redis', { timeout: 240_000 }, () => {
   it('the fraud topology (exactly-once) and a windowed count (at-least-once) equal the model under faults', async () => {
-    const [fraud, count, planted] = await Promise.all([
+    const [fraud, count, crashes, planted] = await Promise.all([
       chaos([
         FRAUD,
         ...common,
@@ -36,6 +39,8 @@ describe('redfence chaos <topology module> against Kafka and its own Redis', { t
         '24',
         '--kills',
         '1',
+        '--crashes',
+        '0',
         '--zombies',
         '1',
         '--redis-restarts',
@@ -56,12 +61,41 @@ describe('redfence chaos <topology module> against Kafka and its own Redis', { t
         '10',
         '--kills',
         '1',
+        '--crashes',
+        '0',
         '--zombies',
         '0',
         '--redis-restarts',
         '0',
         '--scale',
         '2',
+      ]),
+      chaos([
+        join(FIXTURES, 'windowed-count.ts'),
+        ...common,
+        // seed 8: the crashes are due at 4% (pass 1) and 17% (pass 2) of the window; the first takes
+        // ~20 s beside the other runs (a graceful stop and two starts), so the second's armed instance
+        // starts ~30 s into the window: 36 s leaves it input to crash on
+        '--seed',
+        '8',
+        '--mode',
+        'at-least-once',
+        '--records',
+        '3600',
+        '--duration',
+        '36',
+        '--kills',
+        '0',
+        '--crashes',
+        '2',
+        '--points',
+        'after-produce,after-delivery',
+        '--zombies',
+        '0',
+        '--redis-restarts',
+        '0',
+        '--scale',
+        '1',
       ]),
       chaos([
         join(FIXTURES, 'windowed-count-drops.ts'),
@@ -74,6 +108,8 @@ describe('redfence chaos <topology module> against Kafka and its own Redis', { t
         '2',
         '--kills',
         '0',
+        '--crashes',
+        '0',
         '--zombies',
         '0',
         '--redis-restarts',
@@ -82,14 +118,17 @@ describe('redfence chaos <topology module> against Kafka and its own Redis', { t
         '1',
       ]),
     ]);
-    for (const r of [fraud, count]) {
+    // the crash run's faults (time, target, outcome), for its margin: the second must start while input flows
+    console.log(crashes.out.slice(crashes.out.lastIndexOf('Faults:')).trim());
+    for (const r of [fraud, count, crashes]) {
       assert.equal(r.code, 0, `${r.out}\n${r.err}`);
       assert.match(r.out, /VERDICT: OK/);
       assert.match(r.out, /\| differences: output +\| +0 \|/);
       assert.match(r.out, /\| differences: dead-letter +\| +0 \|/);
-      assert.match(r.out, /\| kill +\| 1 of 1 \|/);
+      assert.match(r.out, /\| committed \/ end offsets +\| +(\d+) \/ \1 \|/);
       assert.doesNotMatch(r.out, /\| dead letters \/ model +\| +0 \//, 'late records were dead-lettered');
     }
+    for (const r of [fraud, count]) assert.match(r.out, /\| kill +\| 1 of 1 \|/);
     assert.match(fraud.out, /\| input records \(read back\) +\| +4000 \|/);
     assert.match(fraud.out, /\| outputs \(read_committed\) \/ model +\| +(\d+) \/ \1 \|/);
     assert.match(fraud.out, /\| redis-restart +\| 1 of 1 \|/);
@@ -97,6 +136,12 @@ describe('redfence chaos <topology module> against Kafka and its own Redis', { t
     assert.match(fraud.out, /\| committed \/ end offsets +\| +4000 \/ 4000 \|/);
     assert.match(count.out, /\| outputs \(read_uncommitted\) \/ model +\| +\d+ \/ \d+ \|/);
     assert.match(count.out, /duplicate outputs in replays \(allowed\)/);
+    // each crash point reached: the armed instance died by its own SIGKILL there, and was replaced
+    assert.match(crashes.out, /\| crash after-produce +\| 1 of 1 \|/);
+    assert.match(crashes.out, /\| crash after-delivery +\| 1 of 1 \|/);
+    assert.match(crashes.out, /crashed at after-produce \(pass \d\)/);
+    assert.match(crashes.out, /crashed at after-delivery \(pass \d\)/);
+    assert.match(crashes.out, /\| outputs \(read_uncommitted\) \/ model +\| +\d+ \/ \d+ \|/);
 
     assert.equal(planted.code, 1, `${planted.out}\n${planted.err}`);
     assert.match(planted.out, /VERDICT: FAILED/);
@@ -111,8 +156,7 @@ describe('redfence chaos <topology module> against Kafka and its own Redis', { t
 describe('redfence chaos <topology module>: options a topology does not take exit 2', () => {
   const offline = ['--brokers', '127.0.0.1:1', '--quiet'];
   for (const [flag, message] of [
-    [['--crashes', '1'], /a topology has no crash points yet.*\[RF_INVALID_OPTIONS\]/],
-    [['--points', 'after-commit'], /a topology has no crash points yet/],
+    [['--points', 'after-comit'], /unknown crash point "after-comit"/],
     [['--wait-replicas', '1'], /--wait-replicas does not apply to a topology/],
   ] as const)
     it(flag.join(' '), async () => {

@@ -16,6 +16,7 @@ import type { TopologyBatchResult, TopologyDeadLetter } from '../../topology/run
 import { countHoles } from '../batch.js';
 import type { CommitPipeline, QueuedBatch } from '../commit-pipeline.js';
 import type { Counts } from '../counts.js';
+import type { CrashHook } from '../crash-points.js';
 import type { PartitionTable } from '../partition-table.js';
 import type { RedisStep } from '../wiring.js';
 import type { NodeMetrics } from './node-metrics.js';
@@ -40,6 +41,8 @@ export interface TopologyBatchContext {
   /** The per-node counts, added to the metrics when the batch commits. */
   readonly nodes: Pick<NodeMetrics, 'queued'>;
   readonly log: Logger;
+  /** Fault tests' crash points (src/processor/crash-points.ts); none by default. */
+  readonly crash?: CrashHook;
 }
 
 export async function runTopologyBatch(
@@ -87,6 +90,8 @@ export async function runTopologyBatch(
     );
     return;
   }
+  // the batch's key calls answered (state, outputs and index written in Redis), nothing produced yet
+  ctx.crash?.('after-redis-write');
   for (const [verdict, n] of Object.entries(result.verdicts))
     if (n > 0) {
       ctx.counts.verdict(verdict as keyof typeof result.verdicts, n);

@@ -5,13 +5,14 @@
  * (kafka, groupId, logger, ...) are declared and checked in src/runtime/options.ts.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { bool, integer, invalid, isObject, oneOf, text } from '../../options/checks.js';
+import { bool, fn, integer, invalid, isObject, oneOf, text } from '../../options/checks.js';
 import {
   type ResolvedRuntimeOptions,
   type RuntimeOptions,
   resolveRuntimeOptions,
 } from '../../runtime/options.js';
 import type { BuiltTopology } from '../../topology/types.js';
+import type { CrashHook } from '../crash-points.js';
 import { defaultCommitIntervalMs, PROCESSING_MODES, type ProcessingMode } from '../options.js';
 
 /** The shared options a topology processor takes. */
@@ -60,6 +61,12 @@ export interface TopologyProcessorOptions
    * Streams' `repartition.purge.interval.ms`. Default 30000; 0: after every commit.
    */
   repartitionPurgeIntervalMs?: number;
+  /**
+   * Fault tests only: called at each crash point of the cycle (src/processor/crash-points.ts), at the
+   * same points as the processor's; `redfence run` sets it from `REDFENCE_CRASH_AT`. Default: none.
+   * @internal
+   */
+  crashHook?: CrashHook;
 }
 
 export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Shared> {
@@ -75,6 +82,7 @@ export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Sh
   readonly commitIntervalMs: number;
   readonly replicationFactor: number;
   readonly repartitionPurgeIntervalMs: number;
+  readonly crashHook: CrashHook | undefined;
 }
 
 const SHARED: Record<Shared, true> = {
@@ -99,6 +107,7 @@ const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   commitIntervalMs: true,
   replicationFactor: true,
   repartitionPurgeIntervalMs: true,
+  crashHook: true,
 };
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 
@@ -169,5 +178,6 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
       Number.MAX_SAFE_INTEGER,
       30_000,
     ),
+    crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
 }

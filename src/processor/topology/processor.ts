@@ -5,7 +5,9 @@
  * applicationId, and the committed offset with its metadata), the Redis guard, and the commit pipeline
  * (exactly-once: one transaction holding the outputs, dead letters, offsets and stream times;
  * at-least-once: produce, then commit). The partition's stream time travels in its commit's metadata
- * (stream-time.ts). Order is the invariant: Redis write, then produce, then commit.
+ * (stream-time.ts). Order is the invariant: Redis write, then produce, then commit. The internal
+ * `crashHook` option (fault tests: src/processor/crash-points.ts) is called at the processor's points:
+ * 'after-redis-write' in the batch step, the others in the commit pipeline.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -150,6 +152,7 @@ export class TopologyProcessor {
       groupCommitRecords: o.groupCommitRecords,
       commitIntervalMs: o.commitIntervalMs,
       fatal: (err) => this.#fatal(err),
+      ...(o.crashHook ? { crash: o.crashHook } : {}),
       committed: (b) => this.#committed(b),
     });
     this.#batch = {
@@ -169,6 +172,7 @@ export class TopologyProcessor {
       metrics: o.metrics,
       nodes: this.#nodes,
       log,
+      ...(o.crashHook ? { crash: o.crashHook } : {}),
     };
     this.#rebalance = this.#rebalanceContext(redisStep);
     this.#purger = new RepartitionPurger({
