@@ -73,6 +73,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'A topic the processor reads or writes does not exist (and creating it was not asked for).',
   },
+  RF_TOPIC_PARTITIONS: {
+    retriable: false,
+    summary:
+      "A repartition topic exists with another partition count than the topology's repartition() asks for (numberOfPartitions).",
+  },
   RF_CAS_CONFLICT: {
     retriable: true,
     summary: 'A compare-and-set on a key kept conflicting: another writer changes it concurrently.',
