@@ -175,7 +175,7 @@ export const ERROR_CODES = {
   RF_TOPOLOGY_INVALID: {
     retriable: false,
     summary:
-      'A streams topology failed a check at build(): a bad window, a store or node name used twice, no sink, a sink writing to a source topic; the message names the node.',
+      'A streams topology failed a check at build(): a bad window, a store or node name used twice, no sink, a sink writing to a source topic, a bad repartition() count or name; the message names the node.',
   },
   RF_TOPOLOGY_UNSUPPORTED: {
     retriable: false,

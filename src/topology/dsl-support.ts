@@ -28,6 +28,10 @@ export type Grouped<K, V> = Produced<K, V>;
  * generated, `KSTREAM-REPARTITION-0000000003`), `numberOfPartitions` (default: the largest partition count
  * of the writing sub-topology's sources, as an automatic repartition), the serdes of its records (default:
  * the stream's). Kafka Streams' `streamPartitioner` is not offered: records go to murmur2 of their key bytes.
+ *
+ * @example
+ * const r: Repartitioned<string, Order> = { name: 'by-region', numberOfPartitions: 6, key: serdes.string() };
+ * orders.selectKey((_k, o) => o.region).repartition(r); // topic `<applicationId>-by-region-repartition`
  */
 export interface Repartitioned<K, V> extends Produced<K, V> {
   readonly numberOfPartitions?: number;
@@ -76,6 +80,9 @@ export function reduceAggregator<V>(reducer: (aggregate: V, value: V) => V): Fn3
  * Adds a `repartition()`: a sink writing its topic and the source reading it back, named as Kafka Streams
  * names them (generated: `KSTREAM-SINK-…` and `KSTREAM-SOURCE-…`; named: `<name>-repartition-sink` and
  * `-source`); returns the stream state after it (its key counts as the partitioning key again).
+ *
+ * @example
+ * const next = addRepartition(stream.state, { numberOfPartitions: 2 }); // next.node: the reading source
  */
 export function addRepartition(
   state: StreamState,
