@@ -15,6 +15,7 @@ export { type Consumed, TopologyBuilder, type TopologyOptions, topology } from '
 export type {
   AggregateParams,
   BuiltTopology,
+  RepartitionSpec,
   SplitBranch,
   StoreSpec,
   SubTopology,
