@@ -158,6 +158,8 @@ export {
   type Materialized,
   type Named,
   type Produced,
+  type Repartitioned,
+  type RepartitionSpec,
   type Serde,
   SessionWindowedKStream,
   SessionWindows,

@@ -73,6 +73,11 @@ export const ERROR_CODES = {
     retriable: false,
     summary: 'A topic the processor reads or writes does not exist (and creating it was not asked for).',
   },
+  RF_TOPIC_PARTITIONS: {
+    retriable: false,
+    summary:
+      "A repartition topic exists with another partition count than the topology's repartition() asks for (numberOfPartitions).",
+  },
   RF_CAS_CONFLICT: {
     retriable: true,
     summary: 'A compare-and-set on a key kept conflicting: another writer changes it concurrently.',
@@ -170,7 +175,7 @@ export const ERROR_CODES = {
   RF_TOPOLOGY_INVALID: {
     retriable: false,
     summary:
-      'A streams topology failed a check at build(): a bad window, a store or node name used twice, no sink, a sink writing to a source topic; the message names the node.',
+      'A streams topology failed a check at build(): a bad window, a store or node name used twice, no sink, a sink writing to a source topic, a bad repartition() count or name; the message names the node.',
   },
   RF_TOPOLOGY_UNSUPPORTED: {
     retriable: false,

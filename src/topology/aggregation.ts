@@ -40,7 +40,7 @@ export function addAggregate(g: GroupedState, req: AggregateRequest): string {
     const topic = `${graph.applicationId}-${g.groupName ?? store}-repartition`;
     const sink = graph.newName('KSTREAM-SINK');
     const serdes = { keySerde: g.keySerde, valueSerde: g.valueSerde };
-    graph.add({ kind: 'sink', name: sink, topic, ...serdes, internal: true }, [parent]);
+    graph.add({ kind: 'sink', name: sink, topic, ...serdes, internal: true, repartition: null }, [parent]);
     parent = graph.newName('KSTREAM-SOURCE');
     graph.add(
       { kind: 'source', name: parent, topics: [topic], pattern: null, ...serdes, internal: true },

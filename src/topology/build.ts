@@ -13,7 +13,29 @@ function invalid(node: string | null, message: string): RedfenceError {
   return new RedfenceError('RF_TOPOLOGY_INVALID', `${where}: ${message}`, { details: { node } });
 }
 
+/** A `repartition()` topic has one writer, and a positive integer partition count when one is given. */
+function checkRepartitions(graph: Graph): void {
+  const writers = new Map<string, { node: string; operator: boolean }>();
+  for (const n of graph.nodes) {
+    if (n.kind !== 'sink' || !n.internal) continue;
+    const other = writers.get(n.topic);
+    if (other !== undefined && (other.operator || n.repartition !== null))
+      throw invalid(
+        n.name,
+        `the repartition topic ${n.topic} is already written by node ${other.node}: give each repartition() a name of its own`,
+      );
+    writers.set(n.topic, { node: n.name, operator: n.repartition !== null });
+    const count = n.repartition?.partitions ?? null;
+    if (count !== null && !(Number.isSafeInteger(count) && count >= 1))
+      throw invalid(
+        n.name,
+        `repartition() numberOfPartitions must be a positive integer, not ${String(count)}`,
+      );
+  }
+}
+
 function check(graph: Graph): void {
+  checkRepartitions(graph);
   const names = new Set<string>();
   const stores = new Map<string, string>();
   for (const n of graph.nodes) {
@@ -101,6 +123,20 @@ export function checkAndBuild(graph: Graph): BuiltTopology {
     stores: Object.freeze(stores),
     repartitionTopics: Object.freeze(repartitionTopics),
   });
+}
+
+/**
+ * The repartition topics whose partition count the topology fixes (`repartition({ numberOfPartitions })`).
+ *
+ * @example
+ * fixedPartitionCounts(built); // Map { 'app-by-region-repartition' => 6 }
+ */
+export function fixedPartitionCounts(built: BuiltTopology): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const n of built.nodes)
+    if (n.kind === 'sink' && n.repartition !== null && n.repartition.partitions !== null)
+      out.set(n.topic, n.repartition.partitions);
+  return out;
 }
 
 /** True for what `topology(...).build()` returns (frozen, with its applicationId, nodes and sub-topologies). */

@@ -7,11 +7,13 @@
 import { RedfenceError } from '../errors/index.js';
 import { type AggregateRequest, addAggregate, type GroupedState, type Materialized } from './aggregation.js';
 import {
+  addRepartition,
   countAggregator,
   flip,
   type Grouped,
   type Named,
   type Produced,
+  type Repartitioned,
   reduceAggregator,
   type StreamState,
   storeSerde,
@@ -106,6 +108,23 @@ export class KStream<K, V> {
     return this.next(name, { keyChanged: this.state.keyChanged || other.state.keyChanged });
   }
 
+  /**
+   * Writes the stream to its repartition topic `<applicationId>-<name>-repartition` and reads it back
+   * (a new sub-topology), placing each record by murmur2 of its key, whether or not the key changed; a
+   * later `groupByKey()` needs no further repartition. Records with a null key pass, as in Kafka Streams.
+   *
+   * @example
+   * t.stream<string, Order>('orders', { key: serdes.string() })
+   *   .selectKey((_k, o) => o.region)
+   *   .repartition({ name: 'by-region', numberOfPartitions: 6, key: serdes.string() })
+   *   .groupByKey()
+   *   .count({ name: 'orders-per-region' });
+   */
+  repartition(repartitioned?: Repartitioned<K, V>): KStream<K, V> {
+    const state = addRepartition(this.state, repartitioned as Repartitioned<unknown, unknown> | undefined);
+    return new KStream<K, V>(state);
+  }
+
   /** Writes the stream to `topic` (default serdes: the stream's). */
   to(topic: string, produced?: Produced<K, V>): void {
     const params = {
@@ -113,6 +132,7 @@ export class KStream<K, V> {
       keySerde: produced?.key ?? this.state.keySerde,
       valueSerde: produced?.value ?? this.state.valueSerde,
       internal: false,
+      repartition: null,
     };
     this.add('sink', 'KSTREAM-SINK', params, produced);
   }

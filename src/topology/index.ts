@@ -8,13 +8,14 @@ export {
   TimeWindowedKStream,
   WindowedStreamBase,
 } from './dsl.js';
-export type { Grouped, Named, Produced } from './dsl-support.js';
+export type { Grouped, Named, Produced, Repartitioned } from './dsl-support.js';
 export type { WindowBounds } from './model-io.js';
 export { type Serde, serdes } from './serdes.js';
 export { type Consumed, TopologyBuilder, type TopologyOptions, topology } from './topology.js';
 export type {
   AggregateParams,
   BuiltTopology,
+  RepartitionSpec,
   SplitBranch,
   StoreSpec,
   SubTopology,

@@ -68,7 +68,7 @@ export interface ModelResult {
 }
 
 export interface ModelOptions {
-  /** Partition counts of input topics (default: the largest partition seen in the input, plus one). A repartition topic has the largest count of its sub-topology's inputs, as Kafka Streams makes it. */
+  /** Partition counts of input topics (default: the largest partition seen in the input, plus one). A repartition topic has its `repartition()` numberOfPartitions, else the largest count of its sub-topology's inputs, as Kafka Streams makes it. */
   readonly partitions?: Readonly<Record<string, number>>;
 }
 
@@ -198,11 +198,13 @@ class Run {
       this.outputs.push({ topic: n.topic, key, value, timestamp: r.timestamp });
       return;
     }
-    if (key === null) {
+    if (key === null && n.repartition === null) {
+      // a grouping's repartition: its aggregation would drop the record
       this.dropped.push({ reason: 'null-key', node: n.name, source: ctx.source });
       return;
     }
-    const partition = toPositive(murmur2(key)) % this.repartitionCount(n);
+    // a null key through repartition(): any partition in Kafka Streams (the producer's choice); here the first
+    const partition = key === null ? 0 : toPositive(murmur2(key)) % this.repartitionCount(n);
     const slot = `${n.topic}:${partition}`;
     const offset = this.repartitionOffsets.get(slot) ?? 0;
     this.repartitionOffsets.set(slot, offset + 1);
@@ -210,8 +212,10 @@ class Run {
     for (const s of this.sourcesOf(n.topic, true)) this.enter(s, rec);
   }
 
-  /** The largest partition count among the inputs of the sink's sub-topology (kept as the topic's count). */
+  /** repartition()'s numberOfPartitions, else the largest partition count among the inputs of the sink's sub-topology (kept as the topic's count). */
   private repartitionCount(sink: Extract<TopologyNode, { kind: 'sink' }>): number {
+    const fixed = sink.repartition?.partitions ?? null;
+    if (fixed !== null) return fixed;
     const known = this.partitions.get(sink.topic);
     if (known !== undefined) return known;
     const sub = this.built.subTopologies[this.subOf.get(sink.name) as number];

@@ -67,11 +67,19 @@ export type TopologyNode =
       readonly topic: string;
       readonly keySerde: Serde<unknown>;
       readonly valueSerde: Serde<unknown>;
-      /** Set on the writing side of a repartition topic (records with a null key are dropped, as Kafka Streams' repartition filter does). */
+      /** Set on the writing side of a repartition topic (a grouping's drops records with a null key: its aggregation would). */
       readonly internal: boolean;
+      /** Set on a `repartition()` sink (null on every other): records with a null key are written too, as Kafka Streams 4.x writes them. */
+      readonly repartition: RepartitionSpec | null;
     })
   | ({ readonly name: string } & AggregateParams & { readonly kind: 'aggregate' })
   | ({ readonly name: string } & { readonly kind: 'toStream' });
+
+/** What a `repartition()` sink fixes of its topic. */
+export interface RepartitionSpec {
+  /** The topic's partition count (`numberOfPartitions`); null: the largest of the writing sub-topology's sources', as an automatic repartition. */
+  readonly partitions: number | null;
+}
 
 export interface SplitBranch {
   /** The branch's node name (a pass-through node the branch's stream starts from). */

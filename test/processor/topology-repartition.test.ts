@@ -8,7 +8,11 @@
  * key, every input record and every repartition record committed once, each repartition record in the
  * partition murmur2 gives its key: in exactly-once and at-least-once mode, and with a close() half-way
  * and a new instance finishing (which purges the committed repartition records: the topic's log start
- * moves up to the group's committed offsets).
+ * moves up to the group's committed offsets). Then `repartition({ numberOfPartitions: 2 })` of the same
+ * 3-partition input: the topic created with 2 partitions, every record in it (null keys too, as Kafka
+ * Streams writes them) and each keyed one in its key's murmur2 partition of 2, the outputs (a stateless
+ * branch and a count per key) equal to the model's per key; and an existing topic with another count
+ * refused (RF_TOPIC_PARTITIONS).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -19,7 +23,14 @@ import type { ProcessingMode } from '../../src/processor/options.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
-import { committedOffsets, kafka, pollUntil, readToEnd, waitCommitted } from '../helpers/kafka.js';
+import {
+  committedOffsets,
+  createTopics,
+  kafka,
+  pollUntil,
+  readToEnd,
+  waitCommitted,
+} from '../helpers/kafka.js';
 import { assertOutputsEqualModel, type Case, PARTITIONS, prepare } from './topology-helpers.js';
 
 const s = serdes.string();
@@ -56,6 +67,24 @@ const REPARTITIONED: Case = {
     disorderMs: 60_000,
     lateByMs: 8 * MIN,
   },
+};
+
+/** repartition() of the orders to 2 partitions: the amounts as they come (null keys too) and a count per customer. */
+function toTwo(ns: string): BuiltTopology {
+  const t = topology({ applicationId: ns });
+  const r = t
+    .stream<string, { amount: number }>(`${ns}-orders`, { key: s })
+    .repartition({ name: 'by-customer', numberOfPartitions: 2, key: s });
+  r.mapValues((o) => o.amount).to(`${ns}-amounts`, { key: s });
+  r.groupByKey().count({ name: 'per-customer' }).toStream().to(`${ns}-counts`, { key: s });
+  return t.build();
+}
+
+const TO_TWO: Case = {
+  name: 'repartition() to 2 partitions',
+  build: toTwo,
+  outputs: (ns) => [`${ns}-amounts`, `${ns}-counts`],
+  input: { ...REPARTITIONED.input, records: 300 },
 };
 
 /** A processor that creates the repartition topic and purges it every `repartitionPurgeIntervalMs` (default 30 s). */
@@ -181,6 +210,71 @@ describe('topology processor: repartition', { timeout: 600_000 }, () => {
       );
       await p.close();
     } finally {
+      await cleanup();
+    }
+  });
+
+  it('repartition({ numberOfPartitions: 2 }) of 3 partitions: a topic of 2, null keys passed, outputs equal the model per key', async () => {
+    const name = uniqueName('tpr2');
+    const repartition = `${name}-by-customer-repartition`;
+    const { built, model, records, produce, cleanup } = await prepare(TO_TWO, name, 45);
+    try {
+      assert.deepEqual(built.repartitionTopics, [repartition]);
+      await produce(0, records);
+      const nullKeys = model.dropped.filter((d) => d.reason === 'null-key').length;
+      assert.ok(nullKeys > 0, 'the input has null keys (the count drops them after the repartition)');
+      assert.ok(
+        model.outputs.some((o) => o.topic === `${name}-amounts` && o.key === null),
+        'a null key passes the repartition',
+      );
+      const p = processor(built, redis, 'exactly-once', HOUR);
+      await p.start();
+      try {
+        await waitDone(p.groupId, `${name}-orders`, repartition);
+      } finally {
+        await p.close();
+      }
+      assert.equal(p.counts().records, 2 * records, 'every input and repartition record committed once');
+      assert.deepEqual(
+        [...(await lowWatermarks(repartition)).keys()].sort(),
+        [0, 1],
+        'created with 2 partitions',
+      );
+      const rows = await readToEnd(repartition);
+      assert.equal(
+        rows.length,
+        records,
+        'every input record is in the repartition topic once, null keys too',
+      );
+      assert.equal(rows.filter((r) => r.key === null).length, nullKeys);
+      for (const r of rows)
+        if (r.key !== null)
+          assert.equal(r.partition, partitionFor(r.key, 2), `${r.key} placed by murmur2 of 2`);
+      const read = await assertOutputsEqualModel(TO_TWO, name, model);
+      assert.equal(read, model.outputs.length);
+    } finally {
+      await deleteTopic(repartition);
+      await cleanup();
+    }
+  });
+
+  it('an existing repartition() topic with another count than numberOfPartitions is RF_TOPIC_PARTITIONS', async () => {
+    const name = uniqueName('tprn');
+    const repartition = `${name}-by-customer-repartition`;
+    const { built, cleanup } = await prepare(TO_TWO, name, 46);
+    const dropTopic = await createTopics([{ topic: repartition, partitions: 3 }]);
+    try {
+      const p = processor(built, redis, 'exactly-once');
+      await assert.rejects(
+        p.start(),
+        (err: unknown) =>
+          RedfenceError.is(err, 'RF_TOPIC_PARTITIONS') &&
+          err.message.includes(`${repartition} has 3 partitions, but repartition() asks for 2`) &&
+          err.details?.topic === repartition,
+      );
+      await p.close();
+    } finally {
+      await dropTopic();
       await cleanup();
     }
   });

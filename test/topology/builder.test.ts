@@ -109,6 +109,57 @@ describe('streams topology builder', () => {
     ]);
   });
 
+  it('repartition() always splits at its topic, named as Kafka Streams names it; a later groupByKey needs no other', () => {
+    const t = topology({ applicationId: 'app' });
+    const s = serdes.string();
+    const counted = t.stream<string, number>('in', { key: s }).repartition();
+    counted.groupByKey().count({ name: 'counts' }).toStream().to('out');
+    t.stream<string, number>('in2')
+      .selectKey((_k, v) => String(v))
+      .repartition({ name: 'by-value', numberOfPartitions: 2, key: s })
+      .groupByKey()
+      .count({ name: 'c2' })
+      .toStream()
+      .to('out2');
+    const b = t.build();
+    // KSTREAM-REPARTITION-1, then the sink 2, Kafka Streams' pass-through filter 3 (not kept), the source 4
+    assert.deepEqual(b.repartitionTopics, [
+      'app-KSTREAM-REPARTITION-0000000001-repartition',
+      'app-by-value-repartition',
+    ]);
+    assert.deepEqual(
+      b.nodes.slice(0, 3).map((n) => [n.kind, n.name]),
+      [
+        ['source', 'KSTREAM-SOURCE-0000000000'],
+        ['sink', 'KSTREAM-SINK-0000000002'],
+        ['source', 'KSTREAM-SOURCE-0000000004'],
+      ],
+    );
+    const named = b.nodes.filter((n) => n.name.startsWith('by-value'));
+    assert.deepEqual(
+      named.map((n) => n.name),
+      ['by-value-repartition-sink', 'by-value-repartition-source'],
+    );
+    const sink = named[0];
+    assert.ok(sink?.kind === 'sink' && sink.internal && sink.keySerde === s);
+    assert.deepEqual(sink.repartition, { partitions: 2 });
+    const first = b.nodes[1];
+    assert.ok(first?.kind === 'sink');
+    assert.deepEqual(first.repartition, { partitions: null });
+    // in -> repartition | counts ; in2 -> selectKey -> repartition | c2: four sub-topologies, no automatic repartition
+    assert.equal(b.subTopologies.length, 4);
+    assert.equal(b.nodes.filter((n) => n.kind === 'sink' && n.internal).length, 2);
+    assert.deepEqual(
+      b.subTopologies.map((x) => [x.sourceTopics, x.sinkTopics]),
+      [
+        [['in'], ['app-KSTREAM-REPARTITION-0000000001-repartition']],
+        [['app-KSTREAM-REPARTITION-0000000001-repartition'], ['out']],
+        [['in2'], ['app-by-value-repartition']],
+        [['app-by-value-repartition'], ['out2']],
+      ],
+    );
+  });
+
   it('windowed aggregations record their window, emit and late settings and store kinds', () => {
     const t = topology({ applicationId: 'app' });
     const g = t.stream('in').groupByKey();
@@ -245,6 +296,43 @@ describe('streams topology checks at build()', () => {
       .mapValues((v) => v, { name: 'keep' })
       .to('out');
     invalid(() => t.build(), 'keep', /node name keep is used twice/);
+  });
+
+  it('a repartition() numberOfPartitions that is not a positive integer; a repartition() name used twice', () => {
+    for (const n of [0, -1, 1.5, Number.NaN, '2' as unknown as number]) {
+      const t = topology({ applicationId: 'app' });
+      t.stream('in').repartition({ name: 'r', numberOfPartitions: n }).to('out');
+      invalid(() => t.build(), 'r-repartition-sink', /numberOfPartitions must be a positive integer/);
+    }
+    const twice = topology({ applicationId: 'app' });
+    const src = twice.stream('in');
+    src.repartition({ name: 'r' }).to('o1');
+    src.repartition({ name: 'r' }).to('o2');
+    invalid(
+      () => twice.build(),
+      'r-repartition-sink',
+      /topic app-r-repartition is already written by node r-repartition-sink/,
+    );
+    const grouped = topology({ applicationId: 'app' });
+    const g = grouped.stream('in');
+    g.repartition({ name: 'r' }).to('o1');
+    g.selectKey((k) => k)
+      .groupByKey({ name: 'r' })
+      .count()
+      .toStream()
+      .to('o2');
+    invalid(
+      () => grouped.build(),
+      'KSTREAM-SINK-0000000007',
+      /app-r-repartition is already written by node r-repartition-sink/,
+    );
+    assert.throws(
+      () =>
+        topology({ applicationId: 'app' })
+          .stream('in')
+          .repartition({ key: {} as never }),
+      (err: unknown) => RedfenceError.is(err, 'RF_INVALID_ARGUMENT'),
+    );
   });
 
   it('a topology without a sink, or without a source', () => {

@@ -3,8 +3,9 @@
  * For each run it makes an input and an output topic (unique names, retention.ms -1, the scenario's
  * partition count), produces the input as the comparison contract says, runs
  * test/interop/java/StreamsScenarios.java once for all runs (one JVM, one KafkaStreams instance a
- * scenario, exactly_once_v2, cache 0; it stops once its committed offsets reach the input's end), reads
- * each output topic to its end (read_committed) and deletes the topics and groups. `alongside` runs
+ * scenario, exactly_once_v2, cache 0; it stops once its committed offsets reach the input's end and
+ * pass the last record of any repartition topic), reads each output topic to its end (read_committed)
+ * and deletes the topics (internal ones too: they share the run's prefix) and groups. `alongside` runs
  * something else on the same input topics meanwhile (run-equals-kstreams.test.ts: TopologyProcessor).
  */
 import assert from 'node:assert/strict';

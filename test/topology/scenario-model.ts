@@ -68,6 +68,8 @@ export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTo
   let orders = t.stream<string, Order>(at.input ?? 'in', { key: s });
   const min = sc.minAmount;
   if (min !== undefined) orders = orders.filter((_k, o) => o.amount > min);
+  if (sc.repartition !== undefined)
+    orders = orders.repartition({ numberOfPartitions: sc.repartition, key: s });
   const g = orders.groupByKey();
   const keep = (v: number | null) => sc.minCount === undefined || (v !== null && v > sc.minCount);
   if (sc.window === null) {

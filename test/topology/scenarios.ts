@@ -25,6 +25,8 @@ export interface Scenario {
   minAmount?: number;
   /** after toStream: filter(aggregate > minCount) (the fraud topology) */
   minCount?: number;
+  /** repartition({ numberOfPartitions: repartition }) (string serdes) before grouping */
+  repartition?: number;
   /** input partitions (output topic has the same count) */
   partitions: number;
 }
@@ -220,6 +222,19 @@ export const CASES: readonly ScenarioCase[] = [
       window: session,
       aggregate: 'count',
       emit: 'final',
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    // through repartition() to 2 partitions: the grace outlasts the input's span, so no record is late and
+    // the order in which a repartition partition interleaves the input partitions decides nothing
+    scenario: {
+      name: 'tumbling-sum-repartition',
+      window: { kind: 'tumbling', sizeMs: MIN, graceMs: 60 * MIN },
+      aggregate: 'sum',
+      emit: 'update',
+      repartition: 2,
       partitions: 3,
     },
     input: base(3),

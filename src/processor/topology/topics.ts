@@ -1,15 +1,19 @@
 /**
  * A topology's repartition topics at start-up, as Kafka Streams makes its internal topics: each one
- * `<applicationId>-<name>-repartition`, with the partition count of the topic its writing sub-topology
- * reads (Kafka Streams: the largest of its source topics'), `cleanup.policy=delete` and
+ * `<applicationId>-<name>-repartition`, with `repartition()`'s numberOfPartitions or else the partition
+ * count of the topic its writing sub-topology reads (Kafka Streams: the largest of its source topics'),
+ * `cleanup.policy=delete` and
  * `retention.ms=-1` (records carry their own, possibly old, timestamps; what every reader has committed
  * is deleted instead: purge.ts). Created when `createTopics` is set, checked otherwise
- * (RF_TOPIC_MISSING naming the topic and the fix).
+ * (RF_TOPIC_MISSING naming the topic and the fix). An existing topic with another count than a
+ * numberOfPartitions is refused (RF_TOPIC_PARTITIONS), as Kafka Streams refuses it; one with another
+ * count than the reader's is used, with a warning.
  */
 import { RedfenceError } from '../../errors/index.js';
 import { readBack } from '../../kafka/topics.js';
 import type { KafkaPort } from '../../kafka/types.js';
 import type { Logger } from '../../runtime/logger.js';
+import { fixedPartitionCounts } from '../../topology/build.js';
 import type { RunPlan } from '../../topology/run/plan.js';
 
 export const REPARTITION_CONFIG: Readonly<Record<string, string>> = Object.freeze({
@@ -22,10 +26,14 @@ export interface RepartitionTopicsOptions {
   readonly replicationFactor?: number;
 }
 
-function fix(topic: string, partitions: number, from: string): string {
+function fix(topic: string, partitions: number, from: string | null): string {
+  const why =
+    from === null
+      ? "repartition()'s numberOfPartitions"
+      : `as ${from}, which the sub-topology writing it reads`;
   return (
     `repartition topic ${topic} does not exist: create it with ${partitions} partition${partitions === 1 ? '' : 's'} ` +
-    `(as ${from}, which the sub-topology writing it reads) and retention.ms -1, e.g. kafka-topics.sh --create ` +
+    `(${why}) and retention.ms -1, e.g. kafka-topics.sh --create ` +
     `--topic ${topic} --partitions ${partitions} --config retention.ms=-1, or run with createTopics: true ` +
     '(redfence run --create-topics)'
   );
@@ -45,6 +53,7 @@ export async function ensureRepartitionTopics(
   log: Logger,
 ): Promise<string[]> {
   const created: string[] = [];
+  const fixed = fixedPartitionCounts(plan.built);
   for (const sub of plan.subs.values()) {
     if (sub.writes.length === 0) continue;
     const found = await port.describeTopics([sub.topic, ...sub.writes]);
@@ -54,9 +63,11 @@ export async function ensureRepartitionTopics(
         details: { topic: sub.topic },
       });
     for (const topic of sub.writes) {
+      const want = fixed.get(topic);
       const n = found.get(topic);
       if (n !== undefined) {
-        if (n !== partitions)
+        if (want !== undefined && n !== want) throw mismatch(topic, want, n);
+        if (want === undefined && n !== partitions)
           log.warn(
             { topic, partitions: n, expected: partitions },
             'repartition topic has another partition count than the topic its writer reads',
@@ -64,14 +75,28 @@ export async function ensureRepartitionTopics(
         continue;
       }
       if (!o.create)
-        throw new RedfenceError('RF_TOPIC_MISSING', fix(topic, partitions, sub.topic), {
-          details: { topics: [topic] },
-        });
-      await create(port, topic, partitions, o.replicationFactor);
+        throw new RedfenceError(
+          'RF_TOPIC_MISSING',
+          fix(topic, want ?? partitions, want === undefined ? sub.topic : null),
+          {
+            details: { topics: [topic] },
+          },
+        );
+      await create(port, topic, want ?? partitions, o.replicationFactor);
       created.push(topic);
     }
   }
   return created;
+}
+
+/** Kafka Streams' refusal of an internal topic with another partition count than the topology asks for. */
+function mismatch(topic: string, want: number, has: number): RedfenceError {
+  return new RedfenceError(
+    'RF_TOPIC_PARTITIONS',
+    `repartition topic ${topic} has ${has} partition${has === 1 ? '' : 's'}, but repartition() asks for ${want} (numberOfPartitions): ` +
+      'delete the topic (after the records in it are processed) or set numberOfPartitions to its count',
+    { details: { topic, partitions: has, expected: want } },
+  );
 }
 
 async function create(port: KafkaPort, topic: string, partitions: number, rf: number | undefined) {

@@ -15,7 +15,7 @@ import type { RunPlan } from './plan.js';
 export interface WalkSink {
   output(o: ModelOutput): void;
   aggregate(node: AggregateNode, r: ModelRecord): void;
-  /** A record a repartition sink drops: its key is null (Kafka Streams' repartition filter). */
+  /** A record a grouping's repartition sink drops: its key is null (its aggregation would drop it). */
   dropNullKey(node: string): void;
   /** Counts each node's records in and out (per-node metrics). */
   readonly tally: FlowTally;
@@ -78,7 +78,8 @@ function visit(plan: RunPlan, name: string, r: ModelRecord, to: WalkSink): void 
       // an output topic, or a repartition topic (placed by the key's murmur2 when produced)
       const key = toBytes(n.keySerde, r.key, n.topic);
       const value = toBytes(n.valueSerde, r.value, n.topic);
-      if (n.internal && key === null) to.dropNullKey(n.name);
+      // a grouping's repartition drops a null key (its aggregation would); repartition() writes it on
+      if (n.internal && n.repartition === null && key === null) to.dropNullKey(n.name);
       else {
         to.tally.out(name);
         to.output({ topic: n.topic, key, value, timestamp: r.timestamp });

@@ -3,11 +3,12 @@
  * the reference the streams DSL is compared with. The test made the topics and produced the input; this
  * program builds each scenario's topology with the Kafka Streams DSL, runs it against the real broker
  * (exactly_once_v2, statestore.cache.max.bytes=0), waits until the application's committed offsets equal
- * the input's end offsets, closes it and deletes its local state. One KafkaStreams instance a scenario,
+ * the input's end offsets (and then pass the last record of its repartition topics, if any), closes it
+ * and deletes its local state. One KafkaStreams instance a scenario,
  * at most `concurrency` at once, all in this one JVM.
  *
  * The topology of a scenario (see the Scenario type in test/topology/scenarios.ts):
- *   stream(input) [.filter(amount > minAmount)] .groupByKey() [.windowedBy(window) [.emitStrategy(onWindowClose)]]
+ *   stream(input) [.filter(amount > minAmount)] [.repartition(numberOfPartitions = repartition)] .groupByKey() [.windowedBy(window) [.emitStrategy(onWindowClose)]]
  *     .count() | .aggregate(0, + amount [, merger: +]) .toStream()
  *     .map((key or windowed key, v) -> (key, {"start","end","value"}))   // start = end = -1 unwindowed
  *     [.filter(value > minCount)] .to(output)
@@ -45,6 +46,8 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.TopologyDescription;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
@@ -53,6 +56,7 @@ import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Repartitioned;
 import org.apache.kafka.streams.kstream.SessionWindowedKStream;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
@@ -109,6 +113,11 @@ public final class StreamsScenarios {
     if (minAmount != null && !minAmount.isNull()) {
       long min = minAmount.asLong();
       in = in.filter((k, v) -> amount(v) > min);
+    }
+    JsonNode repartition = sc.get("repartition");
+    if (repartition != null && !repartition.isNull()) {
+      in = in.repartition(
+          Repartitioned.with(Serdes.String(), Serdes.String()).withNumberOfPartitions(repartition.asInt()));
     }
     KGroupedStream<String, String> g = in.groupByKey(Grouped.with(Serdes.String(), Serdes.String()));
     boolean count = sc.get("aggregate").asText().equals("count");
@@ -188,10 +197,8 @@ public final class StreamsScenarios {
     Map<TopicPartition, Long> ends = endOffsets(admin, input);
     File state = new File(spec.get("stateDir").asText(), appId);
     long t0 = System.currentTimeMillis();
-    KafkaStreams streams =
-        new KafkaStreams(
-            topology(r.get("scenario"), input, r.get("output").asText()).build(),
-            props(spec.get("brokers").asText(), appId, state.getPath()));
+    Topology topology = topology(r.get("scenario"), input, r.get("output").asText()).build();
+    KafkaStreams streams = new KafkaStreams(topology, props(spec.get("brokers").asText(), appId, state.getPath()));
     Throwable[] failed = new Throwable[1];
     streams.setUncaughtExceptionHandler(
         e -> {
@@ -208,6 +215,14 @@ public final class StreamsScenarios {
           throw new IllegalStateException(name + ": Kafka Streams stopped (" + s + ")");
         if (System.currentTimeMillis() > deadline)
           throw new IllegalStateException(name + ": input not processed in time (state " + s + ")");
+        Thread.sleep(100);
+      }
+      // then what the input's transactions wrote to the repartition topics (a repartition() scenario)
+      Map<TopicPartition, Long> internal = repartitionEnds(admin, appId, topology);
+      while (!committedPast(admin, appId, internal)) {
+        if (failed[0] != null) throw new IllegalStateException(name + ": Kafka Streams failed", failed[0]);
+        if (System.currentTimeMillis() > deadline)
+          throw new IllegalStateException(name + ": repartition topics not processed in time");
         Thread.sleep(100);
       }
       return System.currentTimeMillis() - t0;
@@ -234,6 +249,34 @@ public final class StreamsScenarios {
       if (e.getValue() == 0) continue;
       OffsetAndMetadata o = at.get(e.getKey());
       if (o == null || o.offset() < e.getValue()) return false;
+    }
+    return true;
+  }
+
+  /** The end offsets of the topology's repartition topics (none without a repartition). */
+  static Map<TopicPartition, Long> repartitionEnds(Admin admin, String appId, Topology topology)
+      throws Exception {
+    Map<TopicPartition, Long> ends = new HashMap<>();
+    for (TopologyDescription.Subtopology sub : topology.describe().subtopologies())
+      for (TopologyDescription.Node n : sub.nodes())
+        if (n instanceof TopologyDescription.Source src && src.topicSet() != null)
+          for (String t : src.topicSet())
+            if (t.endsWith("-repartition")) ends.putAll(endOffsets(admin, appId + "-" + t));
+    return ends;
+  }
+
+  /**
+   * True once the group has committed past the last record of every partition that holds records.
+   * The repartition topics are written in transactions: their last offset is a commit marker, which
+   * the committed offset need not pass.
+   */
+  static boolean committedPast(Admin admin, String group, Map<TopicPartition, Long> ends) throws Exception {
+    Map<TopicPartition, OffsetAndMetadata> at =
+        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+    for (Map.Entry<TopicPartition, Long> e : ends.entrySet()) {
+      if (e.getValue() == 0) continue;
+      OffsetAndMetadata o = at.get(e.getKey());
+      if (o == null || o.offset() < e.getValue() - 1) return false;
     }
     return true;
   }
