@@ -48,7 +48,7 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
     start: fc.constantFrom(0, 10, 20),
   }),
   // sessions of stores 1 and 3 (store 1 is also a window store: session hashes are apart), with any
-  // bounds: merges, late records, drops; add, max and min mixed on one store
+  // bounds: merges, late records, drops; add, max, min, set and delete mixed on one store
   fc
     .record({
       store: fc.constantFrom(1, 3),
@@ -61,6 +61,9 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
         fc.integer({ min: -9, max: 9 }).map((by) => ({ op: 'add', by }) as const),
         fc.integer({ min: -9, max: 9 }).map((value) => ({ op: 'max', value }) as const),
         fc.integer({ min: -9, max: 9 }).map((value) => ({ op: 'min', value }) as const),
+        // a merged value computed by the caller (a JS aggregator): text that later merges may refuse
+        fc.constantFrom('7', 'x', '-2').map((value) => ({ op: 'set', value }) as const),
+        fc.constant({ op: 'delete' } as const),
       ),
     })
     .map(

@@ -17,7 +17,8 @@ function entryText(e: { results: EffectResult[] } | { deadLetter: string }): Buf
     if (v === null) parts.push(Buffer.from('-'));
     else if (Buffer.isBuffer(v)) parts.push(Buffer.concat([Buffer.from(`${v.length}:`), v]));
     else {
-      const nums = [v.start, v.end, v.late ? 1 : 0, ...v.removed.flatMap((r) => [r.start, r.end])];
+      const state = v.late ? 1 : v.value === null ? 2 : 0; // 2: deleted by a `delete` op
+      const nums = [v.start, v.end, state, ...v.removed.flatMap((r) => [r.start, r.end])];
       const blob = Buffer.concat([Buffer.from(`${nums.join(',')};`), v.value ?? Buffer.alloc(0)]);
       parts.push(Buffer.concat([Buffer.from(`s${blob.length}:`), blob]));
     }

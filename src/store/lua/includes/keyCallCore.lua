@@ -73,9 +73,11 @@ local function rf_parse(label, k1, kn, spec, c0)
       elseif ok and kind == 's' then
         local _, _, o2, tm, lo, hi, cl, dr =
           string.find(operand, '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$')
-        ok = o2 ~= nil and (op == 'a' or op == 'x' or op == 'n') and kindOf[t] == ':s:' and exp ~= ''
+        ok = o2 ~= nil and OPS[op] and kindOf[t] == ':s:' and exp ~= ''
         if ok and op == 'a' then
           ok = rf_int(o2) ~= nil
+        elseif ok and (op == 's' or op == 'd') then
+          ok = o2 == ''
         elseif ok then
           ok = tonumber(o2) ~= nil
         end
