@@ -5,13 +5,14 @@
  * call effects that make the change, and the table updates the effects' results give. A count and its
  * timestamp (the largest record timestamp of the key or window, as Kafka Streams keeps it) are two stores
  * of the key call: `add 1` and `max t`; a session count is one `session` effect (`add 1`, merged in
- * Redis); a reduce or aggregate is a `set` of the serialized aggregate and of its timestamp, computed in
+ * Redis), a session reduce or aggregate the same effect with the merged value set from a read
+ * (fold-session.ts); a reduce or aggregate is a `set` of the serialized aggregate and of its timestamp, computed in
  * JS from a read (fold.ts fills them in: here they are placeholders of the right shape). A sliding-window
  * arrival's windows follow from the key's stored windows: its effects are all computed from the read
  * (fold-sliding.ts), here one placeholder note.
  */
 import { RedfenceError } from '../../errors/index.js';
-import type { Effect, EffectResult, SessionResult, StoreOp } from '../../store/index.js';
+import type { Effect, EffectResult, SessionOp, SessionResult, StoreOp } from '../../store/index.js';
 import { decodeKey, type ModelRecord, type WindowBounds } from '../model-io.js';
 import { slidingLate } from '../sliding.js';
 import { timeWindowsFor } from '../windows.js';
@@ -148,9 +149,9 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
   if (a.session !== null) {
     const w = node.window as { inactivityGapMs: number; graceMs: number };
     const at = expireAt(ts + w.inactivityGapMs, w.graceMs);
-    return [
-      { store: valueStore, kind: 'session', time: ts, ...a.session, expireAt: at, op: { op: 'add', by: 1 } },
-    ];
+    // a reduce or aggregate: the merged value is computed from a read (fold-session.ts)
+    const op: SessionOp = js ? { op: 'delete' } : { op: 'add', by: 1 };
+    return [{ store: valueStore, kind: 'session', time: ts, ...a.session, expireAt: at, op }];
   }
   const valueOp: StoreOp = js ? UNFOLDED : { op: 'add', by: 1 };
   const timeOp: StoreOp = js ? UNFOLDED : { op: 'max', value: ts };
@@ -212,7 +213,8 @@ export function slidingOutcome(
 
 /**
  * A session effect's outcome: late (the merged bounds, as the model reports them), or the updates
- * (a tombstone per merged-away session, then the merged session; each timestamped with its end).
+ * (a tombstone per merged-away session, then the merged session, null when a reduce or aggregate gave
+ * none; each timestamped with its end).
  */
 export function sessionOutcome(
   a: Arrival,
@@ -233,7 +235,7 @@ export function sessionOutcome(
   }));
   updates.push({
     key: { key, start: s.start, end: s.end },
-    value: storedNumber(s.value, a.agg.node.name),
+    value: storedAggregate(a.agg, s.value ?? undefined),
     timestamp: s.end,
   });
   return { updates };

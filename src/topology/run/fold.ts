@@ -7,8 +7,8 @@
  * their placeholders and the key call answers REEMIT (the results they were applied with) or SKIP. A key
  * answered CONFLICT (another writer moved its token) is read and folded again; after
  * {@link MAX_FOLD_ROUNDS} rounds the batch fails with RF_CAS_CONFLICT (retriable: run it again).
- * Groups without a reduce or aggregate are sent as they are, without `expect`. Sliding windows
- * (fold-sliding.ts) are folded the same way; as their store time couples the keys of a partition, every
+ * Groups without a reduce or aggregate are sent as they are, without `expect`. Session windows
+ * (fold-session.ts) and sliding windows (fold-sliding.ts) are folded the same way; as their store time couples the keys of a partition, every
  * round folds the batch's records in offset order across keys.
  */
 import { RedfenceError } from '../../errors/index.js';
@@ -26,6 +26,7 @@ import type {
 import { changelog } from '../model-io.js';
 import { type Arrival, folds } from './arrive.js';
 import type { WindowClock } from './final.js';
+import { foldSession, type SessionsHeld, sessionsHeld } from './fold-session.js';
 import { appliedNewest, foldSliding, type SlidingHeld, slidingHeld } from './fold-sliding.js';
 import type { KeyGroup, Placed, PlacedStep } from './steps.js';
 import type { TopologyBatch } from './types.js';
@@ -171,8 +172,13 @@ function readRequest(g: KeyGroup, arrivals: readonly FoldArrival[]): StoreReadRe
   const windows = new Map<number, Set<number>>();
   const hashes = new Set<number>();
   const pending = new Set<number>();
+  const sessions = new Set<number>();
   for (const { arrival: a, placed } of arrivals) {
     const { valueStore, timeStore } = a.agg;
+    if (a.session !== null) {
+      sessions.add(valueStore);
+      continue;
+    }
     if (a.sliding) {
       hashes.add(valueStore);
       hashes.add(timeStore);
@@ -196,6 +202,7 @@ function readRequest(g: KeyGroup, arrivals: readonly FoldArrival[]): StoreReadRe
     kv: [...kv],
     windows: [...windows].map(([store, starts]) => ({ store, starts: [...starts] })),
     hashes: [...hashes],
+    sessions: [...sessions],
     pending: [...pending],
   };
 }
@@ -212,6 +219,8 @@ class GroupFold {
   readonly #state = new Map<string, Held | null>();
   readonly #sliding = new Map<string, SlidingHeld>();
   readonly #pending = new Map<number, PendingEntry | null>();
+  /** Session stores: their sessions, by store id. */
+  readonly #sessions = new Map<number, SessionsHeld>();
 
   constructor(
     readonly group: KeyGroup,
@@ -235,6 +244,8 @@ class GroupFold {
             hashes.get(a.agg.timeStore) ?? new Map(),
           ),
         );
+    for (const store of req.sessions ?? [])
+      this.#sessions.set(store, sessionsHeld(answer.sessions.filter((x) => x.store === store)));
     (req.pending ?? []).forEach((offset, i) => {
       this.#pending.set(offset, answer.pending[i] ?? null);
     });
@@ -248,6 +259,10 @@ class GroupFold {
     if (rec === undefined || part === undefined) throw new TypeError('a placed record is in its group');
     const stamp = this.answer.stamp;
     const applied = stamp !== null && stamp.partition === this.partition && rec.offset <= stamp.offset;
+    if (a.session !== null) {
+      if (!applied) foldSession(a, part, this.#sessions.get(a.agg.valueStore) ?? new Map());
+      return;
+    }
     if (a.sliding) {
       const clock = ctx.clocks.get(a.agg.node.name) as WindowClock;
       const held = this.#sliding.get(a.agg.node.name) as SlidingHeld;
