@@ -12,13 +12,16 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
+import type { Redis } from 'ioredis';
 import { KeyStore, type StoreRedis } from '../../src/store/index.js';
 import type { BuiltTopology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import { TopologyState } from '../../src/topology/state/state.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
 import {
+  type Amounts,
   assertEqualToModel,
   generated,
   interfering,
@@ -108,6 +111,13 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       const stored = await redis.hgetall(exec.store.keys.session(fence, store));
       // [10,19] ended more than gap + grace before the newest session end (40): beyond retention, removed
       assert.deepEqual(stored, { '41:41': '{"n":1,"amounts":[4]}' });
+      // queryable state reads the session store through the same serde
+      const sessions = new TopologyState(built, { redis: redis as Redis }).sessionStore<string, Amounts>(
+        'session-amounts',
+      );
+      assert.deepEqual((await sessions.fetch('k')).sessions, [
+        { start: 41, end: 41, value: { n: 1, amounts: [4] } },
+      ]);
       const again = await exec.runBatch({ ...batch, epoch: 2 });
       assert.deepEqual(again.outputs, first.outputs);
       assert.deepEqual(again.verdicts, { APPLY: 0, REBASE: 0, SKIP: 0, REEMIT: 5, REJECT: 0, CONFLICT: 0 });
