@@ -216,7 +216,8 @@ export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
         }
         case 'final': {
           const start = integer(e.start, `${ep}.start`, 0);
-          text += `f-${windowOf(store, start)},,;`;
+          if (e.end === undefined) text += `f-${windowOf(store, start)},,;`;
+          else text += `f-${sessionOf(store)},,${start}:${integer(e.end, `${ep}.end`, start)};`;
           return;
         }
         case 'session': {

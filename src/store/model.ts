@@ -226,6 +226,11 @@ function applyEffects(
       exp.set(id, Math.max(exp.get(id) ?? 0, e.expireAt));
       continue;
     }
+    if (e.kind === 'final' && e.end !== undefined) {
+      const fields = sessions.get(e.store) ?? s.sessions.get(e.store)?.fields;
+      results.push(fields?.get(`${e.start}:${e.end}`) ?? null);
+      continue;
+    }
     if (e.kind === 'final') {
       const w = win(windowId(e));
       if (w.final || w.value === null) results.push(null);

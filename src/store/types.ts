@@ -48,8 +48,12 @@ export type Effect =
    * caller needs to rebuild the record's outputs from a REEMIT: e.g. which windows it wrote).
    */
   | { readonly store: number; readonly kind: 'note'; readonly value: string | Uint8Array }
-  /** Emit-final: the window's value, once (a second final of the same window gives null). */
-  | { readonly store: number; readonly kind: 'final'; readonly start: number }
+  /**
+   * Emit-final: the window's value, once (a second final of the same window gives null). With `end`:
+   * the session `[start, end]` of the store's session hash, its value (null: none, e.g. merged away),
+   * nothing marked (the caller's close ranges never meet a session twice).
+   */
+  | { readonly store: number; readonly kind: 'final'; readonly start: number; readonly end?: number }
   /**
    * A session window at `time` (Kafka Streams' session aggregation, the bounds computed by the caller):
    * the key's sessions with end >= `lowEnd` and start <= `highStart` merge with the record into one

@@ -47,6 +47,10 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
     kind: fc.constant('final' as const),
     start: fc.constantFrom(0, 10, 20),
   }),
+  // a session's value (emit-final of sessions): the session may be there, merged away or never written
+  fc
+    .record({ store: fc.constantFrom(1, 3), start: fc.integer({ min: 0, max: 40 }), len: fc.nat(8) })
+    .map((x): Effect => ({ store: x.store, kind: 'final', start: x.start, end: x.start + x.len })),
   // sessions of stores 1 and 3 (store 1 is also a window store: session hashes are apart), with any
   // bounds: merges, late records, drops; add, max, min, set and delete mixed on one store
   fc

@@ -46,7 +46,7 @@ export class Twin {
     const t = this.touched.get(k) ?? new Set<string>();
     for (const r of call.records)
       for (const e of r.effects)
-        if (e.kind === 'session') t.add(`s:${e.store}`);
+        if (e.kind === 'session' || (e.kind === 'final' && e.end !== undefined)) t.add(`s:${e.store}`);
         else if (e.kind === 'field') t.add(`h:${e.store}`);
         else if (e.kind !== 'kv' && e.kind !== 'note') t.add(`${e.store}:${e.start}`);
     this.touched.set(k, t);

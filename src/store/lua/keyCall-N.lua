@@ -24,7 +24,8 @@
   ARGV[6]    record text: per record '<offset>,<emit>,<n>;' followed by its n effects, each
              '<kind><op><target>,<expireAt>,<operand>;'
                kind: k kv (target: the store id; 0 is field v) | w window (target: its KEYS index)
-                     | f final (target: the window's KEYS index, op '-')
+                     | f final (target: the window's KEYS index, op '-'; or a session hash's KEYS
+                       index and operand '<start>:<end>': that session's value, nothing marked)
                      | h a window hash's field (target: the hash's KEYS index; operand
                        '<operand>@<start>', the field)
                      | p a note (op 's', target 0): nothing changes, its result is its value
