@@ -77,13 +77,18 @@ export function hopping(app: string, emit: 'update' | 'final' = 'update'): Built
  * A session count (gap 6, grace 4): null values count (session windows keep them), amount 7 is filtered
  * out; `onLate` as given (late sessions are dead letters or drops).
  */
-export function sessionCount(app: string, onLate: 'dead-letter' | 'drop' = 'dead-letter'): BuiltTopology {
+export function sessionCount(
+  app: string,
+  onLate: 'dead-letter' | 'drop' = 'dead-letter',
+  emit: 'update' | 'final' = 'update',
+): BuiltTopology {
   const t = topology({ applicationId: app });
   t.stream<string, Order | null>('in', { key: s })
     .filter((_k, o) => o?.amount !== 7)
     .groupByKey()
     .windowedBy(SessionWindows.ofInactivityGapAndGrace(6, 4))
     .onLate(onLate)
+    .emit(emit)
     .count({ name: 'sessions' })
     .toStream()
     .map((wk, n) => [wk.key, { start: wk.start, end: wk.end, n }] as const)
@@ -98,12 +103,17 @@ export type Amounts = { n: number; amounts: number[] };
  * A session aggregate (gap 6, grace 4) of the amounts in order: the merger's order shows in the lists;
  * a null value deletes the merged session (the aggregator returns null).
  */
-export function sessionAggregate(app: string, onLate: 'dead-letter' | 'drop' = 'dead-letter'): BuiltTopology {
+export function sessionAggregate(
+  app: string,
+  onLate: 'dead-letter' | 'drop' = 'dead-letter',
+  emit: 'update' | 'final' = 'update',
+): BuiltTopology {
   const t = topology({ applicationId: app });
   t.stream<string, Order | null>('in', { key: s })
     .groupByKey()
     .windowedBy(SessionWindows.ofInactivityGapAndGrace(6, 4))
     .onLate(onLate)
+    .emit(emit)
     .aggregate(
       (): Amounts | null => ({ n: 0, amounts: [] }),
       (_k, o, a) => (o === null || a === null ? null : { n: a.n + 1, amounts: [...a.amounts, o.amount] }),

@@ -27,16 +27,29 @@ import {
   interfering,
   runOnRedis,
   sessionAggregate,
+  sessionCount,
   sessionReduce,
 } from './run-helpers.js';
 
 const RUNS = Number(process.env.RF_TOPOLOGY_RUN_RUNS ?? 30);
 const appName = () => uniqueName('ts').replace(/-/g, '_');
 
-const CASES: [string, (app: string) => BuiltTopology][] = [
-  ['a session aggregate of amounts in order (gap 6, grace 4; null deletes)', sessionAggregate],
-  ['a session aggregate dropping late records', (app) => sessionAggregate(app, 'drop')],
-  ['a session reduce of numbers (gap 5, no grace)', sessionReduce],
+type Make = (app: string) => BuiltTopology;
+/** Name, topology, and for emit final the same with emit update (its tombstones show the merges). */
+const CASES: [string, Make, Make | null][] = [
+  ['a session aggregate of amounts in order (gap 6, grace 4; null deletes)', sessionAggregate, null],
+  ['a session aggregate dropping late records', (app) => sessionAggregate(app, 'drop'), null],
+  ['a session reduce of numbers (gap 5, no grace)', sessionReduce, null],
+  [
+    'a session aggregate with emit final',
+    (app) => sessionAggregate(app, 'dead-letter', 'final'),
+    (app) => sessionAggregate(app, 'dead-letter', 'update'),
+  ],
+  [
+    'a session count with emit final, late records dropped',
+    (app) => sessionCount(app, 'drop', 'final'),
+    (app) => sessionCount(app, 'drop', 'update'),
+  ],
 ];
 
 const rec = (offset: number, amount: number | null, timestamp: number) => ({
@@ -56,9 +69,9 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
     const redis = target.connect();
     after(() => redis.disconnect());
 
-    for (const [name, make] of CASES) {
+    for (const [name, make, update] of CASES) {
       it(`${name}: outputs equal the model's per topic and key; replays re-emit and change nothing`, async () => {
-        const seen = { outputs: 0, late: 0, merges: 0, deleted: 0, replays: 0, partitions: 0 };
+        const seen = { outputs: 0, late: 0, merges: 0, deleted: 0, replays: 0, partitions: 0, pruned: 0 };
         await fc.assert(
           fc.asyncProperty(generated(4, 20, 1), async (g) => {
             const built = make(appName());
@@ -74,6 +87,12 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
               (o, i) => o.value?.includes('"a":null') === true && got.outputs[i + 1]?.offset !== o.offset,
             ).length;
             seen.replays += got.replays;
+            seen.pruned += got.pruned;
+            if (update !== null) {
+              // emit final: the same input with emit update shows the merges (their sessions never final)
+              const upd = runModel(update(appName()), g.input, { partitions: { in: g.partitions } });
+              seen.merges += upd.outputs.filter((o) => /"(a|n)":null/.test(o.value?.toString() ?? '')).length;
+            }
             seen.partitions = Math.max(seen.partitions, g.partitions);
           }),
           { numRuns: RUNS },
@@ -84,6 +103,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         assert.ok(seen.late > 0, 'some records were late');
         assert.ok(seen.merges > 0, 'some sessions merged');
         if (name.includes('null deletes')) assert.ok(seen.deleted > 0, 'some sessions were deleted');
+        if (update !== null) assert.ok(seen.pruned > 0, 'the index dropped entries behind commits');
       });
     }
 

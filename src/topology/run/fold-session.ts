@@ -39,9 +39,13 @@ export function sessionsHeld(
  *
  * @example
  * const held = sessionsHeld(answer.sessions.filter((s) => s.store === agg.valueStore));
- * foldSession(arrival, part, held); // part.effects[0].op: { op: 'set', value: <bytes> }
+ * foldSession(arrival, part, held); // { start, end }; part.effects[0].op: { op: 'set', value: <bytes> }
  */
-export function foldSession(a: Arrival, part: KeyPart, held: SessionsHeld): void {
+export function foldSession(
+  a: Arrival,
+  part: KeyPart,
+  held: SessionsHeld,
+): { readonly start: number; readonly end: number } | null {
   const e = part.effects[0];
   if (e === undefined || e.kind !== 'session')
     throw new TypeError('a session arrival has one session effect');
@@ -63,7 +67,7 @@ export function foldSession(a: Arrival, part: KeyPart, held: SessionsHeld): void
     end = Math.max(end, s.end);
   }
   // late: Redis changes nothing but the sessions behind retention (dropped above too); the op is unused
-  if (end < e.closeTime) return;
+  if (end < e.closeTime) return null;
   if (start !== ts || end !== ts) for (const s of found) held.delete(`${s.start}:${s.end}`);
   const next = p.aggregator(a.record.key, a.record.value, agg);
   const field = `${start}:${end}`;
@@ -77,4 +81,5 @@ export function foldSession(a: Arrival, part: KeyPart, held: SessionsHeld): void
     op = { op: 'set', value };
   }
   part.effects[0] = { ...e, op } satisfies Effect;
+  return op.op === 'set' ? { start, end } : null;
 }

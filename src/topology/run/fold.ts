@@ -26,6 +26,7 @@ import type {
 import { changelog } from '../model-io.js';
 import { type Arrival, folds } from './arrive.js';
 import type { WindowClock } from './final.js';
+import type { IndexedSession } from './final-session.js';
 import { foldSession, type SessionsHeld, sessionsHeld } from './fold-session.js';
 import { appliedNewest, foldSliding, type SlidingHeld, slidingHeld } from './fold-sliding.js';
 import type { KeyGroup, Placed, PlacedStep } from './steps.js';
@@ -48,10 +49,77 @@ interface Held {
 
 type Where = Pick<TopologyBatch, 'topic' | 'partition' | 'epoch' | 'committedOffset'>;
 
-/** What sliding folds need of the batch: the partition's clocks (store times move) and window expiry. */
+/**
+ * What sliding folds need of the batch: the partition's clocks (store times move) and window expiry;
+ * `ahead`: the reads of {@link foldAhead} by fence key (hex), used by the first round.
+ */
 export interface FoldContext {
   readonly clocks: Map<string, WindowClock>;
   readonly expireAt: (windowEnd: number, graceMs: number) => number;
+  readonly ahead?: ReadonlyMap<string, StoreReadAnswer>;
+}
+
+/** A session aggregation with emit('final'): its sessions are indexed from the first read's folds. */
+function finalSession(a: Arrival): boolean {
+  return a.session !== null && a.agg.node.emit === 'final';
+}
+
+/** The folded arrivals per group, and all of them in offset order. */
+function arrivalsByGroup(steps: readonly PlacedStep[]) {
+  const byGroup = new Map<KeyGroup, FoldArrival[]>();
+  const order: FoldArrival[] = [];
+  for (const s of steps)
+    if ('arrival' in s && folds(s.arrival.agg)) {
+      const fa = { arrival: s.arrival, placed: s.placed };
+      const list = byGroup.get(s.placed.group) ?? [];
+      list.push(fa);
+      byGroup.set(s.placed.group, list);
+      order.push(fa);
+    }
+  return { byGroup, order };
+}
+
+/**
+ * Emit-final sessions: reads each key holding a session aggregation with emit('final') and folds its
+ * session records (final-session.ts): the sessions the batch will write, per value store, and the reads
+ * (the first round of {@link callGroups} folds them again, so it writes exactly these sessions).
+ */
+export async function foldAhead(
+  store: KeyStore,
+  batch: Where,
+  groups: readonly KeyGroup[],
+  steps: readonly PlacedStep[],
+): Promise<{ ahead: Map<string, StoreReadAnswer>; written: Map<number, IndexedSession[]> }> {
+  const { byGroup } = arrivalsByGroup(steps);
+  const mine = groups.filter((g) => byGroup.get(g)?.some((fa) => finalSession(fa.arrival)) === true);
+  const ahead = new Map<string, StoreReadAnswer>();
+  const written = new Map<number, IndexedSession[]>();
+  await Promise.all(
+    mine.map(async (g) => {
+      const arrivals = byGroup.get(g) ?? [];
+      let answer: StoreReadAnswer | null = null;
+      for (let round = 0; answer === null; round++) {
+        if (round >= MAX_FOLD_ROUNDS)
+          throw new RedfenceError(
+            'RF_CAS_CONFLICT',
+            `topology batch ${batch.topic}/${batch.partition}: a key kept changing while it was read in parts; run the batch again`,
+            { details: { topic: batch.topic, partition: batch.partition, keys: 1 } },
+          );
+        answer = await store.readParts(readRequest(g, arrivals));
+      }
+      ahead.set(g.key.toString('hex'), answer);
+      const f = new GroupFold(g, arrivals, answer, batch.partition);
+      for (const fa of arrivals) {
+        if (!finalSession(fa.arrival)) continue;
+        const s = f.foldSession(fa);
+        if (s === null) continue;
+        const list = written.get(fa.arrival.agg.valueStore) ?? [];
+        list.push({ key: g.key, ...s });
+        written.set(fa.arrival.agg.valueStore, list);
+      }
+    }),
+  );
+  return { ahead, written };
 }
 
 /**
@@ -65,16 +133,7 @@ export async function callGroups(
   steps: readonly PlacedStep[],
   ctx: FoldContext,
 ): Promise<{ replies: KeyRecordResult[][]; conflicts: number }> {
-  const byGroup = new Map<KeyGroup, FoldArrival[]>();
-  const order: FoldArrival[] = []; // every folded arrival, in offset order
-  for (const s of steps)
-    if ('arrival' in s && folds(s.arrival.agg)) {
-      const fa = { arrival: s.arrival, placed: s.placed };
-      const list = byGroup.get(s.placed.group) ?? [];
-      list.push(fa);
-      byGroup.set(s.placed.group, list);
-      order.push(fa);
-    }
+  const { byGroup, order } = arrivalsByGroup(steps); // order: every folded arrival, in offset order
   // the sliding clocks' store times before the batch's folds (each round starts from them)
   const storeTimes = new Map<WindowClock, number>();
   for (const fa of order)
@@ -120,7 +179,10 @@ export async function callGroups(
       // another writer is on these keys: let it finish before reading again
       if (round > 0) await delay(backoffMs(round - 1, 5, 200));
       const answers = await Promise.all(
-        pending.map(([g]) => store.readParts(readRequest(g, byGroup.get(g) ?? []))),
+        pending.map(([g]) => {
+          const ahead = round === 0 ? ctx.ahead?.get(g.key.toString('hex')) : undefined;
+          return ahead ?? store.readParts(readRequest(g, byGroup.get(g) ?? []));
+        }),
       );
       // a key whose reads in parts saw different stamps is read again (nothing sent); with sliding
       // windows every key waits for it (the store time of later records depends on its records)
@@ -151,6 +213,12 @@ export async function callGroups(
         const r = rs[j] ?? [];
         const c = r.filter((x) => x.verdict === 'CONFLICT').length;
         conflicts += c;
+        if (c > 0 && byGroup.get(g)?.some((fa) => finalSession(fa.arrival)) === true)
+          throw new RedfenceError(
+            'RF_CAS_CONFLICT',
+            `topology batch ${batch.topic}/${batch.partition}: a key with emit-final sessions changed between its read and its write (another writer); its sessions were indexed from that read: run the batch again`,
+            { details: { topic: batch.topic, partition: batch.partition, keys: 1 } },
+          );
         if (c > 0) again.push([g, i]);
         else replies[i] = r;
       });
@@ -260,7 +328,7 @@ class GroupFold {
     const stamp = this.answer.stamp;
     const applied = stamp !== null && stamp.partition === this.partition && rec.offset <= stamp.offset;
     if (a.session !== null) {
-      if (!applied) foldSession(a, part, this.#sessions.get(a.agg.valueStore) ?? new Map());
+      if (!applied) foldSession(a, part, this.#sessionsOf(a.agg.valueStore));
       return;
     }
     if (a.sliding) {
@@ -274,6 +342,26 @@ class GroupFold {
       return;
     }
     if (!applied) this.#foldTime(a, part.effects);
+  }
+
+  #sessionsOf(store: number): SessionsHeld {
+    let held = this.#sessions.get(store);
+    if (held === undefined) {
+      held = new Map();
+      this.#sessions.set(store, held);
+    }
+    return held;
+  }
+
+  /** Folds a session arrival alone (foldAhead): the session it writes, null when none or applied already. */
+  foldSession(fa: FoldArrival): { start: number; end: number } | null {
+    const { arrival: a, placed } = fa;
+    const rec = this.group.records[placed.record];
+    const part = rec?.parts[placed.part];
+    if (rec === undefined || part === undefined) throw new TypeError('a placed record is in its group');
+    const stamp = this.answer.stamp;
+    if (stamp !== null && stamp.partition === this.partition && rec.offset <= stamp.offset) return null;
+    return foldSession(a, part, this.#sessionsOf(a.agg.valueStore));
   }
 
   #heldAt(a: Arrival, start: number | null): Held | null {
