@@ -7,13 +7,17 @@
  * topic and key, in order (tombstones of the merged-away sessions, then the merged one), dead letters
  * and drops per partition, and a replay must re-emit the same outputs and change nothing. Another
  * writer adding a session between the read and the write sends the key round again (CONFLICT), and the
- * merged result holds its session.
+ * merged result holds its session. With emit('final') (aggregate, and count, both folded before the
+ * calls and indexed by session end) the final results equal the model's too, the index is pruned
+ * behind commits, and another writer between the read and the write fails the batch with
+ * RF_CAS_CONFLICT: run again, it closes what the key then holds.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
-import { KeyStore, type StoreRedis } from '../../src/store/index.js';
+import { RedfenceError } from '../../src/errors/index.js';
+import { type CloseIndexRedis, KeyStore, type StoreRedis } from '../../src/store/index.js';
 import type { BuiltTopology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
@@ -144,12 +148,12 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       assert.deepEqual(await redis.hgetall(exec.store.keys.session(fence, store)), stored);
     });
 
-    it('another writer adds a session between the read and the write: CONFLICT, read and merged again', async () => {
-      const built = sessionAggregate(appName());
+    /** Another writer's call on key k: a session [12, 12] of the topology's store. */
+    const otherWriter = (built: BuiltTopology) => {
       const agg = [...new TopologyExecutor(built, { redis }).plan.aggregates.values()][0];
       assert.ok(agg !== undefined);
       const other = new KeyStore({ redis, app: built.applicationId });
-      const write = async () => {
+      return async () => {
         await other.call({
           partition: 7,
           epoch: 1,
@@ -176,7 +180,11 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           ],
         });
       };
-      const proxy = interfering(redis as unknown as StoreRedis, 1, write);
+    };
+
+    it('another writer adds a session between the read and the write: CONFLICT, read and merged again', async () => {
+      const built = sessionAggregate(appName());
+      const proxy = interfering(redis as unknown as StoreRedis, 1, otherWriter(built));
       const exec = new TopologyExecutor(built, { redis: proxy.redis });
       const batch = { topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records: [rec(0, 2, 10)] };
       const first = await exec.runBatch(batch);
@@ -188,6 +196,38 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       ]);
       const again = await exec.runBatch({ ...batch, epoch: 2 });
       assert.deepEqual(again.outputs, first.outputs, 'a replay re-emits the same bytes');
+    });
+
+    it('emit final: another writer between the read and the write fails the batch (RF_CAS_CONFLICT); run again, it closes the merged session', async () => {
+      const built = sessionAggregate(appName(), 'dead-letter', 'final');
+      const proxy = interfering(redis as unknown as StoreRedis, 1, otherWriter(built));
+      const index = redis as unknown as CloseIndexRedis;
+      const exec = new TopologyExecutor(built, {
+        redis: {
+          ...proxy.redis,
+          zadd: index.zadd.bind(index),
+          zrangebyscoreBuffer: index.zrangebyscoreBuffer.bind(index),
+          zremrangebyscore: index.zremrangebyscore.bind(index),
+        } as unknown as Redis,
+      });
+      const batch = {
+        topic: 'in',
+        partition: 0,
+        epoch: 1,
+        committedOffset: 0,
+        records: [rec(0, 2, 10), rec(1, 5, 40)], // one key: the proxy is one Redis to KeyStore
+      };
+      await assert.rejects(exec.runBatch(batch), (err: unknown) => {
+        assert.ok(RedfenceError.is(err, 'RF_CAS_CONFLICT') && RedfenceError.isRetriable(err), String(err));
+        return true;
+      });
+      assert.deepEqual(exec.streamTime(0), {}, 'the failed batch left the stream time as it was');
+      // run again: the record at 10 merges with the other writer's session, closed by the one at 40 (40 - 10 > 12)
+      const again = await exec.runBatch(batch);
+      assert.deepEqual(rows(again.outputs), ['{"start":10,"end":12,"a":{"n":101,"amounts":[100,2]}} @12']);
+      exec.setStreamTime(0, {}); // a new owner starts from the committed stream time
+      const replay = await exec.runBatch({ ...batch, epoch: 2 });
+      assert.deepEqual(replay.outputs, again.outputs, 'a replay re-emits the final result');
     });
   });
 }
