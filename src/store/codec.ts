@@ -77,8 +77,13 @@ function encodeOp(op: StoreOp, path: string, values: RedisArg[]): [string, strin
   }
 }
 
-/** A session effect's text (its ops: add, max, min; the bounds are any safe integers). */
-function encodeSession(e: Extract<Effect, { kind: 'session' }>, ep: string, slot: number): string {
+/** A session effect's text (its ops: add, max, min, set, delete; the bounds are any safe integers). */
+function encodeSession(
+  e: Extract<Effect, { kind: 'session' }>,
+  ep: string,
+  slot: number,
+  values: RedisArg[],
+): string {
   const time = integer(e.time, `${ep}.time`, 0);
   const expireAt = integer(e.expireAt, `${ep}.expireAt`, 1);
   const bounds = (['lowEnd', 'highStart', 'closeTime', 'dropBefore'] as const).map((f) => {
@@ -87,9 +92,9 @@ function encodeSession(e: Extract<Effect, { kind: 'session' }>, ep: string, slot
     return v;
   });
   const op = e.op as StoreOp;
-  if (op === null || typeof op !== 'object' || !['add', 'max', 'min'].includes(op.op))
-    throw bad(`${ep}.op`, "must be an 'add', 'max' or 'min' operation");
-  const [l, operand] = encodeOp(op, `${ep}.op`, []);
+  if (op === null || typeof op !== 'object' || !['add', 'max', 'min', 'set', 'delete'].includes(op.op))
+    throw bad(`${ep}.op`, "must be an 'add', 'max', 'min', 'set' or 'delete' operation");
+  const [l, operand] = encodeOp(op, `${ep}.op`, values);
   return `s${l}${slot},${expireAt},${operand}@${time}@${bounds.join('@')};`;
 }
 
@@ -211,11 +216,12 @@ export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
         }
         case 'final': {
           const start = integer(e.start, `${ep}.start`, 0);
-          text += `f-${windowOf(store, start)},,;`;
+          if (e.end === undefined) text += `f-${windowOf(store, start)},,;`;
+          else text += `f-${sessionOf(store)},,${start}:${integer(e.end, `${ep}.end`, start)};`;
           return;
         }
         case 'session': {
-          text += encodeSession(e, ep, sessionOf(store));
+          text += encodeSession(e, ep, sessionOf(store), values);
           return;
         }
         default:
@@ -275,7 +281,10 @@ export function decodeResults(entry: Buffer, n: number): EffectResult[] {
   return out;
 }
 
-/** '<start>,<end>,<late>[,<rs>,<re>]*;<value>' (see keyCall-N.lua) as a SessionResult. */
+/**
+ * '<start>,<end>,<state>[,<rs>,<re>]*;<value>' (see keyCall-N.lua) as a SessionResult; state 0: the
+ * merged session holds the value, 1: late, 2: the merged session was deleted (value null).
+ */
 function decodeSession(b: Buffer): SessionResult {
   const semi = b.indexOf(0x3b);
   if (semi < 0) throw badReply('a malformed session result');
@@ -286,10 +295,11 @@ function decodeSession(b: Buffer): SessionResult {
   const removed: { start: number; end: number }[] = [];
   for (let k = 3; k < nums.length; k += 2)
     removed.push({ start: nums[k] as number, end: nums[k + 1] as number });
+  if (late !== 0 && late !== 1 && late !== 2) throw badReply('a malformed session result');
   return {
     start,
     end,
-    value: late === 1 ? null : Buffer.from(b.subarray(semi + 1)),
+    value: late === 0 ? Buffer.from(b.subarray(semi + 1)) : null,
     removed,
     late: late === 1,
   };

@@ -129,8 +129,9 @@ function sessionEffect(
   let end = e.time;
   let acc: bigint | number | undefined;
   let accText: string | undefined;
+  const given = op.op === 'set' || op.op === 'delete';
   for (const f of found) {
-    const n = op.op === 'add' ? exactInt(f.text) : luaNumber(f.text);
+    const n = given ? 0 : op.op === 'add' ? exactInt(f.text) : luaNumber(f.text);
     if (n === undefined || Number.isNaN(n))
       return {
         reason: `session merge failed: stored value is not ${op.op === 'add' ? 'an integer' : 'a number'}`,
@@ -149,6 +150,15 @@ function sessionEffect(
       fields.delete(f.field);
       removed.push({ start: f.start, end: f.end });
     }
+  if (op.op === 'delete') {
+    fields.delete(`${start}:${end}`);
+    return { result: { start, end, value: null, removed, late: false } };
+  }
+  if (op.op === 'set') {
+    const set = Buffer.from(op.value);
+    fields.set(`${start}:${end}`, set);
+    return { result: { start, end, value: set, removed, late: false } };
+  }
   let value: string;
   if (op.op === 'add') {
     const sum = ((acc as bigint | undefined) ?? 0n) + BigInt(op.by);
@@ -214,6 +224,11 @@ function applyEffects(
       results.push(out.result);
       const id = `s:${e.store}`;
       exp.set(id, Math.max(exp.get(id) ?? 0, e.expireAt));
+      continue;
+    }
+    if (e.kind === 'final' && e.end !== undefined) {
+      const fields = sessions.get(e.store) ?? s.sessions.get(e.store)?.fields;
+      results.push(fields?.get(`${e.start}:${e.end}`) ?? null);
       continue;
     }
     if (e.kind === 'final') {

@@ -3,7 +3,7 @@
  * of one fence key from one partition batch, each with its effects on the key's stores.
  *
  * In this slice: `kv`, `window`, `field`, `final`, `session` and `note` effects, cluster fencing (the
- * writer epoch in the fence hash), `expect` (read-then-write by token). Not yet: `session` effects, the generation in the token
+ * writer epoch in the fence hash), `expect` (read-then-write by token). Not yet: the generation in the token
  * (writers outside the owner), float addition, strict fencing by the partition epoch key.
  */
 
@@ -48,12 +48,18 @@ export type Effect =
    * caller needs to rebuild the record's outputs from a REEMIT: e.g. which windows it wrote).
    */
   | { readonly store: number; readonly kind: 'note'; readonly value: string | Uint8Array }
-  /** Emit-final: the window's value, once (a second final of the same window gives null). */
-  | { readonly store: number; readonly kind: 'final'; readonly start: number }
+  /**
+   * Emit-final: the window's value, once (a second final of the same window gives null). With `end`:
+   * the session `[start, end]` of the store's session hash, its value (null: none, e.g. merged away),
+   * nothing marked (the caller's close ranges never meet a session twice).
+   */
+  | { readonly store: number; readonly kind: 'final'; readonly start: number; readonly end?: number }
   /**
    * A session window at `time` (Kafka Streams' session aggregation, the bounds computed by the caller):
    * the key's sessions with end >= `lowEnd` and start <= `highStart` merge with the record into one
-   * session; `add` sums their values (a count, a sum), `max`/`min` keep the extreme; then the op applies.
+   * session; `add` sums their values (a count, a sum), `max`/`min` keep the extreme; then the op applies;
+   * `set` / `delete` write the merged session's value computed by the caller from a read (a JS
+   * aggregator and merger, sent with `expect`), the merged-away sessions removed all the same.
    * A merged end below `closeTime` is late: nothing changes. Sessions ending before `dropBefore` are
    * beyond retention and removed. The key's session hash expires at the largest `expireAt` given.
    */
@@ -69,18 +75,23 @@ export type Effect =
       readonly op: SessionOp;
     };
 
-/** The ops a session merges in Redis (a JS aggregator reads first and writes with `expect`). */
+/**
+ * The ops a session merges in Redis, or the merged value given (`set`, or `delete`: none): a JS
+ * aggregator reads first and writes with `expect`.
+ */
 export type SessionOp =
   | { readonly op: 'add'; readonly by: number | bigint }
   | { readonly op: 'max'; readonly value: number }
-  | { readonly op: 'min'; readonly value: number };
+  | { readonly op: 'min'; readonly value: number }
+  | { readonly op: 'set'; readonly value: string | Uint8Array }
+  | { readonly op: 'delete' };
 
 /** A session effect's result. */
 export interface SessionResult {
   /** The merged session's bounds (ms, both inclusive). */
   readonly start: number;
   readonly end: number;
-  /** Its value after the record (null when late). */
+  /** Its value after the record (null when late, or deleted by a `delete` op). */
   readonly value: Buffer | null;
   /** The sessions merged away, by (end, start): Kafka Streams forwards a tombstone for each. */
   readonly removed: readonly { readonly start: number; readonly end: number }[];

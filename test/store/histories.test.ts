@@ -47,8 +47,12 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
     kind: fc.constant('final' as const),
     start: fc.constantFrom(0, 10, 20),
   }),
+  // a session's value (emit-final of sessions): the session may be there, merged away or never written
+  fc
+    .record({ store: fc.constantFrom(1, 3), start: fc.integer({ min: 0, max: 40 }), len: fc.nat(8) })
+    .map((x): Effect => ({ store: x.store, kind: 'final', start: x.start, end: x.start + x.len })),
   // sessions of stores 1 and 3 (store 1 is also a window store: session hashes are apart), with any
-  // bounds: merges, late records, drops; add, max and min mixed on one store
+  // bounds: merges, late records, drops; add, max, min, set and delete mixed on one store
   fc
     .record({
       store: fc.constantFrom(1, 3),
@@ -61,6 +65,9 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
         fc.integer({ min: -9, max: 9 }).map((by) => ({ op: 'add', by }) as const),
         fc.integer({ min: -9, max: 9 }).map((value) => ({ op: 'max', value }) as const),
         fc.integer({ min: -9, max: 9 }).map((value) => ({ op: 'min', value }) as const),
+        // a merged value computed by the caller (a JS aggregator): text that later merges may refuse
+        fc.constantFrom('7', 'x', '-2').map((value) => ({ op: 'set', value }) as const),
+        fc.constant({ op: 'delete' } as const),
       ),
     })
     .map(

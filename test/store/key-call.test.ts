@@ -308,7 +308,8 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         op: { op: 'add', by: 1 },
       };
       for (const [change, field] of [
-        [{ op: { op: 'set', value: 'x' } }, 'op'],
+        [{ op: { op: 'set', value: 5 } }, 'op'],
+        [{ op: { op: 'mul', by: 2 } }, 'op'],
         [{ lowEnd: 1.5 }, 'lowEnd'],
         [{ closeTime: undefined }, 'closeTime'],
         [{ time: -1 }, 'time'],

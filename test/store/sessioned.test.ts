@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
-import type { Effect, KeyRecord, KeyRecordResult, SessionResult } from '../../src/store/types.js';
+import type { Effect, KeyRecord, KeyRecordResult, SessionOp, SessionResult } from '../../src/store/types.js';
 import { SessionWindows, serdes, topology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { uniqueName } from '../helpers/env.js';
@@ -34,7 +34,13 @@ function built(gap: number, grace: number) {
 }
 
 /** The owner's side: per record, its session effect with the bounds of the partition's times. */
-function records(gap: number, grace: number, ins: readonly In[], expireBase: number): KeyRecord[] {
+function records(
+  gap: number,
+  grace: number,
+  ins: readonly In[],
+  expireBase: number,
+  opOf: (offset: number) => SessionOp = () => ({ op: 'add', by: 1 }),
+): KeyRecord[] {
   const retention = gap + grace;
   let streamTime = -1;
   let storeTime = -1;
@@ -50,7 +56,7 @@ function records(gap: number, grace: number, ins: readonly In[], expireBase: num
       closeTime: streamTime - grace - gap,
       dropBefore: floor,
       expireAt: expireBase + r.ts + retention,
-      op: { op: 'add', by: 1 },
+      op: opOf(offset),
     };
     // a late record's ts is below the store's time already; any other moves it to at least ts
     storeTime = Math.max(storeTime, r.ts);
@@ -134,6 +140,44 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       );
       assert.ok(merges > 0, 'some records merged sessions');
       assert.ok(lates > 0, 'some records were late');
+    });
+
+    it('set and delete (a value computed by the caller): script equals model; merges, deletes, replays REEMIT', async () => {
+      const seen = { merges: 0, deleted: 0, lates: 0 };
+      await fc.assert(
+        fc.asyncProperty(
+          inputArb,
+          fc.array(fc.integer({ min: 1, max: 8 }), { maxLength: 10 }),
+          async (gen, cuts) => {
+            let t = 0;
+            const ins: In[] = gen.map((g) => {
+              t = Math.max(0, t + g.step - 12);
+              return { key: g.key, value: 1, ts: t };
+            });
+            const twin = new Twin(redis, uniqueName('sesv').replace(/-/g, '_'));
+            const opOf = (o: number): SessionOp =>
+              o % 4 === 3 ? { op: 'delete' } : { op: 'set', value: Buffer.from(`v${o}\u00ff`, 'latin1') };
+            const recs = records(5, 4, ins, Date.now() + 3_600_000, opOf);
+            const keys = ins.map((r) => r.key);
+            const first = new Map<number, KeyRecordResult>();
+            for (const calls of batchCalls(keys, recs, cuts, 1))
+              for (const rs of await twin.callMany(calls)) for (const r of rs) first.set(r.offset, r);
+            for (const r of first.values()) {
+              const s = (r as unknown as { results: SessionResult[] }).results[0] as SessionResult;
+              if (s.late) seen.lates++;
+              else if (s.value === null) seen.deleted++;
+              if (s.removed.length > 0) seen.merges++;
+            }
+            for (const k of ['a', 'b']) await twin.checkStored(k);
+            for (const calls of batchCalls(keys, recs, cuts, 2))
+              for (const rs of await twin.callMany(calls))
+                for (const r of rs) assert.equal(r.verdict, 'REEMIT');
+            for (const k of ['a', 'b']) await twin.checkStored(k);
+          },
+        ),
+        { numRuns: Number(process.env.RF_STORE_SESSION_RUNS ?? 25) },
+      );
+      assert.ok(seen.merges > 0 && seen.deleted > 0 && seen.lates > 0, JSON.stringify(seen));
     });
   });
 }

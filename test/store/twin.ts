@@ -17,7 +17,8 @@ function entryText(e: { results: EffectResult[] } | { deadLetter: string }): Buf
     if (v === null) parts.push(Buffer.from('-'));
     else if (Buffer.isBuffer(v)) parts.push(Buffer.concat([Buffer.from(`${v.length}:`), v]));
     else {
-      const nums = [v.start, v.end, v.late ? 1 : 0, ...v.removed.flatMap((r) => [r.start, r.end])];
+      const state = v.late ? 1 : v.value === null ? 2 : 0; // 2: deleted by a `delete` op
+      const nums = [v.start, v.end, state, ...v.removed.flatMap((r) => [r.start, r.end])];
       const blob = Buffer.concat([Buffer.from(`${nums.join(',')};`), v.value ?? Buffer.alloc(0)]);
       parts.push(Buffer.concat([Buffer.from(`s${blob.length}:`), blob]));
     }
@@ -45,7 +46,7 @@ export class Twin {
     const t = this.touched.get(k) ?? new Set<string>();
     for (const r of call.records)
       for (const e of r.effects)
-        if (e.kind === 'session') t.add(`s:${e.store}`);
+        if (e.kind === 'session' || (e.kind === 'final' && e.end !== undefined)) t.add(`s:${e.store}`);
         else if (e.kind === 'field') t.add(`h:${e.store}`);
         else if (e.kind !== 'kv' && e.kind !== 'note') t.add(`${e.store}:${e.start}`);
     this.touched.set(k, t);

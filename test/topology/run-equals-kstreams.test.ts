@@ -18,9 +18,9 @@
  *   TopologyProcessor's outputs carry none. The contract has no headers;
  * - the bytes of an output's value: compared as the contract's numbers (Jackson and JSON.stringify write
  *   the same fields), not as bytes; offsets, and the order across keys;
- * - what planTopology refuses (RF_TOPOLOGY_UNSUPPORTED; today session windows with emit('final'),
- *   docs/streams.md, "Not there yet"): such a scenario is listed in the test's diagnostics, and the
- *   count of compared scenarios has a floor, so a scenario that silently stops running fails.
+ * - what planTopology refuses (RF_TOPOLOGY_UNSUPPORTED; none of the scenarios today, docs/streams.md,
+ *   "Not there yet"): such a scenario is listed in the test's diagnostics, and the count of compared
+ *   scenarios has a floor, so a scenario that silently stops running fails.
  * Skipped, saying why, only when there is no Java.
  */
 import assert from 'node:assert/strict';
@@ -47,8 +47,8 @@ import { CASES, inputFor, type OutRecord, type Scenario } from './scenarios.js';
 const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
 const NO_JAVA = java.error === undefined ? undefined : `no java on PATH (${java.error.message})`;
 
-/** The scenarios TopologyProcessor runs today (21 of 24: 11 generated, 10 pinned): fewer is a silent shrink, and fails. */
-const AT_LEAST_SCENARIOS = 21;
+/** The scenarios TopologyProcessor runs today (all 25: 13 generated, 12 pinned): fewer is a silent shrink, and fails. */
+const AT_LEAST_SCENARIOS = 25;
 
 /** Why planTopology refuses a scenario's topology (RF_TOPOLOGY_UNSUPPORTED), or undefined when it runs it. */
 function refusal(sc: Scenario): string | undefined {

@@ -19,30 +19,9 @@ import { MAX_FOLD_ROUNDS } from '../../src/topology/run/fold.js';
 import { type AggregatePlan, planTopology } from '../../src/topology/run/plan.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
-import { reduceAndCount } from './run-helpers.js';
+import { interfering, reduceAndCount } from './run-helpers.js';
 
 const appName = () => uniqueName('tf').replace(/-/g, '_');
-
-/** A redis that runs `after` once a state read (readKey: its first ARGV is `r1`) has answered, while `times` lasts. */
-function interfering(redis: StoreRedis, times: number, afterRead: () => Promise<void>) {
-  let left = times;
-  const hook = async (reply: unknown, numKeys: number, args: unknown[]) => {
-    if (left > 0 && String(args[numKeys]) === 'r1') {
-      left--;
-      await afterRead();
-    }
-    return reply;
-  };
-  return {
-    reads: () => times - left,
-    redis: {
-      evalshaBuffer: async (sha: string, n: number, ...args: (string | Buffer | number)[]) =>
-        hook(await redis.evalshaBuffer(sha, n, ...args), n, args),
-      evalBuffer: async (script: string, n: number, ...args: (string | Buffer | number)[]) =>
-        hook(await redis.evalBuffer(script, n, ...args), n, args),
-    } satisfies StoreRedis,
-  };
-}
 
 const rec = (offset: number, amount: number, timestamp: number) => ({
   topic: 'in',

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { Cluster, Redis } from 'ioredis';
 import { partitionFor } from '../../src/partitioner/index.js';
+import type { StoreRedis } from '../../src/store/index.js';
 import {
   type BuiltTopology,
   SessionWindows,
@@ -76,17 +77,68 @@ export function hopping(app: string, emit: 'update' | 'final' = 'update'): Built
  * A session count (gap 6, grace 4): null values count (session windows keep them), amount 7 is filtered
  * out; `onLate` as given (late sessions are dead letters or drops).
  */
-export function sessionCount(app: string, onLate: 'dead-letter' | 'drop' = 'dead-letter'): BuiltTopology {
+export function sessionCount(
+  app: string,
+  onLate: 'dead-letter' | 'drop' = 'dead-letter',
+  emit: 'update' | 'final' = 'update',
+): BuiltTopology {
   const t = topology({ applicationId: app });
   t.stream<string, Order | null>('in', { key: s })
     .filter((_k, o) => o?.amount !== 7)
     .groupByKey()
     .windowedBy(SessionWindows.ofInactivityGapAndGrace(6, 4))
     .onLate(onLate)
+    .emit(emit)
     .count({ name: 'sessions' })
     .toStream()
     .map((wk, n) => [wk.key, { start: wk.start, end: wk.end, n }] as const)
     .to('sessions', { key: s });
+  return t.build();
+}
+
+/** What a session aggregate keeps: the record count and the amounts in order (merged: `a`'s then `b`'s). */
+export type Amounts = { n: number; amounts: number[] };
+
+/**
+ * A session aggregate (gap 6, grace 4) of the amounts in order: the merger's order shows in the lists;
+ * a null value deletes the merged session (the aggregator returns null).
+ */
+export function sessionAggregate(
+  app: string,
+  onLate: 'dead-letter' | 'drop' = 'dead-letter',
+  emit: 'update' | 'final' = 'update',
+): BuiltTopology {
+  const t = topology({ applicationId: app });
+  t.stream<string, Order | null>('in', { key: s })
+    .groupByKey()
+    .windowedBy(SessionWindows.ofInactivityGapAndGrace(6, 4))
+    .onLate(onLate)
+    .emit(emit)
+    .aggregate(
+      (): Amounts | null => ({ n: 0, amounts: [] }),
+      (_k, o, a) => (o === null || a === null ? null : { n: a.n + 1, amounts: [...a.amounts, o.amount] }),
+      (_k, a, b) =>
+        a === null || b === null ? null : { n: a.n + b.n, amounts: [...a.amounts, ...b.amounts] },
+      { name: 'session-amounts' },
+    )
+    .toStream()
+    .map((wk, a) => [wk.key, { start: wk.start, end: wk.end, a }] as const)
+    .to('session-amounts', { key: s });
+  return t.build();
+}
+
+/** A session reduce (gap 5, no grace) of the amounts as numbers (the stream's serde): their sum. */
+export function sessionReduce(app: string): BuiltTopology {
+  const t = topology({ applicationId: app });
+  t.stream<string, Order | null>('in', { key: s })
+    .filter((_k, o) => o !== null)
+    .mapValues((o) => (o as Order).amount)
+    .groupByKey()
+    .windowedBy(SessionWindows.ofInactivityGapWithNoGrace(5))
+    .reduce((a, b) => a + b, { name: 'session-sums' })
+    .toStream()
+    .map((wk, sum) => [wk.key, { start: wk.start, end: wk.end, sum }] as const)
+    .to('session-sums', { key: s });
   return t.build();
 }
 
@@ -136,6 +188,27 @@ export function tumblingReduce(app: string): BuiltTopology {
     .map((wk, v) => [wk.key, { start: wk.start, v }] as const)
     .to('largest', { key: s });
   return t.build();
+}
+
+/** A redis that runs `after` once a state read (readKey: its first ARGV is `r1`) has answered, while `times` lasts. */
+export function interfering(redis: StoreRedis, times: number, afterRead: () => Promise<void>) {
+  let left = times;
+  const hook = async (reply: unknown, numKeys: number, args: unknown[]) => {
+    if (left > 0 && String(args[numKeys]) === 'r1') {
+      left--;
+      await afterRead();
+    }
+    return reply;
+  };
+  return {
+    reads: () => times - left,
+    redis: {
+      evalshaBuffer: async (sha: string, n: number, ...args: (string | Buffer | number)[]) =>
+        hook(await redis.evalshaBuffer(sha, n, ...args), n, args),
+      evalBuffer: async (script: string, n: number, ...args: (string | Buffer | number)[]) =>
+        hook(await redis.evalBuffer(script, n, ...args), n, args),
+    } satisfies StoreRedis,
+  };
 }
 
 export interface Generated {

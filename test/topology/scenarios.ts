@@ -217,6 +217,17 @@ export const CASES: readonly ScenarioCase[] = [
     input: base(3),
   },
   {
+    // a sum in session windows: aggregate(init, aggregator, merger), a JS merger on Redis
+    scenario: {
+      name: 'session-sum-update',
+      window: session,
+      aggregate: 'sum',
+      emit: 'update',
+      partitions: 2,
+    },
+    input: base(2),
+  },
+  {
     scenario: {
       name: 'session-count-final',
       window: session,

@@ -24,15 +24,18 @@
   ARGV[6]    record text: per record '<offset>,<emit>,<n>;' followed by its n effects, each
              '<kind><op><target>,<expireAt>,<operand>;'
                kind: k kv (target: the store id; 0 is field v) | w window (target: its KEYS index)
-                     | f final (target: the window's KEYS index, op '-')
+                     | f final (target: the window's KEYS index, op '-'; or a session hash's KEYS
+                       index and operand '<start>:<end>': that session's value, nothing marked)
                      | h a window hash's field (target: the hash's KEYS index; operand
                        '<operand>@<start>', the field)
                      | p a note (op 's', target 0): nothing changes, its result is its value
-                     | s session (target: the session hash's KEYS index; op a, x or n; operand
+                     | s session (target: the session hash's KEYS index; op a, x, n, s or d; operand
                        '<operand>@<time>@<lowEnd>@<highStart>@<closeTime>@<dropBefore>': the sessions
                        with end >= lowEnd and start <= highStart merge with [time, time] (values summed
-                       for a, extreme for x/n), then the op applies; a merged end below closeTime is
-                       late (nothing changes); sessions ending before dropBefore are removed)
+                       for a, extreme for x/n), then the op applies (s: the merged session takes the
+                       set value, d: it is removed; the caller computed it from a read); a merged end
+                       below closeTime is late (nothing changes); sessions ending before dropBefore
+                       are removed)
                op: s set | a add (operand: a canonical integer) | x max | n min (operand: a number)
                    | d delete
                expireAt: window, window hash and session effects only, ms since the epoch: the key's
@@ -47,7 +50,8 @@
       entry; X -> the reason. An entry is 'r' then per effect '-' (no value) or '<length>:<bytes>'
       (kv, window, window hash: the value after the effect; final: the window's value, once; a
       note: its value) or, for a session,
-      's<length>:<start>,<end>,<late 0|1>[,<removed start>,<removed end>]*;<value>', or 'd' .. reason
+      's<length>:<start>,<end>,<state>[,<removed start>,<removed end>]*;<value>' (state 0: the merged
+      value, 1: late, 2: deleted by d), or 'd' .. reason
   A record whose effect cannot apply (add on a value that is not an integer, a sum beyond 2^53, max or
   min on text) is REJECTed: none of its effects is made, the fence moves, a 'd' entry is kept.
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing read or written).

@@ -5,14 +5,15 @@
  * call effects that make the change, and the table updates the effects' results give. A count and its
  * timestamp (the largest record timestamp of the key or window, as Kafka Streams keeps it) are two stores
  * of the key call: `add 1` and `max t`; a session count is one `session` effect (`add 1`, merged in
- * Redis); a reduce or aggregate is a `set` of the serialized aggregate and of its timestamp, computed in
+ * Redis), a session reduce or aggregate the same effect with the merged value set from a read
+ * (fold-session.ts); a reduce or aggregate is a `set` of the serialized aggregate and of its timestamp, computed in
  * JS from a read (fold.ts fills them in: here they are placeholders of the right shape). A sliding-window
  * arrival's windows follow from the key's stored windows: its effects are all computed from the read
  * (fold-sliding.ts), here one placeholder note.
  */
 import { RedfenceError } from '../../errors/index.js';
-import type { Effect, EffectResult, SessionResult, StoreOp } from '../../store/index.js';
-import { decodeKey, type ModelRecord, type WindowBounds } from '../model-io.js';
+import type { Effect, EffectResult, SessionOp, SessionResult, StoreOp } from '../../store/index.js';
+import { decodeKey, type ModelRecord, segmentInterval, type WindowBounds } from '../model-io.js';
 import { slidingLate } from '../sliding.js';
 import { timeWindowsFor } from '../windows.js';
 import { newClock, type WindowClock } from './final.js';
@@ -98,12 +99,17 @@ export function arrive(
     const ts = r.timestamp;
     clock.stream = Math.max(clock.stream, ts);
     const closeTime = clock.stream - w.graceMs - w.inactivityGapMs;
-    const floor = clock.store - (w.inactivityGapMs + w.graceMs) + 1;
+    const retention = w.inactivityGapMs + w.graceMs;
+    const floor = clock.store - retention + 1;
+    // emit final keeps what the lookup hides until it is final: only the dropped segments go (the model's prune)
+    const interval = segmentInterval(retention);
+    const dropBefore =
+      p.emit === 'final' ? Math.trunc((clock.store - retention) / interval) * interval + 0 : floor;
     const session = {
       lowEnd: Math.max(ts - w.inactivityGapMs, floor),
       highStart: ts + w.inactivityGapMs,
       closeTime,
-      dropBefore: floor,
+      dropBefore,
     };
     // the merged session ends at ts or at a stored end (<= clock.store); a late one changes nothing and
     // its ts is below clock.store already (the record that moved stream time was not late)
@@ -127,9 +133,16 @@ export function arrive(
   return { agg, record: r, fenceKey, starts, missed, closeTime, session: null, sliding: false };
 }
 
-/** A reduce or aggregate, or any sliding-window aggregation: its effects are computed in JS from a read (fold.ts). */
+/**
+ * A reduce or aggregate, or any sliding-window aggregation, or any session aggregation with
+ * emit('final') (its sessions must be known before the calls, final-session.ts): its effects are
+ * computed in JS from a read (fold.ts).
+ */
 export function folds(agg: AggregatePlan): boolean {
-  return agg.node.op !== 'count' || agg.node.window?.kind === 'sliding';
+  const w = agg.node.window;
+  return (
+    agg.node.op !== 'count' || w?.kind === 'sliding' || (w?.kind === 'session' && agg.node.emit === 'final')
+  );
 }
 
 /** Placeholder op of a folded effect, replaced before the call (a replayed record keeps it: never applied). */
@@ -148,9 +161,9 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
   if (a.session !== null) {
     const w = node.window as { inactivityGapMs: number; graceMs: number };
     const at = expireAt(ts + w.inactivityGapMs, w.graceMs);
-    return [
-      { store: valueStore, kind: 'session', time: ts, ...a.session, expireAt: at, op: { op: 'add', by: 1 } },
-    ];
+    // a reduce or aggregate: the merged value is computed from a read (fold-session.ts)
+    const op: SessionOp = js ? { op: 'delete' } : { op: 'add', by: 1 };
+    return [{ store: valueStore, kind: 'session', time: ts, ...a.session, expireAt: at, op }];
   }
   const valueOp: StoreOp = js ? UNFOLDED : { op: 'add', by: 1 };
   const timeOp: StoreOp = js ? UNFOLDED : { op: 'max', value: ts };
@@ -212,7 +225,8 @@ export function slidingOutcome(
 
 /**
  * A session effect's outcome: late (the merged bounds, as the model reports them), or the updates
- * (a tombstone per merged-away session, then the merged session; each timestamped with its end).
+ * (a tombstone per merged-away session, then the merged session, null when a reduce or aggregate gave
+ * none; each timestamped with its end).
  */
 export function sessionOutcome(
   a: Arrival,
@@ -233,30 +247,43 @@ export function sessionOutcome(
   }));
   updates.push({
     key: { key, start: s.start, end: s.end },
-    value: storedNumber(s.value, a.agg.node.name),
+    value: storedAggregate(a.agg, s.value ?? undefined),
     timestamp: s.end,
   });
   return { updates };
 }
 
-/** The effects that take a closing window's final result: its value and its timestamp, once. */
-export function finalEffects(agg: AggregatePlan, start: number): Effect[] {
+/**
+ * The effects that take a closing window's final result: its value and its timestamp, once; a
+ * session's (`end` given): its value (its timestamp is its end).
+ */
+export function finalEffects(agg: AggregatePlan, w: { start: number; end?: number }): Effect[] {
+  if (w.end !== undefined) return [{ store: agg.valueStore, kind: 'final', start: w.start, end: w.end }];
   return [
-    { store: agg.valueStore, kind: 'final', start },
-    { store: agg.timeStore, kind: 'final', start },
+    { store: agg.valueStore, kind: 'final', start: w.start },
+    { store: agg.timeStore, kind: 'final', start: w.start },
   ];
 }
 
-/** A closing window's final update, or null when it holds nothing (never written, deleted, or already final). */
+/**
+ * A closing window's final update, or null when it holds nothing (never written, deleted, or already
+ * final; a session: merged away or deleted).
+ */
 export function finalUpdate(
   agg: AggregatePlan,
-  window: { key: Buffer; start: number },
+  window: { key: Buffer; start: number; end?: number },
   results: readonly EffectResult[],
 ): ModelRecord | null {
   if (results[0] === null || results[0] === undefined) return null;
   const p = agg.node;
-  const size = (p.window as { sizeMs: number }).sizeMs;
   const key = decodeKey(p, window.key);
+  if (window.end !== undefined)
+    return {
+      key: { key, start: window.start, end: window.end },
+      value: storedAggregate(agg, results[0]),
+      timestamp: window.end,
+    };
+  const size = (p.window as { sizeMs: number }).sizeMs;
   return {
     key: { key, start: window.start, end: window.start + size },
     value: storedAggregate(agg, results[0]),

@@ -12,8 +12,10 @@
  *     session bounds, the windows that close) and becomes effects on its fence key (the grouped key's
  *     bytes) (steps.ts, arrive.ts);
  *  2. emit-final only: the partition's index of windows by close time gets the batch's new windows and
- *     gives the closing ones (final.ts); every effect is placed in its key's key record, one per input
- *     offset and key, a closing window's `final` effects in the record that closed it;
+ *     gives the closing ones (final.ts; session windows: the keys are read and folded first, and the
+ *     index gets the sessions they write, final-session.ts); every effect is placed in its key's key
+ *     record, one per input offset and key, a closing window's `final` effects in the record that
+ *     closed it;
  *  3. one key call per fence key (KeyStore.callMany): each record decided once against the key's fence;
  *     a key with a reduce or aggregate is read first, folded in JS and written with `expect` (fold.ts);
  *  4. per record again, in order, the results (APPLY, REBASE, REEMIT) are forwarded down the graph
@@ -36,8 +38,9 @@ import {
 import type { BuiltTopology } from '../types.js';
 import { checkBatch, options, type TopologyExecutorOptions } from './check.js';
 import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } from './final.js';
+import { type IndexedSession, sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
 import { FlowTally } from './flows.js';
-import { callGroups } from './fold.js';
+import { callGroups, foldAhead } from './fold.js';
 import { type ForwardContext, forwardStep } from './forward.js';
 import { planTopology, type RunPlan } from './plan.js';
 import { type KeyGroup, placeSteps, type WalkStep, walkBatch } from './steps.js';
@@ -67,6 +70,8 @@ export class TopologyExecutor {
   readonly #retention: number;
   readonly #now: () => number;
   readonly #index: CloseIndex | null;
+  /** Some aggregation is session-windowed with emit('final') (final-session.ts). */
+  readonly #finalSessions: boolean;
 
   constructor(built: BuiltTopology, opts: TopologyExecutorOptions) {
     const { retention, now } = options(opts);
@@ -94,6 +99,9 @@ export class TopologyExecutor {
           ...(keyEncoding === undefined ? {} : { keyEncoding }),
         })
       : null;
+    this.#finalSessions = [...this.plan.aggregates.values()].some(
+      (a) => a.node.emit === 'final' && a.node.window?.kind === 'session',
+    );
     this.#retention = retention;
     this.#now = now;
   }
@@ -138,8 +146,9 @@ export class TopologyExecutor {
     let dropped = 0;
     for (const a of this.plan.aggregates.values()) {
       const w = a.node.window;
-      if (a.node.emit !== 'final' || w === null || (w.kind !== 'tumbling' && w.kind !== 'hopping')) continue;
-      const upTo = settledUpTo(w.sizeMs, at[a.node.name]);
+      if (a.node.emit !== 'final' || w === null || w.kind === 'sliding') continue;
+      const clock = at[a.node.name];
+      const upTo = w.kind === 'session' ? sessionsSettledUpTo(clock) : settledUpTo(w.sizeMs, clock);
       if (upTo < 0) continue;
       dropped += await this.#index.remove(topic, partition, a.valueStore, upTo);
     }
@@ -174,13 +183,21 @@ export class TopologyExecutor {
     const sources = this.plan.subs.get(batch.topic)?.sources ?? [];
     const tally = new FlowTally();
     const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt, tally);
-    const indexed = await this.#syncIndexes(batch, walked.steps);
-    const placed = placeSteps(walked.steps, (agg, range) =>
-      closing(indexed.get(agg.valueStore) ?? [], range),
-    );
+    // emit-final sessions: their bounds follow from the keys' reads, folded before any index or call
+    let ahead: Awaited<ReturnType<typeof foldAhead>> | undefined;
+    if (this.#finalSessions) {
+      const pre = placeSteps(walked.steps, () => []);
+      ahead = await foldAhead(this.store, batch, pre.groups, pre.steps);
+    }
+    const indexed = await this.#syncIndexes(batch, walked.steps, ahead?.written);
+    const placed = placeSteps(walked.steps, (agg, range) => {
+      const due = closing(indexed.get(agg.valueStore) ?? [], range);
+      return agg.node.window?.kind === 'session' ? due.map(sessionOfEntry) : due;
+    });
     const { replies, conflicts } = await callGroups(this.store, batch, placed.groups, placed.steps, {
       clocks,
       expireAt,
+      ...(ahead === undefined ? {} : { ahead: ahead.ahead }),
     });
     this.#checkFence(batch, replies);
     const ctx: ForwardContext = {
@@ -205,8 +222,15 @@ export class TopologyExecutor {
     return { outputs, deadLetters, dropped, streamTime, verdicts, nodes: tally.flows() };
   }
 
-  /** Step 2's Redis part: the emit-final indexes get the batch's windows and give the closing ones. */
-  async #syncIndexes(batch: TopologyBatch, steps: readonly WalkStep[]) {
+  /**
+   * Step 2's Redis part: the emit-final indexes get the batch's windows (and the sessions its folds
+   * write, `sessions` by value store) and give the closing ones.
+   */
+  async #syncIndexes(
+    batch: TopologyBatch,
+    steps: readonly WalkStep[],
+    sessions: ReadonlyMap<number, readonly IndexedSession[]> = new Map(),
+  ) {
     if (this.#index === null) return new Map<number, IndexedWindow[]>();
     const work = new Map<number, IndexWork>();
     const of = (store: number) => {
@@ -223,6 +247,7 @@ export class TopologyExecutor {
           of(s.arrival.agg.valueStore).add.push({ key: s.arrival.fenceKey, start });
       else if ('closes' in s) of(s.closes.valueStore).ranges.push(s.range);
     }
+    for (const [store, list] of sessions) of(store).add.push(...list.map(sessionEntry));
     return syncIndexes(this.#index, batch.topic, batch.partition, [...work.values()]);
   }
 

@@ -57,7 +57,9 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
   };
   if ('arrival' in step) {
     const results = resultsOf(step.placed, step.source, ctx);
-    if (results === null || (node.emit === 'final' && node.window !== null)) return;
+    if (results === null) return;
+    const final = node.emit === 'final' && node.window !== null;
+    if (final && step.arrival.session === null) return;
     if (step.arrival.sliding) {
       // as the model: the window updates, then the windows the record was too late for
       const o = slidingOutcome(step.arrival, results);
@@ -78,7 +80,7 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
       const late = lateStep(node, [o.late], step.source);
       if ('drop' in late) ctx.dropped.push(late.drop);
       else ctx.deadLetters.push(late.dead);
-    } else for (const u of o.updates) walk(u);
+    } else if (!final) for (const u of o.updates) walk(u);
     return;
   }
   for (const { window, placed } of step.windows) {

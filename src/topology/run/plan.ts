@@ -71,18 +71,6 @@ function checkAggregate(n: AggregateNode): void {
       n.name,
       "emit('final') of sliding windows does not run on Redis yet (emit('update') does): a sliding window's start is known only after the key's read, so the close-time index and the final effects would have to follow the fold",
     );
-  if (w?.kind === 'session') {
-    if (n.op !== 'count')
-      throw unsupported(
-        n.name,
-        `${n.op} of session windows (a JS aggregator and merger) does not run on Redis yet (a session count does)`,
-      );
-    if (n.emit === 'final')
-      throw unsupported(
-        n.name,
-        "emit('final') of session windows does not run on Redis yet (emit('update') does)",
-      );
-  }
 }
 
 /** Refuses an aggregation fed (through stateless nodes) by another one: one key call per record and key today. */

@@ -10,6 +10,7 @@ import type { WindowBounds } from '../model-io.js';
 import { fromBytes } from '../serdes.js';
 import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
 import { type FinalRange, finalRange, type IndexedWindow, type WindowClock } from './final.js';
+import { sessionFinalRange } from './final-session.js';
 import type { FlowTally } from './flows.js';
 import type { KeyPart } from './note.js';
 import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
@@ -58,9 +59,12 @@ export function walkBatch(
         const effects = effectsOf(a, expireAt);
         if (effects.length > 0) w.steps.push({ arrival: a, effects, source: rec });
         const win = node.window;
-        if (node.emit !== 'final' || win === null || (win.kind !== 'tumbling' && win.kind !== 'hopping'))
-          return;
-        const range = finalRange(win, clocks.get(node.name) as WindowClock, a.closeTime);
+        if (node.emit !== 'final' || win === null || win.kind === 'sliding') return;
+        const clock = clocks.get(node.name) as WindowClock;
+        const range =
+          win.kind === 'session'
+            ? sessionFinalRange(win, clock, a.closeTime)
+            : finalRange(win, clock, a.closeTime);
         if (range !== null) w.steps.push({ closes: agg, range, source: rec });
       },
     };
@@ -105,14 +109,17 @@ export type PlacedStep =
   | { readonly arrival: Arrival; readonly placed: Placed; readonly source: ModelInput }
   | {
       readonly closes: AggregatePlan;
-      readonly windows: readonly { readonly window: IndexedWindow; readonly placed: Placed }[];
+      readonly windows: readonly { readonly window: ClosingWindow; readonly placed: Placed }[];
       readonly source: ModelInput;
     };
+
+/** A window that closes (its key and start), or a session (with its `end`). */
+export type ClosingWindow = IndexedWindow & { readonly end?: number };
 
 /** Step 2: the key groups (in first-seen order) and the steps with their places. */
 export function placeSteps(
   steps: readonly WalkStep[],
-  closing: (agg: AggregatePlan, range: FinalRange) => readonly IndexedWindow[],
+  closing: (agg: AggregatePlan, range: FinalRange) => readonly ClosingWindow[],
 ): { groups: KeyGroup[]; steps: PlacedStep[] } {
   const groups = new Map<string, KeyGroup>();
   const put = (key: Buffer, offset: number, node: string, effects: Effect[], sliding = false): Placed => {
@@ -139,7 +146,7 @@ export function placeSteps(
     }
     const windows = closing(s.closes, s.range).map((window) => ({
       window,
-      placed: put(window.key, offset, s.closes.node.name, finalEffects(s.closes, window.start)),
+      placed: put(window.key, offset, s.closes.node.name, finalEffects(s.closes, window)),
     }));
     return { closes: s.closes, windows, source: s.source };
   });

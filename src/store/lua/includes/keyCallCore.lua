@@ -69,13 +69,20 @@ local function rf_parse(label, k1, kn, spec, c0)
           operand, field = o2, st
         end
       elseif ok and kind == 'f' then
-        ok = op == '-' and kindOf[t] == ':w:'
+        -- a window's final marker, or a session's value (operand '<start>:<end>', the field)
+        ok = op == '-' and ((kindOf[t] == ':w:' and operand == '')
+          or (kindOf[t] == ':s:' and string.find(operand, '^%d+:%d+$') ~= nil))
+        if ok and operand ~= '' then
+          field = operand
+        end
       elseif ok and kind == 's' then
         local _, _, o2, tm, lo, hi, cl, dr =
           string.find(operand, '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$')
-        ok = o2 ~= nil and (op == 'a' or op == 'x' or op == 'n') and kindOf[t] == ':s:' and exp ~= ''
+        ok = o2 ~= nil and OPS[op] and kindOf[t] == ':s:' and exp ~= ''
         if ok and op == 'a' then
           ok = rf_int(o2) ~= nil
+        elseif ok and (op == 's' or op == 'd') then
+          ok = o2 == ''
         elseif ok then
           ok = tonumber(o2) ~= nil
         end
@@ -111,6 +118,9 @@ local function rf_parse(label, k1, kn, spec, c0)
         eff.slot = 'h' .. eff.hkey .. '@' .. field
       elseif kind == 'p' then
         eff.slot = false
+      elseif kind == 'f' and field then
+        eff.slot = k1 + t - 1 -- the session hash's KEYS index
+        eff.sfield = field
       else
         eff.slot = k1 + t - 1 -- its KEYS index
       end
@@ -264,6 +274,8 @@ local function rf_run(k1, recs, partition, epoch, watermark, expect)
         results[k] = text
       elseif eff.kind == 'p' then
         results[k] = eff.value
+      elseif eff.sfield then
+        results[k] = sessions(slot)[eff.sfield] or false
       else
         local v = value(slot, eff)
         undo[#undo + 1] = slot
@@ -289,7 +301,7 @@ local function rf_run(k1, recs, partition, epoch, watermark, expect)
     end
     for _, eff in ipairs(effs) do
       local slot = eff.hkey or eff.slot -- a window hash expires as a whole
-      if eff.slot and eff.kind ~= 's' then
+      if eff.slot and eff.kind ~= 's' and not eff.sfield then
         dirty[eff.slot] = true
       end
       if eff.exp and (expires[slot] == nil or eff.exp > expires[slot]) then

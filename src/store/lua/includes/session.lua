@@ -17,8 +17,9 @@ local function sessions(slot)
 end
 
 -- One session effect: merges the overlapping sessions with [time, time]; `journal` collects
--- (slot, field, old value) to undo. Returns the result text '<start>,<end>,<late>[,<rs>,<re>]*;<value>'
--- or nil and the reason.
+-- (slot, field, old value) to undo. Returns the result text '<start>,<end>,<state>[,<rs>,<re>]*;<value>'
+-- (state 0: the merged value, 1: late, 2: deleted) or nil and the reason. Ops a, x, n merge the stored
+-- values; s and d write the value the caller computed from a read (s: its value, d: none).
 local function sessionOp(eff, journal)
   local sw, slot = eff.sw, eff.slot
   local all = sessions(slot)
@@ -44,9 +45,10 @@ local function sessionOp(eff, journal)
   table.sort(found, function(a, b)
     return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1])
   end)
+  local given = eff.op == 's' or eff.op == 'd'
   local start, stop, acc, accText = sw.time, sw.time, nil, nil
   for _, x in ipairs(found) do
-    local n = eff.op == 'a' and rf_int(x[4]) or tonumber(x[4])
+    local n = given and 0 or (eff.op == 'a' and rf_int(x[4]) or tonumber(x[4]))
     if n == nil then
       return nil, 'session merge failed: stored value is not ' .. (eff.op == 'a' and 'an integer' or 'a number')
     end
@@ -70,7 +72,13 @@ local function sessionOp(eff, journal)
     end
   end
   local new
-  if eff.op == 'a' then
+  if eff.op == 'd' then
+    put(string.format('%d:%d', start, stop), false)
+    parts[1] = bounds .. '2'
+    return table.concat(parts, ',') .. ';'
+  elseif eff.op == 's' then
+    new = eff.value
+  elseif eff.op == 'a' then
     local sum = (acc or 0) + eff.num
     if not (sum > -RF_EXACT and sum < RF_EXACT) then
       return nil, 'add failed: result beyond 2^53'
