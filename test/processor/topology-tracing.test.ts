@@ -7,7 +7,9 @@
  * the input itself gives); the input batches link to the orders' contexts, the repartition batches to
  * the input batches (the repartition records carry their context), the alerts and the dead letter carry
  * a repartition batch's; each batch has its Redis step as a child span and the Kafka steps' `send` spans
- * link to the batches. No key or value is in any span. The `tracing` option is checked at construction.
+ * link to the batches. No key or value is in any span. Without the option (the global provider
+ * registered all the same) no span is made and no output carries a `traceparent`. The `tracing` option
+ * is checked at construction.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -23,6 +25,7 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import type { Redis } from 'ioredis';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
+import type { TracingOption } from '../../src/telemetry/options.js';
 import { ATTR as A } from '../../src/telemetry/semconv.js';
 import { parseTraceparent } from '../../src/telemetry/w3c.js';
 import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
@@ -157,30 +160,28 @@ describe('topology processor: spans (real broker, Redis)', { timeout: 180_000 },
       new TopologyProcessor({ topology: built, redis, kafka: kafkaOpt, tracing });
   });
 
-  it('a batch span per sub-topology batch with the topology attributes, linked through the repartition topic', async () => {
-    exporter.reset();
+  /** The fraud topology over the orders (10 input records, 8 repartition records), to its commits. */
+  async function runFraud(tracing: TracingOption | undefined) {
     const ns = uniqueName('otel-t');
     const built = fraud(ns);
     const input = `${ns}-orders`;
-    const alerts = `${ns}-alerts`;
-    const dlt = `${input}.DLT`;
     const [repartition] = built.repartitionTopics;
     assert.ok(repartition !== undefined, 'a repartition topic');
     const keep = { 'retention.ms': '-1' };
     const cleanup = await createTopics([
       { topic: input, partitions: 1, config: keep },
-      { topic: alerts, partitions: 1, config: keep },
-      { topic: dlt, partitions: 1, config: keep },
+      { topic: `${ns}-alerts`, partitions: 1, config: keep },
+      { topic: `${input}.DLT`, partitions: 1, config: keep },
       { topic: repartition, partitions: 1, config: keep },
     ]);
-    const list = orders();
     try {
+      const list = orders();
       await produceTraced(input, list);
       const p = new TopologyProcessor({
         topology: built,
         redis,
         kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 4 },
-        tracing: { tracer: provider.getTracer('redfence-test') },
+        ...(tracing === undefined ? {} : { tracing }),
       });
       const big = list.filter((o) => o.amount > 100).length;
       try {
@@ -190,115 +191,128 @@ describe('topology processor: spans (real broker, Redis)', { timeout: 180_000 },
       } finally {
         await p.close();
       }
-      const alertRows = await readToEnd(alerts);
-      const deadLetters = await readToEnd(dlt);
+      const alertRows = await readToEnd(`${ns}-alerts`);
+      const deadLetters = await readToEnd(`${input}.DLT`);
       assert.equal(alertRows.length, 4, 'alerts at counts 3, 4, 5, 6');
       assert.equal(deadLetters.length, 1, 'the late order');
-      await pollUntil(
-        'the Kafka step spans',
-        () => exporter.getFinishedSpans().some((x) => x.name.startsWith('send')),
-        10_000,
-        20,
-      );
-      const spans = exporter.getFinishedSpans();
-
-      const inBatches = spans.filter((x) => x.name === `process ${input}`);
-      const reBatches = spans.filter((x) => x.name === `process ${repartition}`);
-      assert.ok(
-        inBatches.length >= 3 && reBatches.length >= 2,
-        'batches of 4 at most in both sub-topologies',
-      );
-      const subs = [...built.subTopologies].map((x) => x.id);
-      for (const [batches, topic] of [
-        [inBatches, input],
-        [reBatches, repartition],
-      ] as const)
-        for (const b of batches) {
-          assert.equal(b.kind, SpanKind.CONSUMER);
-          assert.equal(b.parentSpanContext, undefined, 'a batch span is the root of its trace');
-          assert.equal(b.status.code, SpanStatusCode.UNSET);
-          assert.equal(b.attributes[A.destinationName], topic);
-          assert.equal(b.attributes[A.partitionId], '0');
-          assert.equal(b.attributes[A.consumerGroup], ns);
-          assert.equal(b.attributes[A.applicationId], ns);
-          assert.ok(subs.includes(b.attributes[A.subTopology] as number), 'a sub-topology of the topology');
-          assert.equal(typeof b.attributes[A.epoch], 'number');
-          const names = b.attributes[A.nodeNames] as string[];
-          for (const n of names)
-            assert.ok(
-              built.nodes.some((x) => x.name === n),
-              `${n}: a node`,
-            );
-        }
-      const subOf = (b: ReadableSpan) => b.attributes[A.subTopology];
-      assert.equal(new Set(inBatches.map(subOf)).size, 1, 'one sub-topology reads the input');
-      assert.equal(new Set(reBatches.map(subOf)).size, 1, 'one reads the repartition topic');
-      assert.notEqual(subOf(inBatches[0] as ReadableSpan), subOf(reBatches[0] as ReadableSpan));
-
-      // what each batch ran, summed: what the input gives (a clean run: each batch once)
-      assert.equal(sum(inBatches, A.batchCount), list.length);
-      assert.equal(sum(reBatches, A.batchCount), big);
-      assert.equal(nodeSum(inBatches, 'big', 'in'), list.length);
-      assert.equal(nodeSum(inBatches, 'big', 'out'), big);
-      // the count's node (its name is the store's: a generated node name, as in Kafka Streams)
-      const count = built.nodes.find((n) => n.kind === 'aggregate')?.name ?? '';
-      assert.equal(nodeSum(reBatches, count, 'in'), big);
-      assert.equal(nodeSum(reBatches, count, 'out'), big - deadLetters.length, 'an update per counted order');
-      assert.equal(nodeSum(reBatches, 'many', 'out'), alertRows.length);
-      assert.equal(nodeSum(reBatches, 'alerts', 'out'), alertRows.length);
-      assert.equal(nodeSum(inBatches, 'alerts', 'in'), 0, 'the sink is in the other sub-topology');
-      assert.equal(sum(inBatches, A.deadLetters), 0);
-      assert.equal(sum(reBatches, A.deadLetters), deadLetters.length);
-      assert.equal(sum([...inBatches, ...reBatches], A.dropped), 0);
-      // outputs = repartition records + alerts + the dead letter
-      assert.equal(sum(inBatches, A.outputs), big);
-      assert.equal(sum(reBatches, A.outputs), alertRows.length + deadLetters.length);
-
-      // links: the orders' contexts, then the input batches (the repartition records carry theirs)
-      const inIds = new Set(inBatches.map((b) => b.spanContext().spanId));
-      const reIds = new Set(reBatches.map((b) => b.spanContext().spanId));
-      assert.deepEqual(
-        inBatches
-          .flatMap((b) => b.links)
-          .map((l) => `${l.context.traceId}-${l.context.spanId}`)
-          .sort(),
-        list.map((o) => `${o.traceId}-${o.spanId}`).sort(),
-      );
-      const reLinks = reBatches.flatMap((b) => b.links);
-      assert.equal(reLinks.length, big, 'each repartition record links its input batch');
-      assert.ok(reLinks.every((l) => inIds.has(l.context.spanId)));
-      for (const r of [...alertRows, ...deadLetters])
-        assert.ok(reIds.has(parentOf(r)), 'a repartition batch');
-
-      // each batch's Redis step is its child; the Kafka steps link the batches
-      for (const b of [...inBatches, ...reBatches]) {
-        const id = b.spanContext().spanId;
-        const steps = spans.filter((x) => x.name === 'fence apply' && x.parentSpanContext?.spanId === id);
-        assert.ok(steps.length >= 1, 'a Redis step span under each batch');
-        assert.ok(steps.every((x) => x.kind === SpanKind.CLIENT && x.attributes[A.dbSystemName] === 'redis'));
-      }
-      const sends = spans.filter((x) => x.name.startsWith('send'));
-      const linked = new Set(sends.flatMap((x) => x.links.map((l) => l.context.spanId)));
-      for (const id of [...inIds, ...reIds]) assert.ok(linked.has(id), 'every batch in a Kafka step');
-      for (const x of sends) {
-        assert.equal(x.kind, SpanKind.CLIENT);
-        assert.equal(x.attributes[A.mode], 'exactly-once');
-        assert.equal(x.status.code, SpanStatusCode.UNSET);
-      }
-
-      // never a key or a value
-      const text = JSON.stringify(
-        spans.map((x) => ({
-          a: x.attributes,
-          e: x.events,
-          st: x.status,
-          l: x.links.map((l) => l.attributes),
-        })),
-      );
-      for (const secret of ['order-secret', 'cust-secret', '"amount"'])
-        assert.ok(!text.includes(secret), `"${secret}" in a span`);
+      return { ns, built, input, repartition, list, big, alertRows, deadLetters };
     } finally {
       await cleanup();
     }
+  }
+
+  it('without the option: no span, no traceparent on the outputs', async () => {
+    exporter.reset();
+    const { alertRows, deadLetters } = await runFraud(undefined);
+    assert.deepEqual(exporter.getFinishedSpans(), [], 'the global provider is registered, and still no span');
+    for (const r of alertRows) assert.equal(r.headers.traceparent, undefined);
+    // the dead letter keeps the headers of its repartition record, which had none
+    for (const r of deadLetters) assert.equal(r.headers.traceparent, undefined);
+  });
+
+  it('a batch span per sub-topology batch with the topology attributes, linked through the repartition topic', async () => {
+    exporter.reset();
+    const { ns, built, input, repartition, list, big, alertRows, deadLetters } = await runFraud({
+      tracer: provider.getTracer('redfence-test'),
+    });
+    await pollUntil(
+      'the Kafka step spans',
+      () => exporter.getFinishedSpans().some((x) => x.name.startsWith('send')),
+      10_000,
+      20,
+    );
+    const spans = exporter.getFinishedSpans();
+
+    const inBatches = spans.filter((x) => x.name === `process ${input}`);
+    const reBatches = spans.filter((x) => x.name === `process ${repartition}`);
+    assert.ok(inBatches.length >= 3 && reBatches.length >= 2, 'batches of 4 at most in both sub-topologies');
+    const subs = [...built.subTopologies].map((x) => x.id);
+    for (const [batches, topic] of [
+      [inBatches, input],
+      [reBatches, repartition],
+    ] as const)
+      for (const b of batches) {
+        assert.equal(b.kind, SpanKind.CONSUMER);
+        assert.equal(b.parentSpanContext, undefined, 'a batch span is the root of its trace');
+        assert.equal(b.status.code, SpanStatusCode.UNSET);
+        assert.equal(b.attributes[A.destinationName], topic);
+        assert.equal(b.attributes[A.partitionId], '0');
+        assert.equal(b.attributes[A.consumerGroup], ns);
+        assert.equal(b.attributes[A.applicationId], ns);
+        assert.ok(subs.includes(b.attributes[A.subTopology] as number), 'a sub-topology of the topology');
+        assert.equal(typeof b.attributes[A.epoch], 'number');
+        const names = b.attributes[A.nodeNames] as string[];
+        for (const n of names)
+          assert.ok(
+            built.nodes.some((x) => x.name === n),
+            `${n}: a node`,
+          );
+      }
+    const subOf = (b: ReadableSpan) => b.attributes[A.subTopology];
+    assert.equal(new Set(inBatches.map(subOf)).size, 1, 'one sub-topology reads the input');
+    assert.equal(new Set(reBatches.map(subOf)).size, 1, 'one reads the repartition topic');
+    assert.notEqual(subOf(inBatches[0] as ReadableSpan), subOf(reBatches[0] as ReadableSpan));
+
+    // what each batch ran, summed: what the input gives (a clean run: each batch once)
+    assert.equal(sum(inBatches, A.batchCount), list.length);
+    assert.equal(sum(reBatches, A.batchCount), big);
+    assert.equal(nodeSum(inBatches, 'big', 'in'), list.length);
+    assert.equal(nodeSum(inBatches, 'big', 'out'), big);
+    // the count's node (its name is the store's: a generated node name, as in Kafka Streams)
+    const count = built.nodes.find((n) => n.kind === 'aggregate')?.name ?? '';
+    assert.equal(nodeSum(reBatches, count, 'in'), big);
+    assert.equal(nodeSum(reBatches, count, 'out'), big - deadLetters.length, 'an update per counted order');
+    assert.equal(nodeSum(reBatches, 'many', 'out'), alertRows.length);
+    assert.equal(nodeSum(reBatches, 'alerts', 'out'), alertRows.length);
+    assert.equal(nodeSum(inBatches, 'alerts', 'in'), 0, 'the sink is in the other sub-topology');
+    assert.equal(sum(inBatches, A.deadLetters), 0);
+    assert.equal(sum(reBatches, A.deadLetters), deadLetters.length);
+    assert.equal(sum([...inBatches, ...reBatches], A.dropped), 0);
+    // outputs = repartition records + alerts + the dead letter
+    assert.equal(sum(inBatches, A.outputs), big);
+    assert.equal(sum(reBatches, A.outputs), alertRows.length + deadLetters.length);
+
+    // links: the orders' contexts, then the input batches (the repartition records carry theirs)
+    const inIds = new Set(inBatches.map((b) => b.spanContext().spanId));
+    const reIds = new Set(reBatches.map((b) => b.spanContext().spanId));
+    assert.deepEqual(
+      inBatches
+        .flatMap((b) => b.links)
+        .map((l) => `${l.context.traceId}-${l.context.spanId}`)
+        .sort(),
+      list.map((o) => `${o.traceId}-${o.spanId}`).sort(),
+    );
+    const reLinks = reBatches.flatMap((b) => b.links);
+    assert.equal(reLinks.length, big, 'each repartition record links its input batch');
+    assert.ok(reLinks.every((l) => inIds.has(l.context.spanId)));
+    for (const r of [...alertRows, ...deadLetters]) assert.ok(reIds.has(parentOf(r)), 'a repartition batch');
+
+    // each batch's Redis step is its child; the Kafka steps link the batches
+    for (const b of [...inBatches, ...reBatches]) {
+      const id = b.spanContext().spanId;
+      const steps = spans.filter((x) => x.name === 'fence apply' && x.parentSpanContext?.spanId === id);
+      assert.ok(steps.length >= 1, 'a Redis step span under each batch');
+      assert.ok(steps.every((x) => x.kind === SpanKind.CLIENT && x.attributes[A.dbSystemName] === 'redis'));
+    }
+    const sends = spans.filter((x) => x.name.startsWith('send'));
+    const linked = new Set(sends.flatMap((x) => x.links.map((l) => l.context.spanId)));
+    for (const id of [...inIds, ...reIds]) assert.ok(linked.has(id), 'every batch in a Kafka step');
+    for (const x of sends) {
+      assert.equal(x.kind, SpanKind.CLIENT);
+      assert.equal(x.attributes[A.mode], 'exactly-once');
+      assert.equal(x.status.code, SpanStatusCode.UNSET);
+    }
+
+    // never a key or a value
+    const text = JSON.stringify(
+      spans.map((x) => ({
+        a: x.attributes,
+        e: x.events,
+        st: x.status,
+        l: x.links.map((l) => l.attributes),
+      })),
+    );
+    for (const secret of ['order-secret', 'cust-secret', '"amount"'])
+      assert.ok(!text.includes(secret), `"${secret}" in a span`);
   });
 });
