@@ -3,7 +3,9 @@
  * seek-back after a failed Kafka step, offset holes), the topology's batch executor on Redis (through
  * the Redis guard: an outage pauses and retries), FENCE handling (pause, never commit), the outputs (to
  * repartition topics too, placed by their key's murmur2) and dead letters as records to produce, then the commit pipeline with the partition's new stream time as
- * the commit's metadata. Order is the invariant: Redis write, then produce, then commit.
+ * the commit's metadata. Order is the invariant: Redis write, then produce, then commit. The batch's
+ * trace (a no-op unless `tracing` is on) spans it from intake, wraps each try of the key calls, gets the
+ * topology's attributes and stamps its context on every record it produces (repartition records too).
  */
 import { deadLetterRecord } from '../../dead-letter/record.js';
 import { RedfenceError } from '../../errors/index.js';
