@@ -2,11 +2,12 @@
  * `redfence run <module>` when the module's default export is a built topology (`topology(...).build()`):
  * a TopologyProcessor with the processor's Kafka, group, mode and commit flags, its state in the Redis
  * target, until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a second signal
- * exits at once). Flags a topology does not take (the processor's fence, sweep, snapshot, WAIT and
- * tracing flags, the handler's) are refused before any connection. With --workers n each of the n
- * worker processes the supervisor forks (workers.ts) runs one TopologyProcessor in the one group, as a
- * processor's workers do. --console mounts the console on its metrics server (its group and dead-letter
- * topic), as for a processor. Fault tests' crash point (`REDFENCE_CRASH_AT`, `REDFENCE_CRASH_AFTER`:
+ * exits at once). --tracing sets `tracing: true`, as for a processor (run.ts checks the API first).
+ * Flags a topology does not take (the processor's fence, sweep, snapshot and WAIT flags, the handler's)
+ * are refused before any connection. With --workers n each of the n worker processes the supervisor
+ * forks (workers.ts) runs one TopologyProcessor in the one group, as a processor's workers do.
+ * --console mounts the console on its metrics server (its group and dead-letter topic), as for a
+ * processor. Fault tests' crash point (`REDFENCE_CRASH_AT`, `REDFENCE_CRASH_AFTER`:
  * src/processor/crash-points.ts) is read as for a processor, a wrong name refused before any connection.
  */
 import { RedfenceError } from '../errors/index.js';
@@ -28,7 +29,6 @@ const NOT_FOR_TOPOLOGIES = [
   'snapshot-interval',
   'snapshot-topic',
   'snapshot-rate',
-  'tracing',
   'concurrency',
   'attempt-timeout',
   'postgres',
@@ -73,6 +73,7 @@ export function topologySettings(
     ...(p.commitIntervalMs === undefined ? {} : { commitIntervalMs: p.commitIntervalMs }),
     ...(p.createTopics === undefined ? {} : { createTopics: p.createTopics }),
     ...(p.replicationFactor === undefined ? {} : { replicationFactor: p.replicationFactor }),
+    ...(p.tracing === undefined ? {} : { tracing: p.tracing }),
   };
 }
 

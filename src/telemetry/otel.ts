@@ -21,7 +21,15 @@ import type { InRecord, OutRecord } from '../kafka/types.js';
 import { VERSION } from '../version.js';
 import type { ResolvedTracing } from './options.js';
 import { ATTR, FENCE_SPAN, KAFKA, MAX_LINKS, OPERATION, REDIS, TRACEPARENT, TRACESTATE } from './semconv.js';
-import type { BatchTrace, RecordTrace, StepBatch, StepTrace, Tracer, TracingScope } from './trace-types.js';
+import type {
+  BatchTrace,
+  RecordTrace,
+  StepBatch,
+  StepTrace,
+  TraceAttributes,
+  Tracer,
+  TracingScope,
+} from './trace-types.js';
 import { extractContext, formatTraceparent, type RemoteContext } from './w3c.js';
 
 type ApiModule = typeof Api;
@@ -316,6 +324,10 @@ class OtelBatch implements BatchTrace {
     if (h === undefined) return out;
     this.#span.setAttribute(ATTR.outputs, out.length);
     return out.map((o) => stamped(o, h));
+  }
+
+  annotate(attributes: () => TraceAttributes): void {
+    this.#span?.setAttributes(attributes() as Api.Attributes);
   }
 
   fenced(): void {

@@ -42,6 +42,14 @@ export const ATTR = {
   batches: 'redfence.batches',
   inputRecords: 'redfence.input.message_count',
   errorCode: 'redfence.error.code',
+  // the topology processor's batch spans
+  deadLetters: 'redfence.dead_letters',
+  applicationId: 'redfence.topology.application_id',
+  subTopology: 'redfence.topology.subtopology',
+  dropped: 'redfence.topology.dropped',
+  nodeNames: 'redfence.topology.node.names',
+  nodeIn: 'redfence.topology.node.in',
+  nodeOut: 'redfence.topology.node.out',
 } as const;
 
 export const KAFKA = 'kafka';

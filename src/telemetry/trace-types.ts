@@ -12,12 +12,22 @@ export interface BatchTrace {
   redis<R>(fn: () => Promise<R>): Promise<R>;
   /** The records with this batch's context in their `traceparent`/`tracestate` headers. */
   stamp(out: OutRecord[]): OutRecord[];
+  /**
+   * Adds attributes to the started span (the topology processor's: src/processor/topology/batch.ts).
+   * Called only when tracing is on, so building them costs nothing otherwise.
+   */
+  annotate(attributes: () => TraceAttributes): void;
   /** A newer owner holds the partition: the batch is dropped. */
   fenced(): void;
   failed(error: unknown): void;
   /** Ends the span; later calls do nothing. */
   end(): void;
 }
+
+/** Span attributes (an OpenTelemetry `Attributes` fits): never a record's key or value. */
+export type TraceAttributes = Readonly<
+  Record<string, string | number | boolean | readonly string[] | readonly number[]>
+>;
 
 /** One Kafka step's `send` span, linked to the spans of the batches it carries. */
 export interface StepTrace {

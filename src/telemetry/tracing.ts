@@ -9,12 +9,21 @@ import type { ResolvedTracing } from './options.js';
 import { type ApiImporter, loadTracer } from './otel.js';
 import type { BatchTrace, RecordTrace, StepBatch, StepTrace, Tracer, TracingScope } from './trace-types.js';
 
-export type { BatchTrace, RecordTrace, StepBatch, StepTrace, Tracer, TracingScope } from './trace-types.js';
+export type {
+  BatchTrace,
+  RecordTrace,
+  StepBatch,
+  StepTrace,
+  TraceAttributes,
+  Tracer,
+  TracingScope,
+} from './trace-types.js';
 
 const NOOP_BATCH: BatchTrace = {
   begin: () => undefined,
   redis: (fn) => fn(),
   stamp: (out) => out,
+  annotate: () => undefined,
   fenced: () => undefined,
   failed: () => undefined,
   end: () => undefined,

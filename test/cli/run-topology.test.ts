@@ -4,12 +4,16 @@
  * model's outputs per key and the dead-letter topic holds one record per late order; SIGTERM drains and
  * commits (exit 0). With --workers 2 both workers join the one group and get partitions, the alerts
  * equal the model the same way, each worker's console (--console, on --metrics-port + i) lists both,
- * and SIGTERM ends both (exit 0). Flags a topology does not take are
- * refused (exit 2) before any connection.
+ * and SIGTERM ends both (exit 0). With --tracing and a tracer provider registered through
+ * NODE_OPTIONS=--import, the batch, Redis step and Kafka step spans are exported and the alerts still
+ * equal the model. Flags a topology does not take are refused (exit 2) before any connection.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { Child } from '../../src/harness/index.js';
@@ -23,6 +27,7 @@ import { generateInput, START_MS } from '../topology/scenarios.js';
 const CLI = ['--import', 'tsx', 'src/cli/bin.ts', 'run', 'examples/fraud.ts'];
 const PARTITIONS = 3;
 const ROOT = new URL('../../', import.meta.url).pathname;
+const SPANS_SETUP = new URL('./fixtures/otel-spans-to-file.mjs', import.meta.url).pathname;
 
 /** n free consecutive ports: the first of them. */
 async function freePorts(n: number): Promise<number> {
@@ -158,6 +163,46 @@ describe('redfence run <topology module>', { timeout: 180_000 }, () => {
     await waitCommitted(s.ns, s.env.ORDERS_TOPIC as string, 120_000);
     child.kill('SIGTERM');
     assert.equal(await exited, 0, stderr);
+    await assertModel(s);
+  });
+
+  it('--tracing: the batch, Redis step and Kafka step spans go to the provider registered through NODE_OPTIONS; the alerts still equal the model', async (t) => {
+    const s = await setup(t, 'clitt');
+    const spans = join(mkdtempSync(join(tmpdir(), 'rf-topo-spans-')), 'spans');
+    t.after(() => rmSync(dirname(spans), { recursive: true, force: true }));
+    const child = spawn(
+      process.execPath,
+      [
+        ...CLI,
+        '--brokers',
+        KAFKA_BROKERS,
+        '--redis',
+        REDIS_URL,
+        '--max-batch-size',
+        '50',
+        '--tracing',
+        '--log',
+        'warn',
+      ],
+      {
+        env: { ...process.env, ...s.env, NODE_OPTIONS: `--import ${SPANS_SETUP}`, RF_SPANS_FILE: spans },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr?.on('data', (c) => {
+      stderr += c;
+    });
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    t.after(() => child.kill('SIGKILL'));
+    await waitCommitted(s.ns, s.env.ORDERS_TOPIC as string, 120_000);
+    const names = () => (existsSync(spans) ? readFileSync(spans, 'utf8').split('\n') : []);
+    // the Kafka step's span ends right after its commit
+    await pollUntil('a Kafka step span', () => names().some((n) => n.startsWith('send')), 10_000, 50);
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0, stderr);
+    assert.ok(names().includes(`process ${s.env.ORDERS_TOPIC}`), names().join(','));
+    assert.ok(names().includes('fence apply'), names().join(','));
     await assertModel(s);
   });
 

@@ -3,13 +3,17 @@
  * seek-back after a failed Kafka step, offset holes), the topology's batch executor on Redis (through
  * the Redis guard: an outage pauses and retries), FENCE handling (pause, never commit), the outputs (to
  * repartition topics too, placed by their key's murmur2) and dead letters as records to produce, then the commit pipeline with the partition's new stream time as
- * the commit's metadata. Order is the invariant: Redis write, then produce, then commit.
+ * the commit's metadata. Order is the invariant: Redis write, then produce, then commit. The batch's
+ * trace (a no-op unless `tracing` is on) spans it from intake, wraps each try of the key calls, gets the
+ * topology's attributes and stamps its context on every record it produces (repartition records too).
  */
 import { deadLetterRecord } from '../../dead-letter/record.js';
 import { RedfenceError } from '../../errors/index.js';
 import type { InRecord, KafkaPort, OutRecord } from '../../kafka/types.js';
 import type { RedfenceMetrics } from '../../metrics/index.js';
 import type { Logger } from '../../runtime/logger.js';
+import { ATTR } from '../../telemetry/semconv.js';
+import { type BatchTrace, NO_TRACING, type TraceAttributes } from '../../telemetry/tracing.js';
 import type { ModelInput } from '../../topology/model.js';
 import type { TopologyExecutor } from '../../topology/run/executor.js';
 import type { TopologyBatchResult, TopologyDeadLetter } from '../../topology/run/types.js';
@@ -26,7 +30,7 @@ export interface TopologyBatchContext {
   readonly table: PartitionTable;
   /** False once closing: no new batch is taken (its next owner runs it). */
   accepting(): boolean;
-  readonly executor: Pick<TopologyExecutor, 'runBatch' | 'setStreamTime'>;
+  readonly executor: Pick<TopologyExecutor, 'runBatch' | 'setStreamTime' | 'plan'>;
   /** The stream times of a topic's owned partitions (the input's, or a repartition topic's). */
   times(topic: string): PartitionTimes;
   readonly redisStep: RedisStep;
@@ -51,6 +55,7 @@ export async function runTopologyBatch(
   partition: number,
   records: readonly InRecord[],
   highWatermark: string,
+  trace: BatchTrace = NO_TRACING.batch(),
 ): Promise<void> {
   const entry = ctx.table.get(topic, partition);
   if (!entry || entry.fenced || records.length === 0 || !ctx.accepting()) return;
@@ -64,23 +69,27 @@ export async function runTopologyBatch(
   }
   ctx.metrics?.batch(records.length);
   countHoles(ctx, entry, records);
+  trace.begin(topic, partition, entry.epoch, records);
   const inputs = records.map(modelInput);
   let result: TopologyBatchResult;
   try {
     // An outage pauses the owned partitions and retries: a batch run again is a replay (the key calls
     // answer REEMIT for what they applied, the index adds are idempotent).
     result = await ctx.redisStep('topology batch', () =>
-      ctx.executor.runBatch({
-        topic,
-        partition,
-        epoch: entry.epoch,
-        committedOffset: entry.committed,
-        records: inputs,
-      }),
+      trace.redis(() =>
+        ctx.executor.runBatch({
+          topic,
+          partition,
+          epoch: entry.epoch,
+          committedOffset: entry.committed,
+          records: inputs,
+        }),
+      ),
     );
   } catch (err) {
     if (!RedfenceError.is(err, 'RF_TOPOLOGY_FENCED')) throw err;
     entry.fenced = true;
+    trace.fenced();
     ctx.kafka.pause([{ topic, partition }]);
     ctx.counts.fenced();
     ctx.metrics?.fenced(topic, partition);
@@ -98,7 +107,8 @@ export async function runTopologyBatch(
       ctx.metrics?.verdict(topic, partition, verdict as keyof typeof result.verdicts, n);
     }
   if (result.dropped.length > 0) ctx.dropped(result.dropped.length);
-  const out = outRecords(ctx, records, result);
+  trace.annotate(() => batchAttributes(ctx, topic, result));
+  const out = trace.stamp(outRecords(ctx, records, result));
   const next = entry.delivered;
   ctx.times(topic).remember(partition, next, result.streamTime);
   const queued: QueuedBatch = {
@@ -110,9 +120,40 @@ export async function runTopologyBatch(
     highWatermark,
     lastTimestamp: records.at(-1)?.timestamp,
     metadata: encodeStreamTime(result.streamTime),
+    trace,
   };
   ctx.nodes.queued(queued, result);
   await ctx.pipeline.enqueue(queued);
+}
+
+/**
+ * The batch span's topology attributes: which application and sub-topology ran it, its dead letters and
+ * drops, and the records in and out of each node the batch reached (parallel arrays: one attribute each
+ * however many nodes, so no span limit on attribute count cuts them; names are the topology's, bounded).
+ */
+function batchAttributes(
+  ctx: TopologyBatchContext,
+  topic: string,
+  result: TopologyBatchResult,
+): TraceAttributes {
+  const plan = ctx.executor.plan;
+  const names: string[] = [];
+  const ins: number[] = [];
+  const outs: number[] = [];
+  for (const [node, f] of result.nodes) {
+    names.push(node);
+    ins.push(f.in);
+    outs.push(f.out);
+  }
+  return {
+    [ATTR.applicationId]: plan.built.applicationId,
+    [ATTR.subTopology]: plan.subs.get(topic)?.id ?? -1,
+    [ATTR.deadLetters]: result.deadLetters.length,
+    [ATTR.dropped]: result.dropped.length,
+    [ATTR.nodeNames]: names,
+    [ATTR.nodeIn]: ins,
+    [ATTR.nodeOut]: outs,
+  };
 }
 
 /** A consumed record as the executor takes it (offsets and timestamps as numbers). */

@@ -24,17 +24,26 @@ type Shared =
   | 'metrics'
   | 'health'
   | 'onFatal'
-  | 'createTopics';
+  | 'createTopics'
+  | 'tracing';
 
 /**
  * A topology processor's options: the shared ones (`RuntimeOptions`: kafka, groupId (default: the
  * topology's applicationId, as Kafka Streams' application.id), instanceId, logger, metrics, health,
- * onFatal, createTopics) and its own.
+ * onFatal, createTopics, tracing: a span per batch, docs/operations.md "Traces") and its own.
  */
 export interface TopologyProcessorOptions
   extends Pick<
     RuntimeOptions,
-    'kafka' | 'groupId' | 'instanceId' | 'logger' | 'metrics' | 'health' | 'onFatal' | 'createTopics'
+    | 'kafka'
+    | 'groupId'
+    | 'instanceId'
+    | 'logger'
+    | 'metrics'
+    | 'health'
+    | 'onFatal'
+    | 'createTopics'
+    | 'tracing'
   > {
   /** A built topology (`topology({ applicationId }) ... .build()`). */
   topology: BuiltTopology;
@@ -94,6 +103,7 @@ const SHARED: Record<Shared, true> = {
   health: true,
   onFatal: true,
   createTopics: true,
+  tracing: true,
 };
 const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   topology: true,

@@ -7,7 +7,9 @@
  * at-least-once: produce, then commit). The partition's stream time travels in its commit's metadata
  * (stream-time.ts). Order is the invariant: Redis write, then produce, then commit. The internal
  * `crashHook` option (fault tests: src/processor/crash-points.ts) is called at the processor's points:
- * 'after-redis-write' in the batch step, the others in the commit pipeline.
+ * 'after-redis-write' in the batch step, the others in the commit pipeline. With `tracing` on, each batch
+ * is a `process <topic>` span with the topology's attributes (batch.ts), its Redis step a child span and
+ * each Kafka step a `send` span linked to the batches it carries, as the processor's (docs/operations.md).
  */
 
 import { randomBytes } from 'node:crypto';
@@ -22,6 +24,7 @@ import { adapterSettings } from '../../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
+import { Tracing } from '../../telemetry/tracing.js';
 import { TopologyExecutor } from '../../topology/run/executor.js';
 import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
@@ -88,6 +91,7 @@ export class TopologyProcessor {
   readonly #deadLetterTopic: string;
   readonly #purger: RepartitionPurger;
   readonly #nodes: NodeMetrics;
+  readonly #tracing: Tracing;
   #idleProbe: NodeJS.Timeout | undefined;
   #inFlight: Promise<void> | undefined;
 
@@ -115,6 +119,7 @@ export class TopologyProcessor {
       ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
     });
     this.#kafka = this.#port();
+    this.#tracing = new Tracing(o.tracing, { groupId: this.groupId });
     const kafka = this.#kafka;
     const log = this.#log;
     this.#life = new Lifecycle({
@@ -152,6 +157,7 @@ export class TopologyProcessor {
       groupCommitRecords: o.groupCommitRecords,
       commitIntervalMs: o.commitIntervalMs,
       fatal: (err) => this.#fatal(err),
+      tracing: this.#tracing,
       ...(o.crashHook ? { crash: o.crashHook } : {}),
       committed: (b) => this.#committed(b),
     });
@@ -271,6 +277,7 @@ export class TopologyProcessor {
 
   async #startUp(): Promise<void> {
     const o = this.#o;
+    await this.#tracing.load(); // tracing on: the API is imported here, before any connection
     await checkRedis(o.redis, o.requireNoEviction, this.#log);
     o.health?.setReady('redis', true);
     await loadFenceScripts(o.redis);
@@ -359,11 +366,13 @@ export class TopologyProcessor {
   }
 
   async #onBatch(topic: string, partition: number, records: InRecord[], hw: string): Promise<void> {
-    const batch = runTopologyBatch(this.#batch, topic, partition, records, hw);
+    const trace = this.#tracing.batch();
+    const batch = runTopologyBatch(this.#batch, topic, partition, records, hw, trace);
     this.#inFlight = batch;
     try {
       await batch;
     } catch (err) {
+      trace.failed(err);
       const e = err as { code?: unknown; message?: unknown };
       this.#log.warn(
         { topic, partition, code: e?.code, err: String(e?.message) },
@@ -373,6 +382,7 @@ export class TopologyProcessor {
       if (RedfenceError.is(err, 'RF_REDIS_AUTH')) this.#fatal(err as Error);
       throw err;
     } finally {
+      trace.end();
       this.#inFlight = undefined;
     }
   }
