@@ -19,6 +19,7 @@
  *
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_SPAN_MS (900000),
  * BENCH_TOPOLOGY, BENCH_ONLY (labels containing one of its comma-separated parts), BENCH_JAVA_OPTS,
+ * BENCH_COMMIT_INTERVAL (redfence's commitIntervalMs),
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
  */
 import { rmSync } from 'node:fs';
@@ -202,6 +203,9 @@ async function redfence(shape: Shape): Promise<Result> {
         mode: 'exactly-once',
         deadLetterTopic: `${input}.DLT`,
         kafka: { brokers: opts.brokers },
+        ...(process.env.BENCH_COMMIT_INTERVAL
+          ? { commitIntervalMs: Number(process.env.BENCH_COMMIT_INTERVAL) }
+          : {}),
       });
       await p.start();
       return {
