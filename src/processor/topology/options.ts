@@ -32,19 +32,7 @@ type Shared =
  * topology's applicationId, as Kafka Streams' application.id), instanceId, logger, metrics, health,
  * onFatal, createTopics, tracing: a span per batch, docs/operations.md "Traces") and its own.
  */
-export interface TopologyProcessorOptions
-  extends Pick<
-    RuntimeOptions,
-    | 'kafka'
-    | 'groupId'
-    | 'instanceId'
-    | 'logger'
-    | 'metrics'
-    | 'health'
-    | 'onFatal'
-    | 'createTopics'
-    | 'tracing'
-  > {
+export interface TopologyProcessorOptions extends Pick<RuntimeOptions, Shared> {
   /** A built topology (`topology({ applicationId }) ... .build()`). */
   topology: BuiltTopology;
   /** An ioredis Redis or Cluster; the processor does not close it. */
