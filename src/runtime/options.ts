@@ -56,8 +56,8 @@ export interface RuntimeOptions {
   onFatal?: (error: Error) => void;
   /**
    * OpenTelemetry spans (docs/operations.md, "Traces"): `true` or `{ tracer }`. Default off. The
-   * processor traces batches, a handler each handle call; the invalidation consumer accepts it and makes
-   * no spans.
+   * processor and the topology processor trace batches, a handler each handle call; the invalidation
+   * consumer accepts it and makes no spans.
    */
   tracing?: TracingOption;
   /**

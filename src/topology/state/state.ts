@@ -104,7 +104,7 @@ export class TopologyState {
     return new WindowReader<K, V>(this.#context(name, 'window'));
   }
 
-  /** The session store `name` (a count in session windows). */
+  /** The session store `name` (a count, reduce or aggregate in session windows). */
   sessionStore<K = unknown, V = unknown>(name: string): ReadOnlySessionStore<K, V> {
     return new SessionReader<K, V>(this.#context(name, 'session'));
   }
