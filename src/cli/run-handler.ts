@@ -14,13 +14,13 @@ import type { InvalidationDefinition } from '../definition/invalidation.js';
 import { RedfenceError } from '../errors/index.js';
 import type { SqlPool } from '../handler/postgres.js';
 import type { HandlerDefinition, HandlerOptions, Logger } from '../index.js';
-import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import { kafkaSecurity } from './kafka-options.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
-import { checkMetricsFlags, runConsoleMount } from './run-console.js';
+import { checkMetricsFlags } from './run-console.js';
 import type { RUN_OPTIONS } from './run-options.js';
-import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
+import { type MetricsServer, serveMetrics, serveUntilSignal } from './serve.js';
+import type { WorkerRole } from './workers.js';
 
 const PROCESSOR_ONLY = [
   'mode',
@@ -111,7 +111,7 @@ export async function runHandler(r: HandlerRun): Promise<number> {
   if (o['commit-interval'] !== undefined) settings.commitIntervalMs = o['commit-interval'];
   if (o.tracing) settings.tracing = true;
 
-  const { createHandler, HealthState, RedfenceMetrics, startMetricsServer } = await import('../index.js');
+  const { createHandler, HealthState, RedfenceMetrics } = await import('../index.js');
   const useRedis = given(r.sources, REDIS_TARGETS).length > 0;
   const invalidation = 'cache' in r.definition ? r.definition : undefined;
   if (invalidation && !useRedis)
@@ -130,7 +130,7 @@ export async function runHandler(r: HandlerRun): Promise<number> {
       : await postgresPool(o.postgres, Math.min(64, o.concurrency ?? 64), logger);
   const metrics = new RedfenceMetrics();
   const health = new HealthState();
-  let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  let server: MetricsServer | undefined;
   const release = async () => {
     await server?.close().catch(() => undefined);
     redis?.disconnect();
@@ -167,61 +167,32 @@ export async function runHandler(r: HandlerRun): Promise<number> {
     await release();
     throw err;
   }
-  let signals = 0;
-  let unwatch: (() => void) | undefined;
-  const stopped = new Promise<number>((resolveStop) => {
-    const onSignal = (sig: string) => {
-      signals++;
-      if (signals > 1 && worker === undefined) process.exit(130);
-      if (signals > 1) return;
-      logger.info({ signal: sig }, 'shutting down');
-      setTimeout(() => {
-        logger.error({ deadline }, 'graceful shutdown timed out');
-        process.exit(1);
-      }, deadline).unref();
-      handler
-        .close()
-        .then(release)
-        .then(
-          () => resolveStop(0),
-          () => resolveStop(1),
-        );
-    };
-    process.on('SIGTERM', () => onSignal('SIGTERM'));
-    process.on('SIGINT', () => onSignal('SIGINT'));
-    if (worker !== undefined) unwatch = watchSupervisor(() => onSignal('supervisor gone'));
-  });
-  try {
-    if (redis) await connectRedis(redis, target, o['connect-timeout']);
-    const mount =
-      o.console && redis
-        ? await runConsoleMount(o, {
-            redis,
-            cluster: r.target.kind === 'cluster',
-            instance: r.instance,
-            group: 'groupId' in handler && typeof handler.groupId === 'string' ? handler.groupId : undefined,
-            dlqTopic: deadLetterTopicOf(r.definition),
-            prometheus: o['console-prometheus'],
-          })
-        : undefined;
-    if (r.metricsPort !== undefined)
-      server = await startMetricsServer({
+  return serveUntilSignal({
+    service: handler,
+    logger,
+    worker,
+    deadlineMs: deadline,
+    boot: async () => {
+      if (redis) await connectRedis(redis, target, o['connect-timeout']);
+      server = await serveMetrics(o, {
         metrics,
         health,
         port: r.metricsPort,
-        host: o['metrics-host'],
-        ...(mount ? { mount } : {}),
+        console: redis
+          ? {
+              redis,
+              cluster: r.target.kind === 'cluster',
+              instance: r.instance,
+              group:
+                'groupId' in handler && typeof handler.groupId === 'string' ? handler.groupId : undefined,
+              dlqTopic: deadLetterTopicOf(r.definition),
+              prometheus: o['console-prometheus'],
+            }
+          : undefined,
       });
-    if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
-    await handler.start();
-  } catch (err) {
-    await handler.close().catch(() => undefined);
-    await release();
-    unwatch?.();
-    throw err;
-  }
-  if (worker !== undefined) workerStarted(handler.inputPartitions);
-  return stopped.finally(() => unwatch?.());
+    },
+    release,
+  });
 }
 
 /** The dead-letter topic of a handler or invalidation definition (their defaults: `<input>.DLT`). */

@@ -13,12 +13,11 @@
 import { RedfenceError } from '../errors/index.js';
 import type { BuiltTopology, Logger, ProcessorOptions, TopologyProcessorOptions } from '../index.js';
 import { crashHookFromEnv } from '../processor/crash-points.js';
-import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import type { Source, Values } from './options.js';
 import { connectRedis, type RedisTarget, redisClient } from './redis.js';
-import { runConsoleMount } from './run-console.js';
 import type { RUN_OPTIONS } from './run-options.js';
-import { type WorkerRole, watchSupervisor, workerStarted } from './workers.js';
+import { type MetricsServer, serveMetrics, serveUntilSignal } from './serve.js';
+import type { WorkerRole } from './workers.js';
 
 const NOT_FOR_TOPOLOGIES = [
   'user-retries',
@@ -81,11 +80,11 @@ export async function runTopology(r: TopologyRun): Promise<number> {
   const { o, logger, target, worker } = r;
   // fault tests' crash point (REDFENCE_CRASH_AT): a wrong name is refused here, before any connection
   const crashHook = crashHookFromEnv();
-  const { HealthState, RedfenceMetrics, startMetricsServer, TopologyProcessor } = await import('../index.js');
+  const { HealthState, RedfenceMetrics, TopologyProcessor } = await import('../index.js');
   const redis = await redisClient(target, logger);
   const metrics = new RedfenceMetrics();
   const health = new HealthState();
-  let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  let server: MetricsServer | undefined;
   let processor: InstanceType<typeof TopologyProcessor>;
   try {
     processor = new TopologyProcessor({
@@ -107,65 +106,30 @@ export async function runTopology(r: TopologyRun): Promise<number> {
     redis.disconnect();
     throw err;
   }
-  const deadline = o['shutdown-timeout'];
-  let signals = 0;
-  let unwatch: (() => void) | undefined;
-  const stopped = new Promise<number>((resolveStop) => {
-    const onSignal = (sig: string) => {
-      signals++;
-      // A worker may get a signal twice (the supervisor's forward and a terminal's to the group): the
-      // supervisor enforces the deadline itself.
-      if (signals > 1 && worker === undefined) process.exit(130);
-      if (signals > 1) return;
-      logger.info({ signal: sig }, 'shutting down');
-      setTimeout(() => {
-        logger.error({ deadline }, 'graceful shutdown timed out');
-        process.exit(1);
-      }, deadline).unref();
-      processor
-        .close()
-        .then(() => server?.close())
-        .then(
-          () => {
-            redis.disconnect();
-            resolveStop(0);
-          },
-          () => resolveStop(1),
-        );
-    };
-    process.on('SIGTERM', () => onSignal('SIGTERM'));
-    process.on('SIGINT', () => onSignal('SIGINT'));
-    if (worker !== undefined) unwatch = watchSupervisor(() => onSignal('supervisor gone'));
-  });
-  try {
-    await connectRedis(redis, target, o['connect-timeout']);
-    const mount = o.console
-      ? await runConsoleMount(o, {
+  return serveUntilSignal({
+    service: processor,
+    logger,
+    worker,
+    deadlineMs: o['shutdown-timeout'],
+    boot: async () => {
+      await connectRedis(redis, target, o['connect-timeout']);
+      server = await serveMetrics(o, {
+        metrics,
+        health,
+        port: r.metricsPort,
+        console: {
           redis,
           cluster: target.kind === 'cluster',
           instance: processor.instanceId,
           group: processor.groupId,
           dlqTopic: processor.deadLetterTopic,
           prometheus: o['console-prometheus'],
-        })
-      : undefined;
-    if (r.metricsPort !== undefined)
-      server = await startMetricsServer({
-        metrics,
-        health,
-        port: r.metricsPort,
-        host: o['metrics-host'],
-        ...(mount ? { mount } : {}),
+        },
       });
-    if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
-    await processor.start();
-  } catch (err) {
-    await processor.close().catch(() => undefined);
-    await server?.close().catch(() => undefined);
-    redis.disconnect();
-    unwatch?.();
-    throw err;
-  }
-  if (worker !== undefined) workerStarted(processor.inputPartitions);
-  return stopped.finally(() => unwatch?.());
+    },
+    release: async () => {
+      await server?.close().catch(() => undefined);
+      redis.disconnect();
+    },
+  });
 }

@@ -7,20 +7,20 @@
  */
 import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
-import type { Processor, ProcessorOptions, startMetricsServer } from '../index.js';
+import type { Processor, ProcessorOptions } from '../index.js';
 import { isBuiltTopology, loadRunnable } from '../loader/load.js';
 import { crashHookFromEnv } from '../processor/crash-points.js';
-import { setRegistryMetricsAddress } from '../runtime/registry.js';
 import { modulePositional } from './connection.js';
 import { type KafkaSecurity, kafkaSecurity } from './kafka-options.js';
 import { jsonLogger } from './log.js';
 import { parseOptions, type Values } from './options.js';
 import { connectRedis, redisClient, redisTarget } from './redis.js';
-import { checkMetricsFlags, runConsoleMount } from './run-console.js';
+import { checkMetricsFlags } from './run-console.js';
 import { checkHandlerFlags, runHandler } from './run-handler.js';
 import { INSTANCE_ID, RUN_HELP, RUN_OPTIONS } from './run-options.js';
 import { checkTopologyFlags, runTopology } from './run-topology.js';
-import { superviseWorkers, watchSupervisor, workerRole, workerStarted } from './workers.js';
+import { type MetricsServer, serveMetrics, serveUntilSignal } from './serve.js';
+import { superviseWorkers, workerRole } from './workers.js';
 
 /** What the options set on the processor: everything but the definition, the clients and the hooks. */
 export type ProcessorSettings = Omit<
@@ -121,11 +121,11 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
   // fault tests' crash point (REDFENCE_CRASH_AT): a wrong name is refused here, before any connection
   const crashHook = crashHookFromEnv();
   // The runtime loads only now: bad options are refused without it.
-  const { HealthState, Processor, RedfenceMetrics, startMetricsServer } = await import('../index.js');
+  const { HealthState, Processor, RedfenceMetrics } = await import('../index.js');
   const redis = await redisClient(target, logger);
   const metrics = new RedfenceMetrics();
   const health = new HealthState();
-  let server: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
+  let server: MetricsServer | undefined;
   const options: ProcessorOptions = {
     ...processorSettings(o, instance, security),
     definition,
@@ -149,69 +149,32 @@ export async function run(args: readonly string[], out: (s: string) => void): Pr
     throw err;
   }
 
-  const deadline = o['shutdown-timeout'];
-  let signals = 0;
-  let release: (() => void) | undefined;
-  const stopped = new Promise<number>((resolveStop) => {
-    const onSignal = (sig: string) => {
-      signals++;
-      // A second signal exits at once; a worker's supervisor enforces the deadline itself, and a worker
-      // may get a signal twice (the supervisor's forward and a terminal's or systemd's to the group).
-      if (signals > 1 && worker === undefined) process.exit(130);
-      if (signals > 1) return;
-      logger.info({ signal: sig }, 'shutting down');
-      const timer = setTimeout(() => {
-        logger.error({ deadline }, 'graceful shutdown timed out');
-        process.exit(1);
-      }, deadline);
-      timer.unref();
-      processor
-        .close()
-        .then(() => server?.close())
-        .then(
-          () => {
-            redis.disconnect();
-            resolveStop(0);
-          },
-          () => resolveStop(1),
-        );
-    };
-    process.on('SIGTERM', () => onSignal('SIGTERM'));
-    process.on('SIGINT', () => onSignal('SIGINT'));
-    if (worker !== undefined) release = watchSupervisor(() => onSignal('supervisor gone'));
-  });
-  try {
-    await connectRedis(redis, target, o['connect-timeout']);
-    const mount = o.console
-      ? await runConsoleMount(o, {
+  return serveUntilSignal({
+    service: processor,
+    logger,
+    worker,
+    deadlineMs: o['shutdown-timeout'],
+    boot: async () => {
+      await connectRedis(redis, target, o['connect-timeout']);
+      server = await serveMetrics(o, {
+        metrics,
+        health,
+        port: metricsPort,
+        console: {
           redis,
           cluster: target.kind === 'cluster',
           instance,
           group: processor.groupId,
           dlqTopic: definition.deadLetter ?? `${definition.input}.DLT`,
           prometheus: o['console-prometheus'],
-        })
-      : undefined;
-    if (metricsPort !== undefined)
-      server = await startMetricsServer({
-        metrics,
-        health,
-        port: metricsPort,
-        host: o['metrics-host'],
-        ...(mount ? { mount } : {}),
+        },
       });
-    if (server !== undefined) setRegistryMetricsAddress(server.host, server.port);
-    await processor.start();
-  } catch (err) {
-    // A failed start must not leave the process hanging on open clients or the metrics server.
-    await processor.close().catch(() => undefined);
-    await server?.close().catch(() => undefined);
-    redis.disconnect();
-    release?.();
-    throw err;
-  }
-  if (worker !== undefined) workerStarted(processor.inputPartitions);
-  return stopped.finally(() => release?.());
+    },
+    release: async () => {
+      await server?.close().catch(() => undefined);
+      redis.disconnect();
+    },
+  });
 }
 
 /**
