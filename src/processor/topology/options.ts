@@ -32,7 +32,19 @@ type Shared =
  * topology's applicationId, as Kafka Streams' application.id), instanceId, logger, metrics, health,
  * onFatal, createTopics, tracing: a span per batch, docs/operations.md "Traces") and its own.
  */
-export interface TopologyProcessorOptions extends Pick<RuntimeOptions, Shared> {
+export interface TopologyProcessorOptions
+  extends Pick<
+    RuntimeOptions,
+    | 'kafka'
+    | 'groupId'
+    | 'instanceId'
+    | 'logger'
+    | 'metrics'
+    | 'health'
+    | 'onFatal'
+    | 'createTopics'
+    | 'tracing'
+  > {
   /** A built topology (`topology({ applicationId }) ... .build()`). */
   topology: BuiltTopology;
   /** An ioredis Redis or Cluster; the processor does not close it. */
