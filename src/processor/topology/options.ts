@@ -15,17 +15,8 @@ import type { BuiltTopology } from '../../topology/types.js';
 import type { CrashHook } from '../crash-points.js';
 import { defaultCommitIntervalMs, PROCESSING_MODES, type ProcessingMode } from '../options.js';
 
-/** The shared options a topology processor takes. */
-type Shared =
-  | 'kafka'
-  | 'groupId'
-  | 'instanceId'
-  | 'logger'
-  | 'metrics'
-  | 'health'
-  | 'onFatal'
-  | 'createTopics'
-  | 'tracing';
+/** The shared options a topology processor takes (those its interface picks from RuntimeOptions). */
+type Shared = Extract<keyof TopologyProcessorOptions, keyof RuntimeOptions>;
 
 /**
  * A topology processor's options: the shared ones (`RuntimeOptions`: kafka, groupId (default: the
