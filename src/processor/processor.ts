@@ -284,7 +284,15 @@ export class Processor<T = unknown, S = unknown> {
     o.health?.setReady('kafka', true);
     this.#idleProbe = setInterval(() => this.#guard.probeIfIdle(() => o.redis.ping(), IDLE_PROBE_MS), 1000);
     this.#idleProbe.unref();
-    this.#log.info({ group: this.groupId, instance: this.instanceId, mode: this.mode }, 'processor started');
+    this.#log.info(
+      {
+        group: this.groupId,
+        instance: this.instanceId,
+        mode: this.mode,
+        partitionsInFlight: this.#o.partitionsInFlight,
+      },
+      'processor started',
+    );
   }
 
   /**

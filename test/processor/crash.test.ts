@@ -19,7 +19,9 @@
  *   in-transaction takes ~10-20 s longer: B cannot fetch its starting offsets until the broker aborts A's
  *   open transaction (transaction timeout 10 s, plus the broker's abort check interval).
  * A runs with group commit off (one Kafka step per batch) so the accounting above is per batch; the
- * chaos test kills instances at the same points with group commit on.
+ * chaos test kills instances at the same points with group commit on. Two more pairs run A and B with
+ * two partitions' batches in flight (REDFENCE_PARTITIONS_IN_FLIGHT=2): A may then die with two batches
+ * applied and not committed, and the same accounting holds.
  * The pairs run two at a time; each kills only its own children (never killLeftovers(), which would
  * kill the other test's).
  */
@@ -47,8 +49,11 @@ const CRASH_AFTER = 3;
 const log = (s: string) => console.log(s);
 
 type Mode = ProcessingMode;
-const CASES: Array<{ mode: Mode; point: CrashPoint }> = [
+/** `inFlight`: the processor's partitionsInFlight (several partitions' batches in the Redis stage at once). */
+const CASES: Array<{ mode: Mode; point: CrashPoint; inFlight?: number }> = [
   { mode: 'exactly-once', point: 'after-redis-write' },
+  { mode: 'exactly-once', point: 'after-redis-write', inFlight: 2 },
+  { mode: 'at-least-once', point: 'after-delivery', inFlight: 2 },
   { mode: 'exactly-once', point: 'in-transaction' },
   { mode: 'exactly-once', point: 'after-commit' },
   { mode: 'at-least-once', point: 'after-redis-write' },
@@ -100,8 +105,12 @@ async function verdicts(port: number): Promise<Map<string, number>> {
 }
 
 describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
-  for (const { mode, point } of CASES) {
-    it(`${mode}: SIGKILL ${point} (${CRASH_AFTER}rd time); a second instance finishes exactly`, async () => {
+  for (const { mode, point, inFlight } of CASES) {
+    const title = `${mode}${inFlight ? `, ${inFlight} partitions in flight` : ''}`;
+    it(`${title}: SIGKILL ${point} (${CRASH_AFTER}rd time); a second instance finishes exactly`, async () => {
+      const flight: Record<string, string> = inFlight
+        ? { REDFENCE_PARTITIONS_IN_FLIGHT: String(inFlight) }
+        : {};
       const ns = uniqueName(`crash-${mode === 'exactly-once' ? 'eos' : 'alo'}-${point}`);
       const n = {
         orders: `${ns}-orders`,
@@ -118,7 +127,7 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
       const fence = new Fence({ redis, store: n.store, mode: 'strict' });
       const t0 = Date.now();
       const at = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
-      const tag = `${mode}/${point}`;
+      const tag = `${mode}/${point}${inFlight ? `/in-flight ${inFlight}` : ''}`;
       // this test's children only (killLeftovers() would also kill the concurrently running test's)
       const children: ProcessorChild[] = [];
       const exactlyOnce = mode === 'exactly-once';
@@ -136,9 +145,12 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
           // the whole input into three steps); crashes inside grouped steps: test/chaos
           REDFENCE_GROUP_COMMIT_RECORDS: '0',
           REDFENCE_MAX_BATCH_SIZE: '40',
+          ...flight,
         });
         children.push(a);
         const aExit = await a.waitExit(60_000);
+        const started = a.log.find((l) => l.msg === 'processor started')[0];
+        assert.equal(started?.partitionsInFlight, inFlight ?? 1, `A's partitions in flight ${a.tail()}`);
         assert.deepEqual(aExit, { code: null, signal: 'SIGKILL' }, `A died by SIGKILL ${a.tail()}`);
         assert.ok(
           a.log.find((l) => l.msg === 'partitions assigned').length > 0,
@@ -195,7 +207,7 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
         );
 
         // B: takes over once A's session expires and finishes
-        const b = await startChild(n, mode, 'B', {});
+        const b = await startChild(n, mode, 'B', flight);
         children.push(b);
         await b.log.waitAssigned(60_000);
         await pollUntil(
