@@ -16,7 +16,7 @@ SERIAL=(
   '^test/cli/pack\.test\.ts$'
   '^test/cli/workers\.test\.ts$'
   '^test/cli/outage\.test\.ts$'
-  '^test/processor/(faults|crash|wait-replicas-failover)\.test\.ts$'
+  '^test/processor/(faults|crash|topology-crash|wait-replicas-failover)\.test\.ts$'
   '^test/outbox/(chaos|pg-drop|broker-down)\.test\.ts$'
   '^test/examples/demo\.test\.ts$'
   '^test/console/browser\.test\.ts$'
