@@ -87,7 +87,7 @@ describe('topology runtime: refusals', () => {
     }
   });
 
-  it('a count of a count, several input topics, a pattern', () => {
+  it('a count of a count, a count of several topics, a pattern; several topics without state plan', () => {
     const a = topology({ applicationId: 'refused' });
     const counts = a.stream<string, number>('in', { key: s }).groupByKey().count({ name: 'first' });
     counts.toStream().groupByKey().count({ name: 'second' }).toStream().to('out');
@@ -95,8 +95,26 @@ describe('topology runtime: refusals', () => {
     refusedAt(a.build(), second, /aggregation of/);
 
     const b = topology({ applicationId: 'refused' });
-    b.stream(['x', 'y']).to('out');
-    refusedAt(b.build(), b.build().nodes[0]?.name ?? 'none', /several topics/);
+    b.stream<string, number>(['x', 'y'], { key: s }).groupByKey().count({ name: 'xy' }).toStream().to('out');
+    const agg = b.build().nodes.find((n) => n.kind === 'aggregate')?.name ?? 'none';
+    refusedAt(b.build(), agg, /several topics \(x, y\).*repartition\(\)/);
+
+    // stateless, or given one topic by repartition(): planned, inputs in source order
+    const ok = topology({ applicationId: 'ok' });
+    const x = ok.stream<string, number>('x', { key: s });
+    x.merge(ok.stream<string, number>(['y', 'z'], { key: s })).to('out');
+    assert.deepEqual(planTopology(ok.build()).inputs, ['x', 'y', 'z']);
+    const rp = topology({ applicationId: 'ok' });
+    rp.stream<string, number>(['x', 'y'], { key: s })
+      .repartition({ name: 'merged' })
+      .groupByKey()
+      .count({ name: 'xy' })
+      .toStream()
+      .to('out');
+    const plan = planTopology(rp.build());
+    assert.deepEqual(plan.inputs, ['x', 'y']);
+    assert.deepEqual([...plan.subs.keys()], ['x', 'y', 'ok-merged-repartition']);
+    assert.equal(plan.subs.get('y')?.id, plan.subs.get('x')?.id, 'one sub-topology, a view per topic');
 
     const c = topology({ applicationId: 'refused' });
     c.stream(/^in-.*/).to('out');

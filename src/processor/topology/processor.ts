@@ -198,12 +198,12 @@ export class TopologyProcessor {
     return this.#table.active().map(topicPartition);
   }
 
-  /** The topic dead letters go to (`deadLetterTopic`, default `<input>.DLT`). */
+  /** The topic dead letters go to (`deadLetterTopic`, default `<first input>.DLT`). */
   get deadLetterTopic(): string {
     return this.#deadLetterTopic;
   }
 
-  /** The input topic's partition count: 0 until start() has read it. */
+  /** The first input topic's partition count: 0 until start() has read it. */
   get inputPartitions(): number {
     return this.#inputPartitions;
   }
@@ -286,6 +286,15 @@ export class TopologyProcessor {
     const internal = new Set(o.topology.repartitionTopics);
     const sinks = o.topology.subTopologies.flatMap((s) => s.sinkTopics).filter((t) => !internal.has(t));
     const rf = o.replicationFactor > 0 ? { replicationFactor: o.replicationFactor } : {};
+    // every input exists (redfence never creates what it reads); outputs are made like the first one's
+    const inputs = await this.#kafka.describeTopics(plan.inputs);
+    const missing = plan.inputs.filter((t) => !inputs.has(t));
+    if (missing.length > 0)
+      throw new RedfenceError(
+        'RF_TOPIC_MISSING',
+        `input topic${missing.length === 1 ? '' : 's'} ${missing.join(', ')} ${missing.length === 1 ? 'does' : 'do'} not exist: create ${missing.length === 1 ? 'it' : 'them'} (redfence never creates the topics it reads)`,
+        { details: { topics: missing } },
+      );
     const found = await ensureTopics(this.#kafka, {
       input: plan.topic,
       outputs: [...new Set([...sinks, this.#deadLetterTopic])],

@@ -30,7 +30,7 @@ function fix(topic: string, partitions: number, from: string | null): string {
   const why =
     from === null
       ? "repartition()'s numberOfPartitions"
-      : `as ${from}, which the sub-topology writing it reads`;
+      : `as ${from}, which the sub-topology writing it reads (the largest count)`;
   return (
     `repartition topic ${topic} does not exist: create it with ${partitions} partition${partitions === 1 ? '' : 's'} ` +
     `(${why}) and retention.ms -1, e.g. kafka-topics.sh --create ` +
@@ -54,14 +54,20 @@ export async function ensureRepartitionTopics(
 ): Promise<string[]> {
   const created: string[] = [];
   const fixed = fixedPartitionCounts(plan.built);
+  const done = new Set<number>();
   for (const sub of plan.subs.values()) {
-    if (sub.writes.length === 0) continue;
-    const found = await port.describeTopics([sub.topic, ...sub.writes]);
-    const partitions = found.get(sub.topic);
-    if (partitions === undefined)
-      throw new RedfenceError('RF_TOPIC_MISSING', `topic ${sub.topic} does not exist`, {
-        details: { topic: sub.topic },
-      });
+    if (sub.writes.length === 0 || done.has(sub.id)) continue;
+    done.add(sub.id);
+    const found = await port.describeTopics([...sub.topics, ...sub.writes]);
+    // Kafka Streams: the largest partition count of the topics the writing sub-topology reads
+    let partitions = 0;
+    for (const t of sub.topics) {
+      const n = found.get(t);
+      if (n === undefined)
+        throw new RedfenceError('RF_TOPIC_MISSING', `topic ${t} does not exist`, { details: { topic: t } });
+      partitions = Math.max(partitions, n);
+    }
+    const from = sub.topics.join(', ');
     for (const topic of sub.writes) {
       const want = fixed.get(topic);
       const n = found.get(topic);
@@ -77,7 +83,7 @@ export async function ensureRepartitionTopics(
       if (!o.create)
         throw new RedfenceError(
           'RF_TOPIC_MISSING',
-          fix(topic, want ?? partitions, want === undefined ? sub.topic : null),
+          fix(topic, want ?? partitions, want === undefined ? from : null),
           {
             details: { topics: [topic] },
           },

@@ -1,9 +1,11 @@
 /**
- * What the batch executor needs of a built topology, checked once: its sub-topologies, each reading one
- * topic (the user's input, or a repartition topic `<applicationId>-<name>-repartition` another
+ * What the batch executor needs of a built topology, checked once: its sub-topologies, each reading
+ * its topics (the user's inputs, or a repartition topic `<applicationId>-<name>-repartition` another
  * sub-topology writes), the graph as children per node, and per aggregation its store ids in the key
- * call (from the store's name: {@link storeIdOf}). Anything the Redis runtime does not run yet is
- * RF_TOPOLOGY_UNSUPPORTED naming the node, before any record is read.
+ * call (from the store's name: {@link storeIdOf}). A sub-topology reading several topics runs when it
+ * keeps no state: a key's fence holds one partition's offset order, so an aggregation reads one topic
+ * (`merge(...).repartition()` before the grouping gives it one). Anything the Redis runtime does not run
+ * yet is RF_TOPOLOGY_UNSUPPORTED naming the node, before any record is read.
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { AggregateNode } from '../model-io.js';
@@ -20,12 +22,15 @@ export interface AggregatePlan {
 
 export type SourceNode = Extract<TopologyNode, { kind: 'source' }>;
 
-/** One sub-topology as the executor runs it: the one topic it reads and the sources reading it. */
+/** One topic of a sub-topology as the executor runs it: the sources reading it, and the sub-topology's writes. */
 export interface SubPlan {
   readonly id: number;
   readonly topic: string;
+  /** Every topic the sub-topology reads (`topic` among them). */
+  readonly topics: readonly string[];
   /** True when `topic` is a repartition topic (written by another sub-topology). */
   readonly internal: boolean;
+  /** The sources reading `topic`. */
   readonly sources: readonly SourceNode[];
   /** The repartition topics this sub-topology writes. */
   readonly writes: readonly string[];
@@ -33,11 +38,13 @@ export interface SubPlan {
 
 export interface RunPlan {
   readonly built: BuiltTopology;
-  /** The user's input topic (the one topic no sub-topology writes). */
+  /** The user's first input topic (`inputs[0]`). */
   readonly topic: string;
-  /** Every topic the topology reads, by topic: the input first, then repartition topics in the order they are written. */
+  /** The user's input topics (those no sub-topology writes), in the order of their sources. */
+  readonly inputs: readonly string[];
+  /** Every topic the topology reads, by topic: the inputs first, then repartition topics in the order they are written. */
   readonly subs: ReadonlyMap<string, SubPlan>;
-  /** The input's sources (those of `subs.get(topic)`). */
+  /** The first input's sources (those of `subs.get(topic)`). */
   readonly sources: readonly SourceNode[];
   readonly byName: ReadonlyMap<string, TopologyNode>;
   readonly children: ReadonlyMap<string, readonly string[]>;
@@ -93,43 +100,51 @@ function checkChain(
   }
 }
 
-/** Each sub-topology with the one topic it reads; RF_TOPOLOGY_UNSUPPORTED for patterns and several topics. */
+/**
+ * Each topic a sub-topology reads, as the sub-topology's view of it; RF_TOPOLOGY_UNSUPPORTED for patterns
+ * and for an aggregation in a sub-topology reading several topics.
+ */
 function subPlansOf(built: BuiltTopology, byName: ReadonlyMap<string, TopologyNode>): SubPlan[] {
-  return built.subTopologies.map((sub) => {
+  return built.subTopologies.flatMap((sub) => {
     const nodes = sub.nodes.map((n) => byName.get(n) as TopologyNode);
     const sources = nodes.filter((n): n is SourceNode => n.kind === 'source');
-    const topics = new Set<string>();
+    const topics: string[] = [];
     for (const s of sources) {
       if (s.pattern !== null || s.topics === null)
-        throw unsupported(s.name, 'a source reading a pattern does not run on Redis yet');
-      for (const t of s.topics) topics.add(t);
+        throw unsupported(
+          s.name,
+          'a source reading a pattern does not run on Redis yet (a list of topics does)',
+        );
+      for (const t of s.topics) if (!topics.includes(t)) topics.push(t);
     }
-    if (topics.size !== 1)
+    const agg = nodes.find((n) => n.kind === 'aggregate');
+    if (topics.length > 1 && agg !== undefined)
       throw unsupported(
-        sources[0]?.name ?? null,
-        'a sub-topology reading several topics does not run on Redis yet (one fence per key needs one offset order)',
+        agg.name,
+        `an aggregation in a sub-topology reading several topics (${topics.join(', ')}) does not run on Redis yet: ` +
+          "a key's fence holds one offset order; put repartition() between the merge and the grouping, so the aggregation reads one topic",
       );
     const writes = nodes.flatMap((n) => (n.kind === 'sink' && n.internal ? [n.topic] : []));
-    return {
-      id: sub.id,
-      topic: [...topics][0] as string,
-      internal: sources.some((s) => s.internal),
-      sources,
-      writes,
-    };
+    return topics.map((topic) => {
+      const reading = sources.filter((s) => s.topics?.includes(topic));
+      return {
+        id: sub.id,
+        topic,
+        topics,
+        internal: reading.some((s) => s.internal),
+        sources: reading,
+        writes,
+      };
+    });
   });
 }
 
-/** The input's sub-topology first, then each repartition topic's reader once its writer is placed. */
+/** The inputs' views first, then each repartition topic's reader once its writer is placed. */
 function ordered(subs: readonly SubPlan[]): Map<string, SubPlan> {
-  const inputs = subs.filter((s) => !s.internal);
-  if (inputs.length !== 1)
-    throw unsupported(
-      inputs[1]?.sources[0]?.name ?? null,
-      'a topology reading several input topics does not run on Redis yet (its dead-letter topic and partition epochs follow its one input)',
-    );
   const out = new Map<string, SubPlan>();
-  const todo = [inputs[0] as SubPlan];
+  const todo = subs.filter((s) => !s.internal);
+  if (todo.length === 0)
+    throw unsupported(null, 'no source reads a topic the topology does not write itself');
   while (todo.length > 0) {
     const sub = todo.shift() as SubPlan;
     if (out.has(sub.topic)) continue;
@@ -163,6 +178,7 @@ function checkOneStateful(built: BuiltTopology): void {
  * const plan = planTopology(t.build()); // RF_TOPOLOGY_UNSUPPORTED naming the node otherwise
  * plan.topic; // 'orders'
  * [...plan.subs.keys()]; // ['orders', 'fraud-by-region-repartition'] with a groupBy
+ * plan.inputs; // ['orders', 'refunds'] for t.stream(['orders', 'refunds'])
  */
 export function planTopology(built: BuiltTopology): RunPlan {
   const byName = new Map<string, TopologyNode>(built.nodes.map((n) => [n.name, n]));
@@ -185,6 +201,7 @@ export function planTopology(built: BuiltTopology): RunPlan {
       );
     aggregates.set(n.name, { node: n, valueStore, timeStore: valueStore + 1 });
   }
-  const input = [...subs.values()][0] as SubPlan;
-  return { built, topic: input.topic, subs, sources: input.sources, byName, children, aggregates };
+  const inputs = [...subs.values()].filter((s) => !s.internal).map((s) => s.topic);
+  const first = subs.get(inputs[0] as string) as SubPlan;
+  return { built, topic: first.topic, inputs, subs, sources: first.sources, byName, children, aggregates };
 }
