@@ -102,6 +102,9 @@ interface Result {
   /** A: from start to all K committed. */
   aSeconds: number;
   aPeakRssMiB: number;
+  /** B's process up: its first log line (redfence), its main's START line (the JVM). */
+  killToUpMs: number;
+  /** redfence: B's partitions assigned; Kafka Streams: B's first REBALANCING -> RUNNING (after restore). */
   killToAssignedMs?: number;
   killToFirstOutputMs: number;
   /** Kafka Streams' B: first restore start to last restore end, and what it restored. */
@@ -192,6 +195,15 @@ function instance(name: string, m: Membership, t: { app: string; input: string; 
     keepLines: 200,
   });
   let assignedAt: number | undefined;
+  let upAt: number | undefined;
+  void child.log
+    .waitFor('a first log line', () => true, 3_600_000)
+    .then(
+      () => {
+        upAt = Date.now();
+      },
+      () => undefined,
+    );
   void child.log
     .waitFor(
       'partitions assigned',
@@ -208,7 +220,7 @@ function instance(name: string, m: Membership, t: { app: string; input: string; 
     if (!child.alive) throw new Error(`instance ${name} exited (${child.exit?.code}): ${child.tail()}`);
     return true;
   };
-  return { child, alive, assignedAt: () => assignedAt };
+  return { child, alive, assignedAt: () => assignedAt, upAt: () => upAt };
 }
 
 async function redfence(keys: number, m: Membership): Promise<Result> {
@@ -231,7 +243,7 @@ async function redfence(keys: number, m: Membership): Promise<Result> {
     );
     const aSeconds = (Date.now() - t0) / 1000;
     const used = (await usedMemory()) - mem0;
-    const memory = await redisWindowMemory(redis, app, keys, used, opts.sample);
+    const memory = await redisWindowMemory(redis, app, START, keys, used, opts.sample);
     const aPeak = peakRss(a.child.pid);
     const w = await watch(t.output, `${app}-watch`);
     try {
@@ -255,6 +267,7 @@ async function redfence(keys: number, m: Membership): Promise<Result> {
         membership: m,
         aSeconds,
         aPeakRssMiB: Math.round(aPeak / 2 ** 20),
+        killToUpMs: (b.upAt() ?? Number.NaN) - killedAt,
         killToAssignedMs: (b.assignedAt() ?? Number.NaN) - killedAt,
         killToFirstOutputMs: firstAt - killedAt,
         memory,
@@ -338,6 +351,7 @@ async function kafkaStreams(keys: number, m: Membership): Promise<Result> {
         membership: m,
         aSeconds,
         aPeakRssMiB: Math.round(aPeak), // VmHWM in MiB
+        killToUpMs: (b.events.start ?? Number.NaN) - killedAt,
         ...(running ? { killToAssignedMs: running.at - killedAt } : {}),
         killToFirstOutputMs: firstAt - killedAt,
         ...(rs.length > 0 && re.length > 0 ? { restoreMs: Math.max(...re) - Math.min(...rs) } : {}),
@@ -360,18 +374,18 @@ async function kafkaStreams(keys: number, m: Membership): Promise<Result> {
 function table(results: Result[]): string {
   const ms = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? '–' : String(Math.round(v)));
   const rows = [
-    '| keys (open windows) | membership | contender | kill → assigned / RUNNING ms | kill → first output ms | vs Kafka Streams | B restore ms (records) | A: K records s | A peak RSS MiB | Redis bytes / window (fence hash + window keys) | wave outputs, wrong |',
-    '| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| keys (open windows) | membership | contender | kill → B up ms | kill → assigned / RUNNING ms | kill → first output ms | vs Kafka Streams | B restore ms (records) | A: K records s | A peak RSS MiB | Redis bytes / window: used_memory (MEMORY USAGE: fence hash + n × window key) | wave outputs, wrong |',
+    '| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of results) {
     const ks = results.find(
       (x) => x.contender === 'kafka-streams' && x.keys === r.keys && x.membership === r.membership,
     );
     const mem = r.memory
-      ? `${Math.round(r.memory.usedBytesPerWindow)} (${Math.round(r.memory.fenceHashBytes)} + ${r.memory.windowKeysPerFence.toFixed(1)} × ${Math.round(r.memory.windowKeyBytes)})`
+      ? `${Math.round(r.memory.usedBytesPerWindow)} (${Math.round(r.memory.fenceHashBytes)} + ${r.memory.windowKeysPerWindow.toFixed(1)} × ${Math.round(r.memory.windowKeyBytes)})`
       : '–';
     rows.push(
-      `| ${r.keys} | ${r.membership} | ${r.contender} | ${ms(r.killToAssignedMs)} | ${ms(r.killToFirstOutputMs)} | ` +
+      `| ${r.keys} | ${r.membership} | ${r.contender} | ${ms(r.killToUpMs)} | ${ms(r.killToAssignedMs)} | ${ms(r.killToFirstOutputMs)} | ` +
         `${ks ? `${(r.killToFirstOutputMs / ks.killToFirstOutputMs).toFixed(2)}x` : '–'} | ` +
         `${r.restoreMs === undefined ? '–' : `${ms(r.restoreMs)} (${r.restoredRecords})`} | ${r.aSeconds.toFixed(1)} | ` +
         `${r.aPeakRssMiB} | ${mem} | ${r.waveOutputs}, ${r.wrongWaveOutputs} |`,
