@@ -33,7 +33,6 @@
  */
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { Redis } from 'ioredis';
 import { Child, pollUntil } from '../../src/harness/index.js';
 import {
@@ -56,6 +55,7 @@ import {
   preload,
 } from '../processor/kafka.js';
 import { dropStore, selected, writeResults } from '../processor/support.js';
+import { type OutputWatch, watchOutput } from './output-watch.js';
 import { redisWindowMemory, type WindowMemory } from './window-memory.js';
 
 type Membership = 'static' | 'dynamic';
@@ -82,7 +82,6 @@ if (!existsSync(CLI))
 const run = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
 const kafka = kafkaClient(opts.brokers);
 const redis = new Redis(opts.redisUrl);
-const quiet = { logLevel: KafkaJS.logLevel.NOTHING };
 /** One event time for every order: whole windows, two hours back (stream time never reaches a close). */
 const T = Math.floor((Date.now() - 7_200_000) / opts.windowMs) * opts.windowMs + 1000;
 const START = Math.floor(T / opts.windowMs) * opts.windowMs;
@@ -117,38 +116,8 @@ interface Result {
   wrongWaveOutputs: number;
 }
 
-/** A read_committed consumer at the output's end: when the first record came, and each key's count. */
-async function watch(output: string, group: string) {
-  const consumer = kafka.consumer({
-    'group.id': group,
-    'auto.offset.reset': 'latest',
-    'isolation.level': 'read_committed',
-    kafkaJS: quiet,
-  } as unknown as KafkaJS.ConsumerConstructorConfig);
-  await consumer.connect();
-  await consumer.subscribe({ topics: [output] });
-  const seen: Array<{ key: string; start: number; count: number }> = [];
-  let firstAt: number | undefined;
-  void consumer.run({
-    eachMessage: async ({ message }) => {
-      firstAt ??= Date.now();
-      const v = JSON.parse(message.value?.toString() ?? 'null') as { start: number; count: number };
-      seen.push({ key: message.key?.toString() ?? '', start: v.start, count: v.count });
-    },
-  });
-  await pollUntil(
-    'the watcher is assigned',
-    () => consumer.assignment().length === opts.partitions,
-    60_000,
-    50,
-  );
-  // let it fetch once at the end before the clock starts
-  await new Promise((r) => setTimeout(r, 2000));
-  return { firstAt: () => firstAt, seen, close: () => consumer.disconnect().catch(() => undefined) };
-}
-
 /** Waits for the whole wave at the watcher (bounded) and counts what is wrong in it. */
-async function checkWave(keys: number, w: Awaited<ReturnType<typeof watch>>): Promise<number> {
+async function checkWave(keys: number, w: OutputWatch): Promise<number> {
   await pollUntil('the whole wave', () => w.seen.length >= opts.wave, 120_000, 50).catch(() => undefined);
   await new Promise((r) => setTimeout(r, 1000)); // an extra output (a duplicate) would show by now
   const want = new Set(Array.from({ length: opts.wave }, (_, i) => waveKey(keys, i)));
@@ -245,7 +214,7 @@ async function redfence(keys: number, m: Membership): Promise<Result> {
     const used = (await usedMemory()) - mem0;
     const memory = await redisWindowMemory(redis, app, START, keys, used, opts.sample);
     const aPeak = peakRss(a.child.pid);
-    const w = await watch(t.output, `${app}-watch`);
+    const w = await watchOutput(kafka, t.output, `${app}-watch`, opts.partitions);
     try {
       const killedAt = Date.now();
       void a.child.kill();
@@ -326,7 +295,7 @@ async function kafkaStreams(keys: number, m: Membership): Promise<Result> {
     );
     const aSeconds = (Date.now() - t0) / 1000;
     const aPeak = peakRssMb(a.pid) ?? Number.NaN;
-    const w = await watch(t.output, `${app}-watch`);
+    const w = await watchOutput(kafka, t.output, `${app}-watch`, opts.partitions);
     try {
       const killedAt = Date.now();
       a.proc.kill('SIGKILL');
