@@ -5,8 +5,12 @@
 #      cache 0), at 10,000 keys and at 1,000,000 keys, RECORDS records each (default 1,000,000);
 #   2. end-to-end latency at 2,000 records/s: bench/latency, then the Kafka Streams peer's --latency;
 #   3. the streams DSL against Kafka Streams on the same topologies (bench/topology: the fraud topology and
-#      a windowed count), at the same key counts and RECORDS records (TOPOLOGY=0 leaves it out).
-# Needs the services (bash dev/up) and an otherwise idle machine. Tables go to stdout and to
+#      a windowed count), at the same key counts and RECORDS records (TOPOLOGY=0 leaves it out);
+#   4. failover of the streams DSL against Kafka Streams (bench/topology/failover.ts: a windowed count with
+#      KEYS open windows, kill -> first output of the replacement, Redis bytes per window, peak RSS;
+#      TOPOLOGY_FAILOVER=0 leaves it out).
+# Needs the services (bash dev/up), dist/ (npm run build: step 4 runs the built CLI) and an otherwise idle
+# machine. Tables go to stdout and to
 # bench/results/stands-<time>/ (git-ignored); each benchmark also writes its own raw JSON.
 #   RECORDS=300000 KEYS="10000" bash bench/stands.sh      # a shorter pass
 # Redis: a private redis-server of its own on 127.0.0.1:16579 (no replica, no persistence, noeviction),
@@ -53,5 +57,10 @@ if [ "${TOPOLOGY:-1}" != "0" ]; then
     step "topology, $records records, $keys keys"
     BENCH_RECORDS="$records" BENCH_KEYS="$keys" node --import tsx bench/topology/run.ts | tee "$out/topology-$keys.md"
   done
+fi
+if [ "${TOPOLOGY_FAILOVER:-1}" != "0" ]; then
+  step "topology failover, keys $keys_list"
+  BENCH_FAILOVER_KEYS="$(echo "$keys_list" | tr ' ' ',')" node --import tsx bench/topology/failover.ts |
+    tee "$out/topology-failover.md"
 fi
 step "done: $out"

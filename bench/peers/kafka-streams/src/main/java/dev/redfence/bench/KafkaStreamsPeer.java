@@ -38,7 +38,8 @@ import org.apache.kafka.streams.state.WindowStore;
  *
  * <p>Configuration from the environment (run.ts sets it):
  * KS_BROKERS, KS_INPUT, KS_OUTPUT, KS_APP_ID, KS_STATE_DIR, KS_THREADS (1), KS_CACHE_BYTES (0; "default"
- * keeps the Streams default of 10 MiB), KS_SESSION_TIMEOUT_MS (unset: the consumer default, 45 s), KS_PARSE
+ * keeps the Streams default of 10 MiB), KS_SESSION_TIMEOUT_MS (unset: the consumer default, 45 s),
+ * KS_GROUP_INSTANCE_ID (unset: dynamic membership; set: the consumers' group.instance.id, static membership), KS_PARSE
  * ("json": orders read and outputs written by a Jackson serde, as an application would; "scan": the earlier
  * hand-written scan for the amount and a hand-built output string), KS_TOPOLOGY ("totals", the default: the
  * processor benchmark's aggregation; "fraud" and "windowed-count": bench/topology's topologies, see
@@ -194,6 +195,11 @@ public final class KafkaStreamsPeer {
           StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG),
           Math.max(500, Integer.parseInt(session) / 3));
     }
+    // static membership (KIP-345): a replacement started with the same id takes the dead member's place at
+    // once; Kafka Streams suffixes it per stream thread
+    String instance = System.getenv("KS_GROUP_INSTANCE_ID");
+    if (instance != null && !instance.isEmpty())
+      p.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), instance);
     // commit.interval.ms: not set, so the exactly-once default (100 ms) applies.
 
     StreamsBuilder b = new StreamsBuilder();
