@@ -184,11 +184,15 @@ describe('topology processor crash points (exactly-once)', { timeout: 240_000, c
         ALERTS_TOPIC: `${ns}-alerts`,
         FRAUD_APP: ns,
       };
+      // the orders carry event times of 2026-01-01: without retention.ms -1 the broker's retention check
+      // deletes them while A or B reads (the consumer then finds its committed offset out of range,
+      // resets to the new log start, which is the end, and sits idle)
+      const keep = { 'retention.ms': '-1' };
       t.after(
         await createTopics([
-          { topic: env.ORDERS_TOPIC, partitions: PARTITIONS },
-          { topic: env.ALERTS_TOPIC, partitions: PARTITIONS },
-          { topic: `${env.ORDERS_TOPIC}.DLT`, partitions: 1 },
+          { topic: env.ORDERS_TOPIC, partitions: PARTITIONS, config: keep },
+          { topic: env.ALERTS_TOPIC, partitions: PARTITIONS, config: keep },
+          { topic: `${env.ORDERS_TOPIC}.DLT`, partitions: 1, config: keep },
         ]),
       );
       const children: ProcessorChild[] = [];
