@@ -274,6 +274,37 @@ export const CASES: readonly ScenarioCase[] = [
     input: base(3),
   },
   {
+    // three input topics read as one source, through repartition() to 3 partitions, then a windowed
+    // count. Kafka Streams (and the runtime) write the repartition topic in the order their tasks read
+    // the inputs, which depends on what each fetch brought: each key is in one topic and partition, so
+    // its records keep one order on both sides; the grace outlasts the input's span, so no record is late
+    // and the order across keys in a repartition partition (its stream time) decides nothing.
+    scenario: {
+      name: 'tumbling-count-inputs',
+      window: { kind: 'tumbling', sizeMs: MIN, graceMs: 60 * MIN },
+      aggregate: 'count',
+      emit: 'update',
+      repartition: 3,
+      inputs: 3,
+      partitions: 2,
+    },
+    input: base(2),
+  },
+  {
+    // two input topics, through repartition() to 2 partitions, then an unwindowed sum: a key's running
+    // sum follows its records' order, one order since each key is in one topic and partition
+    scenario: {
+      name: 'table-sum-inputs',
+      window: null,
+      aggregate: 'sum',
+      emit: 'update',
+      repartition: 2,
+      inputs: 2,
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
     scenario: { name: 'table-count', window: null, aggregate: 'count', emit: 'update', partitions: 3 },
     input: base(3),
   },
