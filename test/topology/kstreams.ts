@@ -1,9 +1,10 @@
 /**
  * Kafka Streams itself on the scenarios of scenarios.ts: the reference the streams DSL is compared with.
- * For each run it makes an input and an output topic (unique names, retention.ms -1, the scenario's
- * partition count), produces the input as the comparison contract says, runs
+ * For each run it makes the input topics (the scenario's `inputs`, named by inputTopics) and an output
+ * topic (unique names, retention.ms -1, the scenario's partition count), produces the input as the
+ * comparison contract says (each record to its key's topic, inputIndex), runs
  * test/interop/java/StreamsScenarios.java once for all runs (one JVM, one KafkaStreams instance a
- * scenario, exactly_once_v2, cache 0; it stops once its committed offsets reach the input's end and
+ * scenario, exactly_once_v2, cache 0; it stops once its committed offsets reach every input's end and
  * pass the last record of any repartition topic), reads each output topic to its end (read_committed)
  * and deletes the topics (internal ones too: they share the run's prefix) and groups. `alongside` runs
  * something else on the same input topics meanwhile (run-equals-kstreams.test.ts: TopologyProcessor).
@@ -16,7 +17,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { kafka, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
-import type { InRecord, OutRecord, Scenario } from './scenarios.js';
+import { type InRecord, inputIndex, inputTopics, type OutRecord, type Scenario } from './scenarios.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** A small heap and a fast start: the program runs for seconds. */
@@ -31,7 +32,10 @@ export interface KafkaStreamsRun {
 export interface KafkaStreamsTopics {
   name: string;
   applicationId: string;
+  /** the first input topic (its `.DLT` is a dead-letter topic's name) */
   input: string;
+  /** every input topic, `input` first (inputTopics) */
+  inputs: string[];
   output: string;
   scenario: Scenario;
 }
@@ -75,12 +79,17 @@ export async function runKafkaStreams(
       (r) => !Number.isInteger(r.partition) || r.partition < 0 || r.partition >= s.partitions,
     );
     assert.equal(bad, undefined, `${s.name}: a record's partition is outside 0..${s.partitions - 1}`);
+    const n = s.inputs ?? 1;
+    assert.ok(Number.isInteger(n) && n >= 1, `${s.name}: inputs ${n}`);
+    // every scenario aggregates, and the Redis runtime aggregates one topic: the merge is repartitioned
+    assert.ok(n === 1 || s.repartition !== undefined, `${s.name}: ${n} inputs without repartition`);
   }
   const prefix = uniqueName('ks');
   const topics: KafkaStreamsTopics[] = runs.map(({ scenario: s }) => ({
     name: s.name,
     applicationId: `${prefix}-${s.name}`,
     input: `${prefix}-${s.name}-in`,
+    inputs: inputTopics(s, `${prefix}-${s.name}-in`),
     output: `${prefix}-${s.name}-out`,
     scenario: s,
   }));
@@ -90,12 +99,18 @@ export async function runKafkaStreams(
   try {
     await createTopics(
       admin,
-      topics.flatMap((t) => [
-        { topic: t.input, partitions: t.scenario.partitions },
-        { topic: t.output, partitions: t.scenario.partitions },
-      ]),
+      topics.flatMap((t) =>
+        [...t.inputs, t.output].map((topic) => ({ topic, partitions: t.scenario.partitions })),
+      ),
     );
-    for (const [i, run] of runs.entries()) await produceInput(topics[i]?.input ?? '', run.input);
+    for (const [i, run] of runs.entries()) {
+      const t = topics[i] as KafkaStreamsTopics;
+      for (const [at, topic] of t.inputs.entries())
+        await produceInput(
+          topic,
+          run.input.filter((r) => inputIndex(run.scenario, r.key) === at),
+        );
+    }
     const [jvm, beside] = await Promise.allSettled([
       runJvm({
         brokers: KAFKA_BROKERS,

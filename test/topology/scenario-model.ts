@@ -16,7 +16,14 @@ import {
 } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { input, outputs } from './model-helpers.js';
-import type { InRecord, OutRecord, Scenario, WindowSpec } from './scenarios.js';
+import {
+  type InRecord,
+  inputIndex,
+  inputTopics,
+  type OutRecord,
+  type Scenario,
+  type WindowSpec,
+} from './scenarios.js';
 
 const s = serdes.string();
 type Order = { amount: number };
@@ -55,17 +62,20 @@ function windowedTable(
 export interface ScenarioTopics {
   /** default the scenario's name */
   applicationId?: string;
-  /** default 'in' */
+  /** the first input topic (default 'in'; the others follow it: inputTopics) */
   input?: string;
   /** default 'out' */
   output?: string;
 }
 
-/** A scenario as a topology: the shape the comparison's glue is expected to take. */
+/**
+ * A scenario as a topology: the shape the comparison's glue is expected to take. Several input topics
+ * are one source of the list of them.
+ */
 export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTopology {
   const t = topology({ applicationId: at.applicationId ?? sc.name });
   const output = at.output ?? 'out';
-  let orders = t.stream<string, Order>(at.input ?? 'in', { key: s });
+  let orders = t.stream<string, Order>(inputTopics(sc, at.input ?? 'in'), { key: s });
   const min = sc.minAmount;
   if (min !== undefined) orders = orders.filter((_k, o) => o.amount > min);
   if (sc.repartition !== undefined)
@@ -95,17 +105,23 @@ export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTo
   return t.build();
 }
 
-/** The contract's wire format in and out of the model. */
+/**
+ * The contract's wire format in and out of the model: each record in its input topic (inputIndex), in
+ * the input's order.
+ */
 export function runScenario(sc: Scenario, records: InRecord[]): OutRecord[] {
+  const topics = inputTopics(sc, 'in');
   const ins = input(
     records.map((r) => ({
       key: r.key,
       value: { amount: r.amount },
       ts: r.timestamp,
       partition: r.partition,
+      topic: topics[inputIndex(sc, r.key)] as string,
     })),
   );
-  const result = runModel(scenarioTopology(sc), ins, { partitions: { in: sc.partitions } });
+  const partitions = Object.fromEntries(topics.map((topic) => [topic, sc.partitions]));
+  const result = runModel(scenarioTopology(sc), ins, { partitions });
   return outputs(result).map((o) => {
     const v = o.value as Out;
     return { key: o.key as string, start: v.start, end: v.end, value: v.value, timestamp: o.ts };

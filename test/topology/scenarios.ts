@@ -27,7 +27,13 @@ export interface Scenario {
   minCount?: number;
   /** repartition({ numberOfPartitions: repartition }) (string serdes) before grouping */
   repartition?: number;
-  /** input partitions (output topic has the same count) */
+  /**
+   * Input topics (default 1), read as one source of the list of topics (inputTopics); the records of key
+   * k<i> are in topic i % inputs (null keys in the first), in the partition of the record. Over 1 needs
+   * `repartition` (every scenario aggregates, and the Redis runtime aggregates one topic's records).
+   */
+  inputs?: number;
+  /** input partitions, of every input topic (output topic has the same count) */
   partitions: number;
 }
 
@@ -121,6 +127,23 @@ export function generateInput(seed: number, o: InputOptions): InRecord[] {
     out.push({ partition, key, amount: 1 + int(maxAmount), timestamp });
   }
   return out;
+}
+
+/** A scenario's input topics: the first (the run's input topic), then `<first>-2`, `<first>-3`, ... */
+export function inputTopics(sc: Scenario, first: string): string[] {
+  return Array.from({ length: sc.inputs ?? 1 }, (_, i) => (i === 0 ? first : `${first}-${i + 1}`));
+}
+
+/**
+ * The index in inputTopics of the topic a record is in: key k<i> in topic i % inputs, a null key in the
+ * first. Each key in one topic (and one partition of it) gives its records one order on every reader.
+ */
+export function inputIndex(sc: Scenario, key: string | null): number {
+  const n = sc.inputs ?? 1;
+  if (n === 1 || key === null) return 0;
+  const m = /^k(\d+)$/.exec(key);
+  if (m === null) throw new Error(`${sc.name}: key ${key} is not k<i>, so it has no input topic`);
+  return Number(m[1]) % n;
 }
 
 /** A scenario and the options of its generated input. */
@@ -246,6 +269,37 @@ export const CASES: readonly ScenarioCase[] = [
       aggregate: 'sum',
       emit: 'update',
       repartition: 2,
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    // three input topics read as one source, through repartition() to 3 partitions, then a windowed
+    // count. Kafka Streams (and the runtime) write the repartition topic in the order their tasks read
+    // the inputs, which depends on what each fetch brought: each key is in one topic and partition, so
+    // its records keep one order on both sides; the grace outlasts the input's span, so no record is late
+    // and the order across keys in a repartition partition (its stream time) decides nothing.
+    scenario: {
+      name: 'tumbling-count-inputs',
+      window: { kind: 'tumbling', sizeMs: MIN, graceMs: 60 * MIN },
+      aggregate: 'count',
+      emit: 'update',
+      repartition: 3,
+      inputs: 3,
+      partitions: 2,
+    },
+    input: base(2),
+  },
+  {
+    // two input topics, through repartition() to 2 partitions, then an unwindowed sum: a key's running
+    // sum follows its records' order, one order since each key is in one topic and partition
+    scenario: {
+      name: 'table-sum-inputs',
+      window: null,
+      aggregate: 'sum',
+      emit: 'update',
+      repartition: 2,
+      inputs: 2,
       partitions: 3,
     },
     input: base(3),

@@ -3,19 +3,19 @@
  * the reference the streams DSL is compared with. The test made the topics and produced the input; this
  * program builds each scenario's topology with the Kafka Streams DSL, runs it against the real broker
  * (exactly_once_v2, statestore.cache.max.bytes=0), waits until the application's committed offsets equal
- * the input's end offsets (and then pass the last record of its repartition topics, if any), closes it
+ * every input topic's end offsets (and then pass the last record of its repartition topics, if any), closes it
  * and deletes its local state. One KafkaStreams instance a scenario,
  * at most `concurrency` at once, all in this one JVM.
  *
  * The topology of a scenario (see the Scenario type in test/topology/scenarios.ts):
- *   stream(input) [.filter(amount > minAmount)] [.repartition(numberOfPartitions = repartition)] .groupByKey() [.windowedBy(window) [.emitStrategy(onWindowClose)]]
+ *   stream(inputs: one source of the list) [.filter(amount > minAmount)] [.repartition(numberOfPartitions = repartition)] .groupByKey() [.windowedBy(window) [.emitStrategy(onWindowClose)]]
  *     .count() | .aggregate(0, + amount [, merger: +]) .toStream()
  *     .map((key or windowed key, v) -> (key, {"start","end","value"}))   // start = end = -1 unwindowed
  *     [.filter(value > minCount)] .to(output)
  *
  * Input on stdin, one JSON object:
  *   {"brokers": "...", "stateDir": "...", "timeoutMs": 120000, "concurrency": 4,
- *    "runs": [{"name", "applicationId", "input", "output", "scenario": {...}}]}
+ *    "runs": [{"name", "applicationId", "inputs": [...], "output", "scenario": {...}}]}
  * Prints one JSON line a finished run on stdout ({"name", "ms"}); exits 1 (reason on stderr) when a run
  * fails or is not done within timeoutMs. Usage: java -cp <libs>/*:<classes> StreamsScenarios < spec.json
  */
@@ -105,10 +105,10 @@ public final class StreamsScenarios {
     return new Out(wk.window().start(), wk.window().end(), v);
   }
 
-  /** The scenario's topology, from the input topic to the output topic. */
-  static StreamsBuilder topology(JsonNode sc, String input, String output) {
+  /** The scenario's topology, from the input topics (one source of them all) to the output topic. */
+  static StreamsBuilder topology(JsonNode sc, List<String> inputs, String output) {
     StreamsBuilder b = new StreamsBuilder();
-    KStream<String, String> in = b.stream(input, Consumed.with(Serdes.String(), Serdes.String()));
+    KStream<String, String> in = b.stream(inputs, Consumed.with(Serdes.String(), Serdes.String()));
     JsonNode minAmount = sc.get("minAmount");
     if (minAmount != null && !minAmount.isNull()) {
       long min = minAmount.asLong();
@@ -193,11 +193,14 @@ public final class StreamsScenarios {
   static long run(Admin admin, JsonNode spec, JsonNode r, long deadline) throws Exception {
     String name = r.get("name").asText();
     String appId = r.get("applicationId").asText();
-    String input = r.get("input").asText();
-    Map<TopicPartition, Long> ends = endOffsets(admin, input);
+    List<String> inputs = new ArrayList<>();
+    r.get("inputs").forEach(t -> inputs.add(t.asText()));
+    if (inputs.isEmpty()) throw new IllegalArgumentException(name + ": no input topics");
+    Map<TopicPartition, Long> ends = new HashMap<>();
+    for (String input : inputs) ends.putAll(endOffsets(admin, input));
     File state = new File(spec.get("stateDir").asText(), appId);
     long t0 = System.currentTimeMillis();
-    Topology topology = topology(r.get("scenario"), input, r.get("output").asText()).build();
+    Topology topology = topology(r.get("scenario"), inputs, r.get("output").asText()).build();
     KafkaStreams streams = new KafkaStreams(topology, props(spec.get("brokers").asText(), appId, state.getPath()));
     Throwable[] failed = new Throwable[1];
     streams.setUncaughtExceptionHandler(
