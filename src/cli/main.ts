@@ -50,7 +50,10 @@ Every verb reads its options from flags, then environment variables, then a JSON
 const USAGE: ReadonlySet<ErrorCode> = new Set([
   'RF_INVALID_OPTIONS',
   'RF_MODULE_INVALID',
+  'RF_TOPOLOGY_INVALID',
+  'RF_TOPOLOGY_UNSUPPORTED',
   'RF_TOPIC_MISSING',
+  'RF_TOPIC_PARTITIONS',
   'RF_REDIS_AUTH',
   'RF_REDIS_WRONG_KIND',
   'RF_KAFKA_AUTH',

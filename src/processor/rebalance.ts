@@ -66,7 +66,7 @@ export async function assign(ctx: RebalanceContext, tps: readonly TopicPartition
   if (tps.length > 0 && !ctx.redisOutage()) ctx.kafka.resume(tps);
   ctx.health?.setReady('group', true);
   ctx.assigned();
-  ctx.log.info({ partitions: tps.map((t) => t.partition) }, 'partitions assigned');
+  ctx.log.info({ partitions: tps.map((t) => t.partition), topics: topicsOf(tps) }, 'partitions assigned');
 }
 
 export async function revoke(
@@ -85,7 +85,10 @@ export async function revoke(
     ctx.metrics?.clearPartition(tp.topic, tp.partition);
   }
   if (!lost && entries.length > 0) await ctx.sweepAll(entries, REVOKE_SWEEP_MS);
-  ctx.log.info({ partitions: tps.map((t) => t.partition), lost }, 'partitions revoked');
+  ctx.log.info(
+    { partitions: tps.map((t) => t.partition), topics: topicsOf(tps), lost },
+    'partitions revoked',
+  );
 }
 
 /** The committed offsets (with their metadata when the context restores state from it), by tpKey. */
@@ -97,4 +100,9 @@ async function committedOf(
     return ctx.kafka.committedWithMetadata(tps);
   const offsets = await ctx.kafka.committed(tps);
   return new Map([...offsets].map(([k, offset]) => [k, { offset, metadata: '' }]));
+}
+
+/** The topics of a rebalance's partitions, each once, in the order given (`partitions` holds their numbers). */
+function topicsOf(tps: readonly TopicPartition[]): string[] {
+  return [...new Set(tps.map((t) => t.topic))];
 }

@@ -282,4 +282,22 @@ describe('redfence run <topology module>', { timeout: 180_000 }, () => {
       assert.match(r.stderr, new RegExp(flags[0] as string));
     }
   });
+
+  it('refuses a topology the Redis runtime does not run, naming the node and the fix, before any connection (exit 2)', () => {
+    const r = spawnSync(
+      process.execPath,
+      [
+        ...['--import', 'tsx', 'src/cli/bin.ts', 'run', 'test/cli/fixtures/merged-count.ts'],
+        ...['--brokers', '127.0.0.1:1', '--redis', 'redis://127.0.0.1:1'],
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(
+      r.stderr,
+      /topology node KSTREAM-AGGREGATE-\d+: .*several topics \(web-orders, app-orders\).*repartition\(\)/,
+    );
+    assert.match(r.stderr, /\[RF_TOPOLOGY_UNSUPPORTED\]/);
+    assert.doesNotMatch(r.stderr, /ECONNREFUSED|connect/i, 'nothing was connected to');
+  });
 });
