@@ -36,7 +36,10 @@ export class TopologyBuilder {
     this.graph = new Graph(id);
   }
 
-  /** A stream of one topic, several topics, or every topic a pattern matches. */
+  /**
+   * A stream of one topic, several topics, or every topic a pattern matches as a whole (as Kafka
+   * Streams matches: `/orders-.*\/` reads `orders-eu`, not `old-orders-eu`).
+   */
   stream<K = unknown, V = unknown>(
     topics: string | readonly string[] | RegExp,
     consumed?: Consumed<K, V>,
@@ -53,7 +56,12 @@ export class TopologyBuilder {
     const keySerde = (consumed?.key as Serde<unknown> | undefined) ?? DEFAULT_SERDE;
     const valueSerde = (consumed?.value as Serde<unknown> | undefined) ?? DEFAULT_SERDE;
     const name = g.nameOr(consumed?.name, 'KSTREAM-SOURCE');
-    const pattern = topics instanceof RegExp ? topics : null;
+    // Kafka Streams matches the whole topic name (Pattern.matcher(topic).matches()); a global or sticky
+    // flag would make test() remember where it stopped
+    const pattern =
+      topics instanceof RegExp
+        ? new RegExp(`^(?:${topics.source})$`, topics.flags.replace(/[gy]/g, ''))
+        : null;
     g.add({ kind: 'source', name, topics: list, pattern, keySerde, valueSerde, internal: false }, []);
     return new KStream<K, V>({ graph: g, node: name, keySerde, valueSerde, keyChanged: false });
   }

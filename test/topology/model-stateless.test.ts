@@ -118,6 +118,31 @@ describe('streams model: stateless operators', () => {
     );
   });
 
+  it('a pattern matches whole topic names, as Kafka Streams matches; a global flag changes nothing', () => {
+    for (const re of [/orders-.*/, /orders-.*/g]) {
+      const t = app();
+      t.stream(re, { key: s, value: s }).to('out', { key: s });
+      const built = t.build();
+      const rec = (topic: string) => ({
+        topic,
+        partition: 0,
+        offset: 0,
+        key: null,
+        value: null,
+        timestamp: 1,
+      });
+      // the same topic twice: a stateful test() would fail the second time
+      for (const topic of ['orders-eu', 'orders-eu'])
+        assert.equal(runModel(built, [rec(topic)]).outputs.length, 1, `${re} reads ${topic}`);
+      for (const topic of ['old-orders-eu', 'orders'])
+        assert.throws(
+          () => runModel(built, [rec(topic)]),
+          (e: unknown) => RedfenceError.is(e, 'RF_INVALID_ARGUMENT') && e.message.includes(topic),
+          `${re} does not read ${topic}`,
+        );
+    }
+  });
+
   it('sources by topic list and by pattern; serdes string, bytes and user serdes on both sides', () => {
     const upper: Serde<string> = {
       serialize: (v) => Buffer.from(v.toUpperCase()),
