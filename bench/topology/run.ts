@@ -19,13 +19,14 @@
  *
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_SPAN_MS (900000),
  * BENCH_TOPOLOGY, BENCH_ONLY (labels containing one of its comma-separated parts), BENCH_JAVA_OPTS,
- * BENCH_COMMIT_INTERVAL (redfence's commitIntervalMs),
+ * BENCH_COMMIT_INTERVAL (redfence's commitIntervalMs), BENCH_FROM (dist when dist/index.js exists, else src):
+ * redfence as users run it, the build; `src` loads the sources through tsx, whose transform wraps every
+ * closure it creates in a naming call (about a third more Node CPU per record in the executor),
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
  */
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { serdes, TimeWindows, TopologyProcessor, topology } from '../../src/index.js';
 import { LogReader } from '../../src/kafka/log-reader.js';
 import {
   buildPeer,
@@ -38,6 +39,13 @@ import {
 import { createTopics, deleteTopics, envInt, kafkaClient, orderMaker, preload } from '../processor/kafka.js';
 import { cpuSeconds, devPid } from '../processor/procstat.js';
 import { dropStore, redisCpuSeconds, selected, untilDone, writeResults } from '../processor/support.js';
+
+// redfence from its build, as users run it (tsx's transform of src/ costs CPU of its own)
+const dist = new URL('../../dist/index.js', import.meta.url);
+const FROM = process.env.BENCH_FROM ?? (existsSync(dist) ? 'dist' : 'src');
+const { serdes, TimeWindows, TopologyProcessor, topology } = (await import(
+  FROM === 'dist' ? dist.href : '../../src/index.js'
+)) as typeof import('../../src/index.js');
 
 const opts = {
   records: envInt('BENCH_RECORDS', 100_000),
@@ -303,7 +311,7 @@ async function main(): Promise<void> {
   buildPeer();
   await redis.connect();
   console.error(
-    `[bench] ${opts.records} records, ${opts.keys} keys, ${opts.partitions} partitions, event time ${opts.spanMs} ms; input ${input}`,
+    `[bench] ${opts.records} records, ${opts.keys} keys, ${opts.partitions} partitions, event time ${opts.spanMs} ms; input ${input}; redfence from ${FROM}`,
   );
   await createTopics(kafka, [input, `${input}.DLT`], opts.partitions);
   const tp = performance.now();
@@ -324,7 +332,7 @@ async function main(): Promise<void> {
       results.push(r);
     }
   console.log(table(results));
-  console.error(`[bench] wrote ${writeResults('topology', opts, results)}`);
+  console.error(`[bench] wrote ${writeResults('topology', { ...opts, from: FROM }, results)}`);
 }
 
 process.on('exit', killJvms);
