@@ -10,7 +10,7 @@ import type { ModelDrop, ModelOutput, ModelSource } from '../model.js';
 import type { ModelRecord } from '../model-io.js';
 import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
 import type { FlowTally } from './flows.js';
-import { partResults } from './note.js';
+import { partResult } from './note.js';
 import type { RunPlan } from './plan.js';
 import { type KeyGroup, lateStep, type Placed, type PlacedStep } from './steps.js';
 import type { TopologyBatch, TopologyDeadLetter, TopologyOutput, VerdictCounts } from './types.js';
@@ -142,5 +142,5 @@ function resultsOf(
     return null;
   }
   if (r.verdict === 'SKIP' || r.verdict === 'FENCE') return null;
-  return partResults(kr, r.results ?? [])[part] ?? [];
+  return partResult(kr, r.results ?? [], part);
 }
