@@ -8,15 +8,23 @@
  *   REDIS_URL=redis://127.0.0.1:16579 node --import tsx bench/topology/executor.ts
  *
  * Env: BENCH_RECORDS (200000), BENCH_KEYS (10000), BENCH_BATCH (500), BENCH_SPAN_MS (900000),
- * BENCH_TOPOLOGY (fraud,windowed-count,count), REDIS_URL (redis://127.0.0.1:16379). Use a Redis no one
- * else uses: its CPU is read as a whole.
+ * BENCH_TOPOLOGY (fraud,windowed-count,count), REDIS_URL (redis://127.0.0.1:16379), BENCH_FROM (src). Use a
+ * Redis no one else uses: its CPU is read as a whole.
+ *
+ * BENCH_FROM=dist runs the build (`npm run build` first) instead of the sources through tsx: tsx's
+ * esbuild transform keeps function names by a `__name` call on every closure it creates, at run time,
+ * which the build does not do; on a closure-heavy path that shows in the Node µs per record.
  */
 import { Redis } from 'ioredis';
-import { serdes, TimeWindows, topology } from '../../src/index.js';
+import type * as Api from '../../src/index.js';
 import type { ModelInput } from '../../src/topology/model.js';
-import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import type * as Exec from '../../src/topology/run/executor.js';
 import { envInt, orderMaker } from '../processor/kafka.js';
 import { dropStore, redisCpuSeconds } from '../processor/support.js';
+
+const from = process.env.BENCH_FROM === 'dist' ? '../../dist' : '../../src';
+const { serdes, TimeWindows, topology }: typeof Api = await import(`${from}/index.js`);
+const { TopologyExecutor }: typeof Exec = await import(`${from}/topology/run/executor.js`);
 
 const opts = {
   records: envInt('BENCH_RECORDS', 200_000),

@@ -41,7 +41,7 @@ import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } f
 import { type IndexedSession, sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
 import { FlowTally } from './flows.js';
 import { callGroups, foldAhead } from './fold.js';
-import { type ForwardContext, forwardStep } from './forward.js';
+import { type ForwardContext, forwardSteps } from './forward.js';
 import { planTopology, type RunPlan } from './plan.js';
 import { type KeyGroup, placeSteps, type WalkStep, walkBatch } from './steps.js';
 import type { StreamTimes, TopologyBatch, TopologyBatchResult } from './types.js';
@@ -209,7 +209,7 @@ export class TopologyExecutor {
       verdicts: { APPLY: 0, REBASE: 0, SKIP: 0, REEMIT: 0, REJECT: 0, CONFLICT: conflicts },
       tally,
     };
-    for (const step of placed.steps) forwardStep(step, ctx);
+    forwardSteps(placed.steps, ctx);
     const streamTime = freeze(clocks);
     this.#times.set(tp, streamTime);
     const last = batch.records[batch.records.length - 1];

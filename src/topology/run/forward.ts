@@ -6,15 +6,15 @@
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, KeyRecordResult } from '../../store/index.js';
-import type { ModelDrop } from '../model.js';
+import type { ModelDrop, ModelOutput, ModelSource } from '../model.js';
 import type { ModelRecord } from '../model-io.js';
 import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
 import type { FlowTally } from './flows.js';
-import { partResults } from './note.js';
+import { partResult } from './note.js';
 import type { RunPlan } from './plan.js';
 import { type KeyGroup, lateStep, type Placed, type PlacedStep } from './steps.js';
 import type { TopologyBatch, TopologyDeadLetter, TopologyOutput, VerdictCounts } from './types.js';
-import { walkFrom } from './walk.js';
+import { type WalkSink, walkFrom } from './walk.js';
 
 export type Verdicts = Record<keyof VerdictCounts, number>;
 
@@ -29,8 +29,45 @@ export interface ForwardContext {
   readonly tally: FlowTally;
 }
 
+/** The walk's sink of a forwarded step: `source` is the step's input record (one sink per batch). */
+class ForwardSink implements WalkSink {
+  source: ModelSource | null = null;
+  readonly tally: FlowTally;
+  readonly #ctx: ForwardContext;
+
+  constructor(ctx: ForwardContext) {
+    this.#ctx = ctx;
+    this.tally = ctx.tally;
+  }
+
+  output(o: ModelOutput): void {
+    const offset = (this.source as ModelSource).offset;
+    this.#ctx.outputs.push({ topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset });
+  }
+
+  aggregate(): void {
+    throw new TypeError('planTopology refused an aggregation downstream of another');
+  }
+
+  dropNullKey(name: string): void {
+    this.#ctx.dropped.push({ reason: 'null-key', node: name, source: this.source as ModelSource });
+  }
+}
+
+/** Forwards the placed steps, in order. */
+export function forwardSteps(steps: readonly PlacedStep[], ctx: ForwardContext): void {
+  const sink = new ForwardSink(ctx);
+  for (const step of steps) forwardStep(step, ctx, sink);
+}
+
+/** An update of aggregation `node` walked on from it. */
+function walkOn(ctx: ForwardContext, node: string, u: ModelRecord, sink: ForwardSink): void {
+  ctx.tally.out(node);
+  walkFrom(ctx.plan, node, u, sink);
+}
+
 /** Forwards one placed step. */
-export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
+export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new ForwardSink(ctx)): void {
   if ('out' in step) {
     ctx.outputs.push(step.out);
     return;
@@ -44,17 +81,7 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
     return;
   }
   const node = 'arrival' in step ? step.arrival.agg.node : step.closes.node;
-  const walk = (u: ModelRecord) => {
-    ctx.tally.out(node.name);
-    walkFrom(ctx.plan, node.name, u, {
-      tally: ctx.tally,
-      output: (o) => ctx.outputs.push({ ...o, offset: step.source.offset }),
-      aggregate: () => {
-        throw new TypeError('planTopology refused an aggregation downstream of another');
-      },
-      dropNullKey: (name) => ctx.dropped.push({ reason: 'null-key', node: name, source: step.source }),
-    });
-  };
+  sink.source = step.source;
   if ('arrival' in step) {
     const results = resultsOf(step.placed, step.source, ctx);
     if (results === null) return;
@@ -63,7 +90,7 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
     if (step.arrival.sliding) {
       // as the model: the window updates, then the windows the record was too late for
       const o = slidingOutcome(step.arrival, results);
-      for (const u of o.updates) walk(u);
+      for (const u of o.updates) walkOn(ctx, node.name, u, sink);
       if (o.missed.length > 0) {
         const late = lateStep(node, o.missed, step.source);
         if ('drop' in late) ctx.dropped.push(late.drop);
@@ -72,7 +99,7 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
       return;
     }
     if (step.arrival.session === null) {
-      for (const u of updatesOf(step.arrival, results)) walk(u);
+      for (const u of updatesOf(step.arrival, results)) walkOn(ctx, node.name, u, sink);
       return;
     }
     const o = sessionOutcome(step.arrival, results[0]);
@@ -80,13 +107,13 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext): void {
       const late = lateStep(node, [o.late], step.source);
       if ('drop' in late) ctx.dropped.push(late.drop);
       else ctx.deadLetters.push(late.dead);
-    } else if (!final) for (const u of o.updates) walk(u);
+    } else if (!final) for (const u of o.updates) walkOn(ctx, node.name, u, sink);
     return;
   }
   for (const { window, placed } of step.windows) {
     const results = resultsOf(placed, step.source, ctx);
     const u = results === null ? null : finalUpdate(step.closes, window, results);
-    if (u !== null) walk(u);
+    if (u !== null) walkOn(ctx, node.name, u, sink);
   }
 }
 
@@ -115,5 +142,5 @@ function resultsOf(
     return null;
   }
   if (r.verdict === 'SKIP' || r.verdict === 'FENCE') return null;
-  return partResults(kr, r.results ?? [])[part] ?? [];
+  return partResult(kr, r.results ?? [], part);
 }

@@ -42,6 +42,21 @@ export interface KeyPart {
   readonly sliding: boolean;
 }
 
+/**
+ * The results of part `part` of a key record (as {@link partResults} cuts them); a record of one part
+ * without a note (the common case: one arrival) is its results as they are.
+ */
+export function partResult(
+  rec: { readonly offset: number; readonly node: string; readonly parts: readonly KeyPart[] },
+  results: readonly EffectResult[],
+  part: number,
+): readonly EffectResult[] {
+  const only = rec.parts.length === 1 ? rec.parts[0] : undefined;
+  if (only === undefined || only.sliding || only.effects.length !== results.length)
+    return partResults(rec, results)[part] ?? [];
+  return part === 0 ? results : [];
+}
+
 /** A key record's results cut into its parts' (RF_STATE_CORRUPT when they do not add up). */
 export function partResults(
   rec: { readonly offset: number; readonly node: string; readonly parts: readonly KeyPart[] },

@@ -15,7 +15,7 @@ import type { FlowTally } from './flows.js';
 import type { KeyPart } from './note.js';
 import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
 import type { TopologyDeadLetter, TopologyOutput } from './types.js';
-import { walkFrom } from './walk.js';
+import { type WalkSink, walkFrom } from './walk.js';
 
 /** What step 1 leaves per record, in order (drops and late records too: the model's order). */
 export type WalkStep =
@@ -42,32 +42,38 @@ export function walkBatch(
   tally: FlowTally,
 ): Walked {
   const w: Walked = { steps: [] };
-  for (const rec of records) {
-    const sink = {
-      tally,
-      output: (o: Omit<TopologyOutput, 'offset'>) => w.steps.push({ out: { ...o, offset: rec.offset } }),
-      dropNullKey: (name: string) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
-      aggregate: (node: AggregatePlan['node'], r: { key: unknown; value: unknown; timestamp: number }) => {
-        const agg = plan.aggregates.get(node.name);
-        if (agg === undefined) throw new TypeError(`no plan for ${node.name}`);
-        const a = arrive(agg, r, clocks);
-        if ('drop' in a) {
-          w.steps.push({ drop: { reason: a.drop, node: node.name, source: rec } });
-          return;
-        }
-        if (a.missed.length > 0) w.steps.push(lateStep(node, a.missed, rec));
-        const effects = effectsOf(a, expireAt);
-        if (effects.length > 0) w.steps.push({ arrival: a, effects, source: rec });
-        const win = node.window;
-        if (node.emit !== 'final' || win === null || win.kind === 'sliding') return;
-        const clock = clocks.get(node.name) as WindowClock;
-        const range =
-          win.kind === 'session'
-            ? sessionFinalRange(win, clock, a.closeTime)
-            : finalRange(win, clock, a.closeTime);
-        if (range !== null) w.steps.push({ closes: agg, range, source: rec });
-      },
-    };
+  // one sink for the batch: `rec` is the record being walked
+  let rec = records[0] as ModelInput;
+  const sink: WalkSink = {
+    tally,
+    output: (o) =>
+      w.steps.push({
+        out: { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: rec.offset },
+      }),
+    dropNullKey: (name) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
+    aggregate: (node, r) => {
+      const agg = plan.aggregates.get(node.name);
+      if (agg === undefined) throw new TypeError(`no plan for ${node.name}`);
+      const a = arrive(agg, r, clocks);
+      if ('drop' in a) {
+        w.steps.push({ drop: { reason: a.drop, node: node.name, source: rec } });
+        return;
+      }
+      if (a.missed.length > 0) w.steps.push(lateStep(node, a.missed, rec));
+      const effects = effectsOf(a, expireAt);
+      if (effects.length > 0) w.steps.push({ arrival: a, effects, source: rec });
+      const win = node.window;
+      if (node.emit !== 'final' || win === null || win.kind === 'sliding') return;
+      const clock = clocks.get(node.name) as WindowClock;
+      const range =
+        win.kind === 'session'
+          ? sessionFinalRange(win, clock, a.closeTime)
+          : finalRange(win, clock, a.closeTime);
+      if (range !== null) w.steps.push({ closes: agg, range, source: rec });
+    },
+  };
+  for (let i = 0; i < records.length; i++) {
+    rec = records[i] as ModelInput;
     for (const source of sources) {
       const key = fromBytes(source.keySerde, rec.key, rec.topic);
       const value = fromBytes(source.valueSerde, rec.value, rec.topic);

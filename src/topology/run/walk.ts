@@ -2,6 +2,8 @@
  * The stateless part of a sub-topology, record by record, as the reference model walks it (depth first,
  * children in the order they were attached): filters, maps, splits, peeks, merges and sinks run here;
  * an aggregation is handed to the caller, which runs it through the key call and then walks on from it.
+ * The graph is looked up once per plan (nodes with their children and split branches in place), and a
+ * record's walk allocates only the records its maps make: no closure or lookup per node.
  */
 
 import type { ModelOutput } from '../model.js';
@@ -21,57 +23,103 @@ export interface WalkSink {
   readonly tally: FlowTally;
 }
 
-/** Walks `r` from node `from` to its children and on. */
-export function walkFrom(plan: RunPlan, from: string, r: ModelRecord, to: WalkSink): void {
-  for (const child of plan.children.get(from) ?? []) visit(plan, child, r, to);
+/** A node of the plan's graph with its children (and a split's branches) in place. */
+interface GraphNode {
+  readonly name: string;
+  readonly node: TopologyNode;
+  readonly children: GraphNode[];
+  /** A split's branches, in order: the first whose predicate holds (null: the default) takes the record. */
+  readonly branches: {
+    readonly predicate: ((k: unknown, v: unknown) => unknown) | null;
+    target: GraphNode;
+  }[];
 }
 
-function visit(plan: RunPlan, name: string, r: ModelRecord, to: WalkSink): void {
-  const n = plan.byName.get(name) as TopologyNode;
-  to.tally.in(name);
-  const fwd = (out: ModelRecord) => {
-    to.tally.out(name);
-    walkFrom(plan, name, out, to);
+const graphs = new WeakMap<RunPlan, ReadonlyMap<string, GraphNode>>();
+
+/** The plan's nodes with their children in place (once per plan). */
+function graphOf(plan: RunPlan): ReadonlyMap<string, GraphNode> {
+  let g = graphs.get(plan);
+  if (g !== undefined) return g;
+  const nodes = new Map<string, GraphNode>();
+  for (const [name, node] of plan.byName) nodes.set(name, { name, node, children: [], branches: [] });
+  const at = (name: string) => {
+    const n = nodes.get(name);
+    if (n === undefined) throw new TypeError(`no node ${name}`);
+    return n;
   };
+  for (const n of nodes.values()) {
+    for (const child of plan.children.get(n.name) ?? []) n.children.push(at(child));
+    if (n.node.kind === 'split')
+      for (const b of n.node.branches) n.branches.push({ predicate: b.predicate, target: at(b.name) });
+  }
+  g = nodes;
+  graphs.set(plan, g);
+  return g;
+}
+
+/** Walks `r` from node `from` to its children and on. */
+export function walkFrom(plan: RunPlan, from: string, r: ModelRecord, to: WalkSink): void {
+  const n = graphOf(plan).get(from);
+  if (n !== undefined) children(n, r, to);
+}
+
+/** Node `n` forwards `r` to its children (counted as one record out of `n`). */
+function forward(n: GraphNode, r: ModelRecord, to: WalkSink): void {
+  to.tally.out(n.name);
+  children(n, r, to);
+}
+
+function children(n: GraphNode, r: ModelRecord, to: WalkSink): void {
+  const kids = n.children;
+  for (let i = 0; i < kids.length; i++) visit(kids[i] as GraphNode, r, to);
+}
+
+function visit(g: GraphNode, r: ModelRecord, to: WalkSink): void {
+  const n = g.node;
+  const name = g.name;
+  to.tally.in(name);
   switch (n.kind) {
     case 'source':
       return;
     case 'filter':
-      if (Boolean(n.predicate(r.key, r.value)) !== n.not) fwd(r);
+      if (Boolean(n.predicate(r.key, r.value)) !== n.not) forward(g, r, to);
       return;
     case 'map': {
       const [key, value] = n.mapper(r.key, r.value) as readonly [unknown, unknown];
-      fwd({ key, value, timestamp: r.timestamp });
+      forward(g, { key, value, timestamp: r.timestamp }, to);
       return;
     }
     case 'mapValues':
-      fwd({ ...r, value: n.mapper(r.key, r.value) });
+      forward(g, { key: r.key, value: n.mapper(r.key, r.value), timestamp: r.timestamp }, to);
       return;
     case 'selectKey':
-      fwd({ ...r, key: n.mapper(r.key, r.value) });
+      forward(g, { key: n.mapper(r.key, r.value), value: r.value, timestamp: r.timestamp }, to);
       return;
     case 'flatMap':
       for (const [key, value] of n.mapper(r.key, r.value) as Iterable<readonly [unknown, unknown]>)
-        fwd({ key, value, timestamp: r.timestamp });
+        forward(g, { key, value, timestamp: r.timestamp }, to);
       return;
     case 'flatMapValues':
-      for (const value of n.mapper(r.key, r.value) as Iterable<unknown>) fwd({ ...r, value });
+      for (const value of n.mapper(r.key, r.value) as Iterable<unknown>)
+        forward(g, { key: r.key, value, timestamp: r.timestamp }, to);
       return;
     case 'peek':
       n.action(r.key, r.value);
-      fwd(r);
+      forward(g, r, to);
       return;
     case 'branch':
     case 'merge':
     case 'toStream':
-      fwd(r);
+      forward(g, r, to);
       return;
     case 'split': {
-      const b = n.branches.find((x) => x.predicate === null || Boolean(x.predicate(r.key, r.value)));
-      if (b !== undefined) {
-        to.tally.out(name);
-        visit(plan, b.name, r, to);
-      }
+      for (const b of g.branches)
+        if (b.predicate === null || b.predicate(r.key, r.value)) {
+          to.tally.out(name);
+          visit(b.target, r, to);
+          return;
+        }
       return;
     }
     case 'sink': {
@@ -79,7 +127,7 @@ function visit(plan: RunPlan, name: string, r: ModelRecord, to: WalkSink): void 
       const key = toBytes(n.keySerde, r.key, n.topic);
       const value = toBytes(n.valueSerde, r.value, n.topic);
       // a grouping's repartition drops a null key (its aggregation would); repartition() writes it on
-      if (n.internal && n.repartition === null && key === null) to.dropNullKey(n.name);
+      if (n.internal && n.repartition === null && key === null) to.dropNullKey(name);
       else {
         to.tally.out(name);
         to.output({ topic: n.topic, key, value, timestamp: r.timestamp });
