@@ -4,9 +4,9 @@
  * the windows the record falls in and the ones it is too late for, a session's lookup bounds), the key
  * call effects that make the change, and the table updates the effects' results give. A count and its
  * timestamp (the largest record timestamp of the key or window, as Kafka Streams keeps it) are two
- * effects of the key call, `add 1` and `max t`: unwindowed on two stores (fields `v:<s>` and `v:<s+1>` of
- * the fence hash), in a time window on the two fields of its one key (`v` and `t`); a session count is one `session` effect (`add 1`, merged in
- * Redis), a session reduce or aggregate the same effect with the merged value set from a read
+ * effects of the key call, `add 1` and `max t`: unwindowed on two stores (fields `v:<s>` and `v:<s+1>`
+ * of the fence hash), in a time window on the two fields of its one key (`v` and `t`); a session count
+ * is one `session` effect (`add 1`, merged in Redis), a session reduce or aggregate the same effect with the merged value set from a read
  * (fold-session.ts); a reduce or aggregate is a `set` of the serialized aggregate and of its timestamp, computed in
  * JS from a read (fold.ts fills them in: here they are placeholders of the right shape). A sliding-window
  * arrival's windows follow from the key's stored windows: its effects are all computed from the read
