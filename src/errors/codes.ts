@@ -202,6 +202,11 @@ export const ERROR_CODES = {
     summary:
       'A state read too wide for one script (read in parts) kept seeing writes to the key between its parts; ask again or narrow the range.',
   },
+  RF_STATE_LAYOUT: {
+    retriable: false,
+    summary:
+      "A topology's state in Redis was written in a layout this version does not read (time windows from before a window kept its timestamp in its own key); rebuild the application's state.",
+  },
 } as const satisfies Record<string, { retriable: boolean; summary: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -16,6 +16,7 @@ import type {
   SessionResult,
   StoreOp,
   StoreToken,
+  WindowField,
 } from './types.js';
 
 export const PROTOCOL = 's2';
@@ -75,6 +76,13 @@ function encodeOp(op: StoreOp, path: string, values: RedisArg[]): [string, strin
         `is unknown: ${JSON.stringify(String((op as { op: unknown }).op)).slice(0, 40)}`,
       );
   }
+}
+
+/** A window effect's field: absent or 'value' (field `v`), 'time' (field `t`). */
+function windowField(f: unknown, path: string): WindowField {
+  if (f === undefined || f === 'value') return 'value';
+  if (f === 'time') return 'time';
+  throw bad(path, "must be 'value' or 'time'");
 }
 
 /** A session effect's text (its ops: add, max, min, set, delete; the bounds are any safe integers). */
@@ -196,8 +204,9 @@ export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
         case 'window': {
           const start = integer(e.start, `${ep}.start`, 0);
           const expireAt = integer(e.expireAt, `${ep}.expireAt`, 1);
+          const kind = windowField(e.field, `${ep}.field`) === 'time' ? 't' : 'w';
           const [l, operand] = encodeOp(e.op, `${ep}.op`, values);
-          text += `w${l}${windowOf(store, start)},${expireAt},${operand};`;
+          text += `${kind}${l}${windowOf(store, start)},${expireAt},${operand};`;
           return;
         }
         case 'field': {
@@ -216,7 +225,10 @@ export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
         }
         case 'final': {
           const start = integer(e.start, `${ep}.start`, 0);
-          if (e.end === undefined) text += `f-${windowOf(store, start)},,;`;
+          const field = windowField(e.field, `${ep}.field`);
+          if (e.end === undefined) text += `f-${windowOf(store, start)},,${field === 'time' ? 't' : ''};`;
+          else if (e.field !== undefined)
+            throw bad(`${ep}.field`, "is for a window's final, not a session's");
           else text += `f-${sessionOf(store)},,${start}:${integer(e.end, `${ep}.end`, start)};`;
           return;
         }

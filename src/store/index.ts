@@ -15,6 +15,7 @@ export {
   MAX_STORE_ID,
 } from './codec.js';
 export { StoreKeys, type StoreKeysOptions } from './keys.js';
+export { type LayoutCheck, STORE_LAYOUT } from './layout.js';
 export { decideKeyCall, type KeyModelState } from './model.js';
 export {
   decodeRead,

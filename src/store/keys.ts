@@ -4,7 +4,8 @@
  * `<fence hash>:w:<s>:<start>`, the session hash of store s, `<fence hash>:s:<s>`, and the window hash of
  * store s (one field per window start: sliding windows), `<fence hash>:h:<s>`, in the same slot;
  * a partition's index of windows by close time (emit-final),
- * `rf:[t=<tenant>:]{<app>:<topic>:<partition>}:close:<s>`, in the partition's slot.
+ * `rf:[t=<tenant>:]{<app>:<topic>:<partition>}:close:<s>`, in the partition's slot; the application's
+ * layout marker `rf:[t=<tenant>:]{<app>}:layout`, in its own slot.
  */
 import { type KeyEncoding, KeySpace } from '../keys/index.js';
 
@@ -44,6 +45,17 @@ export class StoreKeys {
   /** A partition's index of the windows of store `store` by close time (emit-final; its own slot). */
   closeIndex(topic: string, partition: number, store: number): string {
     return this.space.closeIndex(topic, partition, store);
+  }
+
+  /** The application's layout marker (src/store/layout.ts), in its own slot `{<app>}`. */
+  layout(): string {
+    const t = this.space.tenant;
+    return `${t === undefined ? 'rf:' : `rf:t=${t}:`}{${this.space.store}}:layout`;
+  }
+
+  /** A partition's epoch key (the partition fence's: it exists once the application took the partition). */
+  epoch(topic: string, partition: number): string {
+    return this.space.epoch(topic, partition);
   }
 
   /** The key of one window of store `store`, given the fence hash's name. */

@@ -6,9 +6,13 @@
  */
 import type { Effect, EffectResult, KeyCall, KeyRecordResult, SessionResult, StoreOp } from './types.js';
 
-/** A window of one store: its value (null: none), final marker and expiry. */
+/**
+ * A window of one store (one key): its value (field `v`; null: none), its time field (`t`; null: none),
+ * final marker (kept with the value) and expiry. It lives while it holds either field.
+ */
 export interface ModelWindow {
   value: Buffer | null;
+  time: Buffer | null;
   final: boolean;
   expireAt: number;
 }
@@ -184,7 +188,7 @@ function applyEffects(
     let w = windows.get(id);
     if (w === undefined) {
       const old = s.windows.get(id);
-      w = old === undefined ? { value: null, final: false, expireAt: 0 } : { ...old };
+      w = old === undefined ? { value: null, time: null, final: false, expireAt: 0 } : { ...old };
       windows.set(id, w);
     }
     return w;
@@ -193,6 +197,8 @@ function applyEffects(
   const sessions = new Map<number, Map<string, Buffer>>();
   const hashes = new Map<number, Map<number, Buffer>>();
   const results: EffectResult[] = [];
+  const marks: ModelWindow[] = []; // the windows the record's finals take: marked once every effect is made
+  const took = new Set<string>(); // `<window id>:<field>`: what a final of this record took
   for (const e of effects) {
     if (e.kind === 'note') {
       results.push(bytes(e.value));
@@ -233,25 +239,30 @@ function applyEffects(
     }
     if (e.kind === 'final') {
       const w = win(windowId(e));
-      if (w.final || w.value === null) results.push(null);
+      const id = `${windowId(e)}:${e.field ?? 'value'}`;
+      if (w.final || w.value === null || took.has(id)) results.push(null);
       else {
-        results.push(w.value);
-        w.final = true;
+        results.push(e.field === 'time' ? w.time : w.value);
+        took.add(id);
+        marks.push(w);
       }
       continue;
     }
     const w = e.kind === 'window' ? win(windowId(e)) : null;
-    const cur = w === null ? (kv.get(e.store) ?? null) : w.value;
+    const time = e.kind === 'window' && e.field === 'time';
+    const cur = w === null ? (kv.get(e.store) ?? null) : time ? w.time : w.value;
     const out = operate(cur, e.op);
     if ('reason' in out) return out;
     if (w !== null && e.kind === 'window') {
-      w.value = out.value;
+      if (time) w.time = out.value;
+      else w.value = out.value;
       const id = windowId(e);
       exp.set(id, Math.max(exp.get(id) ?? 0, e.expireAt));
     } else if (out.value === null) kv.delete(e.store);
     else kv.set(e.store, out.value);
     results.push(out.value);
   }
+  for (const w of marks) w.final = true;
   s.kv = kv;
   for (const [id, w] of windows) s.windows.set(id, w);
   for (const [store, fields] of sessions) {
@@ -340,8 +351,10 @@ export function decideKeyCall(
         : s.windows.get(id);
     if (w !== undefined) w.expireAt = x;
   }
+  // a window without a value loses its final marker (HDEL v f); without either field it is gone
   for (const [id, w] of s.windows) {
-    if (w.value === null) s.windows.delete(id);
+    if (w.value === null) w.final = false;
+    if (w.value === null && w.time === null) s.windows.delete(id);
   }
   return { results, state: s };
 }

@@ -49,6 +49,8 @@ export interface WindowValue {
   readonly start: number;
   /** null: the window holds nothing (never written, expired, or deleted). */
   readonly value: Buffer | null;
+  /** Its time field (`t`, written by `window` effects with `field: 'time'`); null: none. */
+  readonly time: Buffer | null;
   /** Its final result has been emitted (emit-final). */
   readonly final: boolean;
 }
@@ -161,7 +163,7 @@ function value(v: unknown): Buffer | null {
 /** Reads the script's reply back into an answer. */
 export function decodeRead(encoded: EncodedRead, reply: unknown): StoreReadAnswer {
   const fields = encoded.kv.length + encoded.pending.length;
-  const want = 3 + fields + 2 * encoded.windows.length + encoded.hashes.length + encoded.sessions.length;
+  const want = 3 + fields + 3 * encoded.windows.length + encoded.hashes.length + encoded.sessions.length;
   if (!Array.isArray(reply) || reply.length !== want)
     throw new RedfenceError(
       'RF_BAD_REPLY',
@@ -181,10 +183,11 @@ export function decodeRead(encoded: EncodedRead, reply: unknown): StoreReadAnswe
   const windows: WindowValue[] = [];
   const base = 3 + fields;
   for (const [i, w] of encoded.windows.entries()) {
-    const v = value(reply[base + 2 * i]);
-    if (v !== null) windows.push({ ...w, value: v, final: reply[base + 2 * i + 1] != null });
+    const v = value(reply[base + 3 * i]);
+    const final = reply[base + 3 * i + 1] != null;
+    if (v !== null) windows.push({ ...w, value: v, time: value(reply[base + 3 * i + 2]), final });
   }
-  const hbase = base + 2 * encoded.windows.length;
+  const hbase = base + 3 * encoded.windows.length;
   const hashes = encoded.hashes.map((_, i) => windowHashOf(reply[hbase + i]));
   const sessions: SessionValue[] = [];
   const at = hbase + encoded.hashes.length;

@@ -26,6 +26,7 @@ import {
   encodeKeyCallMany,
 } from './codec.js';
 import { StoreKeys } from './keys.js';
+import { checkLayout, type LayoutCheck, STORE_LAYOUT } from './layout.js';
 import {
   decodeRead,
   encodeRead,
@@ -40,7 +41,7 @@ import type { KeyCall, KeyRecordResult } from './types.js';
 export const STORE_LUA_DIR = fileURLToPath(new URL('./lua/', import.meta.url));
 
 let cached: Map<string, LoadedScript> | undefined;
-function script(id: 'keyCall' | 'keyCallMany' | 'readKey'): LoadedScript {
+function script(id: 'keyCall' | 'keyCallMany' | 'readKey' | 'layout'): LoadedScript {
   cached ??= loadScripts(STORE_LUA_DIR);
   return cached.get(id) as LoadedScript;
 }
@@ -197,6 +198,36 @@ export class KeyStore {
     const head = answers[0] as StoreReadAnswer;
     if (!answers.every((a) => sameStamp(a.stamp, head.stamp))) return null;
     return { ...head, windows: answers.flatMap((a) => a.windows) };
+  }
+
+  /**
+   * Checks that the application's state is in the layout this version reads (src/store/layout.ts): a
+   * processor at start, before it takes any partition (`claim`: the marker is written when absent);
+   * RF_STATE_LAYOUT when it is not. Returns the marker's layout after the check (null: none).
+   *
+   * @example
+   * await store.checkLayout({ topics: ['orders'], windowed: true, claim: true }); // '2'
+   */
+  async checkLayout(check: LayoutCheck): Promise<string | null> {
+    const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+    return checkLayout(
+      {
+        app: this.keys.space.store,
+        marker: async (claim) =>
+          text(
+            await runScript(
+              this.#redis,
+              script('layout'),
+              [this.keys.layout()],
+              claim ? ['claim', STORE_LAYOUT] : ['get'],
+            ),
+          ),
+        ran: async (topic) =>
+          Number(await runScript(this.#redis, script('layout'), [this.keys.epoch(topic, 0)], ['probe'])) ===
+          1,
+      },
+      check,
+    );
   }
 
   /** Sends an encoded call. */

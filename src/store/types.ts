@@ -19,17 +19,27 @@ export type StoreOp =
   /** Remove the value. */
   | { readonly op: 'delete' };
 
+/**
+ * A field of a window key: `value` (field `v`) or `time` (field `t`): a second value kept in the same
+ * key, e.g. the largest record timestamp beside a windowed aggregate (one key per window, not two).
+ */
+export type WindowField = 'value' | 'time';
+
 /** One effect of a record on one store of its fence key. `store` is a small integer id (0..65535). */
 export type Effect =
   /** A key-value store: field `v` of the fence hash for store 0 (the processor's own), else `v:<store>`. */
   | { readonly store: number; readonly kind: 'kv'; readonly op: StoreOp }
-  /** A time window `[start, ...)` of a window store: its own key, expiring at `expireAt` (ms since the epoch). */
+  /**
+   * A time window `[start, ...)` of a window store: its own key, expiring at `expireAt` (ms since the
+   * epoch); the op applies to its `field` (default `value`). The key lives while it holds either field.
+   */
   | {
       readonly store: number;
       readonly kind: 'window';
       readonly start: number;
       readonly expireAt: number;
       readonly op: StoreOp;
+      readonly field?: WindowField;
     }
   /**
    * A window kept as a field of the key's window hash of store `store` (`<fence hash>:h:<store>`, field
@@ -49,11 +59,19 @@ export type Effect =
    */
   | { readonly store: number; readonly kind: 'note'; readonly value: string | Uint8Array }
   /**
-   * Emit-final: the window's value, once (a second final of the same window gives null). With `end`:
-   * the session `[start, end]` of the store's session hash, its value (null: none, e.g. merged away),
-   * nothing marked (the caller's close ranges never meet a session twice).
+   * Emit-final: the window's `field` (default `value`), once (a second final of the same field gives
+   * null); the window is marked final when the record's effects are made, so one record takes its value
+   * and its time, and a later record's final gives null; null too when the window holds no value. With `end`: the session `[start, end]` of the store's session hash, its
+   * value (null: none, e.g. merged away), nothing marked (the caller's close ranges never meet a session
+   * twice).
    */
-  | { readonly store: number; readonly kind: 'final'; readonly start: number; readonly end?: number }
+  | {
+      readonly store: number;
+      readonly kind: 'final';
+      readonly start: number;
+      readonly end?: number;
+      readonly field?: WindowField;
+    }
   /**
    * A session window at `time` (Kafka Streams' session aggregation, the bounds computed by the caller):
    * the key's sessions with end >= `lowEnd` and start <= `highStart` merge with the record into one
@@ -136,9 +154,9 @@ export interface KeyCall {
 }
 
 /**
- * An effect's result: the value after a `kv`, `window` or `field` effect (null: none), a note's value, for `final` the
- * window's value the first time (null after that, or when the window holds nothing), for `session`
- * a {@link SessionResult}.
+ * An effect's result: the value after a `kv`, `window` or `field` effect (null: none; a window effect's:
+ * its field's), a note's value, for `final` the window's field the first time (null after that, or when
+ * the window holds no value), for `session` a {@link SessionResult}.
  */
 export type EffectResult = Buffer | null | SessionResult;
 

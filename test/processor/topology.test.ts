@@ -6,7 +6,8 @@
  * hold (read_committed) must equal the reference model's outputs per topic and key, in order, and the
  * dead-letter topic one record per late record: in exactly-once mode each exactly once. Then the same
  * with a close() half-way and a new instance finishing from the committed offsets and the stream time in
- * their metadata, and with a second instance joining mid-run (a rebalance).
+ * their metadata, and with a second instance joining mid-run (a rebalance). An application whose
+ * windows predate the layout marker is refused at start.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -211,6 +212,28 @@ describe('topology processor', { timeout: 600_000 }, () => {
     } finally {
       await cleanup();
     }
+  });
+
+  it('windows from before the layout marker: start() is RF_STATE_LAYOUT before any partition or topic', async () => {
+    const app = ns('lay');
+    const built = FRAUD.build(app);
+    // an older version took partition 0 of the input: its windows kept their timestamp in a second key
+    const epoch = new TopologyExecutor(built, { redis }).store.keys.epoch(`${app}-orders`, 0);
+    await redis.incr(epoch);
+    const p = processor(built, redis, 'at-least-once');
+    await assert.rejects(p.start(), (e: unknown) => {
+      assert.ok(RedfenceError.is(e, 'RF_STATE_LAYOUT'), String(e));
+      assert.match((e as Error).message, new RegExp(`application ${app}: .*rebuild it from its input`));
+      return true;
+    });
+    assert.equal(p.state, 'closed');
+    assert.equal(await redis.get(epoch), '1', 'no partition epoch taken');
+    assert.equal(await redis.exists(`rf:{${app}}:layout`), 0, 'no marker claimed');
+    // a new application claims the marker at its start
+    const fresh = ns('lay');
+    const q = processor(FRAUD.build(fresh), redis, 'at-least-once');
+    await assert.rejects(q.start(), { code: 'RF_TOPIC_MISSING' }); // after the layout check
+    assert.deepEqual(await redis.hgetall(`rf:{${fresh}}:layout`), { l: '2' });
   });
 
   it('options are checked before any connection, naming the option', () => {

@@ -17,13 +17,15 @@ describe('key call codec', () => {
     const parts: Record<string, string[]> = {
       'keyCall-N.lua': ['ARGV[2]', 'ARGV[3]', 'ARGV[4]', 'ARGV[5]', 'ARGV[6]', 'ARGV[7..]'],
       'keyCallMany-N.lua': ['ARGV[2]', 'ARGV[3]', 'ARGV[4]', 'ARGV[5]', 'ARGV[6..]'],
-      'readKey-N.lua': ['ARGV[2..]'],
+      'layout-1.lua': ['ARGV[2]'],
+      'readKey-N.lua': ['KEYS[2..]', 'ARGV[2..]'],
     };
+    for (const f of ['keyCall-N.lua', 'keyCallMany-N.lua']) parts[f]?.unshift('KEYS[2..]');
     assert.deepEqual(files, Object.keys(parts));
     for (const file of files) {
       const text = readFileSync(join(STORE_LUA_DIR, file), 'utf8');
       const header = text.slice(0, text.indexOf(']]'));
-      for (const part of ['KEYS[1]', 'KEYS[2..]', 'ARGV[1]', ...(parts[file] ?? []), 'Returns'])
+      for (const part of ['KEYS[1]', 'ARGV[1]', ...(parts[file] ?? []), 'Returns'])
         assert.ok(header.includes(part), `${file} header lacks ${part}`);
     }
   });
@@ -52,6 +54,46 @@ describe('key call codec', () => {
     assert.deepEqual(e.keys, ['rf:{app:c1}', 'rf:{app:c1}:w:1:60']);
     assert.deepEqual(e.args, ['s2', '2', '7', '40', '', '41,1,2;ks0,,;wa2,999,3;44,0,1;f-2,,;', 'v']);
     assert.deepEqual(e.offsets, [41, 44]);
+  });
+
+  it("encodes a window's time field in the value's key: kind t, a final's operand t", () => {
+    const e = encodeKeyCall(names, {
+      ...call,
+      records: [
+        {
+          offset: 41,
+          emit: 1 as const,
+          effects: [
+            {
+              store: 1,
+              kind: 'window' as const,
+              start: 60,
+              expireAt: 999,
+              op: { op: 'add' as const, by: 1 },
+            },
+            {
+              store: 1,
+              kind: 'window' as const,
+              field: 'time' as const,
+              start: 60,
+              expireAt: 999,
+              op: { op: 'max' as const, value: 5 },
+            },
+            { store: 1, kind: 'final' as const, start: 60, field: 'time' as const },
+          ],
+        },
+      ],
+    });
+    assert.deepEqual(e.keys, ['rf:{app:c1}', 'rf:{app:c1}:w:1:60'], 'one window key');
+    assert.equal(e.args[5], '41,1,3;wa2,999,1;tx2,999,5;f-2,,t;');
+    const field = (f: unknown) => ({
+      ...call,
+      records: [{ offset: 1, emit: 0 as const, effects: [{ store: 1, kind: 'final', start: 0, field: f }] }],
+    });
+    assert.throws(() => encodeKeyCall(names, field('t') as never), {
+      code: 'RF_INVALID_ARGUMENT',
+      message: /records\[0\]\.effects\[0\]\.field/,
+    });
   });
 
   it('refuses replies of an unknown shape', () => {

@@ -22,13 +22,18 @@ const opArb: fc.Arbitrary<StoreOp> = fc.oneof(
 );
 const effectArb: fc.Arbitrary<Effect> = fc.oneof(
   fc.record({ store: fc.integer({ min: 0, max: 2 }), kind: fc.constant('kv' as const), op: opArb }),
-  fc.record({
-    store: fc.integer({ min: 1, max: 2 }),
-    kind: fc.constant('window' as const),
-    start: fc.constantFrom(0, 10, 20),
-    expireAt: fc.integer({ min: EXPIRE, max: EXPIRE + 1000 }),
-    op: opArb,
-  }),
+  fc.record(
+    {
+      store: fc.integer({ min: 1, max: 2 }),
+      kind: fc.constant('window' as const),
+      start: fc.constantFrom(0, 10, 20),
+      expireAt: fc.integer({ min: EXPIRE, max: EXPIRE + 1000 }),
+      op: opArb,
+      // the window key's value field (absent: `value`) or its time field
+      field: fc.constantFrom('value' as const, 'time' as const),
+    },
+    { requiredKeys: ['store', 'kind', 'start', 'expireAt', 'op'] },
+  ),
   // window hash fields (store 1 is also a window store: the hash is apart)
   fc.record({
     store: fc.integer({ min: 1, max: 2 }),
@@ -42,11 +47,15 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
     kind: fc.constant('note' as const),
     value: fc.constantFrom('', 'p1,2|', 'x;y:z'),
   }),
-  fc.record({
-    store: fc.integer({ min: 1, max: 2 }),
-    kind: fc.constant('final' as const),
-    start: fc.constantFrom(0, 10, 20),
-  }),
+  fc.record(
+    {
+      store: fc.integer({ min: 1, max: 2 }),
+      kind: fc.constant('final' as const),
+      start: fc.constantFrom(0, 10, 20),
+      field: fc.constantFrom('value' as const, 'time' as const),
+    },
+    { requiredKeys: ['store', 'kind', 'start'] },
+  ),
   // a session's value (emit-final of sessions): the session may be there, merged away or never written
   fc
     .record({ store: fc.constantFrom(1, 3), start: fc.integer({ min: 0, max: 40 }), len: fc.nat(8) })
@@ -88,7 +97,7 @@ const stepArb = fc.record({
   key: fc.constantFrom('k1', 'k2'),
   records: fc.array(
     fc.record({
-      effects: fc.array(effectArb, { maxLength: 4 }),
+      effects: fc.array(effectArb, { maxLength: 5 }),
       emit: fc.constantFrom(0 as const, 1 as const),
     }),
     { minLength: 1, maxLength: 4 },

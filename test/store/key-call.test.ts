@@ -235,6 +235,66 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       assert.equal(await redis.exists(twin.store.keys.window(twin.store.keys.fence('f'), 1, 200)), 0);
     });
 
+    it("a window's time field: one key holds value and time; one record's finals take both, once", async () => {
+      const at = Date.now() + 120_000;
+      const count = (start: number): Effect => ({
+        store: 1,
+        kind: 'window',
+        start,
+        expireAt: at,
+        op: { op: 'add', by: 1 },
+      });
+      const time = (start: number, t: number): Effect => ({
+        store: 1,
+        kind: 'window',
+        field: 'time',
+        start,
+        expireAt: at,
+        op: { op: 'max', value: t },
+      });
+      const fin = (start: number, field?: 'time'): Effect =>
+        field === undefined ? { store: 1, kind: 'final', start } : { store: 1, kind: 'final', start, field };
+      const got = await twin.call(
+        call('tf', {
+          records: [
+            { offset: 1, emit: 1, effects: [count(0), time(0, 50)] },
+            { offset: 2, emit: 1, effects: [count(0), time(0, 30), count(100), time(100, 7)] },
+            { offset: 3, emit: 1, effects: [fin(0), fin(0, 'time'), fin(0, 'time')] },
+            { offset: 4, emit: 1, effects: [fin(0, 'time'), fin(0)] },
+          ],
+        }),
+      );
+      assert.deepEqual(got, [
+        { verdict: 'APPLY', offset: 1, results: [b('1'), b('50')] },
+        { verdict: 'APPLY', offset: 2, results: [b('2'), b('50'), b('1'), b('7')] },
+        { verdict: 'APPLY', offset: 3, results: [b('2'), b('50'), null] },
+        { verdict: 'APPLY', offset: 4, results: [null, null] },
+      ]);
+      const fence = twin.store.keys.fence('tf');
+      const key = twin.store.keys.window(fence, 1, 0);
+      assert.deepEqual(await redis.hgetall(key), { v: '2', t: '50', f: '1' }, 'one key: value, time, final');
+      assert.equal(await redis.exists(twin.store.keys.window(fence, 2, 0)), 0, 'no second window key');
+      await twin.checkStored('tf');
+      // the value deleted: the time field stays (the key lives while it holds either), the marker goes
+      const del = await twin.call(
+        call('tf', {
+          records: [
+            {
+              offset: 5,
+              emit: 1,
+              effects: [
+                { store: 1, kind: 'window', start: 0, expireAt: at, op: { op: 'delete' } },
+                fin(0, 'time'),
+              ],
+            },
+          ],
+        }),
+      );
+      assert.deepEqual(del, [{ verdict: 'APPLY', offset: 5, results: [null, null] }]);
+      assert.deepEqual(await redis.hgetall(key), { t: '50' });
+      await twin.checkStored('tf');
+    });
+
     it('a key with braces is stored by its hash: every key of the call stays in one slot', async () => {
       const key = 'odd{key}';
       const got = await twin.call(

@@ -1,7 +1,7 @@
 /**
  * Queryable state (KeyStore.read, lua/readKey-N.lua) on a standalone Redis and on Redis Cluster: every
- * answer equals the reference model's state of the key (stamp, key-value stores, windows and their final
- * marker, sessions) after random histories; a window read wider than one script is read in parts with
+ * answer equals the reference model's state of the key (stamp, key-value stores, windows with their time
+ * field and final marker, sessions) after random histories; a window read wider than one script is read in parts with
  * one stamp; reads racing writes always hold exactly what their stamp's record
  * left; a read changes nothing; bad requests are refused before any call.
  */
@@ -29,7 +29,7 @@ function rng(seed: number): () => number {
 
 function randomEffect(r: () => number): Effect {
   const start = STARTS[Math.floor(r() * STARTS.length)] as number;
-  switch (Math.floor(r() * 6)) {
+  switch (Math.floor(r() * 8)) {
     case 0:
       return { store: 0, kind: 'kv', op: { op: 'add', by: 1 } };
     case 1:
@@ -58,6 +58,18 @@ function randomEffect(r: () => number): Effect {
         op: { op: 'add', by: 1 },
       };
     }
+    case 6:
+      // store 1's time field: the window's second field in the same key
+      return {
+        store: 1,
+        kind: 'window',
+        field: 'time',
+        start,
+        expireAt: EXPIRE,
+        op: { op: 'max', value: Math.floor(r() * 50) },
+      };
+    case 7:
+      return { store: 1, kind: 'final', start, field: 'time' };
     default:
       return { store: 1, kind: 'final', start };
   }
@@ -110,7 +122,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           for (const store of [1, 2])
             for (const start of store === 1 ? STARTS : [...STARTS, 99_000]) {
               const w = m?.windows.get(`${store}:${start}`);
-              if (w?.value) want.push({ store, start, value: w.value, final: w.final });
+              if (w?.value) want.push({ store, start, value: w.value, time: w.time, final: w.final });
             }
           assert.deepEqual(got.windows, want, `seed ${seed}: windows of ${k}`);
           const sessions = [...(m?.sessions.get(5)?.fields ?? [])]

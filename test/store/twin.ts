@@ -1,7 +1,7 @@
 /**
  * A KeyStore and the key call's reference model side by side: every call goes to both, and the results
- * and the stored state (fence, key-value fields, pending entries, windows with their final marker and
- * expiry) must be equal.
+ * and the stored state (fence, key-value fields, pending entries, windows with their time field, final
+ * marker and expiry) must be equal.
  */
 import assert from 'node:assert/strict';
 import type { Cluster, Redis } from 'ioredis';
@@ -115,6 +115,7 @@ export class Twin {
         continue;
       }
       assert.deepEqual(w.v ?? null, m.value, `window ${id} value`);
+      assert.deepEqual(w.t ?? null, m.time, `window ${id} time field`);
       assert.equal(w.f !== undefined, m.final, `window ${id} final marker`);
       assert.equal(Number(await this.redis.pexpiretime(name)), m.expireAt, `window ${id} expiry`);
     }

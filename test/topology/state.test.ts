@@ -4,13 +4,15 @@
  * out-of-order and late records, null keys and values, replays by a new owner), every store's answer
  * for every key equals what the reference model's updates left (the last update per key, window or
  * session; session tombstones remove), and its stamp is the key's last record. Unknown stores, stores
- * of another kind and bad arguments are refused with their codes before any call.
+ * of another kind and bad arguments are refused with their codes before any call; time windows of an
+ * application from before the layout marker are RF_STATE_LAYOUT.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { partitionFor } from '../../src/partitioner/index.js';
+import { KeyStore } from '../../src/store/store.js';
 import {
   type BuiltTopology,
   type Serde,
@@ -236,6 +238,22 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       assert.deepEqual(wide.stamp, { partition: 0, offset: 2, epoch: 1 });
       assert.deepEqual((await hop.fetch('k', 29_995, 30_000)).windows, wide.windows.slice(1, 3));
       assert.deepEqual((await hop.fetch('k', 10, 1)).windows, [], 'from after to: no window');
+    });
+
+    it('time windows of an application that ran before the layout marker: RF_STATE_LAYOUT, the others read', async () => {
+      const built = stores(uniqueName('ql').replace(/-/g, '_'));
+      const state = new TopologyState(built, { redis: redis as Redis });
+      assert.deepEqual((await state.windowStore('hop').fetch('k', 0, 100)).windows, [], 'not started: none');
+      // an older version took partition 0 (no marker): its windows kept their timestamps in a second key
+      const store = new KeyStore({ redis, app: built.applicationId });
+      await redis.incr(store.keys.epoch('in', 0));
+      await assert.rejects(state.windowStore('hop').fetch('k', 0, 100), {
+        code: 'RF_STATE_LAYOUT',
+        message: new RegExp(`application ${built.applicationId}: .*rebuild it from its input`),
+      });
+      assert.equal((await state.keyValueStore('n').get('k')).value, null, 'a key-value store reads');
+      assert.deepEqual((await state.sessionStore('visits').fetch('k')).sessions, []);
+      assert.equal(await redis.exists(store.keys.layout()), 0, 'a reader claims nothing');
     });
   });
 }

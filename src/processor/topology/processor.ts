@@ -26,6 +26,7 @@ import type { Logger } from '../../runtime/logger.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
 import { Tracing } from '../../telemetry/tracing.js';
 import { TopologyExecutor } from '../../topology/run/executor.js';
+import { layoutCheck } from '../../topology/run/stored.js';
 import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
 import type { ProcessingMode } from '../options.js';
@@ -283,6 +284,8 @@ export class TopologyProcessor {
     await loadFenceScripts(o.redis);
     o.health?.setReady('scripts', true);
     const plan = this.#executor.plan;
+    // before any partition is taken: state in another layout is refused (RF_STATE_LAYOUT), never misread
+    await this.#executor.store.checkLayout(layoutCheck(plan, true));
     const internal = new Set(o.topology.repartitionTopics);
     const sinks = o.topology.subTopologies.flatMap((s) => s.sinkTopics).filter((t) => !internal.has(t));
     const rf = o.replicationFactor > 0 ? { replicationFactor: o.replicationFactor } : {};

@@ -9,7 +9,7 @@
   KEYS[1]    the fence hash rf:{<app>:<key>}: p partition, o offset, e writer epoch, v the value of
              store 0, v:<store> the value of another key-value store, #<offset> pending entries
   KEYS[2..]  the window keys the call touches, rf:{<app>:<key>}:w:<store>:<start>: v the window's value,
-             f the final marker, the session hashes, rf:{<app>:<key>}:s:<store>: one field
+             t its time field (e.g. its timestamp), f the final marker (kept with v), the session hashes, rf:{<app>:<key>}:s:<store>: one field
              '<start>:<end>' per session, its value, and the window hashes, rf:{<app>:<key>}:h:<store>:
              one field '<start>' per window, its value; each must start with KEYS[1] .. ':w:', ':s:'
              or ':h:' (checked: else RF_ARGS)
@@ -24,8 +24,12 @@
   ARGV[6]    record text: per record '<offset>,<emit>,<n>;' followed by its n effects, each
              '<kind><op><target>,<expireAt>,<operand>;'
                kind: k kv (target: the store id; 0 is field v) | w window (target: its KEYS index)
-                     | f final (target: the window's KEYS index, op '-'; or a session hash's KEYS
-                       index and operand '<start>:<end>': that session's value, nothing marked)
+                     | t a window's time field t (target: its KEYS index)
+                     | f final (target: the window's KEYS index, op '-', operand '' its value or
+                       't' its time field: each once, the window marked final when the record's
+                       effects are made, so one record takes both; or a
+                       session hash's KEYS index and operand '<start>:<end>': that session's value,
+                       nothing marked)
                      | h a window hash's field (target: the hash's KEYS index; operand
                        '<operand>@<start>', the field)
                      | p a note (op 's', target 0): nothing changes, its result is its value
@@ -48,7 +52,7 @@
     previousPartition: the key's partition before the call (-1: none)
     payload: per record that has one, in order: R -> its stored entry; A/B with emit 1 -> its new
       entry; X -> the reason. An entry is 'r' then per effect '-' (no value) or '<length>:<bytes>'
-      (kv, window, window hash: the value after the effect; final: the window's value, once; a
+      (kv, window, window hash: the field's value after the effect; final: the window's field, once; a
       note: its value) or, for a session,
       's<length>:<start>,<end>,<state>[,<removed start>,<removed end>]*;<value>' (state 0: the merged
       value, 1: late, 2: deleted by d), or 'd' .. reason
@@ -60,8 +64,9 @@
   single Redis); the session effects are includes/session.lua.
 
   Cost notes: the record text is read with anchored string.find (no ARGV entry per offset, op or
-  number); one HGETALL of the fence hash, one HMGET per window key touched; writes at the end: one
-  HDEL and one HSET on the fence hash, one HSET (or HDEL) and one PEXPIREAT per window key written.
+  number); one HGETALL of the fence hash, one HMGET per window key touched (v, f and t at once); writes
+  at the end: one HDEL and one HSET on the fence hash, one HSET (or HDEL) and one PEXPIREAT per window
+  key written (both fields in the one HSET).
 ]]
 --@include "keyCallCore"
 

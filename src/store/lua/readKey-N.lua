@@ -10,7 +10,8 @@
              with KEYS[1] .. ':w:', ':h:' or ':s:', the window keys first)
   ARGV[1]    protocol version, must be 'r1'
   ARGV[2..]  the fence hash's fields to read: 'v' (store 0), 'v:<store>', or '#<offset>' (a pending entry)
-  Returns    {p, o, e, value per ARGV[2..], then per window key its value and final marker, then per
+  Returns    {p, o, e, value per ARGV[2..], then per window key its value, final marker and time field
+             (v, f, t), then per
              window or session hash its fields and values (HGETALL)} (absent: nil)
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments.
 ]]
@@ -38,9 +39,10 @@ end
 local reply = redis.call('HMGET', KEYS[1], unpack(fields))
 for i = 2, #KEYS do
   if string.sub(KEYS[i], 1, #window) == window then
-    local got = redis.call('HMGET', KEYS[i], 'v', 'f')
+    local got = redis.call('HMGET', KEYS[i], 'v', 'f', 't')
     reply[#reply + 1] = got[1]
     reply[#reply + 1] = got[2]
+    reply[#reply + 1] = got[3]
   else
     reply[#reply + 1] = redis.call('HGETALL', KEYS[i])
   end

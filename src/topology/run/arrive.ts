@@ -3,9 +3,10 @@
  * TimeWindowAggregate and SessionAggregate decide before they touch their store (drops, the stream time,
  * the windows the record falls in and the ones it is too late for, a session's lookup bounds), the key
  * call effects that make the change, and the table updates the effects' results give. A count and its
- * timestamp (the largest record timestamp of the key or window, as Kafka Streams keeps it) are two stores
- * of the key call: `add 1` and `max t`; a session count is one `session` effect (`add 1`, merged in
- * Redis), a session reduce or aggregate the same effect with the merged value set from a read
+ * timestamp (the largest record timestamp of the key or window, as Kafka Streams keeps it) are two
+ * effects of the key call, `add 1` and `max t`: unwindowed on two stores (fields `v:<s>` and `v:<s+1>`
+ * of the fence hash), in a time window on the two fields of its one key (`v` and `t`); a session count
+ * is one `session` effect (`add 1`, merged in Redis), a session reduce or aggregate the same effect with the merged value set from a read
  * (fold-session.ts); a reduce or aggregate is a `set` of the serialized aggregate and of its timestamp, computed in
  * JS from a read (fold.ts fills them in: here they are placeholders of the right shape). A sliding-window
  * arrival's windows follow from the key's stored windows: its effects are all computed from the read
@@ -150,8 +151,8 @@ const UNFOLDED: StoreOp = { op: 'delete' };
 
 /**
  * The arrival's effects: per window (or once, unwindowed) `add 1` on the count and `max` on the
- * timestamp; a session count's `session` effect; a reduce or aggregate's value and timestamp effects with
- * placeholder ops (fold.ts sets them).
+ * timestamp (a window's: its key's `time` field); a session count's `session` effect; a reduce or
+ * aggregate's value and timestamp effects with placeholder ops (fold.ts sets them).
  */
 export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: number) => number): Effect[] {
   const { valueStore, timeStore, node } = a.agg;
@@ -177,7 +178,7 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
   for (const start of a.starts) {
     const at = expireAt(start + w.sizeMs, w.graceMs);
     out.push({ store: valueStore, kind: 'window', start, expireAt: at, op: valueOp });
-    out.push({ store: timeStore, kind: 'window', start, expireAt: at, op: timeOp });
+    out.push({ store: valueStore, kind: 'window', field: 'time', start, expireAt: at, op: timeOp });
   }
   return out;
 }
@@ -254,14 +255,14 @@ export function sessionOutcome(
 }
 
 /**
- * The effects that take a closing window's final result: its value and its timestamp, once; a
- * session's (`end` given): its value (its timestamp is its end).
+ * The effects that take a closing window's final result: its value and its timestamp (the two fields of
+ * its key, taken by one record: once); a session's (`end` given): its value (its timestamp is its end).
  */
 export function finalEffects(agg: AggregatePlan, w: { start: number; end?: number }): Effect[] {
   if (w.end !== undefined) return [{ store: agg.valueStore, kind: 'final', start: w.start, end: w.end }];
   return [
     { store: agg.valueStore, kind: 'final', start: w.start },
-    { store: agg.timeStore, kind: 'final', start: w.start },
+    { store: agg.valueStore, kind: 'final', start: w.start, field: 'time' },
   ];
 }
 

@@ -69,11 +69,10 @@ export function readRequest(g: KeyGroup, arrivals: readonly FoldArrival[]): Stor
       kv.add(timeStore);
       continue;
     }
-    for (const store of [valueStore, timeStore]) {
-      const starts = windows.get(store) ?? new Set<number>();
-      for (const s of a.starts) starts.add(s);
-      windows.set(store, starts);
-    }
+    // a time window's value and timestamp: the two fields of its one key
+    const starts = windows.get(valueStore) ?? new Set<number>();
+    for (const s of a.starts) starts.add(s);
+    windows.set(valueStore, starts);
   }
   return {
     key: g.key,
@@ -98,6 +97,8 @@ export function readRequest(g: KeyGroup, arrivals: readonly FoldArrival[]): Stor
  */
 export class GroupFold {
   readonly #read = new Map<string, Buffer | null>();
+  /** A time window's timestamp as read (its key's `time` field), by the value's held id. */
+  readonly #readTime = new Map<string, Buffer | null>();
   readonly #state = new Map<string, Held | null>();
   readonly #sliding = new Map<string, SlidingHeld>();
   readonly #pending = new Map<number, PendingEntry | null>();
@@ -114,7 +115,10 @@ export class GroupFold {
     (req.kv ?? []).forEach((store, i) => {
       this.#read.set(heldId(store, null), answer.kv[i] ?? null);
     });
-    for (const w of answer.windows) this.#read.set(heldId(w.store, w.start), w.value);
+    for (const w of answer.windows) {
+      this.#read.set(heldId(w.store, w.start), w.value);
+      this.#readTime.set(heldId(w.store, w.start), w.time);
+    }
     const hashes = new Map((req.hashes ?? []).map((store, i) => [store, answer.hashes[i] ?? new Map()]));
     for (const { arrival: a } of arrivals)
       if (a.sliding && !this.#sliding.has(a.agg.node.name))
@@ -183,7 +187,7 @@ export class GroupFold {
     if (this.#state.has(id)) return this.#state.get(id) ?? null;
     const value = this.#read.get(id) ?? null;
     if (value === null) return null;
-    const t = this.#read.get(heldId(a.agg.timeStore, start));
+    const t = start === null ? this.#read.get(heldId(a.agg.timeStore, null)) : this.#readTime.get(id);
     const ts = t == null ? Number.NaN : Number(t.toString('latin1'));
     if (!Number.isSafeInteger(ts))
       throw new RedfenceError(

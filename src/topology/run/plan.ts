@@ -16,7 +16,11 @@ export interface AggregatePlan {
   readonly node: AggregateNode;
   /** The store id of its values (counts, sessions, serialized aggregates) in the key call. */
   readonly valueStore: number;
-  /** The store id of its timestamps (the largest record timestamp per key or window; unused by sessions). */
+  /**
+   * The store id of its timestamps (the largest record timestamp per key or sliding window), beside
+   * `valueStore`: unwindowed field `v:<timeStore>`, sliding windows hash `:h:<timeStore>`; a time
+   * window keeps its timestamp in its own key (field `t`), sessions their end.
+   */
   readonly timeStore: number;
 }
 

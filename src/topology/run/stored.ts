@@ -5,9 +5,9 @@
  * bytes, read back through the same serde.
  */
 import { RedfenceError } from '../../errors/index.js';
-import type { EffectResult } from '../../store/index.js';
+import type { EffectResult, LayoutCheck } from '../../store/index.js';
 import { type AggregateNode, changelog, storeKey } from '../model-io.js';
-import type { AggregatePlan } from './plan.js';
+import type { AggregatePlan, RunPlan } from './plan.js';
 
 /** The fence key of a grouped key: its bytes through the store's key serde (the store's order). */
 export function fenceKeyOf(node: AggregateNode, key: unknown): Buffer {
@@ -33,4 +33,16 @@ export function storedAggregate(agg: AggregatePlan, v: EffectResult | undefined)
   if (v === null || v === undefined) return null;
   if (!Buffer.isBuffer(v)) throw new TypeError('a kv or window result is bytes');
   return p.valueSerde.deserialize(v, changelog(p));
+}
+
+/**
+ * What the application's layout check needs (KeyStore.checkLayout): the topics it reads and whether it
+ * keeps time windows (tumbling or hopping: the windows whose key layout changed). `claim`: a processor
+ * at start.
+ */
+export function layoutCheck(plan: RunPlan, claim: boolean): LayoutCheck {
+  const windowed = [...plan.aggregates.values()].some(
+    (a) => a.node.window?.kind === 'tumbling' || a.node.window?.kind === 'hopping',
+  );
+  return { topics: [...plan.subs.keys()], windowed, claim };
 }

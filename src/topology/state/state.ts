@@ -17,7 +17,8 @@ import { RedfenceError } from '../../errors/index.js';
 import type { KeyEncoding } from '../../keys/index.js';
 import { KeyStore } from '../../store/index.js';
 import { isBuiltTopology } from '../build.js';
-import { type AggregatePlan, planTopology } from '../run/plan.js';
+import { type AggregatePlan, planTopology, type RunPlan } from '../run/plan.js';
+import { layoutCheck } from '../run/stored.js';
 import type { BuiltTopology, StoreSpec } from '../types.js';
 import {
   KeyValueReader,
@@ -56,6 +57,9 @@ export class TopologyState {
   readonly applicationId: string;
   readonly #store: KeyStore;
   readonly #byName: ReadonlyMap<string, AggregatePlan>;
+  readonly #plan: RunPlan;
+  /** The layout check passed (the marker holds this version's layout): not asked again. */
+  #layoutOk = false;
 
   constructor(topology: BuiltTopology, options: TopologyStateOptions) {
     if (!isBuiltTopology(topology))
@@ -82,6 +86,7 @@ export class TopologyState {
       throw new RedfenceError('RF_INVALID_OPTIONS', message, { cause: err });
     }
     this.applicationId = topology.applicationId;
+    this.#plan = plan;
     this.#byName = new Map([...plan.aggregates.values()].map((a) => [a.node.store, a]));
   }
 
@@ -138,6 +143,12 @@ export class TopologyState {
         `store ${JSON.stringify(name)} of topology ${this.applicationId} is a ${kind} store, not a ${wanted} store: read it with ${READER[kind]}(${JSON.stringify(name)})`,
         { details: { store: name, kind, wanted } },
       );
-    return { store: this.#store, agg };
+    return { store: this.#store, agg, layout: () => this.#layout() };
+  }
+
+  /** Time windows are read only in this version's layout (RF_STATE_LAYOUT otherwise; read-only: nothing claimed). */
+  async #layout(): Promise<void> {
+    if (this.#layoutOk) return;
+    this.#layoutOk = (await this.#store.checkLayout(layoutCheck(this.#plan, false))) !== null;
   }
 }

@@ -19,11 +19,11 @@ import { fenceKeyOf, storedAggregate, storedNumber } from '../run/stored.js';
 import { timeWindowStartsIn } from '../windows.js';
 
 /**
- * At most this many windows in one window fetch: each is two keys probed in Lua (about 2 µs of Redis
- * time each, measured), read in parts of {@link MAX_READ_WINDOWS} keys, and Redis is shared with the
- * processor's key calls.
+ * At most this many windows in one window fetch: each is a key probed in Lua (its value, final marker
+ * and timestamp in one HMGET; about 2 µs of Redis time per key, measured), read in parts of
+ * {@link MAX_READ_WINDOWS} keys, and Redis is shared with the processor's key calls.
  */
-export const MAX_FETCH_WINDOWS = 10_000;
+export const MAX_FETCH_WINDOWS = 20_000;
 /** Reads of a fetch in parts before RF_STATE_BUSY (parts whose stamps differ are read again). */
 const FETCH_ATTEMPTS = 8;
 
@@ -93,10 +93,14 @@ export interface ReadOnlySessionStore<K, V> {
   findSessions(key: K, earliestEndMs: number, latestStartMs: number): Promise<SessionFetchAnswer<V>>;
 }
 
-/** What a store reader needs: the application's key store and the aggregation's plan. */
+/**
+ * What a store reader needs: the application's key store and the aggregation's plan; `layout`: the
+ * check that the application's time windows are in the layout this version reads (RF_STATE_LAYOUT).
+ */
 export interface StoreContext {
   readonly store: KeyStore;
   readonly agg: AggregatePlan;
+  readonly layout?: () => Promise<void>;
 }
 
 function bad(name: string, call: string, message: string, field: string): RedfenceError {
@@ -189,25 +193,20 @@ export class WindowReader<K, V> implements ReadOnlyWindowStore<K, V> {
         'toMs',
       );
     const starts = range.starts();
+    // a window's value and timestamp: the two fields of its one key
     const request: StoreReadRequest = {
       key: fence,
-      windows:
-        starts.length === 0
-          ? []
-          : [
-              { store: agg.valueStore, starts },
-              { store: agg.timeStore, starts },
-            ],
+      windows: starts.length === 0 ? [] : [{ store: agg.valueStore, starts }],
     };
+    await this.#ctx.layout?.();
     const a = await readConsistent(store, request, name);
-    const times = new Map(a.windows.filter((x) => x.store === agg.timeStore).map((x) => [x.start, x.value]));
     const windows = a.windows
-      .flatMap((x) => (x.store === agg.valueStore && x.value !== null ? [{ ...x, value: x.value }] : []))
+      .flatMap((x) => (x.value !== null ? [{ ...x, value: x.value }] : []))
       .map((x) => ({
         start: x.start,
         end: x.start + w.sizeMs,
         value: decode(agg, x.value) as V,
-        timestamp: storedNumber(times.get(x.start), agg.node.name),
+        timestamp: storedNumber(x.time, agg.node.name),
         final: x.final,
       }))
       .sort((x, y) => x.start - y.start);

@@ -51,7 +51,7 @@ local function rf_parse(label, k1, kn, spec, c0)
     last = off
     local effs = {}
     for k = 1, tonumber(n) do
-      local _, e2, kind, op, target, exp, operand = string.find(spec, '^([kwfshp])([saxnd%-])(%d+),(%d*),([^;]*);', pos)
+      local _, e2, kind, op, target, exp, operand = string.find(spec, '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);', pos)
       local ok = e2 ~= nil
       local t = ok and tonumber(target)
       local sw, field
@@ -69,10 +69,11 @@ local function rf_parse(label, k1, kn, spec, c0)
           operand, field = o2, st
         end
       elseif ok and kind == 'f' then
-        -- a window's final marker, or a session's value (operand '<start>:<end>', the field)
-        ok = op == '-' and ((kindOf[t] == ':w:' and operand == '')
+        -- a window's final (operand '' its value, 't' its time), or a session's value (operand
+        -- '<start>:<end>', the field)
+        ok = op == '-' and ((kindOf[t] == ':w:' and (operand == '' or operand == 't'))
           or (kindOf[t] == ':s:' and string.find(operand, '^%d+:%d+$') ~= nil))
-        if ok and operand ~= '' then
+        if ok and kindOf[t] == ':s:' then
           field = operand
         end
       elseif ok and kind == 's' then
@@ -90,7 +91,7 @@ local function rf_parse(label, k1, kn, spec, c0)
           operand = o2
           sw = { time = tonumber(tm), lo = tonumber(lo), hi = tonumber(hi), close = tonumber(cl), drop = tonumber(dr) }
         end
-      elseif ok and kind == 'w' then
+      elseif ok and (kind == 'w' or kind == 't') then
         ok = kindOf[t] == ':w:' and OPS[op] and exp ~= ''
         if ok and op == 'a' then
           ok = rf_int(operand) ~= nil
@@ -110,6 +111,9 @@ local function rf_parse(label, k1, kn, spec, c0)
       end
       pos = e2 + 1
       local eff = { kind = kind, op = op, exp = tonumber(exp), operand = operand, num = tonumber(operand), sw = sw }
+      if kind == 't' or (kind == 'f' and operand == 't') then
+        eff.tf = true -- the window's time field `t`
+      end
       if kind == 'k' then
         eff.slot = target == '0' and 'v' or ('v:' .. target)
       elseif kind == 'h' then
@@ -145,6 +149,8 @@ end
 local function rf_run(k1, recs, partition, epoch, watermark, expect)
   local p, o, e
   local cur = {} -- slot -> value (false: none); kv slots from the hash, window slots loaded on first use
+  local curT = {} -- window slot -> its time field `t` (false: none)
+  local hadT = {} -- window slot -> true when its key held `t` before the call
   local final = {} -- window slot -> true when final
   local loaded = {}
   local pend = {}
@@ -198,9 +204,11 @@ local function rf_run(k1, recs, partition, epoch, watermark, expect)
 
   local function value(slot, eff)
     if type(slot) == 'number' and not loaded[slot] then
-      local got = redis.call('HMGET', KEYS[slot], 'v', 'f')
+      local got = redis.call('HMGET', KEYS[slot], 'v', 'f', 't')
       cur[slot] = got[1] or false
       final[slot] = got[2] and true or nil
+      curT[slot] = got[3] or false
+      hadT[slot] = got[3] and true or nil
       loaded[slot] = true
     elseif eff.hkey and not loaded[slot] then
       cur[slot] = redis.call('HGET', KEYS[eff.hkey], eff.field) or false
@@ -248,16 +256,19 @@ local function rf_run(k1, recs, partition, epoch, watermark, expect)
 
 --@include "session"
 
-  -- One record's effects, made in place on cur/final; on a failing effect the ones before it are undone
-  -- (all or none). Returns the results (value or false per effect), or nil and the reason.
+  -- One record's effects, made in place on cur/curT; on a failing effect the ones before it are undone
+  -- (all or none); the windows its finals took are marked final once every effect is made. Returns the
+  -- results (value or false per effect), or nil and the reason.
   local function operate(effs)
     local results = {}
-    local undo = {} -- kv/window slots: slot, old value, old final marker, ...
+    local undo = {} -- kv/window slots: slot, old value, old time field, ...
     local journal = {} -- session changes: slot, field, old value, ...
+    local marks = {} -- window slots the record's finals take
+    local took = {} -- '<slot>' / '<slot>t': the window fields a final of this record took
     local function rollback()
       for u = #undo - 2, 1, -3 do
         cur[undo[u]] = undo[u + 1]
-        final[undo[u]] = undo[u + 2] or nil
+        curT[undo[u]] = undo[u + 2] or nil
       end
       for u = #journal - 2, 1, -3 do
         sess[journal[u]][journal[u + 1]] = journal[u + 2]
@@ -280,14 +291,28 @@ local function rf_run(k1, recs, partition, epoch, watermark, expect)
         local v = value(slot, eff)
         undo[#undo + 1] = slot
         undo[#undo + 1] = v
-        undo[#undo + 1] = final[slot] or false
+        undo[#undo + 1] = curT[slot] or false
         if eff.kind == 'f' then
-          if final[slot] or not v then
+          local id = eff.tf and (slot .. 't') or slot
+          if final[slot] or not v or took[id] then
             results[k] = false
           else
-            results[k] = v
-            final[slot] = true
+            if eff.tf then
+              results[k] = curT[slot] or false
+            else
+              results[k] = v
+            end
+            took[id] = true
+            marks[#marks + 1] = slot
           end
+        elseif eff.tf then
+          local new, reason = rf_op(eff, curT[slot] or false)
+          if new == nil then
+            rollback()
+            return nil, reason
+          end
+          curT[slot] = new
+          results[k] = new
         else
           local new, reason = rf_op(eff, v)
           if new == nil then
@@ -298,6 +323,9 @@ local function rf_run(k1, recs, partition, epoch, watermark, expect)
           results[k] = new
         end
       end
+    end
+    for _, slot in ipairs(marks) do
+      final[slot] = true
     end
     for _, eff in ipairs(effs) do
       local slot = eff.hkey or eff.slot -- a window hash expires as a whole
@@ -405,15 +433,28 @@ local function rf_run(k1, recs, partition, epoch, watermark, expect)
         hdel[#hdel + 1] = slot
       end
     else
-      local key = KEYS[slot]
-      if v then
+      -- a window key: `v` (and `f` once final: the marker goes with the value) and `t`
+      local key, tv = KEYS[slot], curT[slot]
+      if v and tv then
+        if final[slot] then
+          redis.call('HSET', key, 'v', v, 't', tv, 'f', '1')
+        else
+          redis.call('HSET', key, 'v', v, 't', tv)
+        end
+      elseif v then
         if final[slot] then
           redis.call('HSET', key, 'v', v, 'f', '1')
         else
           redis.call('HSET', key, 'v', v)
         end
-      else
+        if hadT[slot] then
+          redis.call('HDEL', key, 't')
+        end
+      elseif tv then
+        redis.call('HSET', key, 't', tv)
         redis.call('HDEL', key, 'v', 'f')
+      else
+        redis.call('HDEL', key, 'v', 'f', 't')
       end
       if expires[slot] then
         redis.call('PEXPIREAT', key, expires[slot])
