@@ -192,7 +192,9 @@ export function processor(
 }
 
 /** `topic key -> [value @timestamp]...`: records without a key (from every partition) sorted. */
-function perKey(rows: readonly { topic: string; key: string | null; value: string | null; ts: string }[]) {
+export function perKey(
+  rows: readonly { topic: string; key: string | null; value: string | null; ts: string }[],
+) {
   const m = new Map<string, string[]>();
   for (const r of rows) {
     const k = `${r.topic} ${r.key ?? '-'}`;

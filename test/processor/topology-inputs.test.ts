@@ -27,6 +27,7 @@ import {
   waitCommitted,
 } from '../helpers/kafka.js';
 import { generateInput, START_MS } from '../topology/scenarios.js';
+import { perKey } from './topology-helpers.js';
 
 const s = serdes.string();
 const MIN = 60_000;
@@ -50,16 +51,6 @@ function channels(ns: string): BuiltTopology {
     .map((w, n) => [w.key, { start: w.start, end: w.end, n }] as const)
     .to(`${ns}-counts`, { key: s });
   return t.build();
-}
-
-/** `topic key -> [value @timestamp]...` in order. */
-function perKey(rows: readonly { topic: string; key: string | null; value: string | null; ts: string }[]) {
-  const m = new Map<string, string[]>();
-  for (const r of rows) {
-    const k = `${r.topic} ${r.key ?? '-'}`;
-    m.set(k, [...(m.get(k) ?? []), `${r.value ?? '-'} @${r.ts}`]);
-  }
-  return m;
 }
 
 describe('topology processor: several input topics', { timeout: 300_000 }, () => {
