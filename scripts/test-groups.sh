@@ -6,7 +6,10 @@
 #    running beside it would wait out its pause), or
 #  - they are CPU-bound for minutes (chaos and failover runs, kill/restart fault loops, the packed install
 #    with its npm installs on every Node version, the demo): beside other files on 2 cores they would
-#    starve their own child processes and the timing-sensitive fault windows they arm.
+#    starve their own child processes and the timing-sensitive fault windows they arm; or
+#  - they load the machine at once with a JVM and dozens of clients: run-equals-kstreams runs ten Kafka
+#    Streams applications in one JVM beside 27 exactly-once processors (about 45 s alone); in the
+#    concurrent pass of one CI run it did not finish in 300 s.
 # Every other file mostly waits (rebalances, session timeouts, transaction markers, polls) and uses its
 # own topics, groups, Redis keys and PostgreSQL schemas (uniqueName / a random schema), so several run at
 # once (REDFENCE_TEST_CONCURRENCY, default 3).
@@ -21,6 +24,7 @@ SERIAL=(
   '^test/examples/demo\.test\.ts$'
   '^test/console/browser\.test\.ts$'
   '^test/(snapshot|ops)/rebuild\.test\.ts$'
+  '^test/topology/run-equals-kstreams\.test\.ts$'
 )
 
 # AGAIN: what runs on the other Node versions (the full suite runs on the main line). What can differ

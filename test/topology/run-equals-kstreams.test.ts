@@ -89,8 +89,16 @@ const byKey = (records: readonly OutRecord[]) => {
   return m;
 };
 
+/**
+ * The processors' waits share one deadline (set when they start), well inside the suite's timeout: a
+ * processor that stalls fails the hook with an error naming its scenario and the topic it waited for,
+ * instead of the suite being cancelled with no word on what it waited for.
+ */
+const PROCESSORS_MS = 180_000;
+const left = (deadline: number) => Math.max(1, deadline - Date.now());
+
 /** Waits until the group has committed past the last record of each partition of a repartition topic. */
-async function waitRead(group: string, topic: string): Promise<void> {
+async function waitRead(group: string, topic: string, deadline: number): Promise<void> {
   const last = new Map<number, number>();
   for (const r of await readToEnd(topic))
     last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
@@ -100,7 +108,7 @@ async function waitRead(group: string, topic: string): Promise<void> {
       const at = await committedOffsets(group, topic).catch(() => new Map<number, number>());
       return [...last].every(([partition, offset]) => (at.get(partition) ?? -1) > offset);
     },
-    120_000,
+    left(deadline),
   );
 }
 
@@ -109,7 +117,7 @@ async function waitRead(group: string, topic: string): Promise<void> {
  * and Redis keys), output topic and dead-letter topic (`<first input>.DLT`; and repartition topic), to
  * every input's end offsets and past the last record of its repartition topic; returns its outputs.
  */
-async function runProcessor(redis: Redis, t: KafkaStreamsTopics): Promise<OutRecord[]> {
+async function runProcessor(redis: Redis, t: KafkaStreamsTopics, deadline: number): Promise<OutRecord[]> {
   const applicationId = `${t.applicationId}-rf`;
   const output = `${applicationId}-out`;
   const keep = { 'retention.ms': '-1' };
@@ -131,8 +139,10 @@ async function runProcessor(redis: Redis, t: KafkaStreamsTopics): Promise<OutRec
     await p.start();
     try {
       assert.equal(p.deadLetterTopic, `${t.input}.DLT`, 'dead letters follow the first input');
-      for (const input of t.inputs) await waitCommitted(p.groupId, input, 120_000);
-      for (const topic of built.repartitionTopics) await waitRead(p.groupId, topic);
+      for (const input of t.inputs) await waitCommitted(p.groupId, input, left(deadline));
+      for (const topic of built.repartitionTopics) await waitRead(p.groupId, topic, deadline);
+    } catch (err) {
+      throw new Error(`${t.scenario.name}: ${(err as Error).message}`, { cause: err });
     } finally {
       await p.close();
     }
@@ -168,7 +178,8 @@ describe('Kafka Streams and TopologyProcessor on the same input: the same output
         concurrency: CONCURRENCY,
         // each processor ends once its group committed its input to the end
         alongside: async (topics) => {
-          const runs = await Promise.allSettled(topics.map((t) => runProcessor(client, t)));
+          const deadline = Date.now() + PROCESSORS_MS;
+          const runs = await Promise.allSettled(topics.map((t) => runProcessor(client, t, deadline)));
           for (const [i, r] of runs.entries()) {
             if (r.status === 'rejected') throw r.reason;
             ours.set(topics[i]?.name ?? '', r.value);
