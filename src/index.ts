@@ -184,6 +184,7 @@ export {
 export {
   type ModelDeadLetter,
   type ModelDrop,
+  type ModelHeaders,
   type ModelInput,
   type ModelOptions,
   type ModelOutput,

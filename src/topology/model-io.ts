@@ -5,6 +5,13 @@
  */
 import type { AggregateParams, TopologyNode } from './types.js';
 
+/**
+ * A record's headers, as the Kafka port gives them (a repeated header name: its values in order). A
+ * record's headers go with everything it causes, as Kafka Streams carries them (docs/streams.md,
+ * "Headers go where Kafka Streams 4.x sends them").
+ */
+export type ModelHeaders = Readonly<Record<string, Buffer | string | readonly (Buffer | string)[]>>;
+
 /** Kafka Streams' ConsumerRecord.NO_TIMESTAMP: the stream time before any record. */
 export const NO_TIMESTAMP = -1;
 
@@ -25,8 +32,11 @@ export interface WindowBounds {
 /** How an aggregation processor talks to the rest of the model. */
 export interface AggIO {
   readonly node: AggregateNode;
-  /** Forwards a table update (a windowed key is `{ key, start, end }`; value null: a tombstone). */
-  forward(key: unknown, value: unknown, timestamp: number): void;
+  /**
+   * Forwards a table update (a windowed key is `{ key, start, end }`; value null: a tombstone); `bare`:
+   * without the record's headers (a session window's updates, as Kafka Streams forwards them).
+   */
+  forward(key: unknown, value: unknown, timestamp: number, bare?: true): void;
   /** The record was too late for these windows. */
   late(windows: readonly WindowBounds[]): void;
   /** The record was dropped (null key, or null value where Kafka Streams drops it). */
@@ -119,4 +129,12 @@ export class KeyedEntries<E> {
       if (m.size === 0) this.byKey.delete(keyId);
     }
   }
+}
+
+/** `o` with `headers` when there are any (an output without headers has no `headers` field). */
+export function withHeaders<T extends object>(
+  o: T,
+  headers: ModelHeaders | undefined,
+): T & { headers?: ModelHeaders } {
+  return headers === undefined ? o : { ...o, headers };
 }

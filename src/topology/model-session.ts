@@ -77,7 +77,8 @@ export class SessionAggregate {
         for (const s of found) {
           this.sessions.delete(s.keyId, sessionId(s.keyId, s.start, s.end));
           this.storeTime = Math.max(this.storeTime, s.end);
-          if (p.emit === 'update') this.io.forward({ key: r.key, start: s.start, end: s.end }, null, s.end);
+          if (p.emit === 'update')
+            this.io.forward({ key: r.key, start: s.start, end: s.end }, null, s.end, true);
         }
       }
       agg = p.aggregator(r.key, r.value, agg);
@@ -87,7 +88,7 @@ export class SessionAggregate {
       else this.sessions.set(key.id, id, { ...stored, keyBytes: key.bytes, keyId: key.id, start, end });
       this.storeTime = Math.max(this.storeTime, end);
       this.cleanupTime = this.storeTime;
-      if (p.emit === 'update') this.io.forward({ key: r.key, start, end }, agg ?? null, end);
+      if (p.emit === 'update') this.io.forward({ key: r.key, start, end }, agg ?? null, end, true);
     }
     if (p.emit === 'final') this.emitFinal(closeTime);
     this.prune();

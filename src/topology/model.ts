@@ -9,12 +9,21 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import { murmur2, toPositive } from '../partitioner/index.js';
-import type { AggIO, AggregateNode, ModelRecord, WindowBounds } from './model-io.js';
+import {
+  type AggIO,
+  type AggregateNode,
+  type ModelHeaders,
+  type ModelRecord,
+  type WindowBounds,
+  withHeaders,
+} from './model-io.js';
 import { SessionAggregate } from './model-session.js';
 import { SlidingAggregate } from './model-sliding.js';
 import { TableAggregate, TimeWindowAggregate } from './model-window.js';
 import { fromBytes, toBytes } from './serdes.js';
 import type { BuiltTopology, TopologyNode } from './types.js';
+
+export type { ModelHeaders };
 
 /** One input record (records of one partition in offset order; partitions interleaved as given). */
 export interface ModelInput {
@@ -24,6 +33,8 @@ export interface ModelInput {
   readonly key: Buffer | null;
   readonly value: Buffer | null;
   readonly timestamp: number;
+  /** Its headers, if any: carried to its outputs and repartition records. */
+  readonly headers?: ModelHeaders;
 }
 
 /** One record a sink writes. */
@@ -32,6 +43,11 @@ export interface ModelOutput {
   readonly key: Buffer | null;
   readonly value: Buffer | null;
   readonly timestamp: number;
+  /**
+   * The headers of the record that caused it (for a final result: the record whose stream time closed
+   * the window); none for a session window's updates, as Kafka Streams forwards them. Absent when none.
+   */
+  readonly headers?: ModelHeaders;
 }
 
 /** Where a record the model did not fully process came from (a repartition record: its internal topic). */
@@ -42,6 +58,7 @@ export interface ModelSource {
   readonly key: Buffer | null;
   readonly value: Buffer | null;
   readonly timestamp: number;
+  readonly headers?: ModelHeaders;
 }
 
 /** A late record at an aggregation (onLate 'dead-letter'): the windows it missed. */
@@ -76,10 +93,14 @@ interface Aggregator {
   process(r: ModelRecord): void;
 }
 
-/** What a record carries through a task: the task's partition and the record that entered it. */
+/**
+ * What a record carries through a task: the task's partition and the record that entered it; `bare`
+ * for a session window's updates, which carry no headers.
+ */
 interface Ctx {
   readonly partition: number;
   readonly source: ModelSource;
+  readonly bare?: true;
 }
 
 class Run {
@@ -194,8 +215,9 @@ class Run {
   private sink(n: Extract<TopologyNode, { kind: 'sink' }>, r: ModelRecord, ctx: Ctx): void {
     const key = toBytes(n.keySerde, r.key, n.topic);
     const value = toBytes(n.valueSerde, r.value, n.topic);
+    const headers = ctx.bare === true ? undefined : ctx.source.headers;
     if (!n.internal) {
-      this.outputs.push({ topic: n.topic, key, value, timestamp: r.timestamp });
+      this.outputs.push(withHeaders({ topic: n.topic, key, value, timestamp: r.timestamp }, headers));
       return;
     }
     if (key === null && n.repartition === null) {
@@ -208,7 +230,10 @@ class Run {
     const slot = `${n.topic}:${partition}`;
     const offset = this.repartitionOffsets.get(slot) ?? 0;
     this.repartitionOffsets.set(slot, offset + 1);
-    const rec: ModelInput = { topic: n.topic, partition, offset, key, value, timestamp: r.timestamp };
+    const rec = withHeaders(
+      { topic: n.topic, partition, offset, key, value, timestamp: r.timestamp },
+      headers,
+    );
     for (const s of this.sourcesOf(n.topic, true)) this.enter(s, rec);
   }
 
@@ -245,7 +270,8 @@ class Run {
   private makeAggregator(n: AggregateNode): Aggregator {
     const io: AggIO = {
       node: n,
-      forward: (key, value, timestamp) => this.forward(n.name, { key, value, timestamp }, this.ctx()),
+      forward: (key, value, timestamp, bare) =>
+        this.forward(n.name, { key, value, timestamp }, bare === true ? { ...this.ctx(), bare } : this.ctx()),
       late: (windows) => {
         const source = this.ctx().source;
         if (n.onLate === 'drop') this.dropped.push({ reason: 'late', node: n.name, source });
@@ -264,6 +290,13 @@ class Run {
   }
 }
 
+const isHeaderValue = (v: unknown) => typeof v === 'string' || Buffer.isBuffer(v);
+
+function isHeaders(h: unknown): boolean {
+  if (h === null || typeof h !== 'object' || Array.isArray(h)) return false;
+  return Object.values(h).every((v) => isHeaderValue(v) || (Array.isArray(v) && v.every(isHeaderValue)));
+}
+
 function checkInput(input: readonly ModelInput[]): Map<string, number> {
   const counts = new Map<string, number>();
   input.forEach((r, i) => {
@@ -275,11 +308,12 @@ function checkInput(input: readonly ModelInput[]): Map<string, number> {
       Number.isSafeInteger(r.timestamp) &&
       r.timestamp >= 0 &&
       (r.key === null || Buffer.isBuffer(r.key)) &&
-      (r.value === null || Buffer.isBuffer(r.value));
+      (r.value === null || Buffer.isBuffer(r.value)) &&
+      (r.headers === undefined || isHeaders(r.headers));
     if (!ok) {
       throw new RedfenceError(
         'RF_INVALID_ARGUMENT',
-        `runModel: input[${i}] needs a topic, a partition >= 0, an offset, a timestamp >= 0 and Buffer|null key and value`,
+        `runModel: input[${i}] needs a topic, a partition >= 0, an offset, a timestamp >= 0, Buffer|null key and value, and headers (if any) of Buffer or string values`,
       );
     }
     counts.set(r.topic, Math.max(counts.get(r.topic) ?? 0, r.partition + 1));

@@ -97,6 +97,8 @@ export interface Msg {
   partition?: number;
   /** CreateTime, ms since the epoch as a decimal string (default: the producer's clock). */
   timestamp?: string;
+  /** Headers (a name with several values: each, in order). */
+  headers?: Record<string, string | string[]>;
 }
 
 export async function produce(topic: string, messages: Msg[]): Promise<void> {
@@ -116,6 +118,7 @@ export async function produce(topic: string, messages: Msg[]): Promise<void> {
           value: m.value,
           ...(m.partition === undefined ? {} : { partition: m.partition }),
           ...(m.timestamp === undefined ? {} : { timestamp: m.timestamp }),
+          ...(m.headers === undefined ? {} : { headers: m.headers }),
         })),
       });
     }

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
-import { kafka, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
+import { kafka, pollUntil, produce, type ReadRecord, readToEnd } from '../helpers/kafka.js';
 import { type InRecord, inputIndex, inputTopics, type OutRecord, type Scenario } from './scenarios.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -51,6 +51,11 @@ export interface KafkaStreamsOptions {
    * are deleted only after both are done; it failing fails the call (once the JVM has ended).
    */
   alongside?: (topics: readonly KafkaStreamsTopics[]) => Promise<void>;
+  /**
+   * Gives every input record headers (`seq`: its index in its run's input; `tag`: two values, `k` and
+   * its key) and reads the outputs' headers (OutRecord.headers): what each side carries to its outputs.
+   */
+  headers?: boolean;
 }
 
 /** The classpath of the JVM programs (jars fetched and sources compiled once by scripts/interop-jars.sh). */
@@ -109,6 +114,7 @@ export async function runKafkaStreams(
         await produceInput(
           topic,
           run.input.filter((r) => inputIndex(run.scenario, r.key) === at),
+          options.headers === true ? run.input : undefined,
         );
     }
     const [jvm, beside] = await Promise.allSettled([
@@ -124,7 +130,7 @@ export async function runKafkaStreams(
     if (jvm.status === 'rejected') throw jvm.reason;
     if (beside.status === 'rejected') throw beside.reason;
     const results = new Map<string, OutRecord[]>();
-    for (const t of topics) results.set(t.name, await readOutput(t.output));
+    for (const t of topics) results.set(t.name, await readOutput(t.output, options.headers === true));
     return results;
   } finally {
     rmSync(stateDir, { recursive: true, force: true });
@@ -166,8 +172,12 @@ async function createTopics(admin: Admin, topics: { topic: string; partitions: n
   );
 }
 
-/** The contract's wire format: value {"amount": n}, key UTF-8 or none, CreateTime, array order per partition. */
-async function produceInput(topic: string, input: InRecord[]): Promise<void> {
+/**
+ * The contract's wire format: value {"amount": n}, key UTF-8 or none, CreateTime, array order per
+ * partition; with `all` (the run's whole input), headers naming the record's index in it.
+ */
+async function produceInput(topic: string, input: InRecord[], all?: readonly InRecord[]): Promise<void> {
+  const seq = new Map(all?.map((r, i) => [r, i]));
   await produce(
     topic,
     input.map((r) => ({
@@ -175,8 +185,24 @@ async function produceInput(topic: string, input: InRecord[]): Promise<void> {
       value: JSON.stringify({ amount: r.amount }),
       partition: r.partition,
       timestamp: String(r.timestamp),
+      ...(all === undefined ? {} : { headers: { seq: String(seq.get(r)), tag: ['k', r.key ?? '-'] } }),
     })),
   );
+}
+
+/** Headers as one comparable string: `name=v1,v2` per name (values in order), names sorted, `;` between. */
+function headerText(h: ReadRecord['headers']): string | undefined {
+  const names = Object.keys(h)
+    .filter((n) => h[n] !== undefined)
+    .sort();
+  if (names.length === 0) return undefined;
+  const text = (v: Buffer | string) => v.toString();
+  return names
+    .map((n) => {
+      const v = h[n] as Buffer | string | (Buffer | string)[];
+      return `${n}=${Array.isArray(v) ? v.map(text).join(',') : text(v)}`;
+    })
+    .join(';');
 }
 
 /** Runs StreamsScenarios on the spec (stdin); bounded: killed timeoutMs + 20 s after the start. */
@@ -216,12 +242,20 @@ async function runJvm(spec: { timeoutMs: number; runs: unknown[] } & Record<stri
  * An output topic's records in the contract's shape (read_committed, to the end offsets it has when
  * called), partition after partition, each in offset order.
  */
-export async function readOutput(topic: string): Promise<OutRecord[]> {
+export async function readOutput(topic: string, headers = false): Promise<OutRecord[]> {
   const records = await readToEnd(topic);
   records.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
   return records.map((r) => {
     assert.ok(r.key !== null && r.value !== null, `${topic}: a record without key or value`);
     const v = JSON.parse(r.value) as { start: number; end: number; value: number | null };
-    return { key: r.key, start: v.start, end: v.end, value: v.value, timestamp: Number(r.timestamp) };
+    const out: OutRecord = {
+      key: r.key,
+      start: v.start,
+      end: v.end,
+      value: v.value,
+      timestamp: Number(r.timestamp),
+    };
+    const h = headers ? headerText(r.headers) : undefined;
+    return h === undefined ? out : { ...out, headers: h };
   });
 }

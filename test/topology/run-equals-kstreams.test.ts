@@ -10,6 +10,10 @@
  * output order is defined only per key (a key lives on one partition; the order across keys and
  * partitions depends on scheduling on both sides).
  *
+ * Every input record has headers (its index in the input, and a name with two values), and the outputs'
+ * headers are part of what is compared: each output carries the headers of the record that caused it (a
+ * final result: the record whose stream time closed its window), a session window's updates none.
+ *
  * A scenario reading several input topics (`inputs`) reads them as one source of the list of topics on
  * both sides, repartitioned before its aggregation; each key is in one topic, so its records keep one
  * order through the repartition on both sides (scenarios.ts).
@@ -18,8 +22,6 @@
  * - late records: TopologyProcessor writes them to `<first input>.DLT` (a dead letter naming the windows it
  *   missed), Kafka Streams logs and drops them. The dead-letter topic is not read here
  *   (test/processor/topology.test.ts checks it against the model's dead letters);
- * - headers: the input carries none; Kafka Streams copies a record's headers to its outputs,
- *   TopologyProcessor's outputs carry none. The contract has no headers;
  * - the bytes of an output's value: compared as the contract's numbers (Jackson and JSON.stringify write
  *   the same fields), not as bytes; offsets, and the order across keys;
  * - what planTopology refuses (RF_TOPOLOGY_UNSUPPORTED; none of the scenarios today, docs/streams.md,
@@ -146,7 +148,7 @@ async function runProcessor(redis: Redis, t: KafkaStreamsTopics, deadline: numbe
     } finally {
       await p.close();
     }
-    return await readOutput(output);
+    return await readOutput(output, true);
   } finally {
     await cleanup();
     const admin = kafka.admin();
@@ -176,6 +178,7 @@ describe('Kafka Streams and TopologyProcessor on the same input: the same output
       RUN.map((c) => ({ scenario: c.scenario, input: c.input })),
       {
         concurrency: CONCURRENCY,
+        headers: true,
         // each processor ends once its group committed its input to the end
         alongside: async (topics) => {
           const deadline = Date.now() + PROCESSORS_MS;
@@ -224,5 +227,22 @@ describe('Kafka Streams and TopologyProcessor on the same input: the same output
     const n = RUN.reduce((sum, c) => sum + (theirs.get(c.scenario.name)?.length ?? 0), 0);
     t.diagnostic(`${n} outputs compared over ${RUN.length} scenarios`);
     assert.ok(n > 2000, `only ${n} outputs compared`);
+  });
+
+  it("outputs carry their cause's headers, a session window's updates none, on both sides", (t) => {
+    const all = (m: Map<string, OutRecord[]>) => RUN.flatMap((c) => m.get(c.scenario.name) ?? []);
+    const carried = all(theirs).filter((r) => r.headers !== undefined).length;
+    t.diagnostic(`${carried} outputs with headers`);
+    assert.ok(carried > 1000, `only ${carried} Kafka Streams outputs carry headers`);
+    assert.equal(all(ours).filter((r) => r.headers !== undefined).length, carried);
+    // a final result carries the closing record's headers, whatever its key
+    const bare = (name: string) => (theirs.get(name) ?? []).filter((r) => r.headers === undefined).length;
+    assert.equal(bare('tumbling-count-update'), 0, 'a time window update carries its record headers');
+    assert.equal(bare('session-count-final'), 0, 'a session final result carries the closing record headers');
+    const updates = theirs.get('session-count-update') ?? [];
+    assert.ok(
+      updates.length > 0 && bare('session-count-update') === updates.length,
+      'session updates carry none',
+    );
   });
 });

@@ -15,7 +15,7 @@ import {
   TimeWindows,
   topology,
 } from '../../src/topology/index.js';
-import type { ModelDrop, ModelInput, ModelResult } from '../../src/topology/model.js';
+import type { ModelDrop, ModelHeaders, ModelInput, ModelResult } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import type { TopologyDeadLetter, TopologyOutput } from '../../src/topology/run/types.js';
 import { timeWindowsFor } from '../../src/topology/windows.js';
@@ -249,14 +249,18 @@ export function generated(step: number, jitter: number, unit: number): fc.Arbitr
     .map(({ partitions, recs, cuts, replays }) => {
       const next = new Map<number, number>();
       let t = 0;
-      const input = recs.map((r) => {
+      const input = recs.map((r, i) => {
         t += r.dt + r.jump * step; // now and then a jump past several windows
         const key = r.key === null ? null : Buffer.from(r.key);
         const partition = key === null ? r.spare % partitions : partitionFor(key, partitions);
         const offset = next.get(partition) ?? r.spare;
         next.set(partition, offset + 1 + r.hole);
         const value = r.nullValue ? null : Buffer.from(JSON.stringify({ amount: r.amount }));
-        return { topic: 'in', partition, offset, key, value, timestamp: Math.max(0, t - r.back) * unit };
+        const rec = { topic: 'in', partition, offset, key, value, timestamp: Math.max(0, t - r.back) * unit };
+        // every other record has headers: its outputs carry them (a session window's updates none)
+        return r.spare % 2 === 0
+          ? rec
+          : { ...rec, headers: { seq: String(i), tag: ['k', Buffer.from([i % 256])] } };
       });
       return { partitions, input, cuts, replays };
     });
@@ -401,12 +405,22 @@ export async function runOnRedis(
  * its order is its partition's; records without a key come from every partition: compared as a set.
  */
 function perKey(
-  outputs: readonly { topic: string; key: Buffer | null; value: Buffer | null; timestamp: number }[],
+  outputs: readonly {
+    topic: string;
+    key: Buffer | null;
+    value: Buffer | null;
+    timestamp: number;
+    headers?: ModelHeaders;
+  }[],
 ) {
   const m = new Map<string, string[]>();
+  const text = (v: Buffer | string) => (typeof v === 'string' ? `s${v}` : v.toString('hex'));
   for (const o of outputs) {
     const k = `${o.topic} ${o.key?.toString('hex') ?? '-'}`;
-    m.set(k, [...(m.get(k) ?? []), `${o.value?.toString('hex') ?? '-'} @${o.timestamp}`]);
+    const h = Object.entries(o.headers ?? {}).map(
+      ([n, v]) => `${n}=${Array.isArray(v) ? v.map(text) : text(v as Buffer | string)}`,
+    );
+    m.set(k, [...(m.get(k) ?? []), `${o.value?.toString('hex') ?? '-'} @${o.timestamp} ${h.join(';')}`]);
   }
   for (const [k, list] of m) if (k.endsWith(' -')) list.sort();
   return m;

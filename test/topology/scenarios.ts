@@ -55,6 +55,8 @@ export interface OutRecord {
   end: number;
   value: number | null;
   timestamp: number;
+  /** The record's headers, read only where a run asks for them (kstreams.ts, `headers`): `name=v1,v2;...`, names sorted. */
+  headers?: string;
 }
 
 export interface InputOptions {

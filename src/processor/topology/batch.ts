@@ -14,7 +14,7 @@ import type { RedfenceMetrics } from '../../metrics/index.js';
 import type { Logger } from '../../runtime/logger.js';
 import { ATTR } from '../../telemetry/semconv.js';
 import { type BatchTrace, NO_TRACING, type TraceAttributes } from '../../telemetry/tracing.js';
-import type { ModelInput } from '../../topology/model.js';
+import type { ModelHeaders, ModelInput } from '../../topology/model.js';
 import type { TopologyExecutor } from '../../topology/run/executor.js';
 import type { TopologyBatchResult, TopologyDeadLetter } from '../../topology/run/types.js';
 import { countHoles } from '../batch.js';
@@ -156,9 +156,9 @@ function batchAttributes(
   };
 }
 
-/** A consumed record as the executor takes it (offsets and timestamps as numbers). */
+/** A consumed record as the executor takes it (offsets and timestamps as numbers; headers if any). */
 function modelInput(r: InRecord): ModelInput {
-  return {
+  const m = {
     topic: r.topic,
     partition: r.partition,
     offset: Number(r.offset),
@@ -166,6 +166,33 @@ function modelInput(r: InRecord): ModelInput {
     value: r.value,
     timestamp: Number(r.timestamp),
   };
+  const headers = inputHeaders(r.headers);
+  return headers === undefined ? m : { ...m, headers };
+}
+
+/** A record's headers without the names that have no value, or undefined when none is left. */
+function inputHeaders(h: InRecord['headers']): ModelHeaders | undefined {
+  let out: Record<string, Buffer | string | (Buffer | string)[]> | undefined;
+  for (const name in h) {
+    const v = h[name];
+    if (v === undefined) continue;
+    out ??= {};
+    out[name] = v;
+  }
+  return out;
+}
+
+/** Headers as the producer takes them (a repeated name: its values as bytes, in order). */
+function outHeaders(h: ModelHeaders): NonNullable<OutRecord['headers']> {
+  const out: Record<string, Buffer | Buffer[] | string> = {};
+  for (const name in h) {
+    const v = h[name] as ModelHeaders[string];
+    out[name] =
+      typeof v === 'string' || Buffer.isBuffer(v)
+        ? v
+        : v.map((x) => (typeof x === 'string' ? Buffer.from(x) : x));
+  }
+  return out;
 }
 
 /** The sink records (each to its topic, placed by key, with its timestamp), then the dead letters. */
@@ -174,12 +201,18 @@ function outRecords(
   records: readonly InRecord[],
   result: TopologyBatchResult,
 ): OutRecord[] {
-  const out: OutRecord[] = result.outputs.map((o) => ({
-    topic: o.topic,
-    key: o.key,
-    value: o.value,
-    timestamp: String(o.timestamp),
-  }));
+  // each output carries the headers of the record that caused it (src/topology/model.ts, ModelOutput)
+  const out: OutRecord[] = result.outputs.map((o) =>
+    o.headers === undefined
+      ? { topic: o.topic, key: o.key, value: o.value, timestamp: String(o.timestamp) }
+      : {
+          topic: o.topic,
+          key: o.key,
+          value: o.value,
+          timestamp: String(o.timestamp),
+          headers: outHeaders(o.headers),
+        },
+  );
   if (result.deadLetters.length === 0) return out;
   const byOffset = new Map(records.map((r) => [Number(r.offset), r]));
   for (const d of result.deadLetters) {

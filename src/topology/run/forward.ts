@@ -7,7 +7,7 @@
 import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, KeyRecordResult } from '../../store/index.js';
 import type { ModelDrop, ModelOutput, ModelSource } from '../model.js';
-import type { ModelRecord } from '../model-io.js';
+import { type ModelRecord, withHeaders } from '../model-io.js';
 import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
 import type { FlowTally } from './flows.js';
 import { partResult } from './note.js';
@@ -32,6 +32,8 @@ export interface ForwardContext {
 /** The walk's sink of a forwarded step: `source` is the step's input record (one sink per batch). */
 class ForwardSink implements WalkSink {
   source: ModelSource | null = null;
+  /** A session window's updates: walked on without the record's headers, as Kafka Streams forwards them. */
+  bare = false;
   readonly tally: FlowTally;
   readonly #ctx: ForwardContext;
 
@@ -41,8 +43,9 @@ class ForwardSink implements WalkSink {
   }
 
   output(o: ModelOutput): void {
-    const offset = (this.source as ModelSource).offset;
-    this.#ctx.outputs.push({ topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset });
+    const source = this.source as ModelSource;
+    const out = { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: source.offset };
+    this.#ctx.outputs.push(this.bare ? out : withHeaders(out, source.headers));
   }
 
   aggregate(): void {
@@ -107,7 +110,14 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new Fo
       const late = lateStep(node, [o.late], step.source);
       if ('drop' in late) ctx.dropped.push(late.drop);
       else ctx.deadLetters.push(late.dead);
-    } else if (!final) for (const u of o.updates) walkOn(ctx, node.name, u, sink);
+    } else if (!final) {
+      sink.bare = true;
+      try {
+        for (const u of o.updates) walkOn(ctx, node.name, u, sink);
+      } finally {
+        sink.bare = false;
+      }
+    }
     return;
   }
   for (const { window, placed } of step.windows) {

@@ -6,7 +6,7 @@
  */
 import type { Effect } from '../../store/index.js';
 import type { ModelDrop, ModelInput } from '../model.js';
-import type { WindowBounds } from '../model-io.js';
+import { type WindowBounds, withHeaders } from '../model-io.js';
 import { fromBytes } from '../serdes.js';
 import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
 import { type FinalRange, finalRange, type IndexedWindow, type WindowClock } from './final.js';
@@ -48,7 +48,10 @@ export function walkBatch(
     tally,
     output: (o) =>
       w.steps.push({
-        out: { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: rec.offset },
+        out: withHeaders(
+          { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: rec.offset },
+          rec.headers,
+        ),
       }),
     dropNullKey: (name) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
     aggregate: (node, r) => {
