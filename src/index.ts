@@ -184,6 +184,7 @@ export {
 export {
   type ModelDeadLetter,
   type ModelDrop,
+  type ModelErrorDeadLetter,
   type ModelHeaders,
   type ModelInput,
   type ModelOptions,

@@ -70,6 +70,21 @@ export interface ModelDeadLetter {
   readonly source: ModelSource;
 }
 
+/**
+ * A record whose walk threw (a source's serde that cannot read it, a filter, map, flatMap, selectKey,
+ * split predicate or peek that throws, a sink's serde that cannot write what reached it): none of its
+ * effects is made, and the rest of its partition goes on. A throw inside an aggregation (its reducer,
+ * aggregator, initializer or store serde) or downstream of one fails the run instead.
+ */
+export interface ModelErrorDeadLetter {
+  readonly reason: 'processing-error';
+  /** The node whose code threw (a source, a stateless node or a sink). */
+  readonly node: string;
+  /** What it threw. */
+  readonly error: unknown;
+  readonly source: ModelSource;
+}
+
 /** A record an aggregation or a repartition dropped, as Kafka Streams drops it (a warning and a metric there). */
 export interface ModelDrop {
   readonly reason: 'null-key' | 'null-value' | 'late';
@@ -81,6 +96,8 @@ export interface ModelResult {
   /** Every sink record, in the order the sinks wrote them. */
   readonly outputs: readonly ModelOutput[];
   readonly deadLetters: readonly ModelDeadLetter[];
+  /** Records whose walk threw, in the order they came: dead letters of reason `processing-error`. */
+  readonly failed: readonly ModelErrorDeadLetter[];
   readonly dropped: readonly ModelDrop[];
 }
 
@@ -111,11 +128,17 @@ class Run {
   private readonly repartitionOffsets = new Map<string, number>();
   readonly outputs: ModelOutput[] = [];
   readonly deadLetters: ModelDeadLetter[] = [];
+  readonly failed: ModelErrorDeadLetter[] = [];
   readonly dropped: ModelDrop[] = [];
+
+  /** The node whose code runs (a user function or a serde): the one a throw names. */
+  private at = '';
 
   constructor(
     private readonly built: BuiltTopology,
     private readonly partitions: Map<string, number>,
+    /** Records (`recordId`) whose walk threw in an earlier try: dead letters now, and nothing else. */
+    private readonly dead: ReadonlyMap<string, { readonly node: string; readonly error: unknown }>,
   ) {
     for (const n of built.nodes) this.byName.set(n.name, n);
     for (const e of built.edges) this.children.set(e.from, [...(this.children.get(e.from) ?? []), e.to]);
@@ -140,11 +163,31 @@ class Run {
         `runModel: no source of the topology reads ${rec.topic}`,
       );
     }
-    for (const s of sources) this.enter(s, rec);
+    this.take(rec, sources);
+  }
+
+  /**
+   * A record entering its task through `sources`: a dead letter if its walk threw before (runModel runs
+   * again without it: all or nothing), else walked; a throw of its walk becomes a WalkThrow naming it.
+   */
+  private take(rec: ModelInput, sources: readonly TopologyNode[]): void {
+    const id = recordId(rec);
+    const dead = this.dead.get(id);
+    if (dead !== undefined) {
+      this.failed.push({ reason: 'processing-error', node: dead.node, error: dead.error, source: rec });
+      return;
+    }
+    try {
+      for (const s of sources) this.enter(s, rec);
+    } catch (error) {
+      if (error instanceof WalkThrow || error instanceof AggregateThrow) throw error;
+      throw new WalkThrow(id, this.at, error);
+    }
   }
 
   private enter(source: TopologyNode, rec: ModelInput): void {
     if (source.kind !== 'source') return;
+    this.at = source.name;
     const ctx: Ctx = { partition: rec.partition, source: rec };
     const key = fromBytes(source.keySerde, rec.key, rec.topic);
     const value = fromBytes(source.valueSerde, rec.value, rec.topic);
@@ -157,7 +200,11 @@ class Run {
 
   private visit(name: string, r: ModelRecord, ctx: Ctx): void {
     const n = this.byName.get(name) as TopologyNode;
-    const fwd = (out: ModelRecord) => this.forward(name, out, ctx);
+    this.at = name;
+    const fwd = (out: ModelRecord) => {
+      this.forward(name, out, ctx);
+      this.at = name; // a flatMap's iterable runs again after its records' walks
+    };
     switch (n.kind) {
       case 'source':
         return;
@@ -204,6 +251,11 @@ class Run {
         this.current = ctx;
         try {
           this.aggregatorFor(n, ctx).process(r);
+        } catch (error) {
+          // a record of another task that threw in its own walk (a repartition) stays that record's
+          throw error instanceof WalkThrow || error instanceof AggregateThrow
+            ? error
+            : new AggregateThrow(error);
         } finally {
           this.current = outer;
         }
@@ -234,7 +286,7 @@ class Run {
       { topic: n.topic, partition, offset, key, value, timestamp: r.timestamp },
       headers,
     );
-    for (const s of this.sourcesOf(n.topic, true)) this.enter(s, rec);
+    this.take(rec, this.sourcesOf(n.topic, true));
   }
 
   /** repartition()'s numberOfPartitions, else the largest partition count among the inputs of the sink's sub-topology (kept as the topic's count). */
@@ -342,7 +394,34 @@ export function runModel(
       throw new RedfenceError('RF_INVALID_ARGUMENT', `runModel: partitions.${topic} must be an integer >= 1`);
     partitions.set(topic, Math.max(n, partitions.get(topic) ?? 0));
   }
-  const run = new Run(built, partitions);
-  for (const r of input) run.input(r);
-  return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped };
+  // a record whose walk throws is run again from the start without it, until none throws (all or
+  // nothing: what it did before the throw, in another branch too, is not kept)
+  const dead = new Map<string, { node: string; error: unknown }>();
+  for (;;) {
+    const run = new Run(built, new Map(partitions), dead);
+    try {
+      for (const r of input) run.input(r);
+      return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped, failed: run.failed };
+    } catch (error) {
+      if (error instanceof AggregateThrow) throw error.error;
+      if (!(error instanceof WalkThrow) || dead.has(error.id)) throw error;
+      dead.set(error.id, { node: error.node, error: error.error });
+    }
+  }
 }
+
+/** A record's walk threw at `node` (not an Error: never seen outside runModel). */
+class WalkThrow {
+  constructor(
+    readonly id: string,
+    readonly node: string,
+    readonly error: unknown,
+  ) {}
+}
+
+/** Code inside an aggregation threw: runModel fails with it. */
+class AggregateThrow {
+  constructor(readonly error: unknown) {}
+}
+
+const recordId = (r: ModelInput) => `${r.topic}/${r.partition}/${r.offset}`;

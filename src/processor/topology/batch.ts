@@ -228,6 +228,9 @@ function outRecords(
 function deadLetterError(d: TopologyDeadLetter): Error {
   if (d.reason === 'rejected')
     return new Error(`topology node ${d.node} (store ${d.store}) refused the record: ${d.message}`);
+  if (d.reason === 'processing-error')
+    // what it threw is the cause: its class and message go to the dead letter's headers, as Spring writes them
+    return new Error(`topology node ${d.node} threw; the record's effects were not made`, { cause: d.error });
   const windows = d.windows.map((w) => `[${w.start},${w.end})`).join(' ');
   return new Error(`late for topology node ${d.node} (store ${d.store}): windows ${windows} had closed`);
 }

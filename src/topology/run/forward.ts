@@ -34,6 +34,7 @@ class ForwardSink implements WalkSink {
   source: ModelSource | null = null;
   /** A session window's updates: walked on without the record's headers, as Kafka Streams forwards them. */
   bare = false;
+  at = '';
   readonly tally: FlowTally;
   readonly #ctx: ForwardContext;
 

@@ -44,8 +44,11 @@ export function walkBatch(
   const w: Walked = { steps: [] };
   // one sink for the batch: `rec` is the record being walked
   let rec = records[0] as ModelInput;
+  // the clocks the record's arrivals move, as they were before it (undone if its walk throws)
+  const moved: [string, WindowClock | undefined][] = [];
   const sink: WalkSink = {
     tally,
+    at: '',
     output: (o) =>
       w.steps.push({
         out: withHeaders(
@@ -57,6 +60,8 @@ export function walkBatch(
     aggregate: (node, r) => {
       const agg = plan.aggregates.get(node.name);
       if (agg === undefined) throw new TypeError(`no plan for ${node.name}`);
+      const c = clocks.get(node.name);
+      moved.push([node.name, c === undefined ? undefined : { ...c }]);
       const a = arrive(agg, r, clocks);
       if ('drop' in a) {
         w.steps.push({ drop: { reason: a.drop, node: node.name, source: rec } });
@@ -77,12 +82,28 @@ export function walkBatch(
   };
   for (let i = 0; i < records.length; i++) {
     rec = records[i] as ModelInput;
-    for (const source of sources) {
-      const key = fromBytes(source.keySerde, rec.key, rec.topic);
-      const value = fromBytes(source.valueSerde, rec.value, rec.topic);
-      tally.in(source.name);
-      tally.out(source.name);
-      walkFrom(plan, source.name, { key, value, timestamp: rec.timestamp }, sink);
+    const mark = w.steps.length;
+    moved.length = 0;
+    try {
+      for (const source of sources) {
+        sink.at = source.name;
+        const key = fromBytes(source.keySerde, rec.key, rec.topic);
+        const value = fromBytes(source.valueSerde, rec.value, rec.topic);
+        tally.in(source.name);
+        tally.out(source.name);
+        walkFrom(plan, source.name, { key, value, timestamp: rec.timestamp }, sink);
+      }
+    } catch (error) {
+      // in an aggregation (its serdes): the batch fails, as the model's run does
+      if (plan.aggregates.has(sink.at)) throw error;
+      // all or nothing: the record's steps go, the clocks its arrivals moved come back
+      w.steps.length = mark;
+      for (let m = moved.length - 1; m >= 0; m--) {
+        const [name, c] = moved[m] as [string, WindowClock | undefined];
+        if (c === undefined) clocks.delete(name);
+        else clocks.set(name, c);
+      }
+      w.steps.push({ dead: { reason: 'processing-error', node: sink.at, error, source: rec } });
     }
   }
   return w;

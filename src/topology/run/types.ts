@@ -4,7 +4,14 @@
  * stream time out. The shapes are the reference model's (src/topology/model.ts), so the two compare
  * record for record.
  */
-import type { ModelDeadLetter, ModelDrop, ModelInput, ModelOutput, ModelSource } from '../model.js';
+import type {
+  ModelDeadLetter,
+  ModelDrop,
+  ModelErrorDeadLetter,
+  ModelInput,
+  ModelOutput,
+  ModelSource,
+} from '../model.js';
 import type { WindowClock } from './final.js';
 import type { NodeFlows } from './flows.js';
 
@@ -37,8 +44,8 @@ export interface RejectedDeadLetter {
   readonly source: ModelSource;
 }
 
-/** A late record (as the model's) or a refused one. */
-export type TopologyDeadLetter = ModelDeadLetter | RejectedDeadLetter;
+/** A late record or one whose walk threw (as the model's), or a refused one. */
+export type TopologyDeadLetter = ModelDeadLetter | ModelErrorDeadLetter | RejectedDeadLetter;
 
 /**
  * A partition's stream time: per windowed aggregation node, its clock (the largest timestamp it has

@@ -21,6 +21,8 @@ export interface WalkSink {
   dropNullKey(node: string): void;
   /** Counts each node's records in and out (per-node metrics). */
   readonly tally: FlowTally;
+  /** The node whose code (a user function or a serde) runs: the one a throw names. */
+  at: string;
 }
 
 /** A node of the plan's graph with its children (and a split's branches) in place. */
@@ -79,6 +81,7 @@ function visit(g: GraphNode, r: ModelRecord, to: WalkSink): void {
   const n = g.node;
   const name = g.name;
   to.tally.in(name);
+  to.at = name;
   switch (n.kind) {
     case 'source':
       return;
@@ -97,12 +100,17 @@ function visit(g: GraphNode, r: ModelRecord, to: WalkSink): void {
       forward(g, { key: n.mapper(r.key, r.value), value: r.value, timestamp: r.timestamp }, to);
       return;
     case 'flatMap':
-      for (const [key, value] of n.mapper(r.key, r.value) as Iterable<readonly [unknown, unknown]>)
+      // the mapper's iterable runs between its records' walks: `at` names it again for each
+      for (const [key, value] of n.mapper(r.key, r.value) as Iterable<readonly [unknown, unknown]>) {
         forward(g, { key, value, timestamp: r.timestamp }, to);
+        to.at = name;
+      }
       return;
     case 'flatMapValues':
-      for (const value of n.mapper(r.key, r.value) as Iterable<unknown>)
+      for (const value of n.mapper(r.key, r.value) as Iterable<unknown>) {
         forward(g, { key: r.key, value, timestamp: r.timestamp }, to);
+        to.at = name;
+      }
       return;
     case 'peek':
       n.action(r.key, r.value);
