@@ -20,6 +20,8 @@ local KV, KVdirty -- one key call's kv slots: field -> value (false: none); fiel
 -- the session journal (slot, field, old value, ...), the windows its finals take, an entry's parts.
 local Res, Undo, Journal, Marks, Parts = {}, {}, {}, {}, {}
 local nJournal = 0
+local LenS = {} -- n -> n .. ':' (a result's length prefix)
+local epochN, epochS -- the last epoch written and its text
 
 --@include "session"
 
@@ -235,7 +237,7 @@ end
 -- Decides and makes one key's call (records r1 .. r2, the fence hash KEYS[k1]); returns its reply.
 -- (Over 120 lines: the fence decision, the verdict per record and the fence hash's writes, in order.)
 local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
-  local p, o, e
+  local p, o, e, oS -- oS: the offset's text when it is a record's (canonical below 2^53)
   local hash = KEYS[k1]
   KV, KVdirty = nil, nil
   nDirty, nHset, nHdel, nPend, nSess = 0, 0, 0, 0, 0
@@ -332,7 +334,7 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
         nPend = 0
         pendingVal = {}
       end
-      p, o, e = partition, Roff[r], epoch
+      p, o, e, oS = partition, Roff[r], epoch, RoffS[r]
       fenceDirty = true
       local entry
       if reason then
@@ -346,10 +348,20 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
           Parts[1] = 'r'
           for k = 1, n do
             local v = Res[k]
-            if Ekind[x1 + k - 1] == 's' then
-              Parts[k + 1] = 's' .. #v .. ':' .. v
+            if v then
+              local l = #v
+              local ls = LenS[l]
+              if not ls then
+                ls = l .. ':'
+                LenS[l] = ls
+              end
+              if Ekind[x1 + k - 1] == 's' then
+                Parts[k + 1] = 's' .. ls .. v
+              else
+                Parts[k + 1] = ls .. v
+              end
             else
-              Parts[k + 1] = v and (#v .. ':' .. v) or '-'
+              Parts[k + 1] = '-'
             end
           end
           entry = concat(Parts, '', 1, n + 1)
@@ -382,8 +394,14 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
     end
   end
   if fenceDirty then
+    if not (oS and #oS < 16 and (byte(oS, 1) ~= 48 or #oS == 1)) then
+      oS = fmt('%d', o or -1)
+    end
+    if e ~= epochN then
+      epochN, epochS = e, fmt('%d', e)
+    end
     Hset[nHset + 1], Hset[nHset + 2], Hset[nHset + 3] = 'p', p, 'o'
-    Hset[nHset + 4], Hset[nHset + 5], Hset[nHset + 6] = fmt('%d', o or -1), 'e', fmt('%d', e)
+    Hset[nHset + 4], Hset[nHset + 5], Hset[nHset + 6] = oS, 'e', epochS
     nHset = nHset + 6
   end
   if nHdel > 0 then

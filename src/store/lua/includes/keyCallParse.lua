@@ -75,16 +75,18 @@ local function rf_parse(label, k1, kn, spec, c0)
       local t = ok and tonumber(target)
       local g = ok and k1 + t - 1 -- its KEYS index, for a window, session or window hash key
       local kt = ok and t >= 2 and t <= nk and KIND[g] -- that key's kind
-      local field, sl
+      local field, sl, num -- num: the operand's number (ops a, x, n), from its check
       if ok and kind == 'p' then
         ok = op == 's'
       elseif ok and kind == 'h' then
         local _, _, o2, st = find(operand, '^([^@]*)@(%d+)$')
         ok = o2 ~= nil and kt == ':h:' and OPS[op] and exp ~= ''
         if ok and op == 'a' then
-          ok = rf_int(o2) ~= nil
+          num = rf_int(o2)
+          ok = num ~= nil
         elseif ok and (op == 'x' or op == 'n') then
-          ok = tonumber(o2) ~= nil
+          num = tonumber(o2)
+          ok = num ~= nil
         end
         if ok then
           operand, field = o2, st
@@ -101,11 +103,13 @@ local function rf_parse(label, k1, kn, spec, c0)
         local _, _, o2, tm, lo, hi, cl, dr = find(operand, SESSION)
         ok = o2 ~= nil and OPS[op] and kt == ':s:' and exp ~= ''
         if ok and op == 'a' then
-          ok = rf_int(o2) ~= nil
+          num = rf_int(o2)
+          ok = num ~= nil
         elseif ok and (op == 's' or op == 'd') then
           ok = o2 == ''
         elseif ok then
-          ok = tonumber(o2) ~= nil
+          num = tonumber(o2)
+          ok = num ~= nil
         end
         if ok then
           operand = o2
@@ -116,16 +120,20 @@ local function rf_parse(label, k1, kn, spec, c0)
       elseif ok and (kind == 'w' or kind == 't') then
         ok = kt == ':w:' and OPS[op] and exp ~= ''
         if ok and op == 'a' then
-          ok = rf_int(operand) ~= nil
+          num = rf_int(operand)
+          ok = num ~= nil
         elseif ok and (op == 'x' or op == 'n') then
-          ok = tonumber(operand) ~= nil
+          num = tonumber(operand)
+          ok = num ~= nil
         end
       elseif ok then
         ok = OPS[op] and kind == 'k'
         if ok and op == 'a' then
-          ok = rf_int(operand) ~= nil
+          num = rf_int(operand)
+          ok = num ~= nil
         elseif ok and (op == 'x' or op == 'n') then
-          ok = tonumber(operand) ~= nil
+          num = tonumber(operand)
+          ok = num ~= nil
         end
       end
       if not ok then
@@ -134,7 +142,7 @@ local function rf_parse(label, k1, kn, spec, c0)
       pos = e2 + 1
       nE = nE + 1
       local x = nE
-      Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, tonumber(exp), operand, tonumber(operand)
+      Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, tonumber(exp), operand, num
       if kind == 't' or (kind == 'f' and operand == 't') then
         Etf[x] = true
       end
