@@ -63,12 +63,12 @@
   The body is includes/keyCallCore.lua (shared with keyCallMany-N.lua, several keys per call on a
   single Redis); the session effects are includes/session.lua.
 
-  Cost notes: per record, most of Redis' time is this Lua, so the body is lean: the record text is read
-  once with anchored string.find into flat arrays (no ARGV entry per offset, op or number, no table per
-  record or effect, no closure per key call: see includes/keyCallCore.lua); one HGETALL of the fence
-  hash, one HMGET per window key touched (v, f and t at once); writes at the end: one HDEL and one HSET
-  on the fence hash, one HSET (or HDEL) and one PEXPIREAT per window key written (both fields in the
-  one HSET).
+  Cost notes: the script's own Lua is a large part of Redis' time per record, so the body is lean: the
+  record text is read once with anchored string.find into flat arrays (no ARGV entry per offset, op or
+  number, no table per record or effect, no closure per key call: see includes/keyCallCore.lua); one
+  HGETALL of the fence hash, one HMGET per window key touched (v, f and t at once); writes at the end:
+  one HDEL and one HSET on the fence hash (p, o and e only where their text changes), one HSET (or
+  HDEL) and one PEXPIREAT per window key written (both fields in the one HSET).
 ]]
 --@include "keyCallCore"
 

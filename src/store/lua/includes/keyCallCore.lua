@@ -238,6 +238,7 @@ end
 -- (Over 120 lines: the fence decision, the verdict per record and the fence hash's writes, in order.)
 local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
   local p, o, e, oS -- oS: the offset's text when it is a record's (canonical below 2^53)
+  local p0, o0, e0 -- the fence fields' stored text (a field whose text does not change is not rewritten)
   local hash = KEYS[k1]
   KV, KVdirty = nil, nil
   nDirty, nHset, nHdel, nPend, nSess = 0, 0, 0, 0, 0
@@ -250,10 +251,13 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
       Pend[nPend] = i
     elseif f == 'p' then
       p = flat[i + 1]
+      p0 = p
     elseif f == 'o' then
-      o = tonumber(flat[i + 1])
+      o0 = flat[i + 1]
+      o = tonumber(o0)
     elseif f == 'e' then
-      e = tonumber(flat[i + 1])
+      e0 = flat[i + 1]
+      e = tonumber(e0)
     elseif b == 118 then -- 'v', 'v:<store>'
       KV = KV or {}
       KV[f] = flat[i + 1]
@@ -400,9 +404,18 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
     if e ~= epochN then
       epochN, epochS = e, fmt('%d', e)
     end
-    Hset[nHset + 1], Hset[nHset + 2], Hset[nHset + 3] = 'p', p, 'o'
-    Hset[nHset + 4], Hset[nHset + 5], Hset[nHset + 6] = oS, 'e', epochS
-    nHset = nHset + 6
+    if p ~= p0 then
+      Hset[nHset + 1], Hset[nHset + 2] = 'p', p
+      nHset = nHset + 2
+    end
+    if oS ~= o0 then
+      Hset[nHset + 1], Hset[nHset + 2] = 'o', oS
+      nHset = nHset + 2
+    end
+    if epochS ~= e0 then
+      Hset[nHset + 1], Hset[nHset + 2] = 'e', epochS
+      nHset = nHset + 2
+    end
   end
   if nHdel > 0 then
     rcall('HDEL', hash, unpack(Hdel, 1, nHdel))
