@@ -61,7 +61,8 @@
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing read or written).
 
   The body is includes/keyCallCore.lua (shared with keyCallMany-N.lua, several keys per call on a
-  single Redis); the session effects are includes/session.lua.
+  single Redis); its parsing and checks are includes/keyCallParse.lua, the session effects
+  includes/session.lua, the writes at the end includes/keyCallWrite.lua.
 
   Cost notes: the script's own Lua is a large part of Redis' time per record, so the body is lean: the
   record text is read once with anchored string.find into flat arrays (no ARGV entry per offset, op or

@@ -1,9 +1,9 @@
 -- The key call's body (included by keyCall-N.lua and keyCallMany-N.lua): the parsing and its checks
--- (includes/keyCallParse.lua: rf_parse), then rf_run (the decision and the writes of one key).
--- Lean by design: per record, most of Redis' time is this Lua. Every function is made once per script
--- call, none per key call or record; a key call's state is kept in script-level tables keyed by KEYS
--- index (unique in a script call: never reset) or in arrays whose count is reset per key call.
--- Sessions are an include.
+-- (includes/keyCallParse.lua: rf_parse), then rf_run (the decision and the effects of one key; the
+-- writes at its end: includes/keyCallWrite.lua). Sessions are an include.
+-- Lean by design: per record, this Lua is a large part of Redis' time. Every function is made once per
+-- script call, none per key call or record; a key call's state is kept in script-level tables keyed by
+-- KEYS index (unique in a script call: never reset) or in arrays whose count is reset per key call.
 --@include "keyCallParse"
 
 -- Script-level state of the key calls, keyed by slot (window: its KEYS index; window hash field: its
@@ -105,7 +105,8 @@ local function operate(x1, n, r)
             Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
           else
             local got = rcall('HMGET', KEYS[slot], 'v', 'f', 't')
-            Wcur[slot], Wfinal[slot], WcurT[slot], WhadT[slot] = got[1] or false, got[2] and true, got[3] or false, got[3] and true
+            Wcur[slot], Wfinal[slot] = got[1] or false, got[2] and true
+            WcurT[slot], WhadT[slot] = got[3] or false, got[3] and true
           end
           Wloaded[slot] = true
         end
@@ -179,63 +180,35 @@ local function operate(x1, n, r)
   return nil
 end
 
--- Writes a key call's windows, window hashes and sessions (the fence hash: by the caller).
-local function rf_write()
-  local hashes = nil -- window hash KEYS indexes written (their expiry is set below)
-  for d = 1, nDirty do
-    local slot = DirtyL[d]
-    local v = Wcur[slot]
-    if type(slot) == 'string' then -- a window hash's field
-      local x = DirtyX[d]
-      local hk = Ehkey[x]
-      hashes = hashes or {}
-      hashes[hk] = true
-      if v then
-        rcall('HSET', KEYS[hk], Efield[x], v)
+-- Record's pending entry from its results Res[1..n] (effects x1 ..): 'r' then per effect '-' or
+-- '<length>:<bytes>' ('s<length>:<text>' for a session).
+local function rf_entry(x1, n)
+  Parts[1] = 'r'
+  for k = 1, n do
+    local v = Res[k]
+    if v then
+      local l = #v
+      local ls = LenS[l]
+      if not ls then
+        ls = l .. ':'
+        LenS[l] = ls
+      end
+      if Ekind[x1 + k - 1] == 's' then
+        Parts[k + 1] = 's' .. ls .. v
       else
-        rcall('HDEL', KEYS[hk], Efield[x])
+        Parts[k + 1] = ls .. v
       end
     else
-      -- a window key: `v` (and `f` once final: the marker goes with the value) and `t`
-      local key, tv = KEYS[slot], WcurT[slot]
-      if v and tv then
-        if Wfinal[slot] then
-          rcall('HSET', key, 'v', v, 't', tv, 'f', '1')
-        else
-          rcall('HSET', key, 'v', v, 't', tv)
-        end
-      elseif v then
-        if Wfinal[slot] then
-          rcall('HSET', key, 'v', v, 'f', '1')
-        else
-          rcall('HSET', key, 'v', v)
-        end
-        if WhadT[slot] then
-          rcall('HDEL', key, 't')
-        end
-      elseif tv then
-        rcall('HSET', key, 't', tv)
-        rcall('HDEL', key, 'v', 'f')
-      else
-        rcall('HDEL', key, 'v', 'f', 't')
-      end
-      if Exp[slot] then
-        rcall('PEXPIREAT', key, Exp[slot])
-      end
+      Parts[k + 1] = '-'
     end
   end
-  if hashes then
-    for hk in pairs(hashes) do
-      if Exp[hk] then
-        rcall('PEXPIREAT', KEYS[hk], Exp[hk])
-      end
-    end
-  end
-  sessionsWrite()
+  return concat(Parts, '', 1, n + 1)
 end
 
+--@include "keyCallWrite"
+
 -- Decides and makes one key's call (records r1 .. r2, the fence hash KEYS[k1]); returns its reply.
--- (Over 120 lines: the fence decision, the verdict per record and the fence hash's writes, in order.)
+-- (Over 120 lines: the fence decision, then the verdict per record and what it does, in order.)
 local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
   local p, o, e, oS -- oS: the offset's text when it is a record's (canonical below 2^53)
   local p0, o0, e0 -- the fence fields' stored text (a field whose text does not change is not rewritten)
@@ -349,26 +322,7 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
       else
         Letters[i] = verdict
         if Remit[r] then
-          Parts[1] = 'r'
-          for k = 1, n do
-            local v = Res[k]
-            if v then
-              local l = #v
-              local ls = LenS[l]
-              if not ls then
-                ls = l .. ':'
-                LenS[l] = ls
-              end
-              if Ekind[x1 + k - 1] == 's' then
-                Parts[k + 1] = 's' .. ls .. v
-              else
-                Parts[k + 1] = ls .. v
-              end
-            else
-              Parts[k + 1] = '-'
-            end
-          end
-          entry = concat(Parts, '', 1, n + 1)
+          entry = rf_entry(x1, n)
           nReply = nReply + 1
           reply[nReply] = entry
         end
@@ -385,44 +339,7 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
   end
 
   rf_write()
-  if KVdirty then
-    for slot in pairs(KVdirty) do
-      local v = KV[slot]
-      if v then
-        Hset[nHset + 1], Hset[nHset + 2] = slot, v
-        nHset = nHset + 2
-      else
-        nHdel = nHdel + 1
-        Hdel[nHdel] = slot
-      end
-    end
-  end
-  if fenceDirty then
-    if not (oS and #oS < 16 and (byte(oS, 1) ~= 48 or #oS == 1)) then
-      oS = fmt('%d', o or -1)
-    end
-    if e ~= epochN then
-      epochN, epochS = e, fmt('%d', e)
-    end
-    if p ~= p0 then
-      Hset[nHset + 1], Hset[nHset + 2] = 'p', p
-      nHset = nHset + 2
-    end
-    if oS ~= o0 then
-      Hset[nHset + 1], Hset[nHset + 2] = 'o', oS
-      nHset = nHset + 2
-    end
-    if epochS ~= e0 then
-      Hset[nHset + 1], Hset[nHset + 2] = 'e', epochS
-      nHset = nHset + 2
-    end
-  end
-  if nHdel > 0 then
-    rcall('HDEL', hash, unpack(Hdel, 1, nHdel))
-  end
-  if nHset > 0 then
-    rcall('HSET', hash, unpack(Hset, 1, nHset))
-  end
+  rf_write_fence(hash, fenceDirty, p, o, e, oS, p0, o0, e0)
   reply[1] = concat(Letters, '', 1, r2 - r1 + 1)
   return reply
 end

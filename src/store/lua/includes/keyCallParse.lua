@@ -31,7 +31,8 @@ local nR = 0
 -- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt, operand text,
 -- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
 -- hash's KEYS index, true when it is a window's time field `t`.
-local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue, Efield, Ehkey, Etf = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = {}, {}, {}, {}, {}, {}, {}
+local Efield, Ehkey, Etf = {}, {}, {}
 local Stime, Slo, Shi, Sclose, Sdrop = {}, {}, {}, {}, {} -- a session effect's bounds
 local nE = 0
 local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
