@@ -164,7 +164,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
 }
 
 const manyStepArb = fc.record({
-  /** per key of the batch (one key call each, in this order): its records, its expected token */
+  /** the batch's key calls, in order (a key may come twice): records, expected token */
   calls: fc.array(
     fc.record({
       key: fc.constantFrom('k1', 'k2', 'k3'),
@@ -201,19 +201,15 @@ for (const target of TARGETS.filter((t) => t.name === 'standalone/cluster-fencin
             next = Math.max(0, next - s.back);
             const start = next;
             if (s.commit) committed = Math.max(committed, start);
-            // one call per key: a key's records of the batch in offset order (later calls of a
-            // key already in the batch join its call)
-            const byKey = new Map<string, { records: KeyRecord[]; expect: string }>();
-            for (const c of s.calls) {
-              const at = byKey.get(c.key) ?? { records: [], expect: c.expect };
-              for (const r of c.records) {
-                at.records.push({ offset: next, ...r });
+            // one key call per entry, in order; a key may come back later in the same script call
+            // (its second call reads what the first wrote)
+            const calls = s.calls.map((c) => {
+              const records: KeyRecord[] = c.records.map((r) => {
+                const offset = next;
                 next += 1 + (next % 3 === 0 ? 1 : 0);
-              }
-              byKey.set(c.key, at);
-            }
-            const calls = [...byKey].map(([key, c]) => {
-              const fence = twin.model.get(key)?.fence ?? null;
+                return { offset, ...r };
+              });
+              const fence = twin.model.get(c.key)?.fence ?? null;
               const token = fence === null ? null : { partition: fence.partition, offset: fence.offset };
               const expect = { none: undefined, read: token, stale: { partition: 0, offset: 1_000_000 } }[
                 c.expect
@@ -222,14 +218,14 @@ for (const target of TARGETS.filter((t) => t.name === 'standalone/cluster-fencin
                 partition: 0,
                 epoch: s.owner === 'zombie' ? epoch - 1 : epoch,
                 committedOffset: committed,
-                key,
-                records: c.records,
+                key: c.key,
+                records,
                 ...(expect === undefined ? {} : { expect }),
               };
             });
             const results = await twin.callMany(calls);
             for (const r of results.flat()) seen.add(r.verdict);
-            for (const key of byKey.keys()) await twin.checkStored(key);
+            for (const key of new Set(s.calls.map((c) => c.key))) await twin.checkStored(key);
           }
         }),
         { numRuns: Number(process.env.RF_STORE_HISTORY_RUNS ?? 40) },
