@@ -2,7 +2,9 @@
  * Random histories of key calls (every op on key-value and window stores and window hashes, notes, final,
  * sessions, emit on and off, replays, new owners, zombies, a second partition, moving committed offsets)
  * through KeyStore and the
- * reference model side by side: results and stored state equal after every call, on every target.
+ * reference model side by side: results and stored state equal after every call, on every target;
+ * and the same with several keys in one keyCallMany script call (single Redis), whose calls share the
+ * script's state tables (kept per KEYS index) and must not see each other's.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -156,6 +158,79 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         { numRuns: Number(process.env.RF_STORE_HISTORY_RUNS ?? 40) },
       );
       for (const v of ['APPLY', 'REEMIT', 'SKIP', 'FENCE', 'REBASE', 'CONFLICT'])
+        assert.ok(seen.has(v), `the histories reached ${v}`);
+    });
+  });
+}
+
+const manyStepArb = fc.record({
+  /** the batch's key calls, in order (a key may come twice): records, expected token */
+  calls: fc.array(
+    fc.record({
+      key: fc.constantFrom('k1', 'k2', 'k3'),
+      records: fc.array(
+        fc.record({
+          effects: fc.array(effectArb, { maxLength: 4 }),
+          emit: fc.constantFrom(0 as const, 1 as const),
+        }),
+        { minLength: 1, maxLength: 3 },
+      ),
+      expect: fc.constantFrom('none', 'none', 'read', 'stale'),
+    }),
+    { minLength: 1, maxLength: 4 },
+  ),
+  back: fc.constantFrom(0, 0, 3),
+  owner: fc.constantFrom('same', 'same', 'new', 'zombie'),
+  commit: fc.boolean(),
+});
+
+for (const target of TARGETS.filter((t) => t.name === 'standalone/cluster-fencing')) {
+  describe(`keyCallMany histories on ${target.name}`, { timeout: 120_000 }, () => {
+    const redis = target.connect();
+    after(() => redis.disconnect());
+    it('the script and the model agree after every script call of several keys', async () => {
+      const seen = new Set<string>();
+      await fc.assert(
+        fc.asyncProperty(fc.array(manyStepArb, { minLength: 1, maxLength: 8 }), async (steps) => {
+          const twin = new Twin(redis, uniqueName('km').replace(/-/g, '_'));
+          let epoch = 1;
+          let next = 0;
+          let committed = -1;
+          for (const s of steps) {
+            if (s.owner === 'new') epoch++;
+            next = Math.max(0, next - s.back);
+            const start = next;
+            if (s.commit) committed = Math.max(committed, start);
+            // one key call per entry, in order; a key may come back later in the same script call
+            // (its second call reads what the first wrote)
+            const calls = s.calls.map((c) => {
+              const records: KeyRecord[] = c.records.map((r) => {
+                const offset = next;
+                next += 1 + (next % 3 === 0 ? 1 : 0);
+                return { offset, ...r };
+              });
+              const fence = twin.model.get(c.key)?.fence ?? null;
+              const token = fence === null ? null : { partition: fence.partition, offset: fence.offset };
+              const expect = { none: undefined, read: token, stale: { partition: 0, offset: 1_000_000 } }[
+                c.expect
+              ];
+              return {
+                partition: 0,
+                epoch: s.owner === 'zombie' ? epoch - 1 : epoch,
+                committedOffset: committed,
+                key: c.key,
+                records,
+                ...(expect === undefined ? {} : { expect }),
+              };
+            });
+            const results = await twin.callMany(calls);
+            for (const r of results.flat()) seen.add(r.verdict);
+            for (const key of new Set(s.calls.map((c) => c.key))) await twin.checkStored(key);
+          }
+        }),
+        { numRuns: Number(process.env.RF_STORE_HISTORY_RUNS ?? 40) },
+      );
+      for (const v of ['APPLY', 'REEMIT', 'REJECT', 'FENCE', 'CONFLICT'])
         assert.ok(seen.has(v), `the histories reached ${v}`);
     });
   });

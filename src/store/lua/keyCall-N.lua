@@ -61,12 +61,15 @@
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments (nothing read or written).
 
   The body is includes/keyCallCore.lua (shared with keyCallMany-N.lua, several keys per call on a
-  single Redis); the session effects are includes/session.lua.
+  single Redis); its parsing and checks are includes/keyCallParse.lua, the session effects
+  includes/session.lua, the writes at the end includes/keyCallWrite.lua.
 
-  Cost notes: the record text is read with anchored string.find (no ARGV entry per offset, op or
-  number); one HGETALL of the fence hash, one HMGET per window key touched (v, f and t at once); writes
-  at the end: one HDEL and one HSET on the fence hash, one HSET (or HDEL) and one PEXPIREAT per window
-  key written (both fields in the one HSET).
+  Cost notes: the script's own Lua is a large part of Redis' time per record, so the body is lean: the
+  record text is read once with anchored string.find into flat arrays (no ARGV entry per offset, op or
+  number, no table per record or effect, no closure per key call: see includes/keyCallCore.lua); one
+  HGETALL of the fence hash, one HMGET per window key touched (v, f and t at once); writes at the end:
+  one HDEL and one HSET on the fence hash (p, o and e only where their text changes), one HSET (or
+  HDEL) and one PEXPIREAT per window key written (both fields in the one HSET).
 ]]
 --@include "keyCallCore"
 
@@ -81,11 +84,11 @@ local spec = ARGV[6]
 if not (tonumber(partition) and epoch and watermark and expect and spec) then
   return rf_err('RF_ARGS', 'malformed key call arguments')
 end
-local parsed, err = rf_parse('', 1, #KEYS, spec, 7)
-if not parsed then
-  return err
+local r1, r2, nextArg = rf_parse('', 1, #KEYS, spec, 7)
+if not r1 then
+  return r2
 end
-if parsed.next ~= #ARGV + 1 then
+if nextArg ~= #ARGV + 1 then
   return rf_err('RF_ARGS', 'malformed key call arguments')
 end
-return rf_run(1, parsed.recs, partition, epoch, watermark, expect)
+return rf_run(1, r1, r2, partition, epoch, watermark, expect)

@@ -29,7 +29,7 @@ local n = tonumber(ARGV[5])
 if not (tonumber(partition) and epoch and watermark and n and n >= 1) then
   return rf_err('RF_ARGS', 'malformed key calls arguments')
 end
-local calls = {}
+local callK1, callR1, callR2, callExpect = {}, {}, {}, {}
 local a, k = 6, 1
 for i = 1, n do
   local nk = tonumber(ARGV[a])
@@ -37,19 +37,19 @@ for i = 1, n do
   if not (nk and nk >= 1 and expect and spec and k + nk - 1 <= #KEYS) then
     return rf_err('RF_ARGS', 'call ' .. i .. ': malformed arguments')
   end
-  local parsed, err = rf_parse('call ' .. i .. ': ', k, k + nk - 1, spec, a + 3)
-  if not parsed then
-    return err
+  local r1, r2, nextArg = rf_parse('call ' .. i .. ': ', k, k + nk - 1, spec, a + 3)
+  if not r1 then
+    return r2
   end
-  calls[i] = { k1 = k, recs = parsed.recs, expect = expect }
-  a = parsed.next
+  callK1[i], callR1[i], callR2[i], callExpect[i] = k, r1, r2, expect
+  a = nextArg
   k = k + nk
 end
 if a ~= #ARGV + 1 or k ~= #KEYS + 1 then
   return rf_err('RF_ARGS', 'malformed key calls arguments')
 end
 local replies = {}
-for i, c in ipairs(calls) do
-  replies[i] = rf_run(c.k1, c.recs, partition, epoch, watermark, c.expect)
+for i = 1, n do
+  replies[i] = rf_run(callK1[i], callR1[i], callR2[i], partition, epoch, watermark, callExpect[i])
 end
 return replies

@@ -1,507 +1,345 @@
--- The key call's body (included by keyCall-N.lua and keyCallMany-N.lua): helpers, rf_parse (the
--- checks, before anything is read or written) and rf_run (the decision and the writes of one key).
--- (Over 400 lines: one call's parsing, decision, effects and writes; sessions are an include.)
-local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below it
+-- The key call's body (included by keyCall-N.lua and keyCallMany-N.lua): the parsing and its checks
+-- (includes/keyCallParse.lua: rf_parse), then rf_run (the decision and the effects of one key; the
+-- writes at its end: includes/keyCallWrite.lua). Sessions are an include.
+-- Lean by design: per record, this Lua is a large part of Redis' time. Every function is made once per
+-- script call, none per key call or record; a key call's state is kept in script-level tables keyed by
+-- KEYS index (unique in a script call: never reset) or in arrays whose count is reset per key call.
+--@include "keyCallParse"
 
--- A canonical decimal integer of the exact range, or nil.
-local function rf_int(s)
-  if s == '0' or (s and string.find(s, '^-?[1-9]%d*$')) then
-    local n = tonumber(s)
-    if n and n > -RF_EXACT and n < RF_EXACT then
-      return n
+-- Script-level state of the key calls, keyed by slot (window: its KEYS index; window hash field: its
+-- 'h..' text): the value (false: none), time field `t`, whether the key held `t` before the call, the
+-- final marker, loaded, expireAt (also of a window hash or session: by KEYS index), the record that took
+-- the window's final value / time field, listed as written.
+local Wcur, WcurT, WhadT, Wfinal, Wloaded, Exp, TookV, TookT, Dirty = {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- One key call's lists (counts reset per call): the slots written and the effect that wrote each,
+-- the fence hash's fields to set and delete, the verdict letters, the pending entries' HGETALL indexes.
+local DirtyL, DirtyX, Hset, Hdel, Letters, Pend = {}, {}, {}, {}, {}, {}
+local nDirty, nHset, nHdel, nPend = 0, 0, 0, 0
+local KV, KVdirty -- one key call's kv slots: field -> value (false: none); field -> true when written
+-- One record's scratch: the effects' results, the undo log (slot, old value, old time field, ...),
+-- the session journal (slot, field, old value, ...), the windows its finals take, an entry's parts.
+local Res, Undo, Journal, Marks, Parts = {}, {}, {}, {}, {}
+local nJournal = 0
+local LenS = {} -- n -> n .. ':' (a result's length prefix)
+local epochN, epochS -- the last epoch written and its text
+
+--@include "session"
+
+-- One effect's new value from v (false: none), or nil and the reason it cannot apply.
+local function rf_op(x, v)
+  local op = Eop[x]
+  if op == 's' then
+    return Evalue[x]
+  elseif op == 'a' then
+    local base = 0
+    if v then
+      base = rf_int(v)
+    end
+    if base == nil then
+      return nil, 'add failed: stored value is not an integer'
+    end
+    local sum = base + Enum[x]
+    if not (sum > -RF_EXACT and sum < RF_EXACT) then
+      return nil, 'add failed: result beyond 2^53'
+    end
+    return fmt('%d', sum)
+  elseif op == 'x' or op == 'n' then
+    local num
+    if v then
+      num = tonumber(v)
+      if num == nil then
+        return nil, (op == 'x' and 'max' or 'min') .. ' failed: stored value is not a number'
+      end
+    end
+    if num == nil or (op == 'x' and Enum[x] > num) or (op == 'n' and Enum[x] < num) then
+      return Eoperand[x]
+    end
+    return v
+  end
+  return false
+end
+
+-- Undoes a record's changes: the first nUndo entries of Undo and the session journal.
+local function rollback(nUndo)
+  for u = nUndo - 2, 1, -3 do
+    local slot = Undo[u]
+    if type(slot) == 'string' and byte(slot, 1) == 118 then -- 'v': a kv slot
+      KV = KV or {}
+      KV[slot] = Undo[u + 1]
+    else
+      Wcur[slot], WcurT[slot] = Undo[u + 1], Undo[u + 2]
+    end
+  end
+  for u = nJournal - 2, 1, -3 do
+    Sess[Journal[u]][Journal[u + 1]] = Journal[u + 2]
+  end
+end
+
+-- Record r's effects (x1 .. x1 + n - 1), made in place; on a failing effect the ones before it are
+-- undone (all or none); the windows its finals took are marked final once every effect is made.
+-- The results (value or false per effect) are Res[1..n]; returns nil, or the reason it cannot apply.
+local function operate(x1, n, r)
+  local nUndo, nMarks = 0, 0
+  nJournal = 0
+  for k = 1, n do
+    local x = x1 + k - 1
+    local kind, slot = Ekind[x], Eslot[x]
+    if kind == 's' then
+      local text, reason = sessionOp(x)
+      if text == nil then
+        rollback(nUndo)
+        return reason
+      end
+      Res[k] = text
+    elseif kind == 'p' then
+      Res[k] = Evalue[x]
+    elseif kind == 'f' and Efield[x] then
+      Res[k] = sessions(slot)[Efield[x]] or false
+    else
+      local v
+      if kind == 'k' then
+        v = KV and KV[slot] or false
+      else
+        if not Wloaded[slot] then
+          if kind == 'h' then
+            Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
+          else
+            local got = rcall('HMGET', KEYS[slot], 'v', 'f', 't')
+            Wcur[slot], Wfinal[slot] = got[1] or false, got[2] and true
+            WcurT[slot], WhadT[slot] = got[3] or false, got[3] and true
+          end
+          Wloaded[slot] = true
+        end
+        v = Wcur[slot] or false
+      end
+      Undo[nUndo + 1], Undo[nUndo + 2], Undo[nUndo + 3] = slot, v, WcurT[slot] or false
+      nUndo = nUndo + 3
+      if kind == 'f' then
+        local tf = Etf[x]
+        if Wfinal[slot] or not v or (tf and TookT[slot] == r) or (not tf and TookV[slot] == r) then
+          Res[k] = false
+        else
+          if tf then
+            Res[k] = WcurT[slot] or false
+            TookT[slot] = r
+          else
+            Res[k] = v
+            TookV[slot] = r
+          end
+          nMarks = nMarks + 1
+          Marks[nMarks] = slot
+        end
+      else
+        local tf = Etf[x]
+        local new, reason
+        if tf then
+          new, reason = rf_op(x, WcurT[slot] or false)
+        else
+          new, reason = rf_op(x, v)
+        end
+        if new == nil then
+          rollback(nUndo)
+          return reason
+        end
+        if tf then
+          WcurT[slot] = new
+        elseif kind == 'k' then
+          KV = KV or {}
+          KV[slot] = new
+        else
+          Wcur[slot] = new
+        end
+        Res[k] = new
+      end
+    end
+  end
+  for m = 1, nMarks do
+    Wfinal[Marks[m]] = true
+  end
+  for x = x1, x1 + n - 1 do
+    local kind, slot = Ekind[x], Eslot[x]
+    if slot and kind ~= 's' and not (kind == 'f' and Efield[x]) then
+      if kind == 'k' then
+        KVdirty = KVdirty or {}
+        KVdirty[slot] = true
+      elseif not Dirty[slot] then
+        Dirty[slot] = true
+        nDirty = nDirty + 1
+        DirtyL[nDirty], DirtyX[nDirty] = slot, x
+      end
+    end
+    local ex = Eexp[x]
+    if ex then
+      local s = Ehkey[x] or slot -- a window hash expires as a whole
+      local had = Exp[s]
+      if had == nil or ex > had then
+        Exp[s] = ex
+      end
     end
   end
   return nil
 end
 
-local function rf_err(kind, msg)
-  return redis.error_reply(kind .. ' ' .. msg)
-end
-
--- Parses and checks one key's call before anything is read or written: KEYS[k1] is its fence hash,
--- KEYS[k1 + 1 .. kn] its window and session keys, `spec` its record text, its set values from
--- ARGV[c0]. Returns {recs, next (the ARGV index after its values)} or nil and an error reply.
-local function rf_parse(label, k1, kn, spec, c0)
-  local hash = KEYS[k1]
-  local kindOf = {} -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
-  for i = 2, kn - k1 + 1 do
-    local key = KEYS[k1 + i - 1]
-    local infix = string.sub(key, #hash + 1, #hash + 3)
-    if string.sub(key, 1, #hash) ~= hash or (infix ~= ':w:' and infix ~= ':s:' and infix ~= ':h:') then
-      return nil, rf_err('RF_ARGS', label .. 'KEYS[' .. (k1 + i - 1) .. '] is not a window key of KEYS[' .. k1 .. ']')
-    end
-    kindOf[i] = infix
-  end
-
-  -- Parse and check every record before anything is read or written.
-  local OPS = { s = true, a = true, x = true, n = true, d = true }
-  local recs = {}
-  local pos, c, last = 1, c0, nil
-  while pos <= #spec do
-    local r = #recs + 1
-    local _, e, offStr, emit, n = string.find(spec, '^(%d+),([01]),(%d+);', pos)
-    if not e then
-      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' is malformed')
-    end
-    pos = e + 1
-    local off = tonumber(offStr)
-    if last and off <= last then
-      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ': offsets must increase')
-    end
-    last = off
-    local effs = {}
-    for k = 1, tonumber(n) do
-      local _, e2, kind, op, target, exp, operand = string.find(spec, '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);', pos)
-      local ok = e2 ~= nil
-      local t = ok and tonumber(target)
-      local sw, field
-      if ok and kind == 'p' then
-        ok = op == 's'
-      elseif ok and kind == 'h' then
-        local _, _, o2, st = string.find(operand, '^([^@]*)@(%d+)$')
-        ok = o2 ~= nil and kindOf[t] == ':h:' and OPS[op] and exp ~= ''
-        if ok and op == 'a' then
-          ok = rf_int(o2) ~= nil
-        elseif ok and (op == 'x' or op == 'n') then
-          ok = tonumber(o2) ~= nil
-        end
-        if ok then
-          operand, field = o2, st
-        end
-      elseif ok and kind == 'f' then
-        -- a window's final (operand '' its value, 't' its time), or a session's value (operand
-        -- '<start>:<end>', the field)
-        ok = op == '-' and ((kindOf[t] == ':w:' and (operand == '' or operand == 't'))
-          or (kindOf[t] == ':s:' and string.find(operand, '^%d+:%d+$') ~= nil))
-        if ok and kindOf[t] == ':s:' then
-          field = operand
-        end
-      elseif ok and kind == 's' then
-        local _, _, o2, tm, lo, hi, cl, dr =
-          string.find(operand, '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$')
-        ok = o2 ~= nil and OPS[op] and kindOf[t] == ':s:' and exp ~= ''
-        if ok and op == 'a' then
-          ok = rf_int(o2) ~= nil
-        elseif ok and (op == 's' or op == 'd') then
-          ok = o2 == ''
-        elseif ok then
-          ok = tonumber(o2) ~= nil
-        end
-        if ok then
-          operand = o2
-          sw = { time = tonumber(tm), lo = tonumber(lo), hi = tonumber(hi), close = tonumber(cl), drop = tonumber(dr) }
-        end
-      elseif ok and (kind == 'w' or kind == 't') then
-        ok = kindOf[t] == ':w:' and OPS[op] and exp ~= ''
-        if ok and op == 'a' then
-          ok = rf_int(operand) ~= nil
-        elseif ok and (op == 'x' or op == 'n') then
-          ok = tonumber(operand) ~= nil
-        end
-      elseif ok then
-        ok = OPS[op] and kind == 'k'
-        if ok and op == 'a' then
-          ok = rf_int(operand) ~= nil
-        elseif ok and (op == 'x' or op == 'n') then
-          ok = tonumber(operand) ~= nil
-        end
+-- Record's pending entry from its results Res[1..n] (effects x1 ..): 'r' then per effect '-' or
+-- '<length>:<bytes>' ('s<length>:<text>' for a session).
+local function rf_entry(x1, n)
+  Parts[1] = 'r'
+  for k = 1, n do
+    local v = Res[k]
+    if v then
+      local l = #v
+      local ls = LenS[l]
+      if not ls then
+        ls = l .. ':'
+        LenS[l] = ls
       end
-      if not ok then
-        return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ' is malformed')
-      end
-      pos = e2 + 1
-      local eff = { kind = kind, op = op, exp = tonumber(exp), operand = operand, num = tonumber(operand), sw = sw }
-      if kind == 't' or (kind == 'f' and operand == 't') then
-        eff.tf = true -- the window's time field `t`
-      end
-      if kind == 'k' then
-        eff.slot = target == '0' and 'v' or ('v:' .. target)
-      elseif kind == 'h' then
-        eff.hkey = k1 + t - 1 -- the window hash's KEYS index
-        eff.field = field
-        eff.slot = 'h' .. eff.hkey .. '@' .. field
-      elseif kind == 'p' then
-        eff.slot = false
-      elseif kind == 'f' and field then
-        eff.slot = k1 + t - 1 -- the session hash's KEYS index
-        eff.sfield = field
+      if Ekind[x1 + k - 1] == 's' then
+        Parts[k + 1] = 's' .. ls .. v
       else
-        eff.slot = k1 + t - 1 -- its KEYS index
+        Parts[k + 1] = ls .. v
       end
-      if op == 's' then
-        eff.value = ARGV[c]
-        c = c + 1
-        if eff.value == nil then
-          return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ': no value')
-        end
-      end
-      effs[k] = eff
+    else
+      Parts[k + 1] = '-'
     end
-    recs[r] = { off = off, offStr = offStr, emit = emit == '1', effs = effs }
   end
-  if #recs == 0 then
-    return nil, rf_err('RF_ARGS', label .. 'no records')
-  end
-  return { recs = recs, next = c }
+  return concat(Parts, '', 1, n + 1)
 end
 
--- Decides and makes one key's parsed call; returns its reply.
-local function rf_run(k1, recs, partition, epoch, watermark, expect)
-  local p, o, e
-  local cur = {} -- slot -> value (false: none); kv slots from the hash, window slots loaded on first use
-  local curT = {} -- window slot -> its time field `t` (false: none)
-  local hadT = {} -- window slot -> true when its key held `t` before the call
-  local final = {} -- window slot -> true when final
-  local loaded = {}
-  local pend = {}
+--@include "keyCallWrite"
+
+-- Decides and makes one key's call (records r1 .. r2, the fence hash KEYS[k1]); returns its reply.
+-- (Over 120 lines: the fence decision, then the verdict per record and what it does, in order.)
+local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
+  local p, o, e, oS -- oS: the offset's text when it is a record's (canonical below 2^53)
+  local p0, o0, e0 -- the fence fields' stored text (a field whose text does not change is not rewritten)
   local hash = KEYS[k1]
-  local flat = redis.call('HGETALL', hash)
+  KV, KVdirty = nil, nil
+  nDirty, nHset, nHdel, nPend, nSess = 0, 0, 0, 0, 0
+  local flat = rcall('HGETALL', hash)
   for i = 1, #flat, 2 do
     local f = flat[i]
-    local b = string.byte(f, 1)
-    if f == 'p' then
+    local b = byte(f, 1)
+    if b == 35 then -- '#'
+      nPend = nPend + 1
+      Pend[nPend] = i
+    elseif f == 'p' then
       p = flat[i + 1]
+      p0 = p
     elseif f == 'o' then
-      o = tonumber(flat[i + 1])
+      o0 = flat[i + 1]
+      o = tonumber(o0)
     elseif f == 'e' then
-      e = tonumber(flat[i + 1])
-    elseif b == 35 then -- '#'
-      pend[#pend + 1] = i
+      e0 = flat[i + 1]
+      e = tonumber(e0)
     elseif b == 118 then -- 'v', 'v:<store>'
-      cur[f] = flat[i + 1]
+      KV = KV or {}
+      KV[f] = flat[i + 1]
     end
   end
 
   if e and p == partition and epoch < e then
-    return { string.rep('F', #recs), e, -1 }
+    return { string.rep('F', r2 - r1 + 1), e, -1 }
   end
   if expect ~= '' then
     local token = '-'
     if o then
-      token = p .. ':' .. string.format('%d', o)
+      token = p .. ':' .. fmt('%d', o)
     end
     if token ~= expect then
-      return { string.rep('C', #recs), -1, -1, token }
+      return { string.rep('C', r2 - r1 + 1), -1, -1, token }
     end
   end
 
   local reply = { '', o or -1, tonumber(p) or -1 }
-  local letters = {}
-  local hdel, hset = {}, {}
+  local nReply = 3
 
   -- Prune pending entries the committed offset has passed (same partition only).
   if p == partition and watermark >= 0 then
-    local keep = {}
-    for _, i in ipairs(pend) do
-      if tonumber(string.sub(flat[i], 2)) < watermark then
-        hdel[#hdel + 1] = flat[i]
+    local keep = 0
+    for j = 1, nPend do
+      local i = Pend[j]
+      if tonumber(sub(flat[i], 2)) < watermark then
+        nHdel = nHdel + 1
+        Hdel[nHdel] = flat[i]
       else
-        keep[#keep + 1] = i
+        keep = keep + 1
+        Pend[keep] = i
       end
     end
-    pend = keep
-  end
-
-  local function value(slot, eff)
-    if type(slot) == 'number' and not loaded[slot] then
-      local got = redis.call('HMGET', KEYS[slot], 'v', 'f', 't')
-      cur[slot] = got[1] or false
-      final[slot] = got[2] and true or nil
-      curT[slot] = got[3] or false
-      hadT[slot] = got[3] and true or nil
-      loaded[slot] = true
-    elseif eff.hkey and not loaded[slot] then
-      cur[slot] = redis.call('HGET', KEYS[eff.hkey], eff.field) or false
-      loaded[slot] = true
-    end
-    return cur[slot] or false
-  end
-
-  -- One effect's new value from v (false: none), or nil and the reason it cannot apply.
-  local function rf_op(eff, v)
-    local op = eff.op
-    if op == 's' then
-      return eff.value
-    elseif op == 'a' then
-      local base = 0
-      if v then
-        base = rf_int(v)
-      end
-      if base == nil then
-        return nil, 'add failed: stored value is not an integer'
-      end
-      local sum = base + eff.num
-      if not (sum > -RF_EXACT and sum < RF_EXACT) then
-        return nil, 'add failed: result beyond 2^53'
-      end
-      return string.format('%d', sum)
-    elseif op == 'x' or op == 'n' then
-      local num
-      if v then
-        num = tonumber(v)
-        if num == nil then
-          return nil, (op == 'x' and 'max' or 'min') .. ' failed: stored value is not a number'
-        end
-      end
-      if num == nil or (op == 'x' and eff.num > num) or (op == 'n' and eff.num < num) then
-        return eff.operand
-      end
-      return v
-    end
-    return false
-  end
-
-  local dirty = {} -- slot -> true
-  local expires = {} -- window or session slot -> expireAt
-
---@include "session"
-
-  -- One record's effects, made in place on cur/curT; on a failing effect the ones before it are undone
-  -- (all or none); the windows its finals took are marked final once every effect is made. Returns the
-  -- results (value or false per effect), or nil and the reason.
-  local function operate(effs)
-    local results = {}
-    local undo = {} -- kv/window slots: slot, old value, old time field, ...
-    local journal = {} -- session changes: slot, field, old value, ...
-    local marks = {} -- window slots the record's finals take
-    local took = {} -- '<slot>' / '<slot>t': the window fields a final of this record took
-    local function rollback()
-      for u = #undo - 2, 1, -3 do
-        cur[undo[u]] = undo[u + 1]
-        curT[undo[u]] = undo[u + 2] or nil
-      end
-      for u = #journal - 2, 1, -3 do
-        sess[journal[u]][journal[u + 1]] = journal[u + 2]
-      end
-    end
-    for k, eff in ipairs(effs) do
-      local slot = eff.slot
-      if eff.kind == 's' then
-        local text, reason = sessionOp(eff, journal)
-        if text == nil then
-          rollback()
-          return nil, reason
-        end
-        results[k] = text
-      elseif eff.kind == 'p' then
-        results[k] = eff.value
-      elseif eff.sfield then
-        results[k] = sessions(slot)[eff.sfield] or false
-      else
-        local v = value(slot, eff)
-        undo[#undo + 1] = slot
-        undo[#undo + 1] = v
-        undo[#undo + 1] = curT[slot] or false
-        if eff.kind == 'f' then
-          local id = eff.tf and (slot .. 't') or slot
-          if final[slot] or not v or took[id] then
-            results[k] = false
-          else
-            if eff.tf then
-              results[k] = curT[slot] or false
-            else
-              results[k] = v
-            end
-            took[id] = true
-            marks[#marks + 1] = slot
-          end
-        elseif eff.tf then
-          local new, reason = rf_op(eff, curT[slot] or false)
-          if new == nil then
-            rollback()
-            return nil, reason
-          end
-          curT[slot] = new
-          results[k] = new
-        else
-          local new, reason = rf_op(eff, v)
-          if new == nil then
-            rollback()
-            return nil, reason
-          end
-          cur[slot] = new
-          results[k] = new
-        end
-      end
-    end
-    for _, slot in ipairs(marks) do
-      final[slot] = true
-    end
-    for _, eff in ipairs(effs) do
-      local slot = eff.hkey or eff.slot -- a window hash expires as a whole
-      if eff.slot and eff.kind ~= 's' and not eff.sfield then
-        dirty[eff.slot] = true
-      end
-      if eff.exp and (expires[slot] == nil or eff.exp > expires[slot]) then
-        expires[slot] = eff.exp
-      end
-    end
-    return results
+    nPend = keep
   end
 
   local pendingVal
   local fenceDirty = false
-  for i, rec in ipairs(recs) do
+  for r = r1, r2 do
+    local i = r - r1 + 1
     local verdict
     if o == nil then
       verdict = 'A'
     elseif p ~= partition then
       verdict = 'B'
-    elseif rec.off > o then
+    elseif Roff[r] > o then
       verdict = 'A'
     end
     if verdict == nil then
       if not pendingVal then
         pendingVal = {}
-        for _, j in ipairs(pend) do
-          pendingVal[flat[j]] = flat[j + 1]
+        for j = 1, nPend do
+          pendingVal[flat[Pend[j]]] = flat[Pend[j] + 1]
         end
       end
-      local stored = pendingVal['#' .. rec.offStr]
+      local stored = pendingVal['#' .. RoffS[r]]
       if stored then
-        letters[i] = 'R'
-        reply[#reply + 1] = stored
+        Letters[i] = 'R'
+        nReply = nReply + 1
+        reply[nReply] = stored
       else
-        letters[i] = 'S'
+        Letters[i] = 'S'
       end
       if e == nil or epoch > e then
         e = epoch
         fenceDirty = true
       end
     else
-      local results, reason = operate(rec.effs)
+      local x1, n = Rx[r], Rn[r]
+      local reason = operate(x1, n, r)
       if verdict == 'B' then
-        for _, j in ipairs(pend) do
-          hdel[#hdel + 1] = flat[j]
+        for j = 1, nPend do
+          nHdel = nHdel + 1
+          Hdel[nHdel] = flat[Pend[j]]
         end
-        pend = {}
+        nPend = 0
         pendingVal = {}
       end
-      p, o, e = partition, rec.off, epoch
+      p, o, e, oS = partition, Roff[r], epoch, RoffS[r]
       fenceDirty = true
       local entry
       if reason then
-        letters[i] = 'X'
+        Letters[i] = 'X'
         entry = 'd' .. reason
-        reply[#reply + 1] = reason
+        nReply = nReply + 1
+        reply[nReply] = reason
       else
-        letters[i] = verdict
-        if rec.emit then
-          local parts = { 'r' }
-          for k = 1, #rec.effs do
-            local v = results[k]
-            if rec.effs[k].kind == 's' then
-              parts[k + 1] = 's' .. #v .. ':' .. v
-            else
-              parts[k + 1] = v and (#v .. ':' .. v) or '-'
-            end
-          end
-          entry = table.concat(parts)
-          reply[#reply + 1] = entry
+        Letters[i] = verdict
+        if Remit[r] then
+          entry = rf_entry(x1, n)
+          nReply = nReply + 1
+          reply[nReply] = entry
         end
       end
       if entry then
-        hset[#hset + 1] = '#' .. rec.offStr
-        hset[#hset + 1] = entry
+        local f = '#' .. RoffS[r]
+        Hset[nHset + 1], Hset[nHset + 2] = f, entry
+        nHset = nHset + 2
         if pendingVal then
-          pendingVal['#' .. rec.offStr] = entry
+          pendingVal[f] = entry
         end
       end
     end
   end
 
-  local hashes = {} -- window hash KEYS index -> true (written: its expiry is set below)
-  for slot in pairs(dirty) do
-    local v = cur[slot]
-    local hk, hf = nil, nil
-    if type(slot) == 'string' then
-      hk, hf = string.match(slot, '^h(%d+)@(%d+)$')
-    end
-    if hk then
-      hk = tonumber(hk)
-      hashes[hk] = true
-      if v then
-        redis.call('HSET', KEYS[hk], hf, v)
-      else
-        redis.call('HDEL', KEYS[hk], hf)
-      end
-    elseif type(slot) == 'string' then
-      if v then
-        hset[#hset + 1] = slot
-        hset[#hset + 1] = v
-      else
-        hdel[#hdel + 1] = slot
-      end
-    else
-      -- a window key: `v` (and `f` once final: the marker goes with the value) and `t`
-      local key, tv = KEYS[slot], curT[slot]
-      if v and tv then
-        if final[slot] then
-          redis.call('HSET', key, 'v', v, 't', tv, 'f', '1')
-        else
-          redis.call('HSET', key, 'v', v, 't', tv)
-        end
-      elseif v then
-        if final[slot] then
-          redis.call('HSET', key, 'v', v, 'f', '1')
-        else
-          redis.call('HSET', key, 'v', v)
-        end
-        if hadT[slot] then
-          redis.call('HDEL', key, 't')
-        end
-      elseif tv then
-        redis.call('HSET', key, 't', tv)
-        redis.call('HDEL', key, 'v', 'f')
-      else
-        redis.call('HDEL', key, 'v', 'f', 't')
-      end
-      if expires[slot] then
-        redis.call('PEXPIREAT', key, expires[slot])
-      end
-    end
-  end
-  for hk in pairs(hashes) do
-    if expires[hk] then
-      redis.call('PEXPIREAT', KEYS[hk], expires[hk])
-    end
-  end
-  for slot, changed in pairs(sessChanged) do
-    local all, orig = sess[slot], sessOrig[slot]
-    local sset, sdel = {}, {}
-    for f in pairs(changed) do
-      local v = all[f]
-      if v then
-        sset[#sset + 1] = f
-        sset[#sset + 1] = v
-      elseif orig[f] then
-        sdel[#sdel + 1] = f
-      end
-    end
-    if #sdel > 0 then
-      redis.call('HDEL', KEYS[slot], unpack(sdel))
-    end
-    if #sset > 0 then
-      redis.call('HSET', KEYS[slot], unpack(sset))
-    end
-    if expires[slot] then
-      redis.call('PEXPIREAT', KEYS[slot], expires[slot])
-    end
-  end
-  if fenceDirty then
-    hset[#hset + 1] = 'p'
-    hset[#hset + 1] = p
-    hset[#hset + 1] = 'o'
-    hset[#hset + 1] = string.format('%d', o or -1)
-    hset[#hset + 1] = 'e'
-    hset[#hset + 1] = string.format('%d', e)
-  end
-  if #hdel > 0 then
-    redis.call('HDEL', hash, unpack(hdel))
-  end
-  if #hset > 0 then
-    redis.call('HSET', hash, unpack(hset))
-  end
-  reply[1] = table.concat(letters)
+  rf_write()
+  rf_write_fence(hash, fenceDirty, p, o, e, oS, p0, o0, e0)
+  reply[1] = concat(Letters, '', 1, r2 - r1 + 1)
   return reply
 end

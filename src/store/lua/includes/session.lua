@@ -1,94 +1,135 @@
--- Session effects of the key call (included by keyCall-N.lua, where KEYS, rf_int and RF_EXACT are
--- defined): the session hashes a call touches, loaded once, changed in place, written at its end.
--- Session hashes: loaded on first use; field '<start>:<end>' -> value (false: removed in this call).
-local sess, sessOrig, sessChanged = {}, {}, {}
+-- Session effects of the key call (included by keyCallCore.lua, where KEYS, rcall, fmt, rf_int,
+-- RF_EXACT, the effect arrays E*, S* and the journal are defined): the session hashes a call touches,
+-- loaded once, changed in place, written at its end.
+-- Session hashes, by KEYS index (unique in a script call): field '<start>:<end>' -> value (false:
+-- removed in this call), the fields it held when loaded, the fields changed; SessL: the key call's.
+local Sess, SessOrig, SessChanged, SessL = {}, {}, {}, {}
+local nSess = 0
 local function sessions(slot)
-  local t = sess[slot]
+  local t = Sess[slot]
   if not t then
-    t, sessOrig[slot], sessChanged[slot] = {}, {}, {}
-    local got = redis.call('HGETALL', KEYS[slot])
+    local orig = {}
+    t = {}
+    SessOrig[slot], SessChanged[slot] = orig, {}
+    local got = rcall('HGETALL', KEYS[slot])
     for i = 1, #got, 2 do
       t[got[i]] = got[i + 1]
-      sessOrig[slot][got[i]] = true
+      orig[got[i]] = true
     end
-    sess[slot] = t
+    Sess[slot] = t
+    nSess = nSess + 1
+    SessL[nSess] = slot
   end
   return t
 end
 
--- One session effect: merges the overlapping sessions with [time, time]; `journal` collects
--- (slot, field, old value) to undo. Returns the result text '<start>,<end>,<state>[,<rs>,<re>]*;<value>'
--- (state 0: the merged value, 1: late, 2: deleted) or nil and the reason. Ops a, x, n merge the stored
--- values; s and d write the value the caller computed from a read (s: its value, d: none).
-local function sessionOp(eff, journal)
-  local sw, slot = eff.sw, eff.slot
+-- Sets field f of session hash `slot` (its fields `all`) to v, journaling (slot, field, old value).
+local function sessionPut(slot, all, f, v)
+  Journal[nJournal + 1], Journal[nJournal + 2] = slot, f
+  Journal[nJournal + 3] = all[f] or false -- never nil: the triple would lose its place
+  nJournal = nJournal + 3
+  all[f] = v
+  SessChanged[slot][f] = true
+end
+
+local function sessionOrder(a, b)
+  return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1])
+end
+
+-- Session effect x: merges the overlapping sessions with [time, time] (journaled to undo). Returns the
+-- result text '<start>,<end>,<state>[,<rs>,<re>]*;<value>' (state 0: the merged value, 1: late, 2:
+-- deleted) or nil and the reason. Ops a, x, n merge the stored values; s and d write the value the
+-- caller computed from a read (s: its value, d: none).
+local function sessionOp(x)
+  local slot, op, time = Eslot[x], Eop[x], Stime[x]
+  local lo, hi, drop = Slo[x], Shi[x], Sdrop[x]
   local all = sessions(slot)
-  local function put(f, v)
-    journal[#journal + 1] = slot
-    journal[#journal + 1] = f
-    journal[#journal + 1] = all[f] or false -- never nil: the triple would lose its place
-    all[f] = v
-    sessChanged[slot][f] = true
-  end
   local found = {}
   for f, v in pairs(all) do
     if v then
-      local _, _, ss, se = string.find(f, '^(%-?%d+):(%-?%d+)$')
+      local _, _, ss, se = find(f, '^(%-?%d+):(%-?%d+)$')
       ss, se = tonumber(ss), tonumber(se)
-      if se < sw.drop then
-        put(f, false)
-      elseif se >= sw.lo and ss <= sw.hi then
+      if se < drop then
+        sessionPut(slot, all, f, false)
+      elseif se >= lo and ss <= hi then
         found[#found + 1] = { ss, se, f, v }
       end
     end
   end
-  table.sort(found, function(a, b)
-    return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1])
-  end)
-  local given = eff.op == 's' or eff.op == 'd'
-  local start, stop, acc, accText = sw.time, sw.time, nil, nil
-  for _, x in ipairs(found) do
-    local n = given and 0 or (eff.op == 'a' and rf_int(x[4]) or tonumber(x[4]))
+  table.sort(found, sessionOrder)
+  local given = op == 's' or op == 'd'
+  local start, stop, acc, accText = time, time, nil, nil
+  for i = 1, #found do
+    local s = found[i]
+    local n = given and 0 or (op == 'a' and rf_int(s[4]) or tonumber(s[4]))
     if n == nil then
-      return nil, 'session merge failed: stored value is not ' .. (eff.op == 'a' and 'an integer' or 'a number')
+      return nil, 'session merge failed: stored value is not ' .. (op == 'a' and 'an integer' or 'a number')
     end
-    if acc == nil or (eff.op == 'x' and n > acc) or (eff.op == 'n' and n < acc) then
-      acc, accText = n, x[4]
-    elseif eff.op == 'a' then
+    if acc == nil or (op == 'x' and n > acc) or (op == 'n' and n < acc) then
+      acc, accText = n, s[4]
+    elseif op == 'a' then
       acc = acc + n
     end
-    start = math.min(start, x[1])
-    stop = math.max(stop, x[2])
+    start = math.min(start, s[1])
+    stop = math.max(stop, s[2])
   end
-  local bounds = string.format('%d,%d,', start, stop)
-  if stop < sw.close then
+  local bounds = fmt('%d,%d,', start, stop)
+  if stop < Sclose[x] then
     return bounds .. '1;'
   end
   local parts = { bounds .. '0' }
-  if start ~= sw.time or stop ~= sw.time then
-    for _, x in ipairs(found) do
-      put(x[3], false)
-      parts[#parts + 1] = string.format('%d,%d', x[1], x[2])
+  if start ~= time or stop ~= time then
+    for i = 1, #found do
+      local s = found[i]
+      sessionPut(slot, all, s[3], false)
+      parts[#parts + 1] = fmt('%d,%d', s[1], s[2])
     end
   end
   local new
-  if eff.op == 'd' then
-    put(string.format('%d:%d', start, stop), false)
+  if op == 'd' then
+    sessionPut(slot, all, fmt('%d:%d', start, stop), false)
     parts[1] = bounds .. '2'
-    return table.concat(parts, ',') .. ';'
-  elseif eff.op == 's' then
-    new = eff.value
-  elseif eff.op == 'a' then
-    local sum = (acc or 0) + eff.num
+    return concat(parts, ',') .. ';'
+  elseif op == 's' then
+    new = Evalue[x]
+  elseif op == 'a' then
+    local sum = (acc or 0) + Enum[x]
     if not (sum > -RF_EXACT and sum < RF_EXACT) then
       return nil, 'add failed: result beyond 2^53'
     end
-    new = string.format('%d', sum)
-  elseif acc == nil or (eff.op == 'x' and eff.num > acc) or (eff.op == 'n' and eff.num < acc) then
-    new = eff.operand
+    new = fmt('%d', sum)
+  elseif acc == nil or (op == 'x' and Enum[x] > acc) or (op == 'n' and Enum[x] < acc) then
+    new = Eoperand[x]
   else
     new = accText
   end
-  put(string.format('%d:%d', start, stop), new)
-  return table.concat(parts, ',') .. ';' .. new
+  sessionPut(slot, all, fmt('%d:%d', start, stop), new)
+  return concat(parts, ',') .. ';' .. new
+end
+
+-- Writes the sessions the key call loaded: the changed fields, then the expiry.
+local function sessionsWrite()
+  for j = 1, nSess do
+    local slot = SessL[j]
+    local all, orig = Sess[slot], SessOrig[slot]
+    local sset, sdel = {}, {}
+    for f in pairs(SessChanged[slot]) do
+      local v = all[f]
+      if v then
+        sset[#sset + 1] = f
+        sset[#sset + 1] = v
+      elseif orig[f] then
+        sdel[#sdel + 1] = f
+      end
+    end
+    if #sdel > 0 then
+      rcall('HDEL', KEYS[slot], unpack(sdel))
+    end
+    if #sset > 0 then
+      rcall('HSET', KEYS[slot], unpack(sset))
+    end
+    if Exp[slot] then
+      rcall('PEXPIREAT', KEYS[slot], Exp[slot])
+    end
+  end
 end

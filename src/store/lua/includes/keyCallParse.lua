@@ -1,0 +1,175 @@
+-- The key call's parsing (included by keyCallCore.lua): helpers and rf_parse, the checks of one key's
+-- call before anything is read or written. The record text is parsed once into flat arrays (R*: per
+-- record, E*: per effect, S*: a session effect's bounds; their indexes count over every call of the
+-- script call), so there is no table per record or effect.
+local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below it
+local KEYS, ARGV = KEYS, ARGV
+local find, sub, byte, fmt = string.find, string.sub, string.byte, string.format
+local concat, rcall, tonumber = table.concat, redis.call, tonumber
+
+-- A canonical decimal integer of the exact range, or nil.
+local function rf_int(s)
+  if s == '0' or (s and find(s, '^-?[1-9]%d*$')) then
+    local n = tonumber(s)
+    if n and n > -RF_EXACT and n < RF_EXACT then
+      return n
+    end
+  end
+  return nil
+end
+
+local function rf_err(kind, msg)
+  return redis.error_reply(kind .. ' ' .. msg)
+end
+
+local OPS = { s = true, a = true, x = true, n = true, d = true }
+local KIND = {} -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
+-- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count.
+local Roff, RoffS, Remit, Rx, Rn = {}, {}, {}, {}, {}
+local nR = 0
+-- Per effect x: kind and op letters, slot (window/session: its KEYS index; kv: its field 'v' or
+-- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt, operand text,
+-- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
+-- hash's KEYS index, true when it is a window's time field `t`.
+local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = {}, {}, {}, {}, {}, {}, {}
+local Efield, Ehkey, Etf = {}, {}, {}
+local Stime, Slo, Shi, Sclose, Sdrop = {}, {}, {}, {}, {} -- a session effect's bounds
+local nE = 0
+local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
+local SESSION = '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$'
+
+-- Parses and checks one key's call before anything is read or written: KEYS[k1] is its fence hash,
+-- KEYS[k1 + 1 .. kn] its window and session keys, `spec` its record text, its set values from
+-- ARGV[c0]. Returns its first and last record index and the ARGV index after its values, or nil and an
+-- error reply. (Over 120 lines: the record text's grammar is checked in one pass, effect kind by
+-- effect kind, so that nothing is read or written before all of it is known good.)
+local function rf_parse(label, k1, kn, spec, c0)
+  local hash = KEYS[k1]
+  local hl = #hash
+  for i = k1 + 1, kn do
+    local key = KEYS[i]
+    local infix = sub(key, hl + 1, hl + 3)
+    if sub(key, 1, hl) ~= hash or (infix ~= ':w:' and infix ~= ':s:' and infix ~= ':h:') then
+      return nil, rf_err('RF_ARGS', label .. 'KEYS[' .. i .. '] is not a window key of KEYS[' .. k1 .. ']')
+    end
+    KIND[i] = infix
+  end
+  local nk = kn - k1 + 1
+  local r0, pos, c, last, len = nR, 1, c0, nil, #spec
+  while pos <= len do
+    local r = nR - r0 + 1
+    local _, e, offStr, emit, n = find(spec, '^(%d+),([01]),(%d+);', pos)
+    if not e then
+      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' is malformed')
+    end
+    pos = e + 1
+    local off = tonumber(offStr)
+    if last and off <= last then
+      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ': offsets must increase')
+    end
+    last = off
+    n = tonumber(n)
+    local x0 = nE + 1
+    for k = 1, n do
+      local _, e2, kind, op, target, exp, operand = find(spec, EFFECT, pos)
+      local ok = e2 ~= nil
+      local t = ok and tonumber(target)
+      local g = ok and k1 + t - 1 -- its KEYS index, for a window, session or window hash key
+      local kt = ok and t >= 2 and t <= nk and KIND[g] -- that key's kind
+      local field, sl, num -- num: the operand's number (ops a, x, n), from its check
+      if ok and kind == 'p' then
+        ok = op == 's'
+      elseif ok and kind == 'h' then
+        local _, _, o2, st = find(operand, '^([^@]*)@(%d+)$')
+        ok = o2 ~= nil and kt == ':h:' and OPS[op] and exp ~= ''
+        if ok and op == 'a' then
+          num = rf_int(o2)
+          ok = num ~= nil
+        elseif ok and (op == 'x' or op == 'n') then
+          num = tonumber(o2)
+          ok = num ~= nil
+        end
+        if ok then
+          operand, field = o2, st
+        end
+      elseif ok and kind == 'f' then
+        -- a window's final (operand '' its value, 't' its time), or a session's value (operand
+        -- '<start>:<end>', the field)
+        ok = op == '-' and ((kt == ':w:' and (operand == '' or operand == 't'))
+          or (kt == ':s:' and find(operand, '^%d+:%d+$') ~= nil))
+        if ok and kt == ':s:' then
+          field = operand
+        end
+      elseif ok and kind == 's' then
+        local _, _, o2, tm, lo, hi, cl, dr = find(operand, SESSION)
+        ok = o2 ~= nil and OPS[op] and kt == ':s:' and exp ~= ''
+        if ok and op == 'a' then
+          num = rf_int(o2)
+          ok = num ~= nil
+        elseif ok and (op == 's' or op == 'd') then
+          ok = o2 == ''
+        elseif ok then
+          num = tonumber(o2)
+          ok = num ~= nil
+        end
+        if ok then
+          operand = o2
+          sl = nE + 1
+          Stime[sl], Slo[sl], Shi[sl], Sclose[sl], Sdrop[sl] =
+            tonumber(tm), tonumber(lo), tonumber(hi), tonumber(cl), tonumber(dr)
+        end
+      elseif ok and (kind == 'w' or kind == 't') then
+        ok = kt == ':w:' and OPS[op] and exp ~= ''
+        if ok and op == 'a' then
+          num = rf_int(operand)
+          ok = num ~= nil
+        elseif ok and (op == 'x' or op == 'n') then
+          num = tonumber(operand)
+          ok = num ~= nil
+        end
+      elseif ok then
+        ok = OPS[op] and kind == 'k'
+        if ok and op == 'a' then
+          num = rf_int(operand)
+          ok = num ~= nil
+        elseif ok and (op == 'x' or op == 'n') then
+          num = tonumber(operand)
+          ok = num ~= nil
+        end
+      end
+      if not ok then
+        return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ' is malformed')
+      end
+      pos = e2 + 1
+      nE = nE + 1
+      local x = nE
+      Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, tonumber(exp), operand, num
+      if kind == 't' or (kind == 'f' and operand == 't') then
+        Etf[x] = true
+      end
+      if kind == 'k' then
+        Eslot[x] = target == '0' and 'v' or ('v:' .. target)
+      elseif kind == 'h' then
+        Ehkey[x], Efield[x], Eslot[x] = g, field, 'h' .. g .. '@' .. field
+      elseif kind == 'p' then
+        Eslot[x] = false
+      else
+        Eslot[x], Efield[x] = g, field -- field: a session's final only
+      end
+      if op == 's' then
+        local v = ARGV[c]
+        c = c + 1
+        if v == nil then
+          return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ': no value')
+        end
+        Evalue[x] = v
+      end
+    end
+    nR = nR + 1
+    Roff[nR], RoffS[nR], Remit[nR], Rx[nR], Rn[nR] = off, offStr, emit == '1', x0, n
+  end
+  if nR == r0 then
+    return nil, rf_err('RF_ARGS', label .. 'no records')
+  end
+  return r0 + 1, nR, c
+end
