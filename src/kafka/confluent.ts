@@ -87,9 +87,12 @@ const ERR_ASSIGN = -175;
 /**
  * The assignment's offset check (offset-resets.ts: one committed-offsets read and one watermarks call
  * per topic, in parallel) runs beside the handler's onAssign; once onAssign is done it is waited for
- * until this long after it began, at most (its reads are then abandoned and it is reported as failed).
+ * until OFFSET_CHECK_MS after it began, or OFFSET_CHECK_GRACE_MS after onAssign when that is later (a
+ * committed read that waited with onAssign's own, for the last owner's open transaction, then still
+ * gets its answer), at most: its reads are then abandoned and it is reported as failed.
  */
 const OFFSET_CHECK_MS = 5000;
+const OFFSET_CHECK_GRACE_MS = 1000;
 
 interface Rebalance {
   readonly assign: boolean;
@@ -235,7 +238,8 @@ export class ConfluentKafka implements KafkaPort {
       try {
         await h.onAssign(r.partitions);
       } finally {
-        const timer = setTimeout(timesOut, Math.max(0, started + OFFSET_CHECK_MS - Date.now()));
+        const left = Math.max(OFFSET_CHECK_GRACE_MS, started + OFFSET_CHECK_MS - Date.now());
+        const timer = setTimeout(timesOut, left);
         await checked;
         clearTimeout(timer);
       }
@@ -278,7 +282,8 @@ export class ConfluentKafka implements KafkaPort {
       group: this.#options.groupId,
       // as long as onAssign's own read may take (an open transaction of the last owner holds both back)
       committed: (tps: readonly TopicPartition[]) => readCommitted(c, tps, this.#commitTimeoutMs),
-      watermarks: (topic: string) => this.#admin.watermarks(topic, { timeoutMs: this.#commitTimeoutMs }),
+      // short: the admin client's close waits for the calls it has in flight
+      watermarks: (topic: string) => this.#admin.watermarks(topic, { timeoutMs: OFFSET_CHECK_MS }),
     };
     await checkAssigned(reads, partitions, report, deadline).catch(() => undefined);
   }

@@ -5,14 +5,21 @@
  * processor started on the group logs the skip with its figures and counts it in
  * `redfence_input_records_skipped_total`, and only for that partition. A committed offset beyond a
  * partition's end is reported as `beyond_end`; a partition never committed is not reported whatever
- * its log start; nothing deleted, nothing reported. The pure comparison and the check's bounds (a slow
+ * its log start; nothing deleted, nothing reported. A handler reports the same (the check is the
+ * adapter's, which every runtime gives its report). The pure comparison and the check's bounds (a slow
  * or failing read) are tested on their own.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RdKafka } from '@confluentinc/kafka-javascript';
 import type { Redis } from 'ioredis';
-import { defineProcessor, Processor, RedfenceMetrics } from '../../src/index.js';
+import {
+  createHandler,
+  defineHandler,
+  defineProcessor,
+  Processor,
+  RedfenceMetrics,
+} from '../../src/index.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { checkAssigned, type OffsetReset, offsetResets } from '../../src/kafka/offset-resets.js';
 import type { Logger } from '../../src/runtime/logger.js';
@@ -170,6 +177,8 @@ describe('records lost to retention before they were processed', { timeout: 180_
       },
       30_000,
     );
+    // closed before the topics go (hooks run in the order they were added)
+    await processor.close();
     assert.equal(processor.counts().records, expected);
 
     const skips = warnings.filter((w) => w.fields.reason !== undefined);
@@ -245,6 +254,7 @@ describe('records lost to retention before they were processed', { timeout: 180_
       async () => processor.counts().records >= expected,
       60_000,
     );
+    await processor.close();
     const skips = warnings.filter((w) => w.fields.reason !== undefined);
     assert.deepEqual(
       skips.map((w) => w.fields),
@@ -268,6 +278,67 @@ describe('records lost to retention before they were processed', { timeout: 180_
       await counterValue(metrics, 'redfence_input_offset_resets_total', { topic: input, partition: '0' }),
       0,
     );
+  });
+
+  it("a handler reports them the same way (the check is the adapter's, shared by every runtime)", async (t) => {
+    const ns = uniqueName('hskip');
+    const input = `${ns}-in`;
+    t.after(
+      await createTopics([
+        { topic: input, partitions: 1 },
+        { topic: `${input}.DLT`, partitions: 1 },
+      ]),
+    );
+    await produce(
+      input,
+      Array.from({ length: 40 }, (_, i) => ({ key: `k-${i}`, value: JSON.stringify({ i }), partition: 0 })),
+    );
+    const group = `${ns}-group`;
+    await commitAt(group, input, new Map([[0, 10]]));
+    await admin.deleteRecords(input, [{ partition: 0, offset: 25 }]);
+    assert.equal((await logStarts(admin, input)).get(0), 25);
+    const { logger, warnings } = capturing();
+    const metrics = new RedfenceMetrics();
+    const seen: number[] = [];
+    const h = createHandler(
+      defineHandler<{ i: number }>({
+        input,
+        name: 'skip',
+        handle: async (r) => {
+          seen.push(r.value.i);
+        },
+      }),
+      {
+        kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000 },
+        groupId: group,
+        logger,
+        metrics,
+      },
+    );
+    t.after(() => h.close());
+    await h.start();
+    await pollUntil('the handler to reach the end', async () => seen.length >= 15, 60_000);
+    // closed before the topics go (hooks run in the order they were added)
+    await h.close();
+    assert.deepEqual(
+      seen.sort((a, b) => a - b),
+      Array.from({ length: 15 }, (_, i) => 25 + i),
+    );
+    const skips = warnings.filter((w) => w.fields.reason !== undefined).map((w) => w.fields);
+    assert.deepEqual(skips, [
+      {
+        group,
+        topic: input,
+        partition: 0,
+        reason: 'retention',
+        committed: 10,
+        logStart: 25,
+        logEnd: 40,
+        skipped: 15,
+      },
+    ]);
+    const labels = { topic: input, partition: '0', reason: 'retention' };
+    assert.equal(await counterValue(metrics, 'redfence_input_records_skipped_total', labels), 15);
   });
 
   it('control: nothing deleted, nothing reported', async (t) => {
@@ -297,6 +368,7 @@ describe('records lost to retention before they were processed', { timeout: 180_
       async () => processor.counts().records >= expected,
       60_000,
     );
+    await processor.close();
     assert.equal(processor.counts().records, expected);
     // (other warnings, such as Redis' AOF being off, are not this check's)
     assert.deepEqual(
