@@ -5,7 +5,8 @@
  * processor started on the group logs the skip with its figures and counts it in
  * `redfence_input_records_skipped_total`, and only for that partition. A committed offset beyond a
  * partition's end is reported as `beyond_end`; a partition never committed is not reported whatever
- * its log start; nothing deleted, nothing reported. A handler reports the same (the check is the
+ * its log start; a topology that purged its repartition topic up to its commits is not reported;
+ * nothing deleted, nothing reported. A handler reports the same (the check is the
  * adapter's, which every runtime gives its report). The pure comparison and the check's bounds (a slow
  * or failing read) are tested on their own.
  */
@@ -22,9 +23,19 @@ import {
 } from '../../src/index.js';
 import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { checkAssigned, type OffsetReset, offsetResets } from '../../src/kafka/offset-resets.js';
+import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import type { Logger } from '../../src/runtime/logger.js';
+import { serdes, topology } from '../../src/topology/index.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
-import { committedOffsets, createTopics, endOffsets, pollUntil, produce } from '../helpers/kafka.js';
+import {
+  committedOffsets,
+  createTopics,
+  endOffsets,
+  kafka,
+  pollUntil,
+  produce,
+  waitCommitted,
+} from '../helpers/kafka.js';
 
 const PARTITIONS = 3;
 
@@ -339,6 +350,86 @@ describe('records lost to retention before they were processed', { timeout: 180_
     ]);
     const labels = { topic: input, partition: '0', reason: 'retention' };
     assert.equal(await counterValue(metrics, 'redfence_input_records_skipped_total', labels), 15);
+  });
+
+  it('a topology restarts on the repartition topic it purged itself (log start = committed offset) without a warning', async (t) => {
+    const ns = uniqueName('tpurge');
+    const input = `${ns}-orders`;
+    const repartition = `${ns}-by-upper-repartition`;
+    t.after(
+      await createTopics([
+        { topic: input, partitions: PARTITIONS },
+        { topic: `${ns}-counts`, partitions: PARTITIONS },
+        { topic: `${input}.DLT`, partitions: 1 },
+      ]),
+    );
+    t.after(async () => {
+      const a = kafka.admin();
+      await a.connect();
+      await a.deleteTopics({ topics: [repartition] }).catch(() => undefined);
+      await a.disconnect();
+    });
+    const s = serdes.string();
+    const b = topology({ applicationId: ns });
+    b.stream<string, { amount: number }>(input, { key: s })
+      .groupBy((k) => (k === null ? null : k.toUpperCase()), { name: 'by-upper', key: s })
+      .count({ name: 'upper-counts' })
+      .toStream()
+      .to(`${ns}-counts`, { key: s });
+    const built = b.build();
+    const records = (from: number, to: number) =>
+      Array.from({ length: to - from }, (_, i) => ({
+        key: `c-${(from + i) % 12}`,
+        value: JSON.stringify({ amount: 1 }),
+      }));
+    // every commit of a repartition partition purges it up to the committed offset
+    const run = (logger?: Logger, metrics?: RedfenceMetrics) =>
+      new TopologyProcessor({
+        topology: built,
+        redis,
+        createTopics: true,
+        repartitionPurgeIntervalMs: 0,
+        kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 25 },
+        ...(logger ? { logger } : {}),
+        ...(metrics ? { metrics } : {}),
+      });
+    await produce(input, records(0, 150));
+    const first = run();
+    t.after(() => first.close());
+    await first.start();
+    await waitCommitted(first.groupId, input, 60_000);
+    await pollUntil(
+      'the repartition topic purged up to its commits',
+      async () => {
+        const [committed, starts] = [
+          await committedOffsets(first.groupId, repartition),
+          await logStarts(admin, repartition),
+        ];
+        return (
+          committed.size === PARTITIONS && [...committed].every(([p, c]) => c > 0 && starts.get(p) === c)
+        );
+      },
+      60_000,
+    );
+    await first.close();
+    // the purge moved the log starts up to the committed offsets, and not past them
+    const committed = await committedOffsets(first.groupId, repartition);
+    assert.deepEqual(await logStarts(admin, repartition), committed);
+
+    await produce(input, records(150, 210));
+    const { logger, warnings } = capturing();
+    const metrics = new RedfenceMetrics();
+    const second = run(logger, metrics);
+    t.after(() => second.close());
+    await second.start();
+    await waitCommitted(second.groupId, input, 60_000);
+    await second.close();
+    assert.ok(second.counts().records > 0, 'the second instance processed the new records');
+    assert.deepEqual(
+      warnings.filter((w) => w.fields.reason !== undefined || /not compared/.test(w.msg)),
+      [],
+    );
+    assert.doesNotMatch(await metrics.metricsText(), /redfence_input_offset_resets_total\{/);
   });
 
   it('control: nothing deleted, nothing reported', async (t) => {
