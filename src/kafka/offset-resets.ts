@@ -7,8 +7,8 @@
  * assignment it reads the committed offsets and each assigned topic's watermarks (one admin call per
  * topic) and reports every partition whose committed offset lies outside [log start, log end].
  *
- * Read-only and bounded: it reads nothing the commit path writes and never fails the assignment (a
- * read that fails or is slower than its budget is reported as such and the assignment goes on). A
+ * Read-only and bounded: it never commits, seeks or pauses, and never fails the assignment (a read that
+ * fails or has not answered by its deadline is reported as such and the assignment goes on). A
  * partition the group never committed is never reported (its start at the log start is by design), and
  * a log start equal to the committed offset is not a skip (a topology purges its repartition topics up
  * to the committed offset, never past it).
@@ -104,7 +104,7 @@ export async function checkAssigned(
       reads.committed(tps),
       Promise.all(topics.map(async (t) => [t, await reads.watermarks(t)] as const)),
     ]);
-    reading.catch(() => undefined); // a read that fails after the budget is not left unhandled
+    reading.catch(() => undefined); // a read that fails after the deadline is not left unhandled
     const got = await Promise.race([reading, late]);
     if (got === 'late') {
       report.failed(topics, new Error('no answer in time'));

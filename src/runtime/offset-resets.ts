@@ -14,9 +14,6 @@ export function offsetResetReport(
 ): OffsetResetReport {
   return {
     reset(r: OffsetReset): void {
-      // a metrics object of an older install may lack the method: the warning is logged all the same
-      if (typeof metrics?.inputOffsetReset === 'function')
-        metrics.inputOffsetReset(r.topic, r.partition, r.reason, r.skipped);
       const { group, topic, partition, reason, committed, logStart, logEnd, skipped } = r;
       const at = { group, topic, partition, reason, committed, logStart, logEnd };
       if (reason === 'retention')
@@ -29,6 +26,9 @@ export function offsetResetReport(
           at,
           'committed offset beyond the end of the input partition (topic deleted and made again, or its log truncated): consumption starts at the log start',
         );
+      // a metrics object of an older install may lack the method: the warning is logged all the same
+      if (typeof metrics?.inputOffsetReset === 'function')
+        metrics.inputOffsetReset(r.topic, r.partition, r.reason, r.skipped);
     },
     failed(topics: readonly string[], err: unknown): void {
       log.warn(
