@@ -34,6 +34,7 @@ import { Committer } from '../runtime/committer.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import { errorShape, type Logger } from '../runtime/logger.js';
+import { offsetResetReport } from '../runtime/offset-resets.js';
 import { instanceRegistration } from '../runtime/registry.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { holdRecord } from './hold.js';
@@ -65,6 +66,7 @@ function kafkaPort(o: ResolvedHandlerOptions, instanceId: string): KafkaPort {
   return new ConfluentKafka({
     ...adapterSettings(o.kafka.settings, { clientId: `redfence-${instanceId}` }),
     groupId: o.groupId,
+    offsetResets: offsetResetReport(o.logger, o.metrics),
   });
 }
 

@@ -50,6 +50,7 @@ import { Committer } from '../runtime/committer.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
 import { errorShape, type Logger } from '../runtime/logger.js';
+import { offsetResetReport } from '../runtime/offset-resets.js';
 import { instanceRegistration } from '../runtime/registry.js';
 import { type BatchReader, type ReadBatch, readBatch } from './batch.js';
 import { InvalidationMetrics } from './metrics.js';
@@ -150,6 +151,8 @@ export class InvalidationConsumer {
         : new ConfluentKafka({
             ...adapterSettings(k.settings, { clientId: `redfence-${this.instanceId}` }),
             groupId: this.groupId,
+            // its metrics are InvalidationMetrics': the check's findings are logged only
+            offsetResets: offsetResetReport(this.#log, undefined),
           });
     this.#life = new Lifecycle({
       name: 'invalidation consumer',

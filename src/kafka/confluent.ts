@@ -24,6 +24,7 @@ import { checkCommitMetadata } from './commit-metadata.js';
 import { nativeOffsets, readCommitted, stored } from './committed-offsets.js';
 import { checkClientConfig, connectWatched } from './connect.js';
 import { fetchRecords, inRecord, partitionRuns, unhanded } from './fetch.js';
+import { checkAssigned, type OffsetResetReport } from './offset-resets.js';
 import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
 import { inTurns, mapInSlices } from './slices.js';
 import type {
@@ -62,6 +63,12 @@ export interface ConfluentOptions {
   /** Extra librdkafka properties for the consumer / producer. */
   consumerConfig?: ClientConfig;
   producerConfig?: ClientConfig;
+  /**
+   * Told of every assigned partition whose committed offset its log no longer holds (records deleted by
+   * retention before the group processed them, or a topic made again): offset-resets.ts. Omitted: no
+   * such check is made.
+   */
+  offsetResets?: OffsetResetReport;
 }
 
 /** Methods of the consumer that its type declarations leave out. */
@@ -77,6 +84,15 @@ const MAX_FETCH = 20_000;
 /** How long one consume call waits for a first record (rebalances are served between calls). */
 const CONSUME_WAIT_MS = 100;
 const ERR_ASSIGN = -175;
+/**
+ * The assignment's offset check (offset-resets.ts: one committed-offsets read and one watermarks call
+ * per topic, in parallel) runs beside the handler's onAssign; once onAssign is done it is waited for
+ * until OFFSET_CHECK_MS after it began, or OFFSET_CHECK_GRACE_MS after onAssign when that is later (a
+ * committed read that waited with onAssign's own, for the last owner's open transaction, then still
+ * gets its answer), at most: its reads are then abandoned and it is reported as failed.
+ */
+const OFFSET_CHECK_MS = 5000;
+const OFFSET_CHECK_GRACE_MS = 1000;
 
 interface Rebalance {
   readonly assign: boolean;
@@ -211,7 +227,22 @@ export class ConfluentKafka implements KafkaPort {
     const h = this.#handlers;
     if (!c || !h) return;
     if (r.assign) {
-      await h.onAssign(r.partitions);
+      // beside onAssign, and settled before librdkafka is told: nothing of these partitions is fetched
+      // (or committed) while their committed offsets and watermarks are read
+      const started = Date.now();
+      let timesOut: () => void = () => undefined;
+      const deadline = new Promise<void>((resolve) => {
+        timesOut = resolve;
+      });
+      const checked = this.#checkAssigned(c, r.partitions, deadline);
+      try {
+        await h.onAssign(r.partitions);
+      } finally {
+        const left = Math.max(OFFSET_CHECK_GRACE_MS, started + OFFSET_CHECK_MS - Date.now());
+        const timer = setTimeout(timesOut, left);
+        await checked;
+        clearTimeout(timer);
+      }
       for (const tp of r.partitions) this.#assigned.set(tpKey(tp.topic, tp.partition), tp);
       c.incrementalAssign(r.partitions);
       // librdkafka keeps a partition's pause across a revocation and a new assignment: apply what the
@@ -237,6 +268,24 @@ export class ConfluentKafka implements KafkaPort {
         if (c.isConnected() && r.partitions.length > 0) c.incrementalUnassign(r.partitions);
       }
     }
+  }
+
+  /** The offset check of an assignment (offset-resets.ts); never rejects. */
+  async #checkAssigned(
+    c: NativeConsumer,
+    partitions: TopicPartition[],
+    deadline: Promise<void>,
+  ): Promise<void> {
+    const report = this.#options.offsetResets;
+    if (report === undefined || partitions.length === 0) return;
+    const reads = {
+      group: this.#options.groupId,
+      // as long as onAssign's own read may take (an open transaction of the last owner holds both back)
+      committed: (tps: readonly TopicPartition[]) => readCommitted(c, tps, this.#commitTimeoutMs),
+      // short: the admin client's close waits for the calls it has in flight
+      watermarks: (topic: string) => this.#admin.watermarks(topic, { timeoutMs: OFFSET_CHECK_MS }),
+    };
+    await checkAssigned(reads, partitions, report, deadline).catch(() => undefined);
   }
 
   async #run(c: NativeConsumer, h: ConsumerHandlers, batch: number): Promise<void> {

@@ -34,6 +34,8 @@ export const NAMES = [
   'rebalances_total',
   'dlq_records_total',
   'offset_gaps_total',
+  'input_offset_resets_total',
+  'input_records_skipped_total',
   'redis_outage',
   'fenced_partitions_total',
   'handler_in_flight_records',
@@ -123,6 +125,16 @@ export function registerFamilies(
       'offset_gaps_total',
       'Offsets skipped within a partition (holes from compaction or transaction markers).',
       ['topic', 'partition'],
+    ),
+    offsetResets: counter(
+      'input_offset_resets_total',
+      'Assigned partitions whose committed offset the log no longer held, by reason (retention: below the log start; beyond_end: above the log end, a topic made again).',
+      ['topic', 'partition', 'reason'],
+    ),
+    recordsSkipped: counter(
+      'input_records_skipped_total',
+      'Input records deleted before the group processed them (between its committed offset and the log start), by reason.',
+      ['topic', 'partition', 'reason'],
     ),
     redisOutage: gauge('redis_outage', '1 while Redis is unreachable, else 0.', []),
     fenced: counter(

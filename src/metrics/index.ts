@@ -10,6 +10,7 @@ export {
   type CommitMode,
   type HandlerOutcome,
   type MetricsRegistry,
+  type OffsetResetReason,
   type RebalanceKind,
   RedfenceMetrics,
   type RedfenceMetricsOptions,

@@ -6,6 +6,14 @@
 import { Registry } from 'prom-client';
 import { RedfenceError } from '../errors/index.js';
 import {
+  checkCount,
+  checkName,
+  checkOptions,
+  checkPartitionNumber,
+  invalidArgument,
+  type Labels,
+} from './checks.js';
+import {
   type Families,
   type MetricsRegistry,
   NAMES,
@@ -39,22 +47,6 @@ export interface RedfenceMetricsOptions {
   labels?: Record<string, string>;
 }
 
-const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
-/** Label names redfence itself uses (plus `le`, reserved by histograms). */
-const RESERVED_LABELS = new Set([
-  'topic',
-  'partition',
-  'verdict',
-  'command',
-  'mode',
-  'kind',
-  'reason',
-  'outcome',
-  'application_id',
-  'topology_node',
-  'le',
-]);
 const REBALANCE_KINDS: readonly RebalanceKind[] = ['assign', 'revoke', 'lost'];
 
 /** How a handler's record ended (src/handler/). */
@@ -64,6 +56,10 @@ const HANDLER_OUTCOMES: readonly HandlerOutcome[] = ['done', 'dead-lettered', 'a
 /** Why a topology node dropped a record (src/topology/model.ts, ModelDrop). */
 export type TopologyDropReason = 'null-key' | 'null-value' | 'late';
 const TOPOLOGY_DROP_REASONS: readonly TopologyDropReason[] = ['null-key', 'null-value', 'late'];
+
+/** Why an assigned partition's committed offset could not be fetched from (src/kafka/offset-resets.ts). */
+export type OffsetResetReason = 'retention' | 'beyond_end';
+const OFFSET_RESET_REASONS: readonly OffsetResetReason[] = ['retention', 'beyond_end'];
 
 /** What {@link RedfenceMetrics.topology} is told of a topology's nodes. */
 export interface TopologyNodes {
@@ -75,63 +71,6 @@ export interface TopologyNodes {
   readonly windowed: readonly string[];
   /** Each repartition topic and the node that reads it. */
   readonly repartition: ReadonlyMap<string, string>;
-}
-
-type Labels = Record<string, string>;
-
-function invalidArgument(message: string): RedfenceError {
-  return new RedfenceError('RF_INVALID_ARGUMENT', message);
-}
-
-function checkCount(what: string, n: number): void {
-  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) {
-    throw invalidArgument(`${what} must be a finite number >= 0, got ${String(n)}`);
-  }
-}
-
-function checkPartitionNumber(partition: number): string {
-  if (typeof partition !== 'number' || !Number.isInteger(partition) || partition < 0) {
-    throw invalidArgument(`partition must be a non-negative integer, got ${String(partition)}`);
-  }
-  return String(partition);
-}
-
-function checkName(what: string, name: string): string {
-  if (typeof name !== 'string' || name === '')
-    throw invalidArgument(`${what} must be a non-empty string, got ${JSON.stringify(name)}`);
-  return name;
-}
-
-function checkOptions(options: RedfenceMetricsOptions): { prefix: string; labels: Labels } {
-  if (typeof options !== 'object' || options === null) {
-    throw new RedfenceError('RF_INVALID_OPTIONS', 'metrics options must be an object');
-  }
-  const prefix = options.prefix ?? 'redfence_';
-  if (typeof prefix !== 'string' || (prefix !== '' && !METRIC_NAME.test(prefix))) {
-    throw new RedfenceError(
-      'RF_INVALID_OPTIONS',
-      `metrics.prefix must be '' or match ${METRIC_NAME.source}, got ${JSON.stringify(prefix)}`,
-    );
-  }
-  const labels: Labels = {};
-  const given = options.labels ?? {};
-  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
-    throw new RedfenceError('RF_INVALID_OPTIONS', 'metrics.labels must be an object of strings');
-  }
-  for (const [name, value] of Object.entries(given)) {
-    if (!LABEL_NAME.test(name) || name.startsWith('__') || RESERVED_LABELS.has(name)) {
-      throw new RedfenceError(
-        'RF_INVALID_OPTIONS',
-        `metrics.labels: ${JSON.stringify(name)} is not a usable label name (must match ` +
-          `${LABEL_NAME.source}, not start with '__', and not be one of ${[...RESERVED_LABELS].join(', ')})`,
-      );
-    }
-    if (typeof value !== 'string') {
-      throw new RedfenceError('RF_INVALID_OPTIONS', `metrics.labels.${name} must be a string`);
-    }
-    labels[name] = value;
-  }
-  return { prefix, labels };
 }
 
 /**
@@ -300,6 +239,21 @@ export class RedfenceMetrics {
   offsetGap(topic: string, partition: number, n: number): void {
     checkCount('n', n);
     this.#m.offsetGaps.inc(this.#labels({ topic, partition: checkPartitionNumber(partition) }), n);
+  }
+
+  /**
+   * An assigned partition whose committed offset its log no longer held (src/kafka/offset-resets.ts):
+   * `skipped` records deleted unprocessed (`retention`), 0 when not known (`beyond_end`).
+   */
+  inputOffsetReset(topic: string, partition: number, reason: OffsetResetReason, skipped: number): void {
+    if (!OFFSET_RESET_REASONS.includes(reason))
+      throw invalidArgument(
+        `reason must be one of ${OFFSET_RESET_REASONS.join(', ')}, got ${String(reason)}`,
+      );
+    checkCount('skipped', skipped);
+    const labels = this.#labels({ topic, partition: checkPartitionNumber(partition), reason });
+    this.#m.offsetResets.inc(labels, 1);
+    this.#m.recordsSkipped.inc(labels, skipped);
   }
 
   /** Marks a Redis outage as started (`true`) or over (`false`). */

@@ -9,6 +9,7 @@ import { ConfluentKafka } from '../kafka/confluent.js';
 import type { KafkaPort } from '../kafka/types.js';
 import { adapterSettings } from '../runtime/kafka-options.js';
 import type { Logger } from '../runtime/logger.js';
+import { offsetResetReport } from '../runtime/offset-resets.js';
 import type { BatchContext, Replication } from './batch.js';
 import type { CommitPipeline } from './commit-pipeline.js';
 import type { Counts } from './counts.js';
@@ -34,6 +35,7 @@ export function kafkaPort(o: ResolvedOptions, groupId: string, instanceId: strin
       ...(o.mode === 'exactly-once' ? { transactionalId: `${groupId}-${instanceId}` } : {}),
     }),
     groupId,
+    offsetResets: offsetResetReport(o.logger, o.metrics),
   });
 }
 

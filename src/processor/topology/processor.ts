@@ -23,6 +23,7 @@ import { invalid } from '../../options/checks.js';
 import { adapterSettings } from '../../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
+import { offsetResetReport } from '../../runtime/offset-resets.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
 import { Tracing } from '../../telemetry/tracing.js';
 import { TopologyExecutor } from '../../topology/run/executor.js';
@@ -245,6 +246,7 @@ export class TopologyProcessor {
         ...(o.mode === 'exactly-once' ? { transactionalId: `${this.groupId}-${this.instanceId}` } : {}),
       }),
       groupId: this.groupId,
+      offsetResets: offsetResetReport(o.logger, o.metrics),
     });
   }
 
