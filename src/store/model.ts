@@ -232,6 +232,12 @@ function applyEffects(
       exp.set(id, Math.max(exp.get(id) ?? 0, e.expireAt));
       continue;
     }
+    if (e.kind === 'final' && e.hash === true) {
+      // a window hash field's value as the call has it so far; nothing marked
+      const fields = hashes.get(e.store) ?? s.hashes.get(e.store)?.fields;
+      results.push(fields?.get(e.start) ?? null);
+      continue;
+    }
     if (e.kind === 'final' && e.end !== undefined) {
       const fields = sessions.get(e.store) ?? s.sessions.get(e.store)?.fields;
       results.push(fields?.get(`${e.start}:${e.end}`) ?? null);

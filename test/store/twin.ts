@@ -47,7 +47,7 @@ export class Twin {
     for (const r of call.records)
       for (const e of r.effects)
         if (e.kind === 'session' || (e.kind === 'final' && e.end !== undefined)) t.add(`s:${e.store}`);
-        else if (e.kind === 'field') t.add(`h:${e.store}`);
+        else if (e.kind === 'field' || (e.kind === 'final' && e.hash === true)) t.add(`h:${e.store}`);
         else if (e.kind !== 'kv' && e.kind !== 'note') t.add(`${e.store}:${e.start}`);
     this.touched.set(k, t);
     return results;

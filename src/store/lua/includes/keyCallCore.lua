@@ -93,6 +93,13 @@ local function operate(x1, n, r)
       Res[k] = text
     elseif kind == 'p' then
       Res[k] = Evalue[x]
+    elseif kind == 'f' and Ehkey[x] then
+      -- a window hash field's value as the call has it so far (its slot is the `h` effects')
+      if not Wloaded[slot] then
+        Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
+        Wloaded[slot] = true
+      end
+      Res[k] = Wcur[slot] or false
     elseif kind == 'f' and Efield[x] then
       Res[k] = sessions(slot)[Efield[x]] or false
     else

@@ -93,12 +93,15 @@ local function rf_parse(label, k1, kn, spec, c0)
           operand, field = o2, st
         end
       elseif ok and kind == 'f' then
-        -- a window's final (operand '' its value, 't' its time), or a session's value (operand
-        -- '<start>:<end>', the field)
+        -- a window's final (operand '' its value, 't' its time), a session's value (operand
+        -- '<start>:<end>', the field) or a window hash field's value (operand 'h<start>')
         ok = op == '-' and ((kt == ':w:' and (operand == '' or operand == 't'))
-          or (kt == ':s:' and find(operand, '^%d+:%d+$') ~= nil))
+          or (kt == ':s:' and find(operand, '^%d+:%d+$') ~= nil)
+          or (kt == ':h:' and find(operand, '^h%d+$') ~= nil))
         if ok and kt == ':s:' then
           field = operand
+        elseif ok and kt == ':h:' then
+          field = sub(operand, 2)
         end
       elseif ok and kind == 's' then
         local _, _, o2, tm, lo, hi, cl, dr = find(operand, SESSION)
@@ -149,7 +152,7 @@ local function rf_parse(label, k1, kn, spec, c0)
       end
       if kind == 'k' then
         Eslot[x] = target == '0' and 'v' or ('v:' .. target)
-      elseif kind == 'h' then
+      elseif kind == 'h' or (kind == 'f' and kt == ':h:') then
         Ehkey[x], Efield[x], Eslot[x] = g, field, 'h' .. g .. '@' .. field
       elseif kind == 'p' then
         Eslot[x] = false
