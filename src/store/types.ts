@@ -64,8 +64,9 @@ export type Effect =
    * and its time, and a later record's final gives null; null too when the window holds no value. With `end`: the session `[start, end]` of the store's session hash, its
    * value (null: none, e.g. merged away), nothing marked (the caller's close ranges never meet a session
    * twice). With `hash`: the window `start` kept as a field of the key's window hash of `store` (the
-   * `field` effects' layout), its value there as the call has it so far (null: none), nothing marked
-   * (the caller's close ranges never meet a sliding window twice, and a closed window never changes).
+   * `field` effects' layout), its value there as the call has it so far, once: the field is marked
+   * final (the hash's field `f<start>`, written with the record's effects, deleted with the value), so
+   * a second final of it gives null, as does one of a field with no value.
    */
   | {
       readonly store: number;

@@ -20,6 +20,7 @@ import {
 } from '../../src/topology/index.js';
 import { type ModelResult, runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import { TopologyState } from '../../src/topology/state/state.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
 import { assertEqualToModel, generated, HOP, type RunTotals, runOnRedis } from './run-helpers.js';
@@ -116,6 +117,35 @@ async function assertStateEqual(
   return compared;
 }
 
+/**
+ * Emit final: every window whose final result went out and that Redis still holds (not pruned) is
+ * marked final (`f<start>` in its value hash), and a window state read reports it final. Returns how
+ * many it checked.
+ */
+async function assertMarked(redis: Redis | Cluster, got: RunTotals): Promise<number> {
+  let checked = 0;
+  const exec = got.exec;
+  const state = new TopologyState(exec.plan.built, { redis });
+  for (const o of got.outputs) {
+    const agg = [...exec.plan.aggregates.values()].find((a) => a.node.store === o.topic);
+    if (agg === undefined || o.key === null) continue;
+    const { start } = JSON.parse(o.value?.toString() ?? '{}') as { start: number };
+    const hash = exec.store.keys.windowHash(exec.store.keys.fence(o.key), agg.valueStore);
+    const held = (await redis.hexists(hash, String(start))) === 1;
+    const marked = (await redis.hexists(hash, `f${start}`)) === 1;
+    assert.equal(marked, held, `${o.topic} ${o.key.toString()}@${start}: final marked while held`);
+    if (!held) continue;
+    const read = await state.windowStore(agg.node.store).fetch(o.key.toString(), start, start);
+    assert.deepEqual(
+      read.windows.map((w) => [w.start, w.final]),
+      [[start, true]],
+      'the state read reports it final',
+    );
+    checked++;
+  }
+  return checked;
+}
+
 /** Name, topology, and the timestamps: step, jitter, unit. */
 const CASES: [string, (app: string) => BuiltTopology, number, number][] = [
   ['a sliding count and reduce (difference 5, grace 3) after a flatMapValues', slidingCountReduce, 4, 20],
@@ -145,6 +175,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           windows: 0,
           doubled: 0,
           pruned: 0,
+          marked: 0,
         };
         await fc.assert(
           fc.asyncProperty(generated(step, jitter, 1), async (g) => {
@@ -155,6 +186,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
             // emit final: the model forwards closed windows only (what Redis holds is the update path's)
             if (!name.includes('emit final'))
               seen.windows += await assertStateEqual(redis, built, g.input, model, got);
+            else seen.marked += await assertMarked(redis, got);
             seen.outputs += got.outputs.length;
             seen.late += got.deadLetters.length + got.dropped.filter((d) => d.reason === 'late').length;
             seen.early += got.outputs.filter((o) => o.value?.includes('"start":0,') === true).length;
@@ -170,8 +202,10 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         assert.ok(seen.late > 0, 'some records were late');
         assert.ok(seen.early > 0, 'some records fell below the time difference (window [0, d])');
         assert.ok(seen.replays > 0, 'some batches were replayed');
-        if (name.includes('emit final'))
+        if (name.includes('emit final')) {
           assert.ok(seen.pruned > 0, 'the close index dropped entries behind commits');
+          assert.ok(seen.marked > 0, 'some final windows were checked for their mark');
+        }
         if (name.includes('null deletes')) assert.ok(seen.deleted > 0, 'some windows were deleted');
         else assert.ok(seen.doubled > 0, 'some records were doubled');
       });

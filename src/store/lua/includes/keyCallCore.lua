@@ -94,12 +94,25 @@ local function operate(x1, n, r)
     elseif kind == 'p' then
       Res[k] = Evalue[x]
     elseif kind == 'f' and Ehkey[x] then
-      -- a window hash field's value as the call has it so far (its slot is the `h` effects')
+      -- a window hash field's value as the call has it so far (its slot is the `h` effects'), once:
+      -- its mark is the hash's field `f<start>`
       if not Wloaded[slot] then
         Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
         Wloaded[slot] = true
       end
-      Res[k] = Wcur[slot] or false
+      local m = Wfinal[slot]
+      if m == nil then
+        m = rcall('HEXISTS', KEYS[Ehkey[x]], 'f' .. Efield[x]) == 1
+        Wfinal[slot] = m
+      end
+      if m or not Wcur[slot] or TookV[slot] == r then
+        Res[k] = false
+      else
+        Res[k] = Wcur[slot]
+        TookV[slot] = r
+        nMarks = nMarks + 1
+        Marks[nMarks] = slot
+      end
     elseif kind == 'f' and Efield[x] then
       Res[k] = sessions(slot)[Efield[x]] or false
     else
@@ -165,7 +178,8 @@ local function operate(x1, n, r)
   end
   for x = x1, x1 + n - 1 do
     local kind, slot = Ekind[x], Eslot[x]
-    if slot and kind ~= 's' and not (kind == 'f' and Efield[x]) then
+    -- a window hash field's final is written (its mark) when it took the value
+    if slot and kind ~= 's' and not (kind == 'f' and Efield[x] and not (Ehkey[x] and Res[x - x1 + 1])) then
       if kind == 'k' then
         KVdirty = KVdirty or {}
         KVdirty[slot] = true
