@@ -39,12 +39,12 @@ import type { BuiltTopology } from '../types.js';
 import { checkBatch, options, type TopologyExecutorOptions } from './check.js';
 import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } from './final.js';
 import { sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
-import { slidingBounded, slidingSettledUpTo } from './final-sliding.js';
+import { slidingSettledUpTo } from './final-sliding.js';
 import { FlowTally } from './flows.js';
 import { callGroups, type FoldedAhead, foldAhead } from './fold.js';
 import { type ForwardContext, forwardSteps } from './forward.js';
 import { planTopology, type RunPlan } from './plan.js';
-import { type KeyGroup, placeSteps, type WalkStep, walkBatch } from './steps.js';
+import { type KeyGroup, placeSteps, slidingBounded, type WalkStep, walkBatch } from './steps.js';
 import type { StreamTimes, TopologyBatch, TopologyBatchResult } from './types.js';
 
 export type { TopologyExecutorOptions } from './check.js';

@@ -16,9 +16,7 @@
  */
 import { NO_TIMESTAMP } from '../model-io.js';
 import { type SlideSpec, slideVisibleFrom } from '../sliding.js';
-import type { Arrival } from './arrive.js';
 import type { FinalRange, WindowClock } from './final.js';
-import type { WalkStep } from './steps.js';
 
 /**
  * The window starts that close when the close time reaches `closeTime`, before the retention bound
@@ -51,20 +49,4 @@ export function slidingSettledUpTo(spec: SlideSpec, clock: WindowClock | undefin
   return clock === undefined || clock.emitted === NO_TIMESTAMP
     ? -1
     : clock.emitted - spec.timeDifferenceMs - 1;
-}
-
-/**
- * The walk's steps with each sliding closing range bounded by the store's retention, given the store
- * time after each closing arrival's fold (fold.ts' foldAhead).
- */
-export function slidingBounded(
-  steps: readonly WalkStep[],
-  storeAfter: ReadonlyMap<Arrival, number>,
-): WalkStep[] {
-  return steps.map((s) => {
-    if (!('closes' in s) || s.after === undefined) return s;
-    const t = storeAfter.get(s.after);
-    if (t === undefined) throw new TypeError('a sliding closing arrival is folded ahead');
-    return { ...s, range: slidingFinalFrom(s.closes.node.window as SlideSpec, s.range, t) };
-  });
 }

@@ -11,7 +11,7 @@ import { fromBytes } from '../serdes.js';
 import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
 import { type FinalRange, finalRange, type IndexedWindow, type WindowClock } from './final.js';
 import { sessionFinalRange } from './final-session.js';
-import { slidingFinalRange } from './final-sliding.js';
+import { slidingFinalFrom, slidingFinalRange } from './final-sliding.js';
 import type { FlowTally } from './flows.js';
 import type { KeyPart } from './note.js';
 import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
@@ -121,6 +121,29 @@ export function walkBatch(
     }
   }
   return w;
+}
+
+/**
+ * The walk's steps with each sliding closing range bounded by the store's retention, given the store
+ * time after each closing arrival's fold (fold.ts' foldAhead).
+ */
+export function slidingBounded(
+  steps: readonly WalkStep[],
+  storeAfter: ReadonlyMap<Arrival, number>,
+): WalkStep[] {
+  return steps.map((s) => {
+    if (!('closes' in s) || s.after === undefined) return s;
+    const t = storeAfter.get(s.after);
+    if (t === undefined) throw new TypeError('a sliding closing arrival is folded ahead');
+    return {
+      ...s,
+      range: slidingFinalFrom(
+        s.closes.node.window as { timeDifferenceMs: number; graceMs: number },
+        s.range,
+        t,
+      ),
+    };
+  });
 }
 
 /** What a record late for `windows` becomes: a dead letter, or a drop with `onLate('drop')`. */

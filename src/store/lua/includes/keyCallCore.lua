@@ -59,6 +59,26 @@ local function rf_op(x, v)
   return false
 end
 
+-- A window hash field's final (effect x of record r): its value as the call has it so far (its slot is
+-- the `h` effects'), once: the field's mark is the hash's field `f<start>`. Returns the value (the
+-- caller marks the field once every effect of the record is made) or false.
+local function hashFinal(x, slot, r)
+  if not Wloaded[slot] then
+    Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
+    Wloaded[slot] = true
+  end
+  local m = Wfinal[slot]
+  if m == nil then
+    m = rcall('HEXISTS', KEYS[Ehkey[x]], 'f' .. Efield[x]) == 1
+    Wfinal[slot] = m
+  end
+  if m or not Wcur[slot] or TookV[slot] == r then
+    return false
+  end
+  TookV[slot] = r
+  return Wcur[slot]
+end
+
 -- Undoes a record's changes: the first nUndo entries of Undo and the session journal.
 local function rollback(nUndo)
   for u = nUndo - 2, 1, -3 do
@@ -94,22 +114,8 @@ local function operate(x1, n, r)
     elseif kind == 'p' then
       Res[k] = Evalue[x]
     elseif kind == 'f' and Ehkey[x] then
-      -- a window hash field's value as the call has it so far (its slot is the `h` effects'), once:
-      -- its mark is the hash's field `f<start>`
-      if not Wloaded[slot] then
-        Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
-        Wloaded[slot] = true
-      end
-      local m = Wfinal[slot]
-      if m == nil then
-        m = rcall('HEXISTS', KEYS[Ehkey[x]], 'f' .. Efield[x]) == 1
-        Wfinal[slot] = m
-      end
-      if m or not Wcur[slot] or TookV[slot] == r then
-        Res[k] = false
-      else
-        Res[k] = Wcur[slot]
-        TookV[slot] = r
+      Res[k] = hashFinal(x, slot, r)
+      if Res[k] then
         nMarks = nMarks + 1
         Marks[nMarks] = slot
       end
