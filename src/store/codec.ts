@@ -227,9 +227,8 @@ export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
           const start = integer(e.start, `${ep}.start`, 0);
           const field = windowField(e.field, `${ep}.field`);
           if (e.hash !== undefined) {
-            if (e.hash !== true || e.end !== undefined || e.field !== undefined)
-              throw bad(`${ep}.hash`, 'must be true, without end or field');
-            text += `f-${hashOf(store)},,h${start};`;
+            if (e.hash !== true || e.end !== undefined) throw bad(`${ep}.hash`, 'must be true, without end');
+            text += `f-${hashOf(store)},,${field === 'time' ? 't' : 'h'}${start};`;
           } else if (e.end === undefined)
             text += `f-${windowOf(store, start)},,${field === 'time' ? 't' : ''};`;
           else if (e.field !== undefined)

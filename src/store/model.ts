@@ -255,7 +255,9 @@ function applyEffects(
       const fields = hashes.get(e.store) ?? s.hashes.get(e.store)?.fields;
       const v = fields?.get(e.start) ?? null;
       const id = `h:${e.store}:${e.start}`;
-      if (v === null || finalsOf(e.store).has(e.start) || took.has(id)) results.push(null);
+      if (e.field === 'time')
+        results.push(v); // a timestamp hash's field: as it is, nothing marked
+      else if (v === null || finalsOf(e.store).has(e.start) || took.has(id)) results.push(null);
       else {
         results.push(v);
         took.add(id);

@@ -66,7 +66,8 @@ export type Effect =
    * twice). With `hash`: the window `start` kept as a field of the key's window hash of `store` (the
    * `field` effects' layout), its value there as the call has it so far, once: the field is marked
    * final (the hash's field `f<start>`, written with the record's effects, deleted with the value), so
-   * a second final of it gives null, as does one of a field with no value.
+   * a second final of it gives null, as does one of a field with no value; with `field: 'time'` (a
+   * window's timestamp kept in a hash of its own) the field as the call has it, nothing marked.
    */
   | {
       readonly store: number;

@@ -61,8 +61,20 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
     ),
     // a window hash field's value (emit-final of sliding windows): there, deleted or never written
     fc
-      .record({ store: fc.integer({ min: 1, max: 2 }), start: fc.constantFrom(0, 10, 20) })
-      .map((x): Effect => ({ store: x.store, kind: 'final', start: x.start, hash: true })),
+      .record({
+        store: fc.integer({ min: 1, max: 2 }),
+        start: fc.constantFrom(0, 10, 20),
+        time: fc.boolean(), // a timestamp hash's field: read as it is
+      })
+      .map(
+        (x): Effect => ({
+          store: x.store,
+          kind: 'final',
+          start: x.start,
+          hash: true,
+          ...(x.time ? { field: 'time' as const } : {}),
+        }),
+      ),
   ),
   // a session's value (emit-final of sessions): the session may be there, merged away or never written
   fc

@@ -295,6 +295,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
               { store: 3, kind: 'final', start: 21, hash: true },
               { store: 3, kind: 'final', start: 21, hash: true },
               { store: 3, kind: 'final', start: 10, hash: true },
+              { store: 3, kind: 'final', start: 21, hash: true, field: 'time' },
             ],
           },
           {
@@ -320,7 +321,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         null,
         { deadLetter: 'add failed: stored value is not an integer' },
         { results: [null, Buffer.from('z')] },
-        { results: [Buffer.from('x'), null, null] },
+        { results: [Buffer.from('x'), null, null, Buffer.from('x')] },
         { results: [null] },
       ]);
       const name = store.keys.windowHash(store.keys.fence('k'), 3);

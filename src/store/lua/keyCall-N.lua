@@ -31,7 +31,8 @@
                        effects are made, so one record takes both; or a
                        session hash's KEYS index and operand '<start>:<end>': that session's value,
                        nothing marked; or a window hash's KEYS index and operand 'h<start>': that
-                       field's value, once, marked 'f<start>')
+                       field's value, once, marked 'f<start>', or 't<start>': a timestamp field's
+                       value, nothing marked)
                      | h a window hash's field (target: the hash's KEYS index; operand
                        '<operand>@<start>', the field)
                      | p a note (op 's', target 0): nothing changes, its result is its value

@@ -265,7 +265,7 @@ export function finalEffects(agg: AggregatePlan, w: { start: number; end?: numbe
     // a sliding window's two fields, in the key's two window hashes (final-sliding.ts)
     return [
       { store: agg.valueStore, kind: 'final', start: w.start, hash: true },
-      { store: agg.timeStore, kind: 'final', start: w.start, hash: true },
+      { store: agg.timeStore, kind: 'final', start: w.start, hash: true, field: 'time' },
     ];
   return [
     { store: agg.valueStore, kind: 'final', start: w.start },

@@ -10,8 +10,8 @@
  * bounds its closing range from below. Each closing window is then two `final` effects of the record
  * that closed it in the window's own key call (its value and its timestamp, the fields `<start>` of the
  * key's two window hashes, null when the window was deleted or pruned): pending and re-emitted like any
- * result. Each final marks its field (`f<start>` in its hash, gone with the value), so a window's result
- * comes once; the ranges never meet a window twice anyway, and a closed window never changes (a record
+ * result. The value's final marks the window (`f<start>` in the value hash, gone with the value), so a
+ * window's result comes once; the ranges never meet a window twice anyway, and a closed window never changes (a record
  * updates only windows ending at or after the close time, and its right window starts after it).
  */
 import { NO_TIMESTAMP } from '../model-io.js';
