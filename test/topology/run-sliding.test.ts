@@ -11,6 +11,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Cluster, Redis } from 'ioredis';
+import { RedfenceError } from '../../src/errors/index.js';
+import { type CloseIndexRedis, KeyStore, type StoreRedis } from '../../src/store/index.js';
 import {
   type BuiltTopology,
   SlidingWindows,
@@ -23,7 +25,14 @@ import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import { TopologyState } from '../../src/topology/state/state.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
-import { assertEqualToModel, generated, HOP, type RunTotals, runOnRedis } from './run-helpers.js';
+import {
+  assertEqualToModel,
+  generated,
+  HOP,
+  interfering,
+  type RunTotals,
+  runOnRedis,
+} from './run-helpers.js';
 import { SLIDE, slidingCountReduce } from './sliding-topologies.js';
 
 const RUNS = Number(process.env.RF_TOPOLOGY_RUN_RUNS ?? 40);
@@ -210,6 +219,72 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         else assert.ok(seen.doubled > 0, 'some records were doubled');
       });
     }
+
+    it('emit final: another writer between the read ahead and the write fails the batch (RF_CAS_CONFLICT); run again, it runs as the model', async () => {
+      const built = slidingCountReduce(appName(), 'dead-letter', 'final');
+      const agg = [...new TopologyExecutor(built, { redis }).plan.aggregates.values()][0];
+      assert.ok(agg !== undefined);
+      const other = new KeyStore({ redis, app: built.applicationId });
+      // another writer's call on key k: a window of the count at 30 (outside the records' reach)
+      const write = async () => {
+        const expireAt = Date.now() + 3_600_000;
+        await other.call({
+          partition: 7,
+          epoch: 1,
+          committedOffset: -1,
+          key: Buffer.from('k'),
+          records: [
+            {
+              offset: 100,
+              emit: 0,
+              effects: [
+                { store: agg.valueStore, kind: 'field', start: 30, expireAt, op: { op: 'set', value: '9' } },
+              ],
+            },
+          ],
+        });
+      };
+      const proxy = interfering(redis as unknown as StoreRedis, 1, write);
+      const index = redis as unknown as CloseIndexRedis;
+      const exec = new TopologyExecutor(built, {
+        redis: {
+          ...proxy.redis,
+          zadd: index.zadd.bind(index),
+          zrangebyscoreBuffer: index.zrangebyscoreBuffer.bind(index),
+          zremrangebyscore: index.zremrangebyscore.bind(index),
+        } as unknown as Redis,
+      });
+      const value = Buffer.from('{"amount":1}');
+      const records = [7, 9, 12, 25].map((timestamp, offset) => ({
+        topic: 'in',
+        partition: 0,
+        offset,
+        key: Buffer.from('k'),
+        value,
+        timestamp,
+      }));
+      const batch = { topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records };
+      await assert.rejects(exec.runBatch(batch), (err: unknown) => {
+        assert.ok(RedfenceError.is(err, 'RF_CAS_CONFLICT') && RedfenceError.isRetriable(err), String(err));
+        return true;
+      });
+      assert.equal(proxy.reads(), 1);
+      assert.deepEqual(exec.streamTime(0), {}, 'the failed batch left the stream time as it was');
+      // run again: the foreign window is never read (out of every fetch's range), the rest is the model's
+      const again = await exec.runBatch(batch);
+      const model = runModel(built, records, { partitions: { in: 1 } });
+      assert.ok(again.outputs.length > 0, 'windows closed at 25');
+      assertEqualToModel(model, {
+        ...again,
+        replays: 0,
+        reemits: 0,
+        pruned: 0,
+        exec,
+      } as unknown as RunTotals);
+      exec.setStreamTime(0, {}); // a new owner starts from the committed stream time
+      const replay = await exec.runBatch({ ...batch, epoch: 2 });
+      assert.deepEqual(replay.outputs, again.outputs, 'a replay re-emits the final results');
+    });
 
     it('a replay that brings records past the applied ones: the applied ones re-emit and move the store time, the rest fold as the model does', async () => {
       let resumed = 0;
