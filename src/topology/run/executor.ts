@@ -73,6 +73,8 @@ export class TopologyExecutor {
   readonly #index: CloseIndex | null;
   /** Some aggregation is session- or sliding-windowed with emit('final') (final-session.ts, final-sliding.ts). */
   readonly #finalSessions: boolean;
+  /** Some aggregation is sliding-windowed with emit('final'): a key record's final parts come last (steps.ts). */
+  readonly #finalSliding: boolean;
 
   constructor(built: BuiltTopology, opts: TopologyExecutorOptions) {
     const { retention, now } = options(opts);
@@ -100,10 +102,10 @@ export class TopologyExecutor {
           ...(keyEncoding === undefined ? {} : { keyEncoding }),
         })
       : null;
-    this.#finalSessions = [...this.plan.aggregates.values()].some(
-      (a) =>
-        a.node.emit === 'final' && (a.node.window?.kind === 'session' || a.node.window?.kind === 'sliding'),
-    );
+    const finalOf = (kind: string) =>
+      [...this.plan.aggregates.values()].some((a) => a.node.emit === 'final' && a.node.window?.kind === kind);
+    this.#finalSliding = finalOf('sliding');
+    this.#finalSessions = finalOf('session') || this.#finalSliding;
     this.#retention = retention;
     this.#now = now;
   }
@@ -195,15 +197,19 @@ export class TopologyExecutor {
     let ahead: FoldedAhead | undefined;
     let steps = walked.steps;
     if (this.#finalSessions) {
-      const pre = placeSteps(walked.steps, () => []);
+      const pre = placeSteps(walked.steps, () => [], this.#finalSliding);
       ahead = await foldAhead(this.store, batch, pre.groups, pre.steps, { clocks, expireAt });
       steps = slidingBounded(steps, ahead.storeAfter);
     }
     const indexed = await this.#syncIndexes(batch, steps, ahead);
-    const placed = placeSteps(steps, (agg, range) => {
-      const due = closing(indexed.get(agg.valueStore) ?? [], range);
-      return agg.node.window?.kind === 'session' ? due.map(sessionOfEntry) : due;
-    });
+    const placed = placeSteps(
+      steps,
+      (agg, range) => {
+        const due = closing(indexed.get(agg.valueStore) ?? [], range);
+        return agg.node.window?.kind === 'session' ? due.map(sessionOfEntry) : due;
+      },
+      this.#finalSliding,
+    );
     const { replies, conflicts } = await callGroups(this.store, batch, placed.groups, placed.steps, {
       clocks,
       expireAt,

@@ -187,9 +187,10 @@ export type ClosingWindow = IndexedWindow & { readonly end?: number };
 export function placeSteps(
   steps: readonly WalkStep[],
   closing: (agg: AggregatePlan, range: FinalRange) => readonly ClosingWindow[],
+  finalsLast = false,
 ): { groups: KeyGroup[]; steps: PlacedStep[] } {
   const groups = new Map<string, KeyGroup>();
-  // a key record's final parts' places: an arrival goes before them (below), moving them one up
+  // finalsLast: a key record's final parts' places: an arrival goes before them (below), moving them up
   const finals = new Map<KeyGroup['records'][number], { part: number }[]>();
   const put = (
     key: Buffer,
@@ -212,16 +213,18 @@ export function placeSteps(
     }
     const record = group.records.length - 1;
     const after = finals.get(last) ?? [];
-    if (final) {
+    if (final && finalsLast) {
       const placed = { group, record, part: last.parts.length };
       last.parts.push({ effects, sliding });
       after.push(placed);
       finals.set(last, after);
       return placed;
     }
-    // arrivals first, then final parts: a record placed before its finals were known (fold.ts'
-    // foldAhead) holds a prefix of its parts. The aggregations' stores differ, and a record never
-    // changes a window it closes, so the order across aggregations changes no result.
+    // finalsLast (a topology with emit-final sliding windows): arrivals first, then final parts, so a
+    // record placed before its finals were known (fold.ts' foldAhead) holds a prefix of its parts. The
+    // aggregations' stores differ, and a record never changes a window it closes, so the order across
+    // aggregations changes no result. Other topologies keep the walk's order (the pending entries of
+    // records applied before this version were cut by it).
     const part = last.parts.length - after.length;
     last.parts.splice(part, 0, { effects, sliding });
     for (const f of after) f.part++;
