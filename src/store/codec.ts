@@ -226,7 +226,11 @@ export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
         case 'final': {
           const start = integer(e.start, `${ep}.start`, 0);
           const field = windowField(e.field, `${ep}.field`);
-          if (e.end === undefined) text += `f-${windowOf(store, start)},,${field === 'time' ? 't' : ''};`;
+          if (e.hash !== undefined) {
+            if (e.hash !== true || e.end !== undefined) throw bad(`${ep}.hash`, 'must be true, without end');
+            text += `f-${hashOf(store)},,${field === 'time' ? 't' : 'h'}${start};`;
+          } else if (e.end === undefined)
+            text += `f-${windowOf(store, start)},,${field === 'time' ? 't' : ''};`;
           else if (e.field !== undefined)
             throw bad(`${ep}.field`, "is for a window's final, not a session's");
           else text += `f-${sessionOf(store)},,${start}:${integer(e.end, `${ep}.end`, start)};`;

@@ -30,8 +30,11 @@ export interface KeyModelState {
   pending: Map<number, Pending>;
   /** store id -> its sessions (`<start>:<end>` -> value) and the session hash's expiry */
   sessions: Map<number, { fields: Map<string, Buffer>; expireAt: number }>;
-  /** store id -> its window hash (window start -> value) and the hash's expiry */
-  hashes: Map<number, { fields: Map<number, Buffer>; expireAt: number }>;
+  /**
+   * store id -> its window hash (window start -> value), the starts marked final (field `f<start>`,
+   * gone with the value) and the hash's expiry
+   */
+  hashes: Map<number, { fields: Map<number, Buffer>; finals: Set<number>; expireAt: number }>;
 }
 
 export function emptyKeyState(): KeyModelState {
@@ -57,7 +60,10 @@ function clone(s: KeyModelState): KeyModelState {
       [...s.sessions].map(([id, x]) => [id, { fields: new Map(x.fields), expireAt: x.expireAt }]),
     ),
     hashes: new Map(
-      [...s.hashes].map(([id, x]) => [id, { fields: new Map(x.fields), expireAt: x.expireAt }]),
+      [...s.hashes].map(([id, x]) => [
+        id,
+        { fields: new Map(x.fields), finals: new Set(x.finals), expireAt: x.expireAt },
+      ]),
     ),
   };
 }
@@ -196,6 +202,16 @@ function applyEffects(
   const exp = new Map<string, number>();
   const sessions = new Map<number, Map<string, Buffer>>();
   const hashes = new Map<number, Map<number, Buffer>>();
+  const hashFinals = new Map<number, Set<number>>();
+  const finalsOf = (store: number): Set<number> => {
+    let f = hashFinals.get(store);
+    if (f === undefined) {
+      f = new Set(s.hashes.get(store)?.finals ?? []);
+      hashFinals.set(store, f);
+    }
+    return f;
+  };
+  const hashMarks: [number, number][] = []; // the hash fields the record's finals take
   const results: EffectResult[] = [];
   const marks: ModelWindow[] = []; // the windows the record's finals take: marked once every effect is made
   const took = new Set<string>(); // `<window id>:<field>`: what a final of this record took
@@ -212,8 +228,10 @@ function applyEffects(
       }
       const out = operate(fields.get(e.start) ?? null, e.op);
       if ('reason' in out) return out;
-      if (out.value === null) fields.delete(e.start);
-      else fields.set(e.start, out.value);
+      if (out.value === null) {
+        fields.delete(e.start);
+        finalsOf(e.store).delete(e.start); // HDEL <start> f<start>
+      } else fields.set(e.start, out.value);
       results.push(out.value);
       const id = `h:${e.store}`;
       exp.set(id, Math.max(exp.get(id) ?? 0, e.expireAt));
@@ -230,6 +248,21 @@ function applyEffects(
       results.push(out.result);
       const id = `s:${e.store}`;
       exp.set(id, Math.max(exp.get(id) ?? 0, e.expireAt));
+      continue;
+    }
+    if (e.kind === 'final' && e.hash === true) {
+      // a window hash field's value as the call has it so far, once (marked `f<start>`)
+      const fields = hashes.get(e.store) ?? s.hashes.get(e.store)?.fields;
+      const v = fields?.get(e.start) ?? null;
+      const id = `h:${e.store}:${e.start}`;
+      if (e.field === 'time')
+        results.push(v); // a timestamp hash's field: as it is, nothing marked
+      else if (v === null || finalsOf(e.store).has(e.start) || took.has(id)) results.push(null);
+      else {
+        results.push(v);
+        took.add(id);
+        hashMarks.push([e.store, e.start]);
+      }
       continue;
     }
     if (e.kind === 'final' && e.end !== undefined) {
@@ -263,6 +296,7 @@ function applyEffects(
     results.push(out.value);
   }
   for (const w of marks) w.final = true;
+  for (const [store, start] of hashMarks) finalsOf(store).add(start);
   s.kv = kv;
   for (const [id, w] of windows) s.windows.set(id, w);
   for (const [store, fields] of sessions) {
@@ -270,10 +304,14 @@ function applyEffects(
     if (fields.size === 0) s.sessions.delete(store);
     else s.sessions.set(store, { fields, expireAt: s.sessions.get(store)?.expireAt ?? 0 });
   }
+  for (const store of hashFinals.keys())
+    if (!hashes.has(store)) hashes.set(store, new Map(s.hashes.get(store)?.fields ?? []));
   for (const [store, fields] of hashes) {
-    // as sessions: the expiry is set at the end of the call
+    // as sessions: the expiry is set at the end of the call; a mark lives with its field's value
+    const finals = new Set([...(hashFinals.get(store) ?? s.hashes.get(store)?.finals ?? [])]);
+    for (const start of finals) if (!fields.has(start)) finals.delete(start);
     if (fields.size === 0) s.hashes.delete(store);
-    else s.hashes.set(store, { fields, expireAt: s.hashes.get(store)?.expireAt ?? 0 });
+    else s.hashes.set(store, { fields, finals, expireAt: s.hashes.get(store)?.expireAt ?? 0 });
   }
   for (const [id, x] of exp) expires.set(id, Math.max(expires.get(id) ?? 0, x));
   return { results };

@@ -74,6 +74,8 @@ export interface StoreReadAnswer {
   readonly sessions: readonly SessionValue[];
   /** Per `request.hashes` entry, in order: its windows (start -> value). */
   readonly hashes: readonly ReadonlyMap<number, Buffer>[];
+  /** Per `request.hashes` entry, in order: the starts of its windows marked final (fields `f<start>`). */
+  readonly hashFinals: readonly ReadonlySet<number>[];
   /** Per `request.pending` offset, in order: its entry, or null (none kept). */
   readonly pending: readonly (PendingEntry | null)[];
 }
@@ -188,19 +190,29 @@ export function decodeRead(encoded: EncodedRead, reply: unknown): StoreReadAnswe
     if (v !== null) windows.push({ ...w, value: v, time: value(reply[base + 3 * i + 2]), final });
   }
   const hbase = base + 3 * encoded.windows.length;
-  const hashes = encoded.hashes.map((_, i) => windowHashOf(reply[hbase + i]));
+  const hashFinals = encoded.hashes.map(() => new Set<number>());
+  const hashes = encoded.hashes.map((_, i) => windowHashOf(reply[hbase + i], hashFinals[i] as Set<number>));
   const sessions: SessionValue[] = [];
   const at = hbase + encoded.hashes.length;
   for (const [i, store] of encoded.sessions.entries()) sessions.push(...sessionsOf(store, reply[at + i]));
-  return { stamp, kv, windows, sessions, hashes, pending };
+  return { stamp, kv, windows, sessions, hashes, hashFinals, pending };
 }
 
-/** A window hash as HGETALL gives it (field `<start>`): start -> value. */
-function windowHashOf(flat: unknown): Map<number, Buffer> {
+/** A window hash as HGETALL gives it (field `<start>`): start -> value; the final marks (`f<start>`) to `finals`. */
+function windowHashOf(flat: unknown, finals: Set<number>): Map<number, Buffer> {
   if (!Array.isArray(flat) || flat.length % 2 !== 0)
     throw new RedfenceError('RF_BAD_REPLY', 'state read: a window hash is not a field list');
   const m = new Map<number, Buffer>();
   for (let j = 0; j < flat.length; j += 2) {
+    const f = value(flat[j]);
+    if (f !== null && f[0] === 0x66) {
+      // 'f<start>': the window's final mark
+      const marked = Number(f.subarray(1).toString('latin1'));
+      if (!Number.isSafeInteger(marked))
+        throw new RedfenceError('RF_BAD_REPLY', 'state read: a window hash mark is not a window start');
+      finals.add(marked);
+      continue;
+    }
     const start = num(flat[j]);
     const v = value(flat[j + 1]);
     if (start === undefined || Number.isNaN(start) || v === null)

@@ -63,7 +63,11 @@ export type Effect =
    * null); the window is marked final when the record's effects are made, so one record takes its value
    * and its time, and a later record's final gives null; null too when the window holds no value. With `end`: the session `[start, end]` of the store's session hash, its
    * value (null: none, e.g. merged away), nothing marked (the caller's close ranges never meet a session
-   * twice).
+   * twice). With `hash`: the window `start` kept as a field of the key's window hash of `store` (the
+   * `field` effects' layout), its value there as the call has it so far, once: the field is marked
+   * final (the hash's field `f<start>`, written with the record's effects, deleted with the value), so
+   * a second final of it gives null, as does one of a field with no value; with `field: 'time'` (a
+   * window's timestamp kept in a hash of its own) the field as the call has it, nothing marked.
    */
   | {
       readonly store: number;
@@ -71,6 +75,7 @@ export type Effect =
       readonly start: number;
       readonly end?: number;
       readonly field?: WindowField;
+      readonly hash?: true;
     }
   /**
    * A session window at `time` (Kafka Streams' session aggregation, the bounds computed by the caller):

@@ -49,14 +49,32 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
     kind: fc.constant('note' as const),
     value: fc.constantFrom('', 'p1,2|', 'x;y:z'),
   }),
-  fc.record(
-    {
-      store: fc.integer({ min: 1, max: 2 }),
-      kind: fc.constant('final' as const),
-      start: fc.constantFrom(0, 10, 20),
-      field: fc.constantFrom('value' as const, 'time' as const),
-    },
-    { requiredKeys: ['store', 'kind', 'start'] },
+  fc.oneof(
+    fc.record(
+      {
+        store: fc.integer({ min: 1, max: 2 }),
+        kind: fc.constant('final' as const),
+        start: fc.constantFrom(0, 10, 20),
+        field: fc.constantFrom('value' as const, 'time' as const),
+      },
+      { requiredKeys: ['store', 'kind', 'start'] },
+    ),
+    // a window hash field's value (emit-final of sliding windows): there, deleted or never written
+    fc
+      .record({
+        store: fc.integer({ min: 1, max: 2 }),
+        start: fc.constantFrom(0, 10, 20),
+        time: fc.boolean(), // a timestamp hash's field: read as it is
+      })
+      .map(
+        (x): Effect => ({
+          store: x.store,
+          kind: 'final',
+          start: x.start,
+          hash: true,
+          ...(x.time ? { field: 'time' as const } : {}),
+        }),
+      ),
   ),
   // a session's value (emit-final of sessions): the session may be there, merged away or never written
   fc

@@ -247,6 +247,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           windows: [],
           sessions: [],
           hashes: [],
+          hashFinals: [],
           pending: [],
         },
       );
@@ -286,10 +287,27 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
             emit: 1,
             effects: [field(10, { op: 'delete' }), field(22, { op: 'set', value: 'z' })],
           },
+          {
+            // the final of window 21, twice in one record (once), of 10 (deleted): nothing
+            offset: 8,
+            emit: 1,
+            effects: [
+              { store: 3, kind: 'final', start: 21, hash: true },
+              { store: 3, kind: 'final', start: 21, hash: true },
+              { store: 3, kind: 'final', start: 10, hash: true },
+              { store: 3, kind: 'final', start: 21, hash: true, field: 'time' },
+            ],
+          },
+          {
+            offset: 9,
+            emit: 1,
+            effects: [{ store: 3, kind: 'final', start: 21, hash: true }],
+          },
         ],
       });
-      const got = await store.read({ key: 'k', hashes: [3, 4], pending: [3, 4, 5, 6, 7] });
-      assert.deepEqual(got.stamp, { partition: 0, offset: 7, epoch: 1 });
+      const got = await store.read({ key: 'k', hashes: [3, 4], pending: [3, 4, 5, 6, 7, 8, 9] });
+      assert.deepEqual(got.stamp, { partition: 0, offset: 9, epoch: 1 });
+      assert.deepEqual(got.hashFinals, [new Set([21]), new Set()], 'window 21 of hash 3 is marked final');
       assert.deepEqual(got.hashes, [
         new Map([
           [21, Buffer.from('x')],
@@ -303,6 +321,8 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         null,
         { deadLetter: 'add failed: stored value is not an integer' },
         { results: [null, Buffer.from('z')] },
+        { results: [Buffer.from('x'), null, null, Buffer.from('x')] },
+        { results: [null] },
       ]);
       const name = store.keys.windowHash(store.keys.fence('k'), 3);
       assert.equal(Number(await redis.pexpiretime(name)), EXPIRE);

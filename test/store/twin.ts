@@ -47,7 +47,7 @@ export class Twin {
     for (const r of call.records)
       for (const e of r.effects)
         if (e.kind === 'session' || (e.kind === 'final' && e.end !== undefined)) t.add(`s:${e.store}`);
-        else if (e.kind === 'field') t.add(`h:${e.store}`);
+        else if (e.kind === 'field' || (e.kind === 'final' && e.hash === true)) t.add(`h:${e.store}`);
         else if (e.kind !== 'kv' && e.kind !== 'note') t.add(`${e.store}:${e.start}`);
     this.touched.set(k, t);
     return results;
@@ -100,8 +100,11 @@ export class Twin {
         const name = this.store.keys.windowHash(fence, Number(id.slice(2)));
         const got = (await this.redis.hgetallBuffer(name)) as Record<string, Buffer>;
         const m = s.hashes.get(Number(id.slice(2)));
-        const fields = new Map(Object.entries(got).map(([f, v]) => [Number(f), v]));
+        const entries = Object.entries(got);
+        const fields = new Map(entries.filter(([f]) => !f.startsWith('f')).map(([f, v]) => [Number(f), v]));
+        const finals = new Set(entries.filter(([f]) => f.startsWith('f')).map(([f]) => Number(f.slice(1))));
         assert.deepEqual(fields, m?.fields ?? new Map(), `window hash ${id}`);
+        assert.deepEqual(finals, m?.finals ?? new Set(), `window hash ${id} final marks`);
         if (m !== undefined)
           assert.equal(Number(await this.redis.pexpiretime(name)), m.expireAt, `window hash ${id} expiry`);
         continue;

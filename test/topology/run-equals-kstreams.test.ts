@@ -57,7 +57,7 @@ const NO_JAVA = java.error === undefined ? undefined : `no java on PATH (${java.
  * The scenarios TopologyProcessor runs today (all 27: 15 generated, 2 of them over several input topics,
  * and 12 pinned): fewer is a silent shrink, and fails.
  */
-const AT_LEAST_SCENARIOS = 27;
+const AT_LEAST_SCENARIOS = 28;
 
 /** Why planTopology refuses a scenario's topology (RF_TOPOLOGY_UNSUPPORTED), or undefined when it runs it. */
 function refusal(sc: Scenario): string | undefined {

@@ -33,6 +33,7 @@ import {
   sessionCount,
   tumblingReduce,
 } from './run-helpers.js';
+import { slidingCountReduce } from './sliding-topologies.js';
 
 const RUNS = Number(process.env.RF_TOPOLOGY_RUN_RUNS ?? 40);
 const appName = () => uniqueName('tr').replace(/-/g, '_');
@@ -50,6 +51,14 @@ const CASES: [string, (app: string) => BuiltTopology, typeof HOP | null, number,
   ['a hopping-window aggregate (null deletes)', hoppingAggregate, HOP, 4, 20, 1],
   ['a hopping-window aggregate with emit final', (app) => hoppingAggregate(app, 'final'), HOP, 4, 20, 1],
   ['a tumbling-window reduce of numbers', tumblingReduce, FIVE, 2, 12, 30_000],
+  [
+    'a sliding count and reduce (difference 5, grace 3) with emit final',
+    (app) => slidingCountReduce(app, 'dead-letter', 'final'),
+    null,
+    4,
+    20,
+    1,
+  ],
 ];
 
 for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {

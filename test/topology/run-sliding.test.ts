@@ -1,6 +1,6 @@
 /**
- * Sliding windows on Redis (src/topology/run/fold-sliding.ts): count, reduce and aggregate over
- * SlidingWindows with emit on update, on generated inputs (several keys and partitions, out-of-order
+ * Sliding windows on Redis (src/topology/run/fold-sliding.ts, final-sliding.ts): count, reduce and
+ * aggregate over SlidingWindows with emit on update (a count and reduce also on window close), on generated inputs (several keys and partitions, out-of-order
  * records, records at window edges and below the time difference, late ones as dead letters or drops,
  * several sliding arrivals in one key record, a sliding part beside a hopping count's, deleted windows,
  * batches cut at random, replays by a new owner). The executor's outputs equal the reference model's per
@@ -11,6 +11,8 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Cluster, Redis } from 'ioredis';
+import { RedfenceError } from '../../src/errors/index.js';
+import { type CloseIndexRedis, KeyStore, type StoreRedis } from '../../src/store/index.js';
 import {
   type BuiltTopology,
   SlidingWindows,
@@ -20,46 +22,25 @@ import {
 } from '../../src/topology/index.js';
 import { type ModelResult, runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import { TopologyState } from '../../src/topology/state/state.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
-import { assertEqualToModel, generated, HOP, type RunTotals, runOnRedis } from './run-helpers.js';
+import {
+  assertEqualToModel,
+  generated,
+  HOP,
+  interfering,
+  type RunTotals,
+  runOnRedis,
+} from './run-helpers.js';
+import { SLIDE, slidingCountReduce } from './sliding-topologies.js';
 
 const RUNS = Number(process.env.RF_TOPOLOGY_RUN_RUNS ?? 40);
 const appName = () => uniqueName('ts').replace(/-/g, '_');
 const s = serdes.string();
 type Order = { amount: number };
-/** Sliding windows of difference 5 and grace 3. */
-export const SLIDE = { timeDifferenceMs: 5, graceMs: 3 };
 
-/**
- * A sliding-window count and a sliding reduce (the largest amount) of one grouped stream, after a
- * flatMapValues that doubles some records: several sliding arrivals on one key record; `onLate` as given.
- */
-export function slidingCountReduce(
-  app: string,
-  onLate: 'dead-letter' | 'drop' = 'dead-letter',
-): BuiltTopology {
-  const t = topology({ applicationId: app });
-  const g = t
-    .stream<string, Order>('in', { key: s })
-    .flatMapValues((o) => (o !== null && o.amount % 5 === 0 ? [o, o] : [o]))
-    .groupByKey();
-  const w = SlidingWindows.ofTimeDifferenceAndGrace(SLIDE.timeDifferenceMs, SLIDE.graceMs);
-  g.windowedBy(w)
-    .onLate(onLate)
-    .count({ name: 'slide-counts' })
-    .toStream()
-    .map((wk, n) => [wk.key, { start: wk.start, end: wk.end, n }] as const)
-    .to('slide-counts', { key: s });
-  g.windowedBy(w)
-    .onLate(onLate)
-    .reduce((a, b) => (b.amount > a.amount ? b : a), { name: 'slide-max' })
-    .toStream()
-    .map((wk, o) => [wk.key, { start: wk.start, end: wk.end, max: o?.amount ?? null }] as const)
-    .to('slide-max', { key: s });
-  return t.build();
-}
-
+export { SLIDE, slidingCountReduce };
 /**
  * A sliding-window aggregate (difference 5, no grace) of sums whose aggregator returns null at amount 11
  * (the window is deleted: its next record starts from the initializer), beside a hopping count of the
@@ -145,11 +126,46 @@ async function assertStateEqual(
   return compared;
 }
 
+/**
+ * Emit final: every window whose final result went out and that Redis still holds (not pruned) is
+ * marked final (`f<start>` in its value hash), and a window state read reports it final. Returns how
+ * many it checked.
+ */
+async function assertMarked(redis: Redis | Cluster, got: RunTotals): Promise<number> {
+  let checked = 0;
+  const exec = got.exec;
+  const state = new TopologyState(exec.plan.built, { redis });
+  for (const o of got.outputs) {
+    const agg = [...exec.plan.aggregates.values()].find((a) => a.node.store === o.topic);
+    if (agg === undefined || o.key === null) continue;
+    const { start } = JSON.parse(o.value?.toString() ?? '{}') as { start: number };
+    const hash = exec.store.keys.windowHash(exec.store.keys.fence(o.key), agg.valueStore);
+    const held = (await redis.hexists(hash, String(start))) === 1;
+    const marked = (await redis.hexists(hash, `f${start}`)) === 1;
+    assert.equal(marked, held, `${o.topic} ${o.key.toString()}@${start}: final marked while held`);
+    if (!held) continue;
+    const read = await state.windowStore(agg.node.store).fetch(o.key.toString(), start, start);
+    assert.deepEqual(
+      read.windows.map((w) => [w.start, w.final]),
+      [[start, true]],
+      'the state read reports it final',
+    );
+    checked++;
+  }
+  return checked;
+}
+
 /** Name, topology, and the timestamps: step, jitter, unit. */
 const CASES: [string, (app: string) => BuiltTopology, number, number][] = [
   ['a sliding count and reduce (difference 5, grace 3) after a flatMapValues', slidingCountReduce, 4, 20],
   ['the sliding count and reduce dropping late records', (app) => slidingCountReduce(app, 'drop'), 4, 20],
   ['a sliding aggregate (no grace; null deletes) beside a hopping count', slidingAggregate, 3, 12],
+  [
+    'the sliding count and reduce with emit final',
+    (app) => slidingCountReduce(app, 'dead-letter', 'final'),
+    4,
+    20,
+  ],
 ];
 
 for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
@@ -159,31 +175,116 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
 
     for (const [name, make, step, jitter] of CASES) {
       it(`${name}: outputs and windows equal the model's; replays re-emit and change nothing`, async () => {
-        const seen = { outputs: 0, late: 0, early: 0, deleted: 0, replays: 0, windows: 0, doubled: 0 };
+        const seen = {
+          outputs: 0,
+          late: 0,
+          early: 0,
+          deleted: 0,
+          replays: 0,
+          windows: 0,
+          doubled: 0,
+          pruned: 0,
+          marked: 0,
+        };
         await fc.assert(
           fc.asyncProperty(generated(step, jitter, 1), async (g) => {
             const built = make(appName());
             const model = runModel(built, g.input, { partitions: { in: g.partitions } });
             const got = await runOnRedis(redis, built, g, null);
             assertEqualToModel(model, got);
-            seen.windows += await assertStateEqual(redis, built, g.input, model, got);
+            // emit final: the model forwards closed windows only (what Redis holds is the update path's)
+            if (!name.includes('emit final'))
+              seen.windows += await assertStateEqual(redis, built, g.input, model, got);
+            else seen.marked += await assertMarked(redis, got);
             seen.outputs += got.outputs.length;
             seen.late += got.deadLetters.length + got.dropped.filter((d) => d.reason === 'late').length;
             seen.early += got.outputs.filter((o) => o.value?.includes('"start":0,') === true).length;
             seen.deleted += got.outputs.filter((o) => o.value?.includes('"a":null') === true).length;
             seen.doubled += g.input.filter((r) => r.value?.toString().match(/"amount":(0|5|10)}/)).length;
             seen.replays += got.replays;
+            seen.pruned += got.pruned;
           }),
           { numRuns: RUNS },
         );
-        assert.ok(seen.outputs > 0 && seen.windows > 0, 'some outputs and stored windows');
+        assert.ok(seen.outputs > 0, 'some outputs');
+        if (!name.includes('emit final')) assert.ok(seen.windows > 0, 'some stored windows compared');
         assert.ok(seen.late > 0, 'some records were late');
         assert.ok(seen.early > 0, 'some records fell below the time difference (window [0, d])');
         assert.ok(seen.replays > 0, 'some batches were replayed');
+        if (name.includes('emit final')) {
+          assert.ok(seen.pruned > 0, 'the close index dropped entries behind commits');
+          assert.ok(seen.marked > 0, 'some final windows were checked for their mark');
+        }
         if (name.includes('null deletes')) assert.ok(seen.deleted > 0, 'some windows were deleted');
         else assert.ok(seen.doubled > 0, 'some records were doubled');
       });
     }
+
+    it('emit final: another writer between the read ahead and the write fails the batch (RF_CAS_CONFLICT); run again, it runs as the model', async () => {
+      const built = slidingCountReduce(appName(), 'dead-letter', 'final');
+      const agg = [...new TopologyExecutor(built, { redis }).plan.aggregates.values()][0];
+      assert.ok(agg !== undefined);
+      const other = new KeyStore({ redis, app: built.applicationId });
+      // another writer's call on key k: a window of the count at 30 (outside the records' reach)
+      const write = async () => {
+        const expireAt = Date.now() + 3_600_000;
+        await other.call({
+          partition: 7,
+          epoch: 1,
+          committedOffset: -1,
+          key: Buffer.from('k'),
+          records: [
+            {
+              offset: 100,
+              emit: 0,
+              effects: [
+                { store: agg.valueStore, kind: 'field', start: 30, expireAt, op: { op: 'set', value: '9' } },
+              ],
+            },
+          ],
+        });
+      };
+      const proxy = interfering(redis as unknown as StoreRedis, 1, write);
+      const index = redis as unknown as CloseIndexRedis;
+      const exec = new TopologyExecutor(built, {
+        redis: {
+          ...proxy.redis,
+          zadd: index.zadd.bind(index),
+          zrangebyscoreBuffer: index.zrangebyscoreBuffer.bind(index),
+          zremrangebyscore: index.zremrangebyscore.bind(index),
+        } as unknown as Redis,
+      });
+      const value = Buffer.from('{"amount":1}');
+      const records = [7, 9, 12, 25].map((timestamp, offset) => ({
+        topic: 'in',
+        partition: 0,
+        offset,
+        key: Buffer.from('k'),
+        value,
+        timestamp,
+      }));
+      const batch = { topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records };
+      await assert.rejects(exec.runBatch(batch), (err: unknown) => {
+        assert.ok(RedfenceError.is(err, 'RF_CAS_CONFLICT') && RedfenceError.isRetriable(err), String(err));
+        return true;
+      });
+      assert.equal(proxy.reads(), 1);
+      assert.deepEqual(exec.streamTime(0), {}, 'the failed batch left the stream time as it was');
+      // run again: the foreign window is never read (out of every fetch's range), the rest is the model's
+      const again = await exec.runBatch(batch);
+      const model = runModel(built, records, { partitions: { in: 1 } });
+      assert.ok(again.outputs.length > 0, 'windows closed at 25');
+      assertEqualToModel(model, {
+        ...again,
+        replays: 0,
+        reemits: 0,
+        pruned: 0,
+        exec,
+      } as unknown as RunTotals);
+      exec.setStreamTime(0, {}); // a new owner starts from the committed stream time
+      const replay = await exec.runBatch({ ...batch, epoch: 2 });
+      assert.deepEqual(replay.outputs, again.outputs, 'a replay re-emits the final results');
+    });
 
     it('a replay that brings records past the applied ones: the applied ones re-emit and move the store time, the rest fold as the model does', async () => {
       let resumed = 0;

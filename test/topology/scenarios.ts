@@ -233,6 +233,16 @@ export const CASES: readonly ScenarioCase[] = [
   },
   {
     scenario: {
+      name: 'sliding-count-final',
+      window: sliding,
+      aggregate: 'count',
+      emit: 'final',
+      partitions: 2,
+    },
+    input: base(2),
+  },
+  {
+    scenario: {
       name: 'session-count-update',
       window: session,
       aggregate: 'count',

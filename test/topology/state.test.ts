@@ -331,12 +331,14 @@ describe('queryable state: refusals', () => {
   });
 
   it('a topology the executor cannot run, a non-topology and unknown options are refused at construction', () => {
-    const t = topology({ applicationId: 'sliding' });
+    // a count of a count's updates
+    const t = topology({ applicationId: 'twice' });
     t.stream<string, number>('in')
       .groupByKey()
-      .windowedBy(SlidingWindows.ofTimeDifferenceWithNoGrace(10))
-      .emit('final')
-      .count()
+      .count({ name: 'first' })
+      .toStream()
+      .groupByKey()
+      .count({ name: 'second' })
       .toStream()
       .to('out');
     assert.throws(() => new TopologyState(t.build(), { redis }), { code: 'RF_TOPOLOGY_UNSUPPORTED' });

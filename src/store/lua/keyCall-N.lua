@@ -11,7 +11,8 @@
   KEYS[2..]  the window keys the call touches, rf:{<app>:<key>}:w:<store>:<start>: v the window's value,
              t its time field (e.g. its timestamp), f the final marker (kept with v), the session hashes, rf:{<app>:<key>}:s:<store>: one field
              '<start>:<end>' per session, its value, and the window hashes, rf:{<app>:<key>}:h:<store>:
-             one field '<start>' per window, its value; each must start with KEYS[1] .. ':w:', ':s:'
+             one field '<start>' per window, its value, and 'f<start>' its final marker (kept with
+             '<start>'); each must start with KEYS[1] .. ':w:', ':s:'
              or ':h:' (checked: else RF_ARGS)
   ARGV[1]    protocol version, must be 's2'
   ARGV[2]    partition of every record in this call
@@ -29,7 +30,9 @@
                        't' its time field: each once, the window marked final when the record's
                        effects are made, so one record takes both; or a
                        session hash's KEYS index and operand '<start>:<end>': that session's value,
-                       nothing marked)
+                       nothing marked; or a window hash's KEYS index and operand 'h<start>': that
+                       field's value, once, marked 'f<start>', or 't<start>': a timestamp field's
+                       value, nothing marked)
                      | h a window hash's field (target: the hash's KEYS index; operand
                        '<operand>@<start>', the field)
                      | p a note (op 's', target 0): nothing changes, its result is its value

@@ -256,10 +256,17 @@ export function sessionOutcome(
 
 /**
  * The effects that take a closing window's final result: its value and its timestamp (the two fields of
- * its key, taken by one record: once); a session's (`end` given): its value (its timestamp is its end).
+ * its key, taken by one record: once; a sliding window's: its fields of the key's two window hashes); a
+ * session's (`end` given): its value (its timestamp is its end).
  */
 export function finalEffects(agg: AggregatePlan, w: { start: number; end?: number }): Effect[] {
   if (w.end !== undefined) return [{ store: agg.valueStore, kind: 'final', start: w.start, end: w.end }];
+  if (agg.node.window?.kind === 'sliding')
+    // a sliding window's two fields, in the key's two window hashes (final-sliding.ts)
+    return [
+      { store: agg.valueStore, kind: 'final', start: w.start, hash: true },
+      { store: agg.timeStore, kind: 'final', start: w.start, hash: true, field: 'time' },
+    ];
   return [
     { store: agg.valueStore, kind: 'final', start: w.start },
     { store: agg.valueStore, kind: 'final', start: w.start, field: 'time' },
@@ -284,7 +291,8 @@ export function finalUpdate(
       value: storedAggregate(agg, results[0]),
       timestamp: window.end,
     };
-  const size = (p.window as { sizeMs: number }).sizeMs;
+  const size =
+    p.window?.kind === 'sliding' ? p.window.timeDifferenceMs : (p.window as { sizeMs: number }).sizeMs;
   return {
     key: { key, start: window.start, end: window.start + size },
     value: storedAggregate(agg, results[0]),

@@ -38,12 +38,13 @@ import {
 import type { BuiltTopology } from '../types.js';
 import { checkBatch, options, type TopologyExecutorOptions } from './check.js';
 import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } from './final.js';
-import { type IndexedSession, sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
+import { sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
+import { slidingSettledUpTo } from './final-sliding.js';
 import { FlowTally } from './flows.js';
-import { callGroups, foldAhead } from './fold.js';
+import { callGroups, type FoldedAhead, foldAhead } from './fold.js';
 import { type ForwardContext, forwardSteps } from './forward.js';
 import { planTopology, type RunPlan } from './plan.js';
-import { type KeyGroup, placeSteps, type WalkStep, walkBatch } from './steps.js';
+import { type KeyGroup, placeSteps, slidingBounded, type WalkStep, walkBatch } from './steps.js';
 import type { StreamTimes, TopologyBatch, TopologyBatchResult } from './types.js';
 
 export type { TopologyExecutorOptions } from './check.js';
@@ -70,8 +71,10 @@ export class TopologyExecutor {
   readonly #retention: number;
   readonly #now: () => number;
   readonly #index: CloseIndex | null;
-  /** Some aggregation is session-windowed with emit('final') (final-session.ts). */
+  /** Some aggregation is session- or sliding-windowed with emit('final') (final-session.ts, final-sliding.ts). */
   readonly #finalSessions: boolean;
+  /** Some aggregation is sliding-windowed with emit('final'): a key record's final parts come last (steps.ts). */
+  readonly #finalSliding: boolean;
 
   constructor(built: BuiltTopology, opts: TopologyExecutorOptions) {
     const { retention, now } = options(opts);
@@ -99,9 +102,10 @@ export class TopologyExecutor {
           ...(keyEncoding === undefined ? {} : { keyEncoding }),
         })
       : null;
-    this.#finalSessions = [...this.plan.aggregates.values()].some(
-      (a) => a.node.emit === 'final' && a.node.window?.kind === 'session',
-    );
+    const finalOf = (kind: string) =>
+      [...this.plan.aggregates.values()].some((a) => a.node.emit === 'final' && a.node.window?.kind === kind);
+    this.#finalSliding = finalOf('sliding');
+    this.#finalSessions = finalOf('session') || this.#finalSliding;
     this.#retention = retention;
     this.#now = now;
   }
@@ -146,9 +150,14 @@ export class TopologyExecutor {
     let dropped = 0;
     for (const a of this.plan.aggregates.values()) {
       const w = a.node.window;
-      if (a.node.emit !== 'final' || w === null || w.kind === 'sliding') continue;
+      if (a.node.emit !== 'final' || w === null) continue;
       const clock = at[a.node.name];
-      const upTo = w.kind === 'session' ? sessionsSettledUpTo(clock) : settledUpTo(w.sizeMs, clock);
+      const upTo =
+        w.kind === 'session'
+          ? sessionsSettledUpTo(clock)
+          : w.kind === 'sliding'
+            ? slidingSettledUpTo(w, clock)
+            : settledUpTo(w.sizeMs, clock);
       if (upTo < 0) continue;
       dropped += await this.#index.remove(topic, partition, a.valueStore, upTo);
     }
@@ -183,17 +192,24 @@ export class TopologyExecutor {
     const sources = this.plan.subs.get(batch.topic)?.sources ?? [];
     const tally = new FlowTally();
     const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt, tally);
-    // emit-final sessions: their bounds follow from the keys' reads, folded before any index or call
-    let ahead: Awaited<ReturnType<typeof foldAhead>> | undefined;
+    // emit-final sessions and sliding windows: their bounds follow from the keys' reads, folded before
+    // any index or call
+    let ahead: FoldedAhead | undefined;
+    let steps = walked.steps;
     if (this.#finalSessions) {
-      const pre = placeSteps(walked.steps, () => []);
-      ahead = await foldAhead(this.store, batch, pre.groups, pre.steps);
+      const pre = placeSteps(walked.steps, () => [], this.#finalSliding);
+      ahead = await foldAhead(this.store, batch, pre.groups, pre.steps, { clocks, expireAt });
+      steps = slidingBounded(steps, ahead.storeAfter);
     }
-    const indexed = await this.#syncIndexes(batch, walked.steps, ahead?.written);
-    const placed = placeSteps(walked.steps, (agg, range) => {
-      const due = closing(indexed.get(agg.valueStore) ?? [], range);
-      return agg.node.window?.kind === 'session' ? due.map(sessionOfEntry) : due;
-    });
+    const indexed = await this.#syncIndexes(batch, steps, ahead);
+    const placed = placeSteps(
+      steps,
+      (agg, range) => {
+        const due = closing(indexed.get(agg.valueStore) ?? [], range);
+        return agg.node.window?.kind === 'session' ? due.map(sessionOfEntry) : due;
+      },
+      this.#finalSliding,
+    );
     const { replies, conflicts } = await callGroups(this.store, batch, placed.groups, placed.steps, {
       clocks,
       expireAt,
@@ -223,14 +239,10 @@ export class TopologyExecutor {
   }
 
   /**
-   * Step 2's Redis part: the emit-final indexes get the batch's windows (and the sessions its folds
-   * write, `sessions` by value store) and give the closing ones.
+   * Step 2's Redis part: the emit-final indexes get the batch's windows (and the sessions and sliding
+   * windows its folds write, by value store) and give the closing ones.
    */
-  async #syncIndexes(
-    batch: TopologyBatch,
-    steps: readonly WalkStep[],
-    sessions: ReadonlyMap<number, readonly IndexedSession[]> = new Map(),
-  ) {
+  async #syncIndexes(batch: TopologyBatch, steps: readonly WalkStep[], ahead?: FoldedAhead) {
     if (this.#index === null) return new Map<number, IndexedWindow[]>();
     const work = new Map<number, IndexWork>();
     const of = (store: number) => {
@@ -247,7 +259,8 @@ export class TopologyExecutor {
           of(s.arrival.agg.valueStore).add.push({ key: s.arrival.fenceKey, start });
       else if ('closes' in s) of(s.closes.valueStore).ranges.push(s.range);
     }
-    for (const [store, list] of sessions) of(store).add.push(...list.map(sessionEntry));
+    for (const [store, list] of ahead?.written ?? []) of(store).add.push(...list.map(sessionEntry));
+    for (const [store, list] of ahead?.windows ?? []) of(store).add.push(...list);
     return syncIndexes(this.#index, batch.topic, batch.partition, [...work.values()]);
   }
 

@@ -153,6 +153,7 @@ export function appliedNewest(
   entry: PendingEntry | null | undefined,
 ): number {
   if (entry == null || 'deadLetter' in entry) return -1;
-  const results = partResults(rec, entry.results)[part] ?? [];
+  // a prefix: foldAhead places a record before its final parts are known (they come last)
+  const results = partResults(rec, entry.results, true)[part] ?? [];
   return newest(decodeNote(results[0], rec.node).puts);
 }

@@ -16,7 +16,14 @@
  */
 import { RedfenceError } from '../../errors/index.js';
 import { backoffMs, delay } from '../../runtime/backoff.js';
-import type { KeyCall, KeyRecordResult, KeyStore, StateStamp, StoreReadAnswer } from '../../store/index.js';
+import type {
+  IndexedWindow,
+  KeyCall,
+  KeyRecordResult,
+  KeyStore,
+  StateStamp,
+  StoreReadAnswer,
+} from '../../store/index.js';
 import { type Arrival, folds } from './arrive.js';
 import type { WindowClock } from './final.js';
 import type { IndexedSession } from './final-session.js';
@@ -36,6 +43,11 @@ function finalSession(a: Arrival): boolean {
   return a.session !== null && a.agg.node.emit === 'final';
 }
 
+/** A sliding aggregation with emit('final'): its windows are indexed from the first read's folds. */
+function finalSliding(a: Arrival): boolean {
+  return a.sliding && a.agg.node.emit === 'final';
+}
+
 /** The folded arrivals per group, and all of them in offset order. */
 function arrivalsByGroup(steps: readonly PlacedStep[]) {
   const byGroup = new Map<KeyGroup, FoldArrival[]>();
@@ -51,19 +63,37 @@ function arrivalsByGroup(steps: readonly PlacedStep[]) {
   return { byGroup, order };
 }
 
+/** What {@link foldAhead} gives: the reads, the sessions and sliding windows written, the store times. */
+export interface FoldedAhead {
+  readonly ahead: Map<string, StoreReadAnswer>;
+  /** Per value store, the sessions the batch writes. */
+  readonly written: Map<number, IndexedSession[]>;
+  /** Per value store, the sliding windows the batch writes (emit-final aggregations). */
+  readonly windows: Map<number, IndexedWindow[]>;
+  /** Per emit-final sliding arrival, its clock's store time after its fold. */
+  readonly storeAfter: Map<Arrival, number>;
+}
+
 /**
- * Emit-final sessions: reads each key holding a session aggregation with emit('final') and folds its
- * session records (final-session.ts): the sessions the batch will write, per value store, and the reads
- * (the first round of {@link callGroups} folds them again, so it writes exactly these sessions).
+ * Emit-final sessions and sliding windows: reads each key holding a session aggregation with
+ * emit('final') and folds its session records (final-session.ts): the sessions the batch will write,
+ * per value store; with a sliding aggregation with emit('final'), reads every key holding a sliding
+ * arrival and folds them all in offset order (the store time couples them), as the first round of
+ * {@link callGroups} will: the windows written and the store time after each final arrival
+ * (final-sliding.ts); the clocks' store times are as before when it returns. The first round of
+ * {@link callGroups} folds the same reads again, so it writes exactly what was found here.
  */
 export async function foldAhead(
   store: KeyStore,
   batch: Where,
   groups: readonly KeyGroup[],
   steps: readonly PlacedStep[],
-): Promise<{ ahead: Map<string, StoreReadAnswer>; written: Map<number, IndexedSession[]> }> {
-  const { byGroup } = arrivalsByGroup(steps);
-  const mine = groups.filter((g) => byGroup.get(g)?.some((fa) => finalSession(fa.arrival)) === true);
+  ctx: FoldContext,
+): Promise<FoldedAhead> {
+  const { byGroup, order } = arrivalsByGroup(steps);
+  const sliding = order.some((fa) => finalSliding(fa.arrival));
+  const reads = (a: Arrival) => finalSession(a) || (sliding && a.sliding);
+  const mine = groups.filter((g) => byGroup.get(g)?.some((fa) => reads(fa.arrival)) === true);
   const ahead = new Map<string, StoreReadAnswer>();
   const written = new Map<number, IndexedSession[]>();
   await Promise.all(
@@ -91,7 +121,49 @@ export async function foldAhead(
       }
     }),
   );
-  return { ahead, written };
+  const windows = new Map<number, IndexedWindow[]>();
+  const storeAfter = new Map<Arrival, number>();
+  if (sliding) foldSlidingAhead(batch, byGroup, order, ahead, ctx, { windows, storeAfter });
+  return { ahead, written, windows, storeAfter };
+}
+
+/** {@link foldAhead}'s sliding part: every sliding arrival folded in offset order on its key's read. */
+function foldSlidingAhead(
+  batch: Where,
+  byGroup: ReadonlyMap<KeyGroup, FoldArrival[]>,
+  order: readonly FoldArrival[],
+  ahead: ReadonlyMap<string, StoreReadAnswer>,
+  ctx: FoldContext,
+  out: Pick<FoldedAhead, 'windows' | 'storeAfter'>,
+): void {
+  const before = new Map<WindowClock, number>();
+  const folding = new Map<KeyGroup, GroupFold>();
+  const newest = new Map<FoldArrival, number>();
+  for (const fa of order) {
+    if (!fa.arrival.sliding) continue;
+    const clock = ctx.clocks.get(fa.arrival.agg.node.name) as WindowClock;
+    if (!before.has(clock)) before.set(clock, clock.store);
+    const g = fa.placed.group;
+    let f = folding.get(g);
+    if (f === undefined) {
+      const answer = ahead.get(g.key.toString('hex')) as StoreReadAnswer; // every sliding key was read
+      f = new GroupFold(g, byGroup.get(g) ?? [], answer, batch.partition);
+      folding.set(g, f);
+    }
+    f.apply(fa, ctx, newest);
+    if (!finalSliding(fa.arrival)) continue;
+    out.storeAfter.set(fa.arrival, clock.store);
+    // the windows its fold set (a record applied already keeps its placeholder: indexed by its first run)
+    const { valueStore } = fa.arrival.agg;
+    const part = g.records[fa.placed.record]?.parts[fa.placed.part];
+    for (const e of part?.effects ?? [])
+      if (e.kind === 'field' && e.store === valueStore && e.op.op === 'set') {
+        const list = out.windows.get(valueStore) ?? [];
+        list.push({ key: g.key, start: e.start });
+        out.windows.set(valueStore, list);
+      }
+  }
+  for (const [clock, t] of before) clock.store = t;
 }
 
 /**
@@ -185,10 +257,10 @@ export async function callGroups(
         const r = rs[j] ?? [];
         const c = r.filter((x) => x.verdict === 'CONFLICT').length;
         conflicts += c;
-        if (c > 0 && byGroup.get(g)?.some((fa) => finalSession(fa.arrival)) === true)
+        if (c > 0 && ctx.ahead?.has(g.key.toString('hex')) === true)
           throw new RedfenceError(
             'RF_CAS_CONFLICT',
-            `topology batch ${batch.topic}/${batch.partition}: a key with emit-final sessions changed between its read and its write (another writer); its sessions were indexed from that read: run the batch again`,
+            `topology batch ${batch.topic}/${batch.partition}: a key with emit-final sessions or sliding windows changed between its read and its write (another writer); its windows were indexed from that read: run the batch again`,
             { details: { topic: batch.topic, partition: batch.partition, keys: 1 } },
           );
         if (c > 0) again.push([g, i]);

@@ -90,11 +90,10 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new Fo
     const results = resultsOf(step.placed, step.source, ctx);
     if (results === null) return;
     const final = node.emit === 'final' && node.window !== null;
-    if (final && step.arrival.session === null) return;
     if (step.arrival.sliding) {
-      // as the model: the window updates, then the windows the record was too late for
+      // as the model: the window updates (emit final: none), then the windows the record was too late for
       const o = slidingOutcome(step.arrival, results);
-      for (const u of o.updates) walkOn(ctx, node.name, u, sink);
+      if (!final) for (const u of o.updates) walkOn(ctx, node.name, u, sink);
       if (o.missed.length > 0) {
         const late = lateStep(node, o.missed, step.source);
         if ('drop' in late) ctx.dropped.push(late.drop);
@@ -102,6 +101,7 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new Fo
       }
       return;
     }
+    if (final && step.arrival.session === null) return;
     if (step.arrival.session === null) {
       for (const u of updatesOf(step.arrival, results)) walkOn(ctx, node.name, u, sink);
       return;

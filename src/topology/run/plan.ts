@@ -75,15 +75,6 @@ function unsupported(node: string | null, message: string): RedfenceError {
   return new RedfenceError('RF_TOPOLOGY_UNSUPPORTED', `${where}: ${message}`, { details: { node } });
 }
 
-function checkAggregate(n: AggregateNode): void {
-  const w = n.window;
-  if (w?.kind === 'sliding' && n.emit === 'final')
-    throw unsupported(
-      n.name,
-      "emit('final') of sliding windows does not run on Redis yet (emit('update') does): a sliding window's start is known only after the key's read, so the close-time index and the final effects would have to follow the fold",
-    );
-}
-
 /** Refuses an aggregation fed (through stateless nodes) by another one: one key call per record and key today. */
 function checkChain(
   children: ReadonlyMap<string, readonly string[]>,
@@ -193,7 +184,6 @@ export function planTopology(built: BuiltTopology): RunPlan {
   const aggregates = new Map<string, AggregatePlan>();
   for (const n of built.nodes) {
     if (n.kind !== 'aggregate') continue;
-    checkAggregate(n);
     checkChain(children, n.name, byName);
     const valueStore = storeIdOf(n.store);
     const clash = [...aggregates.values()].find((a) => a.valueStore === valueStore);

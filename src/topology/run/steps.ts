@@ -11,6 +11,7 @@ import { fromBytes } from '../serdes.js';
 import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
 import { type FinalRange, finalRange, type IndexedWindow, type WindowClock } from './final.js';
 import { sessionFinalRange } from './final-session.js';
+import { slidingFinalFrom, slidingFinalRange } from './final-sliding.js';
 import type { FlowTally } from './flows.js';
 import type { KeyPart } from './note.js';
 import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
@@ -23,7 +24,13 @@ export type WalkStep =
   | { readonly drop: ModelDrop }
   | { readonly dead: TopologyDeadLetter }
   | { readonly arrival: Arrival; readonly effects: Effect[]; readonly source: ModelInput }
-  | { readonly closes: AggregatePlan; readonly range: FinalRange; readonly source: ModelInput };
+  | {
+      readonly closes: AggregatePlan;
+      readonly range: FinalRange;
+      readonly source: ModelInput;
+      /** Sliding windows: the closing record's arrival (the store time after its fold bounds `range`). */
+      readonly after?: Arrival;
+    };
 
 export interface Walked {
   readonly steps: WalkStep[];
@@ -71,8 +78,15 @@ export function walkBatch(
       const effects = effectsOf(a, expireAt);
       if (effects.length > 0) w.steps.push({ arrival: a, effects, source: rec });
       const win = node.window;
-      if (node.emit !== 'final' || win === null || win.kind === 'sliding') return;
+      if (node.emit !== 'final' || win === null) return;
       const clock = clocks.get(node.name) as WindowClock;
+      if (win.kind === 'sliding') {
+        // the model checks no final results after a record late as a whole or earlier than d
+        if (!a.sliding || a.record.timestamp < win.timeDifferenceMs) return;
+        const range = slidingFinalRange(win, clock, a.closeTime);
+        if (range !== null) w.steps.push({ closes: agg, range, source: rec, after: a });
+        return;
+      }
       const range =
         win.kind === 'session'
           ? sessionFinalRange(win, clock, a.closeTime)
@@ -107,6 +121,29 @@ export function walkBatch(
     }
   }
   return w;
+}
+
+/**
+ * The walk's steps with each sliding closing range bounded by the store's retention, given the store
+ * time after each closing arrival's fold (fold.ts' foldAhead).
+ */
+export function slidingBounded(
+  steps: readonly WalkStep[],
+  storeAfter: ReadonlyMap<Arrival, number>,
+): WalkStep[] {
+  return steps.map((s) => {
+    if (!('closes' in s) || s.after === undefined) return s;
+    const t = storeAfter.get(s.after);
+    if (t === undefined) throw new TypeError('a sliding closing arrival is folded ahead');
+    return {
+      ...s,
+      range: slidingFinalFrom(
+        s.closes.node.window as { timeDifferenceMs: number; graceMs: number },
+        s.range,
+        t,
+      ),
+    };
+  });
 }
 
 /** What a record late for `windows` becomes: a dead letter, or a drop with `onLate('drop')`. */
@@ -150,9 +187,19 @@ export type ClosingWindow = IndexedWindow & { readonly end?: number };
 export function placeSteps(
   steps: readonly WalkStep[],
   closing: (agg: AggregatePlan, range: FinalRange) => readonly ClosingWindow[],
+  finalsLast = false,
 ): { groups: KeyGroup[]; steps: PlacedStep[] } {
   const groups = new Map<string, KeyGroup>();
-  const put = (key: Buffer, offset: number, node: string, effects: Effect[], sliding = false): Placed => {
+  // finalsLast: a key record's final parts' places: an arrival goes before them (below), moving them up
+  const finals = new Map<KeyGroup['records'][number], { part: number }[]>();
+  const put = (
+    key: Buffer,
+    offset: number,
+    node: string,
+    effects: Effect[],
+    sliding = false,
+    final = false,
+  ) => {
     const id = key.toString('hex');
     let group = groups.get(id);
     if (group === undefined) {
@@ -164,8 +211,24 @@ export function placeSteps(
       last = { offset, parts: [], node };
       group.records.push(last);
     }
-    last.parts.push({ effects, sliding });
-    return { group, record: group.records.length - 1, part: last.parts.length - 1 };
+    const record = group.records.length - 1;
+    const after = finals.get(last) ?? [];
+    if (final && finalsLast) {
+      const placed = { group, record, part: last.parts.length };
+      last.parts.push({ effects, sliding });
+      after.push(placed);
+      finals.set(last, after);
+      return placed;
+    }
+    // finalsLast (a topology with emit-final sliding windows): arrivals first, then final parts, so a
+    // record placed before its finals were known (fold.ts' foldAhead) holds a prefix of its parts. The
+    // aggregations' stores differ, and a record never changes a window it closes, so the order across
+    // aggregations changes no result. Other topologies keep the walk's order (the pending entries of
+    // records applied before this version were cut by it).
+    const part = last.parts.length - after.length;
+    last.parts.splice(part, 0, { effects, sliding });
+    for (const f of after) f.part++;
+    return { group, record, part };
   };
   const out: PlacedStep[] = steps.map((s) => {
     if ('out' in s || 'drop' in s || 'dead' in s) return s;
@@ -176,7 +239,7 @@ export function placeSteps(
     }
     const windows = closing(s.closes, s.range).map((window) => ({
       window,
-      placed: put(window.key, offset, s.closes.node.name, finalEffects(s.closes, window)),
+      placed: put(window.key, offset, s.closes.node.name, finalEffects(s.closes, window), false, true),
     }));
     return { closes: s.closes, windows, source: s.source };
   });

@@ -215,7 +215,8 @@ export class WindowReader<K, V> implements ReadOnlyWindowStore<K, V> {
 
   /**
    * Sliding windows: the key's two window hashes (values, timestamps) read whole in one script (their
-   * size is bounded by the store's retention), the windows starting in the range kept.
+   * size is bounded by the store's retention), the windows starting in the range kept; `final`: the
+   * value hash's mark `f<start>`.
    */
   async #fetchSliding(fence: Buffer, from: number, to: number): Promise<WindowFetchAnswer<V>> {
     const { store, agg } = this.#ctx;
@@ -232,7 +233,7 @@ export class WindowReader<K, V> implements ReadOnlyWindowStore<K, V> {
         end: start + d,
         value: decode(agg, v) as V,
         timestamp: storedNumber(times.get(start), agg.node.name),
-        final: false,
+        final: a.hashFinals[0]?.has(start) === true,
       }))
       .sort((x, y) => x.start - y.start);
     return { windows, stamp: a.stamp };

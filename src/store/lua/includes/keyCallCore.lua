@@ -59,6 +59,30 @@ local function rf_op(x, v)
   return false
 end
 
+-- A window hash field's final (effect x of record r): its value as the call has it so far (its slot is
+-- the `h` effects'), once: the field's mark is the hash's field `f<start>`. Returns the value (the
+-- caller marks the field once every effect of the record is made) or false, and whether it took it. A
+-- timestamp's (operand 't<start>') is read as it is, nothing marked.
+local function hashFinal(x, slot, r)
+  if not Wloaded[slot] then
+    Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
+    Wloaded[slot] = true
+  end
+  if Ehplain[x] then
+    return Wcur[slot] or false, false
+  end
+  local m = Wfinal[slot]
+  if m == nil then
+    m = rcall('HEXISTS', KEYS[Ehkey[x]], 'f' .. Efield[x]) == 1
+    Wfinal[slot] = m
+  end
+  if m or not Wcur[slot] or TookV[slot] == r then
+    return false
+  end
+  TookV[slot] = r
+  return Wcur[slot], true
+end
+
 -- Undoes a record's changes: the first nUndo entries of Undo and the session journal.
 local function rollback(nUndo)
   for u = nUndo - 2, 1, -3 do
@@ -93,6 +117,13 @@ local function operate(x1, n, r)
       Res[k] = text
     elseif kind == 'p' then
       Res[k] = Evalue[x]
+    elseif kind == 'f' and Ehkey[x] then
+      local v, took = hashFinal(x, slot, r)
+      Res[k] = v
+      if took then
+        nMarks = nMarks + 1
+        Marks[nMarks] = slot
+      end
     elseif kind == 'f' and Efield[x] then
       Res[k] = sessions(slot)[Efield[x]] or false
     else
@@ -158,7 +189,9 @@ local function operate(x1, n, r)
   end
   for x = x1, x1 + n - 1 do
     local kind, slot = Ekind[x], Eslot[x]
-    if slot and kind ~= 's' and not (kind == 'f' and Efield[x]) then
+    -- a window hash field's final is written (its mark) when it took the value
+    local took = Ehkey[x] and not Ehplain[x] and Res[x - x1 + 1]
+    if slot and kind ~= 's' and not (kind == 'f' and Efield[x] and not took) then
       if kind == 'k' then
         KVdirty = KVdirty or {}
         KVdirty[slot] = true

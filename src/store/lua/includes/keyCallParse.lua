@@ -32,7 +32,7 @@ local nR = 0
 -- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
 -- hash's KEYS index, true when it is a window's time field `t`.
 local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = {}, {}, {}, {}, {}, {}, {}
-local Efield, Ehkey, Etf = {}, {}, {}
+local Efield, Ehkey, Etf, Ehplain = {}, {}, {}, {}
 local Stime, Slo, Shi, Sclose, Sdrop = {}, {}, {}, {}, {} -- a session effect's bounds
 local nE = 0
 local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
@@ -93,12 +93,19 @@ local function rf_parse(label, k1, kn, spec, c0)
           operand, field = o2, st
         end
       elseif ok and kind == 'f' then
-        -- a window's final (operand '' its value, 't' its time), or a session's value (operand
-        -- '<start>:<end>', the field)
+        -- a window's final (operand '' its value, 't' its time), a session's value (operand
+        -- '<start>:<end>', the field) or a window hash field's value (operand 'h<start>': once,
+        -- marked; 't<start>': a timestamp, as it is)
         ok = op == '-' and ((kt == ':w:' and (operand == '' or operand == 't'))
-          or (kt == ':s:' and find(operand, '^%d+:%d+$') ~= nil))
+          or (kt == ':s:' and find(operand, '^%d+:%d+$') ~= nil)
+          or (kt == ':h:' and find(operand, '^[ht]%d+$') ~= nil))
         if ok and kt == ':s:' then
           field = operand
+        elseif ok and kt == ':h:' then
+          field = sub(operand, 2)
+          if byte(operand, 1) == 116 then -- 't': read as it is, nothing marked
+            Ehplain[nE + 1] = true
+          end
         end
       elseif ok and kind == 's' then
         local _, _, o2, tm, lo, hi, cl, dr = find(operand, SESSION)
@@ -149,7 +156,7 @@ local function rf_parse(label, k1, kn, spec, c0)
       end
       if kind == 'k' then
         Eslot[x] = target == '0' and 'v' or ('v:' .. target)
-      elseif kind == 'h' then
+      elseif kind == 'h' or (kind == 'f' and kt == ':h:') then
         Ehkey[x], Efield[x], Eslot[x] = g, field, 'h' .. g .. '@' .. field
       elseif kind == 'p' then
         Eslot[x] = false

@@ -11,10 +11,13 @@ local function rf_write()
       local hk = Ehkey[x]
       hashes = hashes or {}
       hashes[hk] = true
-      if v then
+      -- its final mark `f<start>` goes with the value
+      if v and Wfinal[slot] then
+        rcall('HSET', KEYS[hk], Efield[x], v, 'f' .. Efield[x], '1')
+      elseif v then
         rcall('HSET', KEYS[hk], Efield[x], v)
       else
-        rcall('HDEL', KEYS[hk], Efield[x])
+        rcall('HDEL', KEYS[hk], Efield[x], 'f' .. Efield[x])
       end
     else
       -- a window key: `v` (and `f` once final: the marker goes with the value) and `t`
