@@ -96,6 +96,7 @@ export {
   type MetricsRegistry,
   type MetricsServer,
   type MetricsServerOptions,
+  type OffsetResetReason,
   type RebalanceKind,
   RedfenceMetrics,
   type RedfenceMetricsOptions,
