@@ -6,8 +6,6 @@ export {
   isCloseIndexRedis,
 } from './close-index.js';
 export {
-  decodeKeyCall,
-  decodeKeyCallMany,
   type EncodedCall,
   type EncodedMany,
   encodeKeyCall,
@@ -28,6 +26,7 @@ export {
   type StoreReadRequest,
   type WindowValue,
 } from './read.js';
+export { decodeKeyCall, decodeKeyCallMany } from './reply.js';
 export {
   KeyStore,
   type KeyStoreOptions,

@@ -6,8 +6,9 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import type { RedisArg } from '../fence/index.js';
-import { decodeResults, MAX_STORE_ID } from './codec.js';
+import { MAX_STORE_ID } from './codec.js';
 import type { StoreKeys } from './keys.js';
+import { decodeResults } from './reply.js';
 import type { EffectResult } from './types.js';
 
 /** At most this many windows in one read (a wider range is read in several). */

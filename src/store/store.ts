@@ -18,13 +18,7 @@ import { RedfenceError } from '../errors/index.js';
 import { type LoadedScript, loadScripts } from '../fence/index.js';
 import { runScript } from '../fence/script-runner.js';
 import type { KeyEncoding } from '../keys/index.js';
-import {
-  decodeKeyCall,
-  decodeKeyCallMany,
-  type EncodedCall,
-  encodeKeyCall,
-  encodeKeyCallMany,
-} from './codec.js';
+import { type EncodedCall, encodeKeyCall, encodeKeyCallMany } from './codec.js';
 import { StoreKeys } from './keys.js';
 import { checkLayout, type LayoutCheck, STORE_LAYOUT } from './layout.js';
 import {
@@ -35,6 +29,7 @@ import {
   type StoreReadAnswer,
   type StoreReadRequest,
 } from './read.js';
+import { decodeKeyCall, decodeKeyCallMany } from './reply.js';
 import type { KeyCall, KeyRecordResult } from './types.js';
 
 /** The folder of the store's Lua scripts (beside this module in src/ and dist/). */

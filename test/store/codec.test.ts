@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { decodeKeyCall, encodeKeyCall } from '../../src/store/codec.js';
+import { encodeKeyCall } from '../../src/store/codec.js';
 import { StoreKeys } from '../../src/store/keys.js';
+import { decodeKeyCall } from '../../src/store/reply.js';
 import { STORE_LUA_DIR } from '../../src/store/store.js';
 
 describe('key call codec', () => {
