@@ -3,14 +3,10 @@
  * and dropped records, and the store codec (every aggregate is stored as its serde's bytes and read back,
  * as a Kafka Streams store does, so a user aggregate that does not survive its serde shows it here).
  */
+import type { ModelHeaders, WindowBounds } from './model-types.js';
 import type { AggregateParams, TopologyNode } from './types.js';
 
-/**
- * A record's headers, as the Kafka port gives them (a repeated header name: its values in order). A
- * record's headers go with everything it causes, as Kafka Streams carries them (docs/streams.md,
- * "Headers go where Kafka Streams 4.x sends them").
- */
-export type ModelHeaders = Readonly<Record<string, Buffer | string | readonly (Buffer | string)[]>>;
+export type { WindowBounds };
 
 /** Kafka Streams' ConsumerRecord.NO_TIMESTAMP: the stream time before any record. */
 export const NO_TIMESTAMP = -1;
@@ -22,11 +18,6 @@ export interface ModelRecord {
   readonly key: unknown;
   readonly value: unknown;
   readonly timestamp: number;
-}
-
-export interface WindowBounds {
-  readonly start: number;
-  readonly end: number;
 }
 
 /** How an aggregation processor talks to the rest of the model. */

@@ -9,102 +9,35 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import { murmur2, toPositive } from '../partitioner/index.js';
-import {
-  type AggIO,
-  type AggregateNode,
-  type ModelHeaders,
-  type ModelRecord,
-  type WindowBounds,
-  withHeaders,
-} from './model-io.js';
+import { type AggIO, type AggregateNode, type ModelRecord, withHeaders } from './model-io.js';
 import { SessionAggregate } from './model-session.js';
 import { SlidingAggregate } from './model-sliding.js';
+import type {
+  ModelDeadLetter,
+  ModelDrop,
+  ModelErrorDeadLetter,
+  ModelInput,
+  ModelOptions,
+  ModelOutput,
+  ModelResult,
+  ModelSource,
+} from './model-types.js';
 import { TableAggregate, TimeWindowAggregate } from './model-window.js';
 import { fromBytes, toBytes } from './serdes.js';
 import type { BuiltTopology, TopologyNode } from './types.js';
 
-export type { ModelHeaders };
-
-/** One input record (records of one partition in offset order; partitions interleaved as given). */
-export interface ModelInput {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly key: Buffer | null;
-  readonly value: Buffer | null;
-  readonly timestamp: number;
-  /** Its headers, if any: carried to its outputs and repartition records. */
-  readonly headers?: ModelHeaders;
-}
-
-/** One record a sink writes. */
-export interface ModelOutput {
-  readonly topic: string;
-  readonly key: Buffer | null;
-  readonly value: Buffer | null;
-  readonly timestamp: number;
-  /**
-   * The headers of the record that caused it (for a final result: the record whose stream time closed
-   * the window); none for a session window's updates, as Kafka Streams forwards them. Absent when none.
-   */
-  readonly headers?: ModelHeaders;
-}
-
-/** Where a record the model did not fully process came from (a repartition record: its internal topic). */
-export interface ModelSource {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly key: Buffer | null;
-  readonly value: Buffer | null;
-  readonly timestamp: number;
-  readonly headers?: ModelHeaders;
-}
-
-/** A late record at an aggregation (onLate 'dead-letter'): the windows it missed. */
-export interface ModelDeadLetter {
-  readonly reason: 'late';
-  readonly node: string;
-  readonly store: string;
-  readonly windows: readonly WindowBounds[];
-  readonly source: ModelSource;
-}
-
-/**
- * A record whose walk threw (a source's serde that cannot read it, a filter, map, flatMap, selectKey,
- * split predicate or peek that throws, a sink's serde that cannot write what reached it): none of its
- * effects is made, and the rest of its partition goes on. A throw inside an aggregation (its reducer,
- * aggregator, initializer or store serde) or downstream of one fails the run instead.
- */
-export interface ModelErrorDeadLetter {
-  readonly reason: 'processing-error';
-  /** The node whose code threw (a source, a stateless node or a sink). */
-  readonly node: string;
-  /** What it threw. */
-  readonly error: unknown;
-  readonly source: ModelSource;
-}
-
-/** A record an aggregation or a repartition dropped, as Kafka Streams drops it (a warning and a metric there). */
-export interface ModelDrop {
-  readonly reason: 'null-key' | 'null-value' | 'late';
-  readonly node: string;
-  readonly source: ModelSource;
-}
-
-export interface ModelResult {
-  /** Every sink record, in the order the sinks wrote them. */
-  readonly outputs: readonly ModelOutput[];
-  readonly deadLetters: readonly ModelDeadLetter[];
-  /** Records whose walk threw, in the order they came: dead letters of reason `processing-error`. */
-  readonly failed: readonly ModelErrorDeadLetter[];
-  readonly dropped: readonly ModelDrop[];
-}
-
-export interface ModelOptions {
-  /** Partition counts of input topics (default: the largest partition seen in the input, plus one). A repartition topic has its `repartition()` numberOfPartitions, else the largest count of its sub-topology's inputs, as Kafka Streams makes it. */
-  readonly partitions?: Readonly<Record<string, number>>;
-}
+export type {
+  ModelDeadLetter,
+  ModelDrop,
+  ModelErrorDeadLetter,
+  ModelHeaders,
+  ModelInput,
+  ModelOptions,
+  ModelOutput,
+  ModelResult,
+  ModelSource,
+  WindowBounds,
+} from './model-types.js';
 
 interface Aggregator {
   process(r: ModelRecord): void;

@@ -1,0 +1,98 @@
+/**
+ * The reference model's records and results (src/topology/model.ts runs them): what goes in, what its
+ * sinks write, its dead letters and drops.
+ */
+
+/**
+ * A record's headers, as the Kafka port gives them (a repeated header name: its values in order). A
+ * record's headers go with everything it causes, as Kafka Streams carries them (docs/streams.md,
+ * "Headers go where Kafka Streams 4.x sends them").
+ */
+export type ModelHeaders = Readonly<Record<string, Buffer | string | readonly (Buffer | string)[]>>;
+
+/** A window's bounds: [start, end) for time windows, both ends inclusive for sliding and session windows. */
+export interface WindowBounds {
+  readonly start: number;
+  readonly end: number;
+}
+
+/** One input record (records of one partition in offset order; partitions interleaved as given). */
+export interface ModelInput {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly timestamp: number;
+  /** Its headers, if any: carried to its outputs and repartition records. */
+  readonly headers?: ModelHeaders;
+}
+
+/** One record a sink writes. */
+export interface ModelOutput {
+  readonly topic: string;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly timestamp: number;
+  /**
+   * The headers of the record that caused it (for a final result: the record whose stream time closed
+   * the window); none for a session window's updates, as Kafka Streams forwards them. Absent when none.
+   */
+  readonly headers?: ModelHeaders;
+}
+
+/** Where a record the model did not fully process came from (a repartition record: its internal topic). */
+export interface ModelSource {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly timestamp: number;
+  readonly headers?: ModelHeaders;
+}
+
+/** A late record at an aggregation (onLate 'dead-letter'): the windows it missed. */
+export interface ModelDeadLetter {
+  readonly reason: 'late';
+  readonly node: string;
+  readonly store: string;
+  readonly windows: readonly WindowBounds[];
+  readonly source: ModelSource;
+}
+
+/**
+ * A record whose walk threw (a source's serde that cannot read it, a filter, map, flatMap, selectKey,
+ * split predicate or peek that throws, a sink's serde that cannot write what reached it): none of its
+ * effects is made, and the rest of its partition goes on. A throw inside an aggregation (its reducer,
+ * aggregator, initializer or store serde) or downstream of one fails the run instead.
+ */
+export interface ModelErrorDeadLetter {
+  readonly reason: 'processing-error';
+  /** The node whose code threw (a source, a stateless node or a sink). */
+  readonly node: string;
+  /** What it threw. */
+  readonly error: unknown;
+  readonly source: ModelSource;
+}
+
+/** A record an aggregation or a repartition dropped, as Kafka Streams drops it (a warning and a metric there). */
+export interface ModelDrop {
+  readonly reason: 'null-key' | 'null-value' | 'late';
+  readonly node: string;
+  readonly source: ModelSource;
+}
+
+export interface ModelResult {
+  /** Every sink record, in the order the sinks wrote them. */
+  readonly outputs: readonly ModelOutput[];
+  readonly deadLetters: readonly ModelDeadLetter[];
+  /** Records whose walk threw, in the order they came: dead letters of reason `processing-error`. */
+  readonly failed: readonly ModelErrorDeadLetter[];
+  readonly dropped: readonly ModelDrop[];
+}
+
+export interface ModelOptions {
+  /** Partition counts of input topics (default: the largest partition seen in the input, plus one). A repartition topic has its `repartition()` numberOfPartitions, else the largest count of its sub-topology's inputs, as Kafka Streams makes it. */
+  readonly partitions?: Readonly<Record<string, number>>;
+}
