@@ -95,14 +95,25 @@ describe('the assignment check on its own', () => {
       report,
       new Promise(() => undefined),
     );
-    const started = Date.now();
-    await checkAssigned(
+    // a committed read that never answers: the check settles once its deadline does, not before
+    let passDeadline: () => void = () => undefined;
+    const deadline = new Promise<void>((resolve) => {
+      passDeadline = resolve;
+    });
+    let settled = false;
+    const check = checkAssigned(
       { group: 'g', committed: () => new Promise(() => undefined), watermarks: async () => new Map() },
       tps,
       report,
-      new Promise((resolve) => setTimeout(resolve, 200)),
-    );
-    assert.ok(Date.now() - started < 1000, 'settled at its deadline');
+      deadline,
+    ).then(() => {
+      settled = true;
+    });
+    await Promise.resolve();
+    assert.equal(settled, false, 'waits for its reads until the deadline');
+    passDeadline();
+    await check;
+    assert.ok(settled, 'settled at its deadline');
     assert.deepEqual(failed, [['t'], ['t']]);
     assert.equal(resets.length, 1);
   });
