@@ -491,6 +491,10 @@ export class ConfluentKafka implements KafkaPort {
     return this.#admin.highWatermarks(topic);
   }
 
+  lowWatermarks(topic: string): Promise<Map<number, number>> {
+    return this.#admin.lowWatermarks(topic);
+  }
+
   deleteRecords(topic: string, below: readonly { partition: number; offset: number }[]): Promise<void> {
     return this.#admin.deleteRecords(topic, below);
   }

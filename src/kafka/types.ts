@@ -137,6 +137,11 @@ export interface KafkaPort {
   deleteRecords?(topic: string, below: readonly { partition: number; offset: number }[]): Promise<void>;
   /** High watermarks (next offset to be written) of a topic's partitions. */
   highWatermarks(topic: string): Promise<Map<number, number>>;
+  /**
+   * Low watermarks (the earliest offset the log still holds) of a topic's partitions. Optional: without
+   * it the stalled-consumer watchdog counts records that retention deleted unprocessed as lag.
+   */
+  lowWatermarks?(topic: string): Promise<Map<number, number>>;
   /** Moves the fetch position of a partition (used to restart a stalled fetch). */
   seek(partition: TopicPartition, offset: number): void;
   pause(partitions: readonly TopicPartition[]): void;

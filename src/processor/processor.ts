@@ -175,6 +175,9 @@ export class Processor<T = unknown, S = unknown> {
       running: () => this.#life.state === 'running',
       partitions: () => table.active(),
       highWatermarks: () => kafka.highWatermarks(o.definition.input),
+      ...(kafka.lowWatermarks
+        ? { logStarts: () => kafka.lowWatermarks?.(o.definition.input) ?? Promise.resolve(new Map()) }
+        : {}),
       kafka,
       batchInFlight: () => this.#liveness.batchInFlight,
       redisOutage: outage,

@@ -16,7 +16,10 @@ export interface WatchdogInput {
   stallMs: number;
   batchInFlight: boolean;
   redisOutage: boolean;
-  /** Records between the committed offsets and the high watermarks of the owned partitions. */
+  /**
+   * Records between the committed offsets (or the log start, when retention deleted records the group
+   * never processed: the fetch starts there) and the high watermarks of the owned partitions.
+   */
   lag: number;
   /** Recoveries tried since the last delivery. */
   recoveries: number;
@@ -44,6 +47,12 @@ export interface WatchdogContext {
   partitions(): readonly Pick<OwnedPartition, 'topic' | 'partition' | 'committed'>[];
   /** High watermarks of the input topic's partitions. */
   highWatermarks(): Promise<Map<number, number>>;
+  /**
+   * Low watermarks (log starts) of the input topic's partitions, when the port reads them. A committed
+   * offset below its log start is not lag: those records are gone and the fetch starts at the log start,
+   * so counting them would "recover" (and finally give up liveness on) a consumer with nothing to read.
+   */
+  logStarts?(): Promise<Map<number, number>>;
   readonly kafka: Pick<KafkaPort, 'seek'>;
   batchInFlight(): boolean;
   redisOutage(): boolean;
@@ -90,9 +99,16 @@ export class Watchdog {
     const partitions = ctx.partitions();
     if (!ctx.running() || partitions.length === 0) return;
     try {
-      const ends = await ctx.highWatermarks();
+      const [ends, starts] = await Promise.all([
+        ctx.highWatermarks(),
+        // a failed read of the log starts leaves the committed offsets as the lag's start
+        ctx.logStarts?.().catch(() => undefined),
+      ]);
       let lag = 0;
-      for (const p of partitions) lag += Math.max(0, (ends.get(p.partition) ?? 0) - Math.max(0, p.committed));
+      for (const p of partitions) {
+        const from = Math.max(0, p.committed, starts?.get(p.partition) ?? 0);
+        lag += Math.max(0, (ends.get(p.partition) ?? 0) - from);
+      }
       const verdict = watchdogVerdict({
         now: Date.now(),
         lastDeliveryAt: this.#lastDeliveryAt,

@@ -96,8 +96,11 @@ const KAFKA_NAMES: Record<keyof KafkaOptions, true> = {
   producerConfig: true,
 };
 const SSL_NAMES: Record<keyof KafkaSsl, true> = { ca: true, cert: true, key: true, keyPassword: true };
-// committedWithMetadata and deleteRecords are optional (a port of one's own written before them still works)
-const PORT_METHODS: Record<Exclude<keyof KafkaPort, 'committedWithMetadata' | 'deleteRecords'>, true> = {
+// committedWithMetadata, deleteRecords and lowWatermarks are optional (a port of one's own written before them still works)
+const PORT_METHODS: Record<
+  Exclude<keyof KafkaPort, 'committedWithMetadata' | 'deleteRecords' | 'lowWatermarks'>,
+  true
+> = {
   start: true,
   produce: true,
   commit: true,

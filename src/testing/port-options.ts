@@ -30,9 +30,10 @@ export interface StepRecord {
 
 /**
  * How many times each KafkaPort method of a port was called (failed and refused calls included);
- * deleteRecords is not one the memory port has (repartition topics there are never purged).
+ * deleteRecords and lowWatermarks are not ones the memory port has (its logs never lose records:
+ * repartition topics there are never purged).
  */
-export type PortCalls = Record<Exclude<keyof KafkaPort, 'deleteRecords'>, number>;
+export type PortCalls = Record<Exclude<keyof KafkaPort, 'deleteRecords' | 'lowWatermarks'>, number>;
 
 export function noCalls(): PortCalls {
   return {

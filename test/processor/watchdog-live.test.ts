@@ -1,23 +1,39 @@
 /**
  * The stalled-consumer watchdog on the real broker: a consumer that silently stops delivering batches
  * (simulated by a port that swallows deliveries until the watchdog seeks) is noticed and recovered,
- * with exact results; a healthy consumer running longer than stallMs is never "recovered".
+ * with exact results; a healthy consumer running longer than stallMs is never "recovered"; records that
+ * retention deleted before the group processed them are not lag (the fetch starts at the log start, so
+ * counting them would "recover" and finally give up liveness on a consumer with nothing to read).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { defineProcessor, Processor } from '../../src/index.js';
+import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { ConfluentKafka } from '../../src/kafka/confluent.js';
 import type { ConsumerHandlers, KafkaPort } from '../../src/kafka/types.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import { committedOffsets, createTopics, type Msg, pollUntil, produce, readToEnd } from '../helpers/kafka.js';
+import {
+  committedOffsets,
+  createTopics,
+  endOffsets,
+  type Msg,
+  pollUntil,
+  produce,
+  readToEnd,
+} from '../helpers/kafka.js';
 import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
+import { commitAt, logStarts } from './offset-resets-helpers.js';
 
 /** Delegates to the real adapter but drops every delivered batch while `stalled`; a seek ends the stall. */
 class StallingPort implements KafkaPort {
-  stalled = true;
   seeks = 0;
-  constructor(readonly inner: ConfluentKafka) {}
+  /** Reads of the low watermarks: the watchdog makes one per look. */
+  lowReads = 0;
+  constructor(
+    readonly inner: ConfluentKafka,
+    public stalled = true,
+  ) {}
   start(topics: string[], h: ConsumerHandlers) {
     return this.inner.start(topics, {
       ...h,
@@ -37,6 +53,10 @@ class StallingPort implements KafkaPort {
   committedWithMetadata: KafkaPort['committedWithMetadata'] = (p) => this.inner.committedWithMetadata(p);
   partitionCount: KafkaPort['partitionCount'] = (t) => this.inner.partitionCount(t);
   highWatermarks: KafkaPort['highWatermarks'] = (t) => this.inner.highWatermarks(t);
+  lowWatermarks = (t: string) => {
+    this.lowReads++;
+    return this.inner.lowWatermarks(t);
+  };
   describeTopics: KafkaPort['describeTopics'] = (t) => this.inner.describeTopics(t);
   createTopics: KafkaPort['createTopics'] = (t) => this.inner.createTopics(t);
   pause: KafkaPort['pause'] = (p) => this.inner.pause(p);
@@ -160,6 +180,69 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         [],
       );
     } finally {
+      await cleanup();
+    }
+  });
+
+  it('counts no lag for records retention deleted before the group processed them', async () => {
+    const ns = uniqueName('gone');
+    const cleanup = await setup(ns);
+    const admin = new KafkaAdmin({ 'bootstrap.servers': KAFKA_BROKERS });
+    try {
+      const input = `${ns}-in`;
+      await produce(input, inputs(200));
+      const ends = await endOffsets(input);
+      const end0 = ends.get(0) ?? 0;
+      const end1 = ends.get(1) ?? 0;
+      assert.ok(end0 >= 20 && end1 >= 20, `both partitions hold records: ${[...ends]}`);
+      // the group processed half of each partition; then partition 0 loses everything past its commit
+      const group = `${ns}-g`;
+      await commitAt(group, input, new Map([...ends].map(([p, end]) => [p, Math.floor(end / 2)])));
+      await admin.deleteRecords(input, [{ partition: 0, offset: end0 }]);
+      assert.equal((await logStarts(admin, input)).get(0), end0, 'partition 0 starts at its end');
+      const port = new StallingPort(
+        new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId: group }),
+        false,
+      );
+      const warnings: string[] = [];
+      const p = new Processor({
+        definition: definition(ns),
+        redis,
+        mode: 'at-least-once',
+        groupId: group,
+        kafka: port,
+        watchdog: { stallMs: 1000, intervalMs: 200, maxRecoveries: 1 },
+        logger: {
+          debug() {},
+          info() {},
+          error() {},
+          warn: (_: object, m?: string) => warnings.push(m ?? ''),
+        },
+      });
+      await p.start();
+      try {
+        await pollUntil('partition 1 committed to its end', async () => {
+          return (await committedOffsets(group, input)).get(1) === end1;
+        });
+        // eight looks at 200 ms: more than stallMs past partition 1's last delivery
+        const looked = port.lowReads;
+        await pollUntil('eight more looks of the watchdog', () => port.lowReads >= looked + 8);
+      } finally {
+        await p.close();
+      }
+      // the fault: partition 0's commit stayed below its end (lag, counted from the commit alone)
+      assert.ok(
+        ((await committedOffsets(group, input)).get(0) ?? 0) < end0,
+        'partition 0 was never committed past the deleted records',
+      );
+      assert.deepEqual(
+        warnings.filter((w) => w.startsWith('consumer stalled')),
+        [],
+        'no stall seen in records that are gone',
+      );
+      assert.equal(port.seeks, 0);
+    } finally {
+      await admin.close();
       await cleanup();
     }
   });
