@@ -190,7 +190,8 @@ const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
   maxRecoveries: true,
 };
 const WAIT_NAMES: Record<keyof WaitReplicasOptions, true> = { replicas: true, timeoutMs: true };
-function watchdogOptions(v: unknown): Required<WatchdogOptions> | undefined {
+/** The `watchdog` option of a processor or topology processor, checked (RF_INVALID_OPTIONS naming it). */
+export function watchdogOptions(v: unknown): Required<WatchdogOptions> | undefined {
   if (v === false) return undefined;
   if (v !== undefined && !isObject(v))
     throw invalid(`option "watchdog" must be an object or false, got ${shown(v)}`);

@@ -50,6 +50,7 @@ import {
   type Stages,
   snapshotterOf,
   watchdogOf,
+  watermarkReads,
 } from './wiring.js';
 
 export type { ProcessingMode, ProcessorOptions } from './options.js';
@@ -174,10 +175,7 @@ export class Processor<T = unknown, S = unknown> {
     this.#watchdog = watchdogOf(o, {
       running: () => this.#life.state === 'running',
       partitions: () => table.active(),
-      highWatermarks: () => kafka.highWatermarks(o.definition.input),
-      ...(kafka.lowWatermarks
-        ? { logStarts: () => kafka.lowWatermarks?.(o.definition.input) ?? Promise.resolve(new Map()) }
-        : {}),
+      ...watermarkReads(kafka),
       kafka,
       batchInFlight: () => this.#liveness.batchInFlight,
       redisOutage: outage,

@@ -43,16 +43,16 @@ export interface WatchdogSettings {
 export interface WatchdogContext {
   /** Only a running processor is watched. */
   running(): boolean;
-  /** The owned partitions not fenced off (all of the input topic). */
+  /** The owned partitions not fenced off (of every topic the runtime reads). */
   partitions(): readonly Pick<OwnedPartition, 'topic' | 'partition' | 'committed'>[];
-  /** High watermarks of the input topic's partitions. */
-  highWatermarks(): Promise<Map<number, number>>;
+  /** High watermarks of a topic's partitions. */
+  highWatermarks(topic: string): Promise<Map<number, number>>;
   /**
-   * Low watermarks (log starts) of the input topic's partitions, when the port reads them. A committed
+   * Low watermarks (log starts) of a topic's partitions, when the port reads them. A committed
    * offset below its log start is not lag: those records are gone and the fetch starts at the log start,
    * so counting them would "recover" (and finally give up liveness on) a consumer with nothing to read.
    */
-  logStarts?(): Promise<Map<number, number>>;
+  logStarts?(topic: string): Promise<Map<number, number>>;
   readonly kafka: Pick<KafkaPort, 'seek'>;
   batchInFlight(): boolean;
   redisOutage(): boolean;
@@ -99,15 +99,18 @@ export class Watchdog {
     const partitions = ctx.partitions();
     if (!ctx.running() || partitions.length === 0) return;
     try {
-      const [ends, starts] = await Promise.all([
-        ctx.highWatermarks(),
-        // a failed read of the log starts leaves the committed offsets as the lag's start
-        ctx.logStarts?.().catch(() => undefined),
-      ]);
       let lag = 0;
-      for (const p of partitions) {
-        const from = Math.max(0, p.committed, starts?.get(p.partition) ?? 0);
-        lag += Math.max(0, (ends.get(p.partition) ?? 0) - from);
+      for (const topic of new Set(partitions.map((p) => p.topic))) {
+        const [ends, starts] = await Promise.all([
+          ctx.highWatermarks(topic),
+          // a failed read of the log starts leaves the committed offsets as the lag's start
+          ctx.logStarts?.(topic).catch(() => undefined),
+        ]);
+        for (const p of partitions) {
+          if (p.topic !== topic) continue;
+          const from = Math.max(0, p.committed, starts?.get(p.partition) ?? 0);
+          lag += Math.max(0, (ends.get(p.partition) ?? 0) - from);
+        }
       }
       const verdict = watchdogVerdict({
         now: Date.now(),

@@ -27,7 +27,11 @@ import type { UserCall } from './user-call.js';
 import { Watchdog, type WatchdogContext } from './watchdog.js';
 
 /** The port given in the options, or the default adapter (transactional in exactly-once mode). */
-export function kafkaPort(o: ResolvedOptions, groupId: string, instanceId: string): KafkaPort {
+export function kafkaPort(
+  o: Pick<ResolvedOptions, 'kafka' | 'mode' | 'logger' | 'metrics'>,
+  groupId: string,
+  instanceId: string,
+): KafkaPort {
   if ('port' in o.kafka) return o.kafka.port;
   return new ConfluentKafka({
     ...adapterSettings(o.kafka.settings, {
@@ -73,8 +77,17 @@ export function replicationOf(o: ResolvedOptions, redisStep: RedisStep, log: Log
   };
 }
 
-export function watchdogOf(o: ResolvedOptions, ctx: WatchdogContext): Watchdog | undefined {
+export function watchdogOf(o: Pick<ResolvedOptions, 'watchdog'>, ctx: WatchdogContext): Watchdog | undefined {
   return o.watchdog && new Watchdog(ctx, o.watchdog);
+}
+
+/** The watchdog's reads of a port: high watermarks, and log starts when the port reads them. */
+export function watermarkReads(kafka: KafkaPort): Pick<WatchdogContext, 'highWatermarks' | 'logStarts'> {
+  const low = kafka.lowWatermarks?.bind(kafka);
+  return {
+    highWatermarks: (topic) => kafka.highWatermarks(topic),
+    ...(low ? { logStarts: (topic: string) => low(topic) } : {}),
+  };
 }
 
 /** The snapshotter of the `snapshot` option (needs connection settings, not a port). */

@@ -13,7 +13,13 @@ import {
 } from '../../runtime/options.js';
 import type { BuiltTopology } from '../../topology/types.js';
 import type { CrashHook } from '../crash-points.js';
-import { defaultCommitIntervalMs, PROCESSING_MODES, type ProcessingMode } from '../options.js';
+import {
+  defaultCommitIntervalMs,
+  PROCESSING_MODES,
+  type ProcessingMode,
+  type WatchdogOptions,
+  watchdogOptions,
+} from '../options.js';
 
 /** The shared options a topology processor takes (those its interface picks from RuntimeOptions). */
 type Shared = Extract<keyof TopologyProcessorOptions, keyof RuntimeOptions>;
@@ -62,6 +68,12 @@ export interface TopologyProcessorOptions
    */
   repartitionPurgeIntervalMs?: number;
   /**
+   * Stalled-consumer watchdog, as the processor's: with lag on the topics it reads and no batch
+   * delivered for `stallMs`, seek the owned partitions back to their committed offsets; after
+   * `maxRecoveries` failed tries, stop reporting liveness (/livez). `false` turns it off. Default on.
+   */
+  watchdog?: WatchdogOptions | false;
+  /**
    * Fault tests only: called at each crash point of the cycle (src/processor/crash-points.ts), at the
    * same points as the processor's; `redfence run` sets it from `REDFENCE_CRASH_AT`. Default: none.
    * @internal
@@ -82,6 +94,7 @@ export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Sh
   readonly commitIntervalMs: number;
   readonly replicationFactor: number;
   readonly repartitionPurgeIntervalMs: number;
+  readonly watchdog: Required<WatchdogOptions> | undefined;
   readonly crashHook: CrashHook | undefined;
 }
 
@@ -108,6 +121,7 @@ const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   commitIntervalMs: true,
   replicationFactor: true,
   repartitionPurgeIntervalMs: true,
+  watchdog: true,
   crashHook: true,
 };
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
@@ -179,6 +193,7 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
       Number.MAX_SAFE_INTEGER,
       30_000,
     ),
+    watchdog: watchdogOptions(o.watchdog),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
 }

@@ -2,7 +2,8 @@
  * The topology processor: a processor whose engine is a built topology (src/topology/run/'s batch
  * executor) instead of a processor definition's fence calls, on the same stages: the shared lifecycle,
  * the partition table, the rebalance callbacks (acquireEpoch per partition, keyed by the topology's
- * applicationId, and the committed offset with its metadata), the Redis guard, and the commit pipeline
+ * applicationId, and the committed offset with its metadata), the Redis guard, liveness and the
+ * stalled-consumer watchdog (on every topic it reads), and the commit pipeline
  * (exactly-once: one transaction holding the outputs, dead letters, offsets and stream times;
  * at-least-once: produce, then commit). The partition's stream time travels in its commit's metadata
  * (stream-time.ts). Order is the invariant: Redis write, then produce, then commit. The internal
@@ -16,26 +17,24 @@ import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { RedfenceError } from '../../errors/index.js';
 import { Fence } from '../../fence/index.js';
-import { ConfluentKafka } from '../../kafka/confluent.js';
-import { ensureTopics } from '../../kafka/topics.js';
 import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../../kafka/types.js';
 import { invalid } from '../../options/checks.js';
-import { adapterSettings } from '../../runtime/kafka-options.js';
 import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
-import { offsetResetReport } from '../../runtime/offset-resets.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
 import { Tracing } from '../../telemetry/tracing.js';
 import { TopologyExecutor } from '../../topology/run/executor.js';
 import { layoutCheck } from '../../topology/run/stored.js';
 import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
+import { Liveness } from '../liveness.js';
 import type { ProcessingMode } from '../options.js';
 import { PartitionTable, topicPartition } from '../partition-table.js';
 import { assign, type RebalanceContext, revoke } from '../rebalance.js';
 import { RedisGuard } from '../redis-guard.js';
 import { checkRedis, loadFenceScripts } from '../redis-setup.js';
-import { redisStepOf } from '../wiring.js';
+import type { Watchdog } from '../watchdog.js';
+import { kafkaPort, redisStepOf, watchdogOf, watermarkReads } from '../wiring.js';
 import { runTopologyBatch, type TopologyBatchContext } from './batch.js';
 import { NodeMetrics } from './node-metrics.js';
 import {
@@ -45,7 +44,7 @@ import {
 } from './options.js';
 import { RepartitionPurger } from './purge.js';
 import { decodeStreamTime, PartitionTimes } from './stream-time.js';
-import { ensureRepartitionTopics } from './topics.js';
+import { prepareTopics } from './topics.js';
 
 export type { TopologyProcessorOptions } from './options.js';
 
@@ -87,6 +86,8 @@ export class TopologyProcessor {
   #dropped = 0;
   readonly #life: Lifecycle;
   readonly #guard: RedisGuard;
+  readonly #liveness: Liveness;
+  readonly #watchdog: Watchdog | undefined;
   readonly #pipeline: CommitPipeline;
   readonly #batch: TopologyBatchContext;
   readonly #rebalance: RebalanceContext;
@@ -149,6 +150,17 @@ export class TopologyProcessor {
       health: o.health,
       log,
       signal: this.#life.signal,
+    });
+    this.#liveness = new Liveness(o.health);
+    this.#watchdog = watchdogOf(o, {
+      running: () => this.#life.state === 'running',
+      partitions: () => table.active(),
+      ...watermarkReads(kafka),
+      kafka,
+      batchInFlight: () => this.#liveness.batchInFlight,
+      redisOutage: () => this.#guard.outage,
+      giveUp: () => this.#liveness.giveUp(),
+      log,
     });
     const redisStep = redisStepOf(this.#guard, o.redis);
     this.#pipeline = new CommitPipeline({
@@ -238,16 +250,8 @@ export class TopologyProcessor {
         throw invalid(
           'option "kafka" is a port without committedWithMetadata: a topology keeps its stream time in the commit metadata',
         );
-      return o.kafka.port;
     }
-    return new ConfluentKafka({
-      ...adapterSettings(o.kafka.settings, {
-        clientId: `redfence-${this.instanceId}`,
-        ...(o.mode === 'exactly-once' ? { transactionalId: `${this.groupId}-${this.instanceId}` } : {}),
-      }),
-      groupId: this.groupId,
-      offsetResets: offsetResetReport(o.logger, o.metrics),
-    });
+    return kafkaPort(o, this.groupId, this.instanceId);
   }
 
   #rebalanceContext(redisStep: RebalanceContext['redisStep']): RebalanceContext {
@@ -262,7 +266,7 @@ export class TopologyProcessor {
       partitionCount: async () => 0,
       drain: () => this.#pipeline.drain(),
       sweepAll: async () => undefined,
-      assigned: () => undefined,
+      assigned: () => this.#watchdog?.assigned(),
       restore: (tp, committed) => {
         const times = decodeStreamTime(committed.metadata, tpKey(tp.topic, tp.partition));
         this.#executor.setStreamTime(tp.partition, times, tp.topic);
@@ -288,35 +292,16 @@ export class TopologyProcessor {
     const plan = this.#executor.plan;
     // before any partition is taken: state in another layout is refused (RF_STATE_LAYOUT), never misread
     await this.#executor.store.checkLayout(layoutCheck(plan, true));
-    const internal = new Set(o.topology.repartitionTopics);
-    const sinks = o.topology.subTopologies.flatMap((s) => s.sinkTopics).filter((t) => !internal.has(t));
-    const rf = o.replicationFactor > 0 ? { replicationFactor: o.replicationFactor } : {};
-    // every input exists (redfence never creates what it reads); outputs are made like the first one's
-    const inputs = await this.#kafka.describeTopics(plan.inputs);
-    const missing = plan.inputs.filter((t) => !inputs.has(t));
-    if (missing.length > 0)
-      throw new RedfenceError(
-        'RF_TOPIC_MISSING',
-        `input topic${missing.length === 1 ? '' : 's'} ${missing.join(', ')} ${missing.length === 1 ? 'does' : 'do'} not exist: create ${missing.length === 1 ? 'it' : 'them'} (redfence never creates the topics it reads)`,
-        { details: { topics: missing } },
-      );
-    const found = await ensureTopics(this.#kafka, {
-      input: plan.topic,
-      outputs: [...new Set([...sinks, this.#deadLetterTopic])],
+    this.#inputPartitions = await prepareTopics(this.#kafka, plan, {
+      topology: o.topology,
+      deadLetterTopic: this.#deadLetterTopic,
       create: o.createTopics,
-      ...rf,
+      replicationFactor: o.replicationFactor,
+      log: this.#log,
     });
-    this.#inputPartitions = found.inputPartitions;
-    if (found.created.length > 0)
-      this.#log.info({ topics: found.created }, 'created missing topics with the input partition count');
-    const repartition = await ensureRepartitionTopics(
-      this.#kafka,
-      plan,
-      { create: o.createTopics, ...rf },
-      this.#log,
-    );
-    if (repartition.length > 0) this.#log.info({ topics: repartition }, 'created repartition topics');
     this.#life.stillStarting();
+    this.#liveness.start();
+    this.#watchdog?.start();
     await this.#kafka.start([...plan.subs.keys()], {
       onAssign: (tps) => assign(this.#rebalance, tps),
       onRevoke: (tps, lost) => revoke(this.#rebalance, tps, lost),
@@ -334,6 +319,8 @@ export class TopologyProcessor {
   }
 
   #quiesce(): void {
+    this.#liveness.stop();
+    this.#watchdog?.stop();
     clearInterval(this.#idleProbe);
     this.#o.health?.setReady('kafka', false);
   }
@@ -360,6 +347,7 @@ export class TopologyProcessor {
 
   #fatal(err: Error): void {
     if (!this.#life.accepting) return;
+    this.#liveness.giveUp();
     this.#life.fatal(err);
   }
 
@@ -380,11 +368,15 @@ export class TopologyProcessor {
   }
 
   async #onBatch(topic: string, partition: number, records: InRecord[], hw: string): Promise<void> {
+    this.#liveness.batchStarted();
+    this.#watchdog?.delivered();
     const trace = this.#tracing.batch();
     const batch = runTopologyBatch(this.#batch, topic, partition, records, hw, trace);
     this.#inFlight = batch;
+    let done = false;
     try {
       await batch;
+      done = true;
     } catch (err) {
       trace.failed(err);
       const e = err as { code?: unknown; message?: unknown };
@@ -397,6 +389,7 @@ export class TopologyProcessor {
       throw err;
     } finally {
       trace.end();
+      this.#liveness.batchEnded(done);
       this.#inFlight = undefined;
     }
   }

@@ -10,11 +10,12 @@
  * count than the reader's is used, with a warning.
  */
 import { RedfenceError } from '../../errors/index.js';
-import { readBack } from '../../kafka/topics.js';
+import { ensureTopics, readBack } from '../../kafka/topics.js';
 import type { KafkaPort } from '../../kafka/types.js';
 import type { Logger } from '../../runtime/logger.js';
 import { fixedPartitionCounts } from '../../topology/build.js';
 import type { RunPlan } from '../../topology/run/plan.js';
+import type { BuiltTopology } from '../../topology/types.js';
 
 export const REPARTITION_CONFIG: Readonly<Record<string, string>> = Object.freeze({
   'cleanup.policy': 'delete',
@@ -123,4 +124,48 @@ async function create(port: KafkaPort, topic: string, partitions: number, rf: nu
     );
   }
   await readBack(port, [topic]);
+}
+
+/** What {@link prepareTopics} needs beside the port and the plan. */
+export interface PrepareTopicsOptions {
+  readonly topology: BuiltTopology;
+  readonly deadLetterTopic: string;
+  readonly create: boolean;
+  /** > 0: the replication factor of topics made; else the broker's default. */
+  readonly replicationFactor: number;
+  readonly log: Logger;
+}
+
+/**
+ * Start-up's topics: every input exists (RF_TOPIC_MISSING naming those that do not: redfence never
+ * creates what it reads), the outputs and the dead-letter topic exist or are made like the first
+ * input, and the repartition topics (above). Returns the first input's partition count.
+ */
+export async function prepareTopics(
+  kafka: KafkaPort,
+  plan: RunPlan,
+  o: PrepareTopicsOptions,
+): Promise<number> {
+  const internal = new Set(o.topology.repartitionTopics);
+  const sinks = o.topology.subTopologies.flatMap((s) => s.sinkTopics).filter((t) => !internal.has(t));
+  const rf = o.replicationFactor > 0 ? { replicationFactor: o.replicationFactor } : {};
+  const inputs = await kafka.describeTopics(plan.inputs);
+  const missing = plan.inputs.filter((t) => !inputs.has(t));
+  if (missing.length > 0)
+    throw new RedfenceError(
+      'RF_TOPIC_MISSING',
+      `input topic${missing.length === 1 ? '' : 's'} ${missing.join(', ')} ${missing.length === 1 ? 'does' : 'do'} not exist: create ${missing.length === 1 ? 'it' : 'them'} (redfence never creates the topics it reads)`,
+      { details: { topics: missing } },
+    );
+  const found = await ensureTopics(kafka, {
+    input: plan.topic,
+    outputs: [...new Set([...sinks, o.deadLetterTopic])],
+    create: o.create,
+    ...rf,
+  });
+  if (found.created.length > 0)
+    o.log.info({ topics: found.created }, 'created missing topics with the input partition count');
+  const repartition = await ensureRepartitionTopics(kafka, plan, { create: o.create, ...rf }, o.log);
+  if (repartition.length > 0) o.log.info({ topics: repartition }, 'created repartition topics');
+  return found.inputPartitions;
 }
