@@ -8,9 +8,9 @@ import {
   type DeadLetterReason,
   type HeaderValue,
   type SourceRecord,
-  withoutHostPaths,
 } from '../../src/dead-letter/build.js';
 import { readDeadLetterHeaders } from '../../src/dead-letter/read-headers.js';
+import { withoutHostPaths } from '../../src/dead-letter/thrown.js';
 import { RedfenceError } from '../../src/errors/index.js';
 
 const REASONS: DeadLetterReason[] = [

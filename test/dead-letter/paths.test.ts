@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { homedir } from 'node:os';
 import { describe, it } from 'node:test';
-import { buildDeadLetter, withoutHostPaths } from '../../src/dead-letter/build.js';
+import { buildDeadLetter } from '../../src/dead-letter/build.js';
+import { withoutHostPaths } from '../../src/dead-letter/thrown.js';
 
 const HOST = [process.cwd(), homedir(), '/home/', '/work/', '/root/', '/srv/', 'C:\\Users', 'file:///'];
 
