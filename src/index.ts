@@ -202,6 +202,7 @@ export type {
   ReadOnlyWindowStore,
   SessionEntry,
   SessionFetchAnswer,
+  TopologyStamp,
   WindowEntry,
   WindowFetchAnswer,
 } from './topology/state/stores.js';
