@@ -207,7 +207,12 @@ export function planTopology(built: BuiltTopology): RunPlan {
         { details: { node: n.name } },
       );
     const sub = subOf.get(n.name); // a stateful sub-topology reads one topic: one view
-    if (sub === undefined) throw unsupported(n.name, 'no input reaches this aggregation');
+    if (sub === undefined)
+      throw unsupported(
+        n.name,
+        'its sub-topology reads a repartition topic another sub-topology reads too (a grouping of one grouped stream used twice): ' +
+          'repartition() once and aggregate the groupByKey() after it',
+      );
     aggregates.set(n.name, {
       node: n,
       valueStore,
