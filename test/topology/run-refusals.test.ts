@@ -111,7 +111,26 @@ describe('topology runtime: refusals', () => {
     const counts = a.stream<string, number>('in', { key: s }).groupByKey().count({ name: 'first' });
     counts.toStream().groupByKey().count({ name: 'second' }).toStream().to('out');
     const second = a.build().nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
-    refusedAt(a.build(), second, /aggregation of/);
+    refusedAt(a.build(), second, /aggregation of .*same sub-topology.*repartition\(\)/);
+    // the fix the message names: repartition() between them, two sub-topologies that plan
+    const fixed = topology({ applicationId: 'fixed' });
+    fixed
+      .stream<string, number>('in', { key: s })
+      .groupByKey()
+      .count({ name: 'first' })
+      .toStream()
+      .repartition({ name: 'counts', key: s })
+      .groupByKey()
+      .count({ name: 'second' })
+      .toStream()
+      .to('out');
+    assert.deepEqual(
+      [...planTopology(fixed.build()).aggregates.values()].map((x) => [x.node.store, x.space]),
+      [
+        ['first', null],
+        ['second', 'fixed-counts-repartition'],
+      ],
+    );
 
     const b = topology({ applicationId: 'refused' });
     b.stream<string, number>(['x', 'y'], { key: s }).groupByKey().count({ name: 'xy' }).toStream().to('out');

@@ -89,7 +89,11 @@ function unsupported(node: string | null, message: string): RedfenceError {
   return new RedfenceError('RF_TOPOLOGY_UNSUPPORTED', `${where}: ${message}`, { details: { node } });
 }
 
-/** Refuses an aggregation fed (through stateless nodes) by another one: one key call per record and key today. */
+/**
+ * Refuses an aggregation fed (through stateless nodes) by another one in the same sub-topology: a
+ * batch makes one round of key calls, and the second's effects follow from the first's results. With
+ * repartition() between them each is in its own sub-topology (and fence space), which runs.
+ */
 function checkChain(
   children: ReadonlyMap<string, readonly string[]>,
   agg: string,
@@ -103,7 +107,11 @@ function checkChain(
     seen.add(name);
     const n = byName.get(name);
     if (n?.kind === 'aggregate')
-      throw unsupported(name, `an aggregation of ${agg}'s updates does not run on Redis yet`);
+      throw unsupported(
+        name,
+        `an aggregation of ${agg}'s updates in the same sub-topology does not run on Redis yet: ` +
+          'put repartition() between them (each aggregation then runs in its own sub-topology)',
+      );
     if (n?.kind === 'split') for (const b of n.branches) todo.push(b.name);
     todo.push(...(children.get(name) ?? []));
   }
