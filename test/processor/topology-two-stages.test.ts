@@ -139,6 +139,13 @@ describe('topology processor: aggregations in two sub-topologies', { timeout: 60
 
       // the second store by its name: each key's last aggregate, stamped with its last repartition record
       const state = new TopologyState(built, { redis });
+      assert.deepEqual(
+        state.stores.map((x) => [x.name, x.topic, x.space]),
+        [
+          ['per-customer', `${name}-orders`, null],
+          ['update-stats', repartition, repartition],
+        ],
+      );
       const store = state.keyValueStore<string, Stats>('update-stats');
       const keys = [...new Set(stats.map((o) => o.key?.toString() ?? ''))];
       assert.ok(keys.length > 1);

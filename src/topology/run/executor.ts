@@ -284,8 +284,15 @@ export class TopologyExecutor {
       if (f !== undefined && f.verdict === 'FENCE')
         throw new RedfenceError(
           'RF_TOPOLOGY_FENCED',
-          `topology ${this.plan.built.applicationId}: partition ${batch.partition} has a newer owner (epoch ${f.epoch} > ${batch.epoch}); the batch must not be committed`,
-          { details: { partition: batch.partition, epoch: batch.epoch, newerEpoch: f.epoch } },
+          `topology ${this.plan.built.applicationId}: partition ${batch.partition} of ${batch.topic} has a newer owner (epoch ${f.epoch} > ${batch.epoch}); the batch must not be committed`,
+          {
+            details: {
+              topic: batch.topic,
+              partition: batch.partition,
+              epoch: batch.epoch,
+              newerEpoch: f.epoch,
+            },
+          },
         );
     }
   }

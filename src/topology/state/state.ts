@@ -30,6 +30,14 @@ import {
   WindowReader,
 } from './stores.js';
 
+/** A store of {@link TopologyState.stores}. */
+export interface StateStoreInfo extends StoreSpec {
+  /** The one topic its sub-topology reads (its answers' stamps are of it). */
+  readonly topic: string;
+  /** Its fence space: null for the application's own keys, else `topic` (keys `rf:{<app>@<topic>:<key>}`). */
+  readonly space: string | null;
+}
+
 export interface TopologyStateOptions {
   /** An ioredis `Redis` or `Cluster` reaching the Redis the topology runs on (read-only use). */
   readonly redis: Redis | Cluster;
@@ -98,12 +106,21 @@ export class TopologyState {
     this.#byName = new Map([...plan.aggregates.values()].map((a) => [a.node.store, a]));
   }
 
-  /** The stores that can be queried: name and kind. */
-  get stores(): readonly StoreSpec[] {
+  /**
+   * The stores that can be queried: name, kind, the topic their stamps are of and their fence space
+   * (null: the application's own; else the topic, docs/streams.md "Fence spaces").
+   *
+   * @example
+   * state.stores; // [{ name: 'per-region', node: 'KSTREAM-AGGREGATE-0000000006', kind: 'key-value',
+   * //               topic: 'fraud-by-region-repartition', space: 'fraud-by-region-repartition' }, ...]
+   */
+  get stores(): readonly StateStoreInfo[] {
     return [...this.#byName.values()].map((a) => ({
       name: a.node.store,
       node: a.node.name,
       kind: kindOf(a),
+      topic: a.topic,
+      space: a.space,
     }));
   }
 
