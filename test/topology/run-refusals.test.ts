@@ -62,6 +62,17 @@ describe('topology runtime: refusals', () => {
         ['second', 'two-by-n-repartition', 'two-by-n-repartition'],
       ],
     );
+    // one grouped stream aggregated twice after a key change: two sub-topologies read one repartition topic
+    const twice = topology({ applicationId: 'twice' });
+    const g = twice.stream<string, number>('in', { key: s }).groupBy((k) => k, { name: 'by-k', key: s });
+    g.count({ name: 'c1' }).toStream().to('out');
+    g.count({ name: 'c2' }).toStream().to('out2');
+    const c2 = twice.build().nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
+    refusedAt(
+      twice.build(),
+      c2,
+      /reads a repartition topic another sub-topology reads too.*repartition\(\) once/,
+    );
     // one aggregation after a groupBy keeps the application's own fence space (as every version wrote it)
     const one = topology({ applicationId: 'one' });
     one
