@@ -8,6 +8,8 @@
  * hold (read_committed) must equal the model's per key, every input and repartition record committed
  * once, each repartition record in its key's murmur2 partition; the second store read back by name with
  * TopologyState, stamped with the repartition topic's partition and offset of its key's last record.
+ * Then the same with a close() half-way and a new instance finishing from the committed offsets (and
+ * stream times) of both topics.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -17,7 +19,14 @@ import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
 import { TopologyState } from '../../src/topology/state/state.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
-import { committedOffsets, kafka, pollUntil, readToEnd, waitCommitted } from '../helpers/kafka.js';
+import {
+  committedOffsets,
+  kafka,
+  pollUntil,
+  type ReadRecord,
+  readToEnd,
+  waitCommitted,
+} from '../helpers/kafka.js';
 import { START_MS } from '../topology/scenarios.js';
 import { assertOutputsEqualModel, type Case, PARTITIONS, prepare } from './topology-helpers.js';
 
@@ -76,6 +85,43 @@ async function deleteTopic(topic: string): Promise<void> {
   }
 }
 
+function processor(built: BuiltTopology, redis: Redis): TopologyProcessor {
+  return new TopologyProcessor({
+    topology: built,
+    redis,
+    mode: 'exactly-once',
+    createTopics: true,
+    repartitionPurgeIntervalMs: 60 * MIN,
+    kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 25 },
+  });
+}
+
+/**
+ * Starts `p`, waits until its group committed the input to its end and then every repartition record,
+ * closes it; returns the repartition topic's records.
+ */
+async function runToEnd(p: TopologyProcessor, input: string, repartition: string): Promise<ReadRecord[]> {
+  await p.start();
+  try {
+    await waitCommitted(p.groupId, input, 120_000);
+    // the input's transactions carried the repartition records: every one read back and committed
+    const written = await readToEnd(repartition);
+    const last = new Map<number, number>();
+    for (const r of written) last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
+    await pollUntil(
+      `group ${p.groupId} to commit ${repartition} past its last record`,
+      async () => {
+        const at = await committedOffsets(p.groupId, repartition).catch(() => new Map<number, number>());
+        return [...last].every(([partition, offset]) => (at.get(partition) ?? -1) >= offset + 1);
+      },
+      120_000,
+    );
+    return written;
+  } finally {
+    await p.close();
+  }
+}
+
 describe('topology processor: aggregations in two sub-topologies', { timeout: 600_000 }, () => {
   let redis: Redis;
   before(() => {
@@ -94,38 +140,8 @@ describe('topology processor: aggregations in two sub-topologies', { timeout: 60
       const stats = model.outputs.filter((o) => o.topic === `${name}-stats`);
       assert.ok(updates > 0 && stats.length === updates, 'every update of the count is aggregated again');
       assert.ok(model.deadLetters.length > 0, 'some records are late for the count');
-      const p = new TopologyProcessor({
-        topology: built,
-        redis,
-        mode: 'exactly-once',
-        createTopics: true,
-        repartitionPurgeIntervalMs: 60 * MIN,
-        kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 25 },
-      });
-      await p.start();
-      const rows = await (async () => {
-        try {
-          await waitCommitted(p.groupId, `${name}-orders`, 120_000);
-          // the input's transactions carried the repartition records: every one read back and committed
-          const written = await readToEnd(repartition);
-          const last = new Map<number, number>();
-          for (const r of written)
-            last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
-          await pollUntil(
-            `group ${p.groupId} to commit ${repartition} past its last record`,
-            async () => {
-              const at = await committedOffsets(p.groupId, repartition).catch(
-                () => new Map<number, number>(),
-              );
-              return [...last].every(([partition, offset]) => (at.get(partition) ?? -1) >= offset + 1);
-            },
-            120_000,
-          );
-          return written;
-        } finally {
-          await p.close();
-        }
-      })();
+      const p = processor(built, redis);
+      const rows = await runToEnd(p, `${name}-orders`, repartition);
       assert.equal(rows.length, updates, 'each update of the count is in the repartition topic once');
       for (const r of rows)
         assert.equal(r.partition, partitionFor(r.key ?? '', PARTITIONS), `${r.key} placed by murmur2`);
@@ -161,6 +177,33 @@ describe('topology processor: aggregations in two sub-topologies', { timeout: 60
           `the stamp of ${key}`,
         );
       }
+    } finally {
+      await deleteTopic(repartition);
+      await cleanup();
+    }
+  });
+  it('a close() half-way: a new instance finishes both aggregations from the committed offsets of both topics', async () => {
+    const name = uniqueName('tp2c');
+    const repartition = `${name}-by-partition-repartition`;
+    const { built, model, records, produce, cleanup } = await prepare(TWO_STAGES, name, 62);
+    try {
+      const half = Math.floor(records / 2);
+      await produce(0, half);
+      const first = processor(built, redis);
+      const before = (await runToEnd(first, `${name}-orders`, repartition)).length;
+      assert.ok(before > 0 && first.counts().records > half, 'the first instance ran both sub-topologies');
+      await produce(half, records);
+      const second = processor(built, redis);
+      const rows = await runToEnd(second, `${name}-orders`, repartition);
+      const updates = model.outputs.filter((o) => o.topic === `${name}-per-customer`).length;
+      assert.equal(rows.length, updates, 'each update of the count is in the repartition topic once');
+      assert.equal(
+        first.counts().records + second.counts().records,
+        records + updates,
+        'every input and repartition record committed once, across both instances',
+      );
+      // the stream time of the count came back with the committed offsets: its late records too
+      await assertOutputsEqualModel(TWO_STAGES, name, model);
     } finally {
       await deleteTopic(repartition);
       await cleanup();
