@@ -9,7 +9,8 @@
  * ran, so each repartition partition gets its records in the same order on both sides. Outputs must
  * equal the model's per topic and key, in order; dead letters and drops per topic and partition. The
  * second aggregation's keys live in their own fence space (`rf:{<app>@<repartition topic>:<key>}`),
- * fenced by the repartition partition's epoch, never the input's.
+ * fenced by the repartition partition's epoch, never the input's, and its stores are read by name
+ * (TopologyState), stamped with the repartition topic's record.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -20,6 +21,7 @@ import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/top
 import { type ModelInput, type ModelResult, runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import type { TopologyBatch, TopologyBatchResult } from '../../src/topology/run/types.js';
+import { TopologyState } from '../../src/topology/state/state.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
 import { type Generated, generated } from './run-helpers.js';
@@ -39,7 +41,7 @@ const region = (key: string): string => (key.charCodeAt(0) % 2 === 1 ? 'a' : 'b'
 /**
  * in -> windowed count per key (tumbling 10, grace 3, emit as given) -> its updates re-keyed by region
  * (`repartition()` to `<app>-by-region-repartition`) -> a count of the updates per region, and a tumbling-window sum of
- * them (size 20, grace 5, emit as given) per region.
+ * them (size 20, grace 2: updates late for it are common, emit as given) per region.
  */
 function twoStages(app: string, emit: 'update' | 'final'): BuiltTopology {
   const t = topology({ applicationId: app });
@@ -58,7 +60,7 @@ function twoStages(app: string, emit: 'update' | 'final'): BuiltTopology {
     .groupByKey();
   byRegion.count({ name: 'region-updates' }).toStream().to('region-updates', { key: s });
   byRegion
-    .windowedBy(TimeWindows.ofSizeAndGrace(20, 5))
+    .windowedBy(TimeWindows.ofSizeAndGrace(20, 2))
     .emit(emit)
     .reduce((a, b) => a + b, { name: 'region-sums' })
     .toStream()
@@ -216,7 +218,8 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
 
     it('the second aggregation keys its own fence space, fenced by the repartition partition’s epoch', async () => {
       const app = appName();
-      const exec = new TopologyExecutor(twoStages(app, 'update'), { redis });
+      const built = twoStages(app, 'update');
+      const exec = new TopologyExecutor(built, { redis });
       const rep = `${app}-by-region-repartition`;
       const value = Buffer.from('{"amount":1}');
       const rec = (offset: number, key: string, timestamp: number) => ({
@@ -262,6 +265,19 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       const [p1, p2] = [await redis.hgetall(plain), await redis.hgetall(spaced)];
       assert.deepEqual([p1.p, p1.o, p1.e], ['0', '0', '7'], "the input record's");
       assert.deepEqual([p2.p, p2.o, p2.e], ['0', '1', '1'], "the repartition record's");
+      // queryable state: the second sub-topology's stores by name, stamped with the repartition record
+      const state = new TopologyState(built, { redis });
+      const stamp = { topic: rep, partition: 0, offset: 1, epoch: 1 };
+      assert.deepEqual(await state.keyValueStore<string, number>('region-updates').get('a'), {
+        value: 2,
+        timestamp: 2,
+        stamp,
+      });
+      assert.deepEqual(await state.windowStore<string, number>('region-sums').fetch('a', 0, 100), {
+        windows: [{ start: 0, end: 20, value: 2, timestamp: 2, final: false }],
+        stamp,
+      });
+      assert.equal((await state.windowStore('per-key').fetch('a', 0, 100)).stamp?.topic, 'in');
       // a newer owner of the repartition partition fences the older one there
       const more = [{ ...(down[1] as ModelInput), offset: 2 }];
       await exec.runBatch({ topic: rep, partition: 0, epoch: 2, committedOffset: 2, records: more });
