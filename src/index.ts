@@ -194,7 +194,7 @@ export {
   type ModelSource,
   runModel,
 } from './topology/model.js';
-export { TopologyState, type TopologyStateOptions } from './topology/state/state.js';
+export { type StateStoreInfo, TopologyState, type TopologyStateOptions } from './topology/state/state.js';
 export type {
   KeyValueAnswer,
   ReadOnlyKeyValueStore,
@@ -202,6 +202,7 @@ export type {
   ReadOnlyWindowStore,
   SessionEntry,
   SessionFetchAnswer,
+  TopologyStamp,
   WindowEntry,
   WindowFetchAnswer,
 } from './topology/state/stores.js';

@@ -8,7 +8,7 @@
  * kind); 1: Redis failed. Every option is checked and the module loaded before any connection.
  */
 import { RedfenceError } from '../errors/index.js';
-import type { StateStamp } from '../index.js';
+import type { TopologyStamp } from '../index.js';
 import { jsonLogger } from './log.js';
 import { helpText, Invalid, type OptionSpec, parseOptions, switchOption } from './options.js';
 import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
@@ -92,10 +92,10 @@ function show(v: unknown): unknown {
 
 const iso = (ms: number) =>
   Number.isFinite(new Date(ms).getTime()) ? new Date(ms).toISOString() : String(ms);
-const stampText = (s: StateStamp | null) =>
+const stampText = (s: TopologyStamp | null) =>
   s === null
     ? 'no record of this key applied'
-    : `as of partition ${s.partition}, offset ${s.offset} (epoch ${s.epoch})`;
+    : `as of ${s.topic} partition ${s.partition}, offset ${s.offset} (epoch ${s.epoch})`;
 
 function table(rows: string[][]): string {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];

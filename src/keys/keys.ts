@@ -3,6 +3,7 @@
  * hash tag (`{...}`) so that each fence script touches keys of a single hash slot.
  *
  * - state of one key:       rf:[t=<tenant>:]{<store>:<key>}
+ *   in a fence space:       rf:[t=<tenant>:]{<store>@<space>:<key>} (a topology's sub-topology: below)
  * - partition epoch:        rf:[t=<tenant>:]{<store>:<topic>:<partition>}:epoch
  * - partition pending index rf:[t=<tenant>:]{<store>:<topic>:<partition>}:pending
  * - windows by close time:  rf:[t=<tenant>:]{<store>:<topic>:<partition>}:close:<store id> (topologies)
@@ -40,6 +41,14 @@ export interface KeySpaceOptions {
    * again; emptied when full. Default 65,536; 0: none kept.
    */
   nameCacheSize?: number;
+  /**
+   * A fence space within the store: state keys become `{<store>@<space>:<key>}`, apart from the store's
+   * own `{<store>:<key>}` (a topology's second stateful sub-topology, whose keys follow the offset order
+   * of another topic: `space` is that topic, a Kafka topic name). `@` is in neither a store name nor a
+   * topic name, so no space's names meet another's or another store's. Only state key names change;
+   * the partition keys (epoch, indexes) already name their topic.
+   */
+  space?: string;
 }
 
 /** Default of {@link KeySpaceOptions.nameCacheSize}. */
@@ -94,7 +103,11 @@ export class KeySpace {
   readonly tenant: string | undefined;
   readonly keyEncoding: KeyEncoding;
   readonly maxRawKeyLength: number;
+  /** The fence space (KeySpaceOptions.space), or undefined: the store's own. */
+  readonly space: string | undefined;
   readonly #prefix: string;
+  /** `<store>` or `<store>@<space>`: what state key names' hash tags start with. */
+  readonly #stateTag: string;
   /** State key names by user key (string keys only): the hot path builds each name once. */
   readonly #names: BoundedCache<string>;
 
@@ -126,14 +139,16 @@ export class KeySpace {
     }
     this.#names = new BoundedCache(cache);
     this.#prefix = this.tenant === undefined ? 'rf:' : `rf:t=${this.tenant}:`;
+    this.space = options.space === undefined ? undefined : checkTopic(options.space);
+    this.#stateTag = this.space === undefined ? this.store : `${this.store}@${this.space}`;
   }
 
   /** The Redis key of the state hash of user key `key`. */
   state(key: string | Uint8Array): string {
-    if (typeof key !== 'string') return `${this.#prefix}{${this.store}:${this.keyId(key)}}`;
+    if (typeof key !== 'string') return `${this.#prefix}{${this.#stateTag}:${this.keyId(key)}}`;
     let name = this.#names.get(key);
     if (name === undefined) {
-      name = `${this.#prefix}{${this.store}:${this.keyId(key)}}`;
+      name = `${this.#prefix}{${this.#stateTag}:${this.keyId(key)}}`;
       this.#names.set(key, name);
     }
     return name;
@@ -214,9 +229,9 @@ export class KeySpace {
     return `${this.#prefix}{${this.store}:${checkTopic(topic)}:${checkPartition(partition)}}:repoch:${checkTopic(retryTopic)}`;
   }
 
-  /** A pattern matching every state key of this store (for SCAN-based tools). */
+  /** A pattern matching every state key of this store (of its fence space, if any) (for SCAN-based tools). */
   statePattern(): string {
-    return `${this.#prefix}{${this.store}:*}`;
+    return `${this.#prefix}{${this.#stateTag}:*}`;
   }
 
   /**

@@ -1,6 +1,6 @@
 /**
  * The key names of a key call, on {@link KeySpace}: the fence hash `rf:[t=<tenant>:]{<app>:<key>}` (the
- * state key of KeySpace with the app as its store) and a window of store s starting at `start`,
+ * state key of KeySpace with the app as its store; in a fence space, `{<app>@<space>:<key>}`) and a window of store s starting at `start`,
  * `<fence hash>:w:<s>:<start>`, the session hash of store s, `<fence hash>:s:<s>`, and the window hash of
  * store s (one field per window start: sliding windows), `<fence hash>:h:<s>`, in the same slot;
  * a partition's index of windows by close time (emit-final),
@@ -14,6 +14,12 @@ export interface StoreKeysOptions {
   readonly app: string;
   readonly tenant?: string;
   readonly keyEncoding?: KeyEncoding;
+  /**
+   * The fence space (a topic name): fence hashes `rf:[t=<tenant>:]{<app>@<space>:<key>}` and the keys
+   * beside them; absent, the app's own `{<app>:<key>}`. A topology's stateful sub-topologies after the
+   * first each have their own (src/topology/run/plan.ts), so a key's fence holds one offset order each.
+   */
+  readonly space?: string;
 }
 
 export class StoreKeys {
@@ -24,6 +30,7 @@ export class StoreKeys {
       store: options.app,
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
       ...(options.keyEncoding === undefined ? {} : { keyEncoding: options.keyEncoding }),
+      ...(options.space === undefined ? {} : { space: options.space }),
     });
   }
 

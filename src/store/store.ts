@@ -58,9 +58,14 @@ export interface KeyStoreOptions {
   readonly tenant?: string;
   /** How fence keys become part of key names (default `auto`: raw when safe, else hashed). */
   readonly keyEncoding?: KeyEncoding;
+  /**
+   * The fence space (a topic name; StoreKeysOptions.space): the fence hashes of another offset order
+   * than the app's own, `{<app>@<space>:<key>}`. Default none.
+   */
+  readonly space?: string;
 }
 
-const OPTION_KEYS: readonly (keyof KeyStoreOptions)[] = ['redis', 'app', 'tenant', 'keyEncoding'];
+const OPTION_KEYS: readonly (keyof KeyStoreOptions)[] = ['redis', 'app', 'tenant', 'keyEncoding', 'space'];
 
 export class KeyStore {
   readonly keys: StoreKeys;

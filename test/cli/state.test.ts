@@ -47,7 +47,24 @@ for (const [name, connect, target] of TARGETS) {
         record('k1', 0, 4, T + 2_000, 7),
         record('k1', 0, 9, T + 90_000, 1),
       ];
-      await exec.runBatch({ topic: 'state-orders', partition: 0, epoch: 2, committedOffset: 3, records: k1 });
+      const first = await exec.runBatch({
+        topic: 'state-orders',
+        partition: 0,
+        epoch: 2,
+        committedOffset: 3,
+        records: k1,
+      });
+      // the counts' updates re-keyed to 'all', as the repartition topic gives them to its reader
+      const regroup = `${APP}-regroup-repartition`;
+      const updates = first.outputs.filter((o) => o.topic === regroup);
+      assert.equal(updates.length, 3);
+      await exec.runBatch({
+        topic: regroup,
+        partition: 0,
+        epoch: 5,
+        committedOffset: 0,
+        records: updates.map((o, i) => ({ ...o, partition: 0, offset: 10 + i })),
+      });
       await exec.runBatch({
         topic: 'state-orders',
         partition: 1,
@@ -69,7 +86,7 @@ for (const [name, connect, target] of TARGETS) {
       assert.equal(text.code, 0, text.err);
       assert.equal(
         text.out,
-        'counts k1: 3 (timestamp 1767225690000 2026-01-01T00:01:30.000Z), as of partition 0, offset 9 (epoch 2)\n',
+        'counts k1: 3 (timestamp 1767225690000 2026-01-01T00:01:30.000Z), as of state-orders partition 0, offset 9 (epoch 2)\n',
       );
       const json = await cli('get', FIXTURE, 'totals', 'k1', '--json');
       assert.equal(json.code, 0, json.err);
@@ -79,8 +96,18 @@ for (const [name, connect, target] of TARGETS) {
         key: 'k1',
         value: { sum: 13 },
         timestamp: T + 90_000,
-        stamp: { partition: 0, offset: 9, epoch: 2 },
+        stamp: { topic: 'state-orders', partition: 0, offset: 9, epoch: 2 },
       });
+    });
+
+    it('get: a store after a re-key, stamped with its repartition topic’s record', async () => {
+      const text = await cli('get', FIXTURE, 'count-sums', 'all');
+      assert.equal(text.code, 0, text.err);
+      assert.equal(
+        text.out,
+        // the sum of the counts' updates 1, 2, 3 of k1; the last at offset 12 of the repartition topic
+        `count-sums all: 6 (timestamp 1767225690000 2026-01-01T00:01:30.000Z), as of ${APP}-regroup-repartition partition 0, offset 12 (epoch 5)\n`,
+      );
     });
 
     it('windows: a window store’s windows in [--from, --to]; a session store’s sessions', async () => {
@@ -106,7 +133,7 @@ for (const [name, connect, target] of TARGETS) {
           { start: T, end: T + 60_000, value: 2, timestamp: T + 2_000, final: false },
           { start: T + 60_000, end: T + 120_000, value: 1, timestamp: T + 90_000, final: false },
         ],
-        stamp: { partition: 0, offset: 9, epoch: 2 },
+        stamp: { topic: 'state-orders', partition: 0, offset: 9, epoch: 2 },
       });
       const narrow = await cli(
         'windows',
@@ -120,7 +147,7 @@ for (const [name, connect, target] of TARGETS) {
       );
       assert.equal(narrow.code, 0, narrow.err);
       assert.deepEqual(narrow.out.split('\n'), [
-        'per-minute k1: 1 windows starting in [2026-01-01T00:00:00.001Z, 2026-01-01T00:01:00.000Z], as of partition 0, offset 9 (epoch 2)',
+        'per-minute k1: 1 windows starting in [2026-01-01T00:00:00.001Z, 2026-01-01T00:01:00.000Z], as of state-orders partition 0, offset 9 (epoch 2)',
         'start                     end                       value  timestamp                 final',
         '2026-01-01T00:01:00.000Z  2026-01-01T00:02:00.000Z  1      2026-01-01T00:01:30.000Z  no',
         '',
@@ -172,7 +199,7 @@ describe('redfence state: refusals (exit 2, before any connection)', () => {
   const cases: [string[], RegExp][] = [
     [
       ['get', FIXTURE, 'nope', 'k'],
-      /has no store "nope" \(its stores: counts, totals, per-minute, visits\) \[RF_STORE_UNKNOWN\]/,
+      /has no store "nope" \(its stores: counts, count-sums, totals, per-minute, visits\) \[RF_STORE_UNKNOWN\]/,
     ],
     [
       ['get', FIXTURE, 'per-minute', 'k'],

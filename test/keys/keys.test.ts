@@ -32,6 +32,21 @@ describe('KeySpace', () => {
     assert.equal(name, hashed.state(Buffer.from('alice@example.com')));
   });
 
+  it('a fence space keys state apart inside the hash tag; partition keys and the store stay the same', () => {
+    const sp = new KeySpace({ store: 'app', tenant: 'acme', space: 'app-by-region-repartition' });
+    assert.equal(sp.state('EU'), 'rf:t=acme:{app@app-by-region-repartition:EU}');
+    assert.equal(slotTag(sp.state('EU')), 'app@app-by-region-repartition:EU', 'one slot per key and space');
+    assert.equal(sp.statePattern(), 'rf:t=acme:{app@app-by-region-repartition:*}');
+    assert.equal(
+      sp.epoch('app-by-region-repartition', 1),
+      'rf:t=acme:{app:app-by-region-repartition:1}:epoch',
+    );
+    assert.equal(sp.store, 'app');
+    // '@' is in no store or topic name: no space's names meet the store's own or another store's
+    assert.notEqual(sp.state('EU'), new KeySpace({ store: 'app', tenant: 'acme' }).state('EU'));
+    assert.throws(() => new KeySpace({ store: 'app', space: 'a:b' }), /valid Kafka topic name/);
+  });
+
   it('scopes names by tenant outside the hash tag', () => {
     const t = new KeySpace({ store: 'totals', tenant: 'acme' });
     assert.equal(t.state('k'), 'rf:t=acme:{totals:k}');

@@ -38,8 +38,8 @@ function grouped() {
 }
 
 describe('topology runtime: refusals', () => {
-  it('aggregations in two sub-topologies (a count, then a count of a re-keyed stream): the second is named', () => {
-    const t = topology({ applicationId: 'refused' });
+  it('aggregations in two sub-topologies plan: the second in its own fence space, its repartition topic', () => {
+    const t = topology({ applicationId: 'two' });
     const first = t.stream<string, number>('in', { key: s }).groupByKey().count({ name: 'first' });
     first
       .toStream()
@@ -47,9 +47,47 @@ describe('topology runtime: refusals', () => {
       .count({ name: 'second' })
       .toStream()
       .to('out');
-    const built = t.build();
-    const second = built.nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
-    refusedAt(built, second, /aggregations in two sub-topologies/);
+    const plan = planTopology(t.build());
+    assert.deepEqual(
+      [...plan.subs.values()].map((x) => [x.topic, x.stateful, x.space]),
+      [
+        ['in', true, null],
+        ['two-by-n-repartition', true, 'two-by-n-repartition'],
+      ],
+    );
+    assert.deepEqual(
+      [...plan.aggregates.values()].map((a) => [a.node.store, a.topic, a.space]),
+      [
+        ['first', 'in', null],
+        ['second', 'two-by-n-repartition', 'two-by-n-repartition'],
+      ],
+    );
+    // one grouped stream aggregated twice after a key change: two sub-topologies read one repartition topic
+    const twice = topology({ applicationId: 'twice' });
+    const g = twice.stream<string, number>('in', { key: s }).groupBy((k) => k, { name: 'by-k', key: s });
+    g.count({ name: 'c1' }).toStream().to('out');
+    g.count({ name: 'c2' }).toStream().to('out2');
+    const c2 = twice.build().nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
+    refusedAt(
+      twice.build(),
+      c2,
+      /reads a repartition topic another sub-topology reads too.*repartition\(\) once/,
+    );
+    // one aggregation after a groupBy keeps the application's own fence space (as every version wrote it)
+    const one = topology({ applicationId: 'one' });
+    one
+      .stream<string, number>('in', { key: s })
+      .groupBy((k) => k, { name: 'by-k', key: s })
+      .count({ name: 'c' })
+      .toStream()
+      .to('out');
+    assert.deepEqual(
+      [...planTopology(one.build()).subs.values()].map((x) => [x.topic, x.space]),
+      [
+        ['in', null],
+        ['one-by-k-repartition', null],
+      ],
+    );
   });
 
   it('windowed aggregations with emit final or a JS function plan (session and sliding windows)', () => {
@@ -84,7 +122,26 @@ describe('topology runtime: refusals', () => {
     const counts = a.stream<string, number>('in', { key: s }).groupByKey().count({ name: 'first' });
     counts.toStream().groupByKey().count({ name: 'second' }).toStream().to('out');
     const second = a.build().nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
-    refusedAt(a.build(), second, /aggregation of/);
+    refusedAt(a.build(), second, /aggregation of .*same sub-topology.*repartition\(\)/);
+    // the fix the message names: repartition() between them, two sub-topologies that plan
+    const fixed = topology({ applicationId: 'fixed' });
+    fixed
+      .stream<string, number>('in', { key: s })
+      .groupByKey()
+      .count({ name: 'first' })
+      .toStream()
+      .repartition({ name: 'counts', key: s })
+      .groupByKey()
+      .count({ name: 'second' })
+      .toStream()
+      .to('out');
+    assert.deepEqual(
+      [...planTopology(fixed.build()).aggregates.values()].map((x) => [x.node.store, x.space]),
+      [
+        ['first', null],
+        ['second', 'fixed-counts-repartition'],
+      ],
+    );
 
     const b = topology({ applicationId: 'refused' });
     b.stream<string, number>(['x', 'y'], { key: s }).groupByKey().count({ name: 'xy' }).toStream().to('out');

@@ -21,6 +21,7 @@ import {
   inputIndex,
   inputTopics,
   type OutRecord,
+  regroupKey,
   type Scenario,
   type WindowSpec,
 } from './scenarios.js';
@@ -82,26 +83,34 @@ export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTo
     orders = orders.repartition({ numberOfPartitions: sc.repartition, key: s });
   const g = orders.groupByKey();
   const keep = (v: number | null) => sc.minCount === undefined || (v !== null && v > sc.minCount);
-  if (sc.window === null) {
-    const table =
-      sc.aggregate === 'count'
-        ? g.count()
-        : g.aggregate(
-            () => 0,
-            (_k, o, total: number) => total + o.amount,
-          );
-    table
-      .toStream()
-      .filter((_k, v) => keep(v))
-      .mapValues((v): Out => ({ start: -1, end: -1, value: v }))
-      .to(output, { key: s });
-  } else {
-    windowedTable(g, sc, sc.window)
-      .toStream()
-      .filter((_wk, v) => keep(v))
-      .map((wk, v) => [wk.key, { start: wk.start, end: wk.end, value: v } satisfies Out] as const)
-      .to(output, { key: s });
+  const updates =
+    sc.window === null
+      ? (sc.aggregate === 'count'
+          ? g.count()
+          : g.aggregate(
+              () => 0,
+              (_k, o, total: number) => total + o.amount,
+            )
+        )
+          .toStream()
+          .filter((_k, v) => keep(v))
+          .mapValues((v): Out => ({ start: -1, end: -1, value: v }))
+      : windowedTable(g, sc, sc.window)
+          .toStream()
+          .filter((_wk, v) => keep(v))
+          .map((wk, v) => [wk.key, { start: wk.start, end: wk.end, value: v } satisfies Out] as const);
+  if (sc.regroup === undefined) {
+    updates.to(output, { key: s });
+    return t.build();
   }
+  // the second aggregation: a sum of the updates' values per k<partition>, across a repartition topic
+  updates
+    .map((k, o) => [regroupKey(sc, k), o.value] as const)
+    .groupByKey({ key: s })
+    .reduce((a, b) => (a ?? 0) + (b ?? 0), { name: 'regrouped' })
+    .toStream()
+    .mapValues((v): Out => ({ start: -1, end: -1, value: v }))
+    .to(output, { key: s });
   return t.build();
 }
 

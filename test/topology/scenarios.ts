@@ -33,6 +33,14 @@ export interface Scenario {
    * `repartition` (every scenario aggregates, and the Redis runtime aggregates one topic's records).
    */
   inputs?: number;
+  /**
+   * A second aggregation across a repartition: the first one's updates (after minCount) re-keyed to
+   * `k<p>`, p the input partition of their key (regroupKey), grouped (a repartition topic of
+   * `partitions` partitions) and summed (a reduce of their values); the output is the sums' table,
+   * start = end = -1. Each new key gets the updates of one input partition, in that partition's
+   * order, on every reader.
+   */
+  regroup?: 'sum';
   /** input partitions, of every input topic (output topic has the same count) */
   partitions: number;
 }
@@ -146,6 +154,11 @@ export function inputIndex(sc: Scenario, key: string | null): number {
   const m = /^k(\d+)$/.exec(key);
   if (m === null) throw new Error(`${sc.name}: key ${key} is not k<i>, so it has no input topic`);
   return Number(m[1]) % n;
+}
+
+/** The key a regrouped update goes to: `k<p>`, p its key's partition among the input's `partitions`. */
+export function regroupKey(sc: Scenario, key: string): string {
+  return `k${partitionFor(key, sc.partitions)}`;
 }
 
 /** A scenario and the options of its generated input. */
@@ -312,6 +325,19 @@ export const CASES: readonly ScenarioCase[] = [
       emit: 'update',
       repartition: 2,
       inputs: 2,
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    // two aggregations across a repartition: the tumbling counts' updates summed per input partition
+    // (`k<p>`, keys the first aggregation has too); the input of tumbling-count-update
+    scenario: {
+      name: 'tumbling-count-regroup',
+      window: tumbling,
+      aggregate: 'count',
+      emit: 'update',
+      regroup: 'sum',
       partitions: 3,
     },
     input: base(3),

@@ -235,7 +235,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         wide.windows.map((w) => [w.start, w.value]),
         [0, 29_995, 30_000, 49_990, 49_995].map((start) => [start, 1]),
       );
-      assert.deepEqual(wide.stamp, { partition: 0, offset: 2, epoch: 1 });
+      assert.deepEqual(wide.stamp, { topic: 'in', partition: 0, offset: 2, epoch: 1 });
       assert.deepEqual((await hop.fetch('k', 29_995, 30_000)).windows, wide.windows.slice(1, 3));
       assert.deepEqual((await hop.fetch('k', 10, 1)).windows, [], 'from after to: no window');
     });

@@ -62,7 +62,10 @@ export type { TopologyExecutorOptions } from './check.js';
  */
 export class TopologyExecutor {
   readonly plan: RunPlan;
+  /** The key calls in the application's own fence space (the first stateful sub-topology's, and the layout marker). */
   readonly store: KeyStore;
+  /** Each later stateful sub-topology's key calls, by the topic it reads (its fence space: plan.ts). */
+  readonly #spaces = new Map<string, KeyStore>();
   /** By topic-partition (tpKey). */
   readonly #times = new Map<string, StreamTimes>();
   readonly #running = new Set<string>();
@@ -80,12 +83,17 @@ export class TopologyExecutor {
     const { retention, now } = options(opts);
     this.plan = planTopology(built);
     const { redis, tenant, keyEncoding } = opts;
-    this.store = new KeyStore({
-      redis,
-      app: built.applicationId,
-      ...(tenant === undefined ? {} : { tenant }),
-      ...(keyEncoding === undefined ? {} : { keyEncoding }),
-    });
+    const storeOf = (space: string | null) =>
+      new KeyStore({
+        redis,
+        app: built.applicationId,
+        ...(tenant === undefined ? {} : { tenant }),
+        ...(keyEncoding === undefined ? {} : { keyEncoding }),
+        ...(space === null ? {} : { space }),
+      });
+    this.store = storeOf(null);
+    for (const sub of this.plan.subs.values())
+      if (sub.space !== null) this.#spaces.set(sub.topic, storeOf(sub.space));
     const final = [...this.plan.aggregates.values()].some(
       (a) => a.node.emit === 'final' && a.node.window !== null,
     );
@@ -108,6 +116,11 @@ export class TopologyExecutor {
     this.#finalSessions = finalOf('session') || this.#finalSliding;
     this.#retention = retention;
     this.#now = now;
+  }
+
+  /** The key calls of the sub-topology reading `topic`: its fence space's (plan.ts). */
+  storeFor(topic: string): KeyStore {
+    return this.#spaces.get(topic) ?? this.store;
   }
 
   /**
@@ -190,6 +203,7 @@ export class TopologyExecutor {
     const clocks = new Map(Object.entries(before).map(([n, c]) => [n, { ...c }]));
     const expireAt = (end: number, grace: number) => Math.max(end + grace, this.#now()) + this.#retention;
     const sources = this.plan.subs.get(batch.topic)?.sources ?? [];
+    const store = this.storeFor(batch.topic);
     const tally = new FlowTally();
     const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt, tally);
     // emit-final sessions and sliding windows: their bounds follow from the keys' reads, folded before
@@ -198,7 +212,7 @@ export class TopologyExecutor {
     let steps = walked.steps;
     if (this.#finalSessions) {
       const pre = placeSteps(walked.steps, () => [], this.#finalSliding);
-      ahead = await foldAhead(this.store, batch, pre.groups, pre.steps, { clocks, expireAt });
+      ahead = await foldAhead(store, batch, pre.groups, pre.steps, { clocks, expireAt });
       steps = slidingBounded(steps, ahead.storeAfter);
     }
     const indexed = await this.#syncIndexes(batch, steps, ahead);
@@ -210,7 +224,7 @@ export class TopologyExecutor {
       },
       this.#finalSliding,
     );
-    const { replies, conflicts } = await callGroups(this.store, batch, placed.groups, placed.steps, {
+    const { replies, conflicts } = await callGroups(store, batch, placed.groups, placed.steps, {
       clocks,
       expireAt,
       ...(ahead === undefined ? {} : { ahead: ahead.ahead }),
@@ -270,8 +284,15 @@ export class TopologyExecutor {
       if (f !== undefined && f.verdict === 'FENCE')
         throw new RedfenceError(
           'RF_TOPOLOGY_FENCED',
-          `topology ${this.plan.built.applicationId}: partition ${batch.partition} has a newer owner (epoch ${f.epoch} > ${batch.epoch}); the batch must not be committed`,
-          { details: { partition: batch.partition, epoch: batch.epoch, newerEpoch: f.epoch } },
+          `topology ${this.plan.built.applicationId}: partition ${batch.partition} of ${batch.topic} has a newer owner (epoch ${f.epoch} > ${batch.epoch}); the batch must not be committed`,
+          {
+            details: {
+              topic: batch.topic,
+              partition: batch.partition,
+              epoch: batch.epoch,
+              newerEpoch: f.epoch,
+            },
+          },
         );
     }
   }

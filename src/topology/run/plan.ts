@@ -6,6 +6,12 @@
  * keeps no state: a key's fence holds one partition's offset order, so an aggregation reads one topic
  * (`merge(...).repartition()` before the grouping gives it one). Anything the Redis runtime does not run
  * yet is RF_TOPOLOGY_UNSUPPORTED naming the node, before any record is read.
+ *
+ * Fence spaces: each stateful sub-topology's keys follow the offset order of the one topic it reads, so
+ * each has its own fence hashes. The first one in plan order (inputs first, then repartition topics as
+ * they are written) keeps the application's own, `rf:{<app>:<key>}` (the names every version wrote);
+ * each later one has `rf:{<app>@<topic>:<key>}`, its topic naming the space: the space changes exactly
+ * when the offset order does (a renamed repartition topic is a new order).
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { AggregateNode } from '../model-io.js';
@@ -22,6 +28,10 @@ export interface AggregatePlan {
    * window keeps its timestamp in its own key (field `t`), sessions their end.
    */
   readonly timeStore: number;
+  /** The one topic its sub-topology reads: its stamps' partitions and offsets are that topic's. */
+  readonly topic: string;
+  /** Its fence space (KeyStoreOptions.space): null for the application's own, else `topic`. */
+  readonly space: string | null;
 }
 
 export type SourceNode = Extract<TopologyNode, { kind: 'source' }>;
@@ -38,6 +48,10 @@ export interface SubPlan {
   readonly sources: readonly SourceNode[];
   /** The repartition topics this sub-topology writes. */
   readonly writes: readonly string[];
+  /** True when it holds an aggregation (it then reads `topic` alone). */
+  readonly stateful: boolean;
+  /** The fence space of its key calls: null for the application's own (see above), else `topic`. */
+  readonly space: string | null;
 }
 
 export interface RunPlan {
@@ -75,7 +89,11 @@ function unsupported(node: string | null, message: string): RedfenceError {
   return new RedfenceError('RF_TOPOLOGY_UNSUPPORTED', `${where}: ${message}`, { details: { node } });
 }
 
-/** Refuses an aggregation fed (through stateless nodes) by another one: one key call per record and key today. */
+/**
+ * Refuses an aggregation fed (through stateless nodes) by another one in the same sub-topology: a
+ * batch makes one round of key calls, and the second's effects follow from the first's results. With
+ * repartition() between them each is in its own sub-topology (and fence space), which runs.
+ */
 function checkChain(
   children: ReadonlyMap<string, readonly string[]>,
   agg: string,
@@ -89,7 +107,11 @@ function checkChain(
     seen.add(name);
     const n = byName.get(name);
     if (n?.kind === 'aggregate')
-      throw unsupported(name, `an aggregation of ${agg}'s updates does not run on Redis yet`);
+      throw unsupported(
+        name,
+        `an aggregation of ${agg}'s updates in the same sub-topology does not run on Redis yet: ` +
+          'put repartition() between them (each aggregation then runs in its own sub-topology)',
+      );
     if (n?.kind === 'split') for (const b of n.branches) todo.push(b.name);
     todo.push(...(children.get(name) ?? []));
   }
@@ -129,6 +151,8 @@ function subPlansOf(built: BuiltTopology, byName: ReadonlyMap<string, TopologyNo
         internal: reading.some((s) => s.internal),
         sources: reading,
         writes,
+        stateful: agg !== undefined,
+        space: null,
       };
     });
   });
@@ -149,21 +173,15 @@ function ordered(subs: readonly SubPlan[]): Map<string, SubPlan> {
   return out;
 }
 
-/** Refuses aggregations in two sub-topologies: their keys would share one fence per key across two offset orders. */
-function checkOneStateful(built: BuiltTopology): void {
-  let first: { node: string; sub: number } | null = null;
-  for (const sub of built.subTopologies)
-    for (const name of sub.nodes) {
-      const n = built.nodes.find((x) => x.name === name);
-      if (n?.kind !== 'aggregate') continue;
-      if (first === null) first = { node: name, sub: sub.id };
-      else if (first.sub !== sub.id)
-        throw unsupported(
-          name,
-          `aggregations in two sub-topologies (${first.node} and ${name}, a repartition between them) do not run on Redis yet: ` +
-            'their keys would share one fence per key across two offset orders',
-        );
-    }
+/** The fence spaces: the first stateful sub-topology keeps the application's own, each later one its topic's. */
+function withSpaces(subs: Map<string, SubPlan>): Map<string, SubPlan> {
+  let first = true;
+  for (const [topic, sub] of subs) {
+    if (!sub.stateful) continue;
+    if (!first) subs.set(topic, { ...sub, space: topic });
+    first = false;
+  }
+  return subs;
 }
 
 /**
@@ -173,14 +191,17 @@ function checkOneStateful(built: BuiltTopology): void {
  * const plan = planTopology(t.build()); // RF_TOPOLOGY_UNSUPPORTED naming the node otherwise
  * plan.topic; // 'orders'
  * [...plan.subs.keys()]; // ['orders', 'fraud-by-region-repartition'] with a groupBy
+ * plan.subs.get('fraud-by-region-repartition')?.space; // null, or the topic after a count on 'orders'
  * plan.inputs; // ['orders', 'refunds'] for t.stream(['orders', 'refunds'])
  */
 export function planTopology(built: BuiltTopology): RunPlan {
   const byName = new Map<string, TopologyNode>(built.nodes.map((n) => [n.name, n]));
   const children = new Map<string, string[]>();
   for (const e of built.edges) children.set(e.from, [...(children.get(e.from) ?? []), e.to]);
-  const subs = ordered(subPlansOf(built, byName));
-  checkOneStateful(built);
+  const subs = withSpaces(ordered(subPlansOf(built, byName)));
+  const subOf = new Map<string, SubPlan>();
+  for (const sub of subs.values())
+    for (const name of built.subTopologies.find((x) => x.id === sub.id)?.nodes ?? []) subOf.set(name, sub);
   const aggregates = new Map<string, AggregatePlan>();
   for (const n of built.nodes) {
     if (n.kind !== 'aggregate') continue;
@@ -193,7 +214,20 @@ export function planTopology(built: BuiltTopology): RunPlan {
         `store "${n.store}" of ${n.name} has the same id in Redis as store "${clash.node.store}" of ${clash.node.name}: rename one of them`,
         { details: { node: n.name } },
       );
-    aggregates.set(n.name, { node: n, valueStore, timeStore: valueStore + 1 });
+    const sub = subOf.get(n.name); // a stateful sub-topology reads one topic: one view
+    if (sub === undefined)
+      throw unsupported(
+        n.name,
+        'its sub-topology reads a repartition topic another sub-topology reads too (a grouping of one grouped stream used twice): ' +
+          'repartition() once and aggregate the groupByKey() after it',
+      );
+    aggregates.set(n.name, {
+      node: n,
+      valueStore,
+      timeStore: valueStore + 1,
+      topic: sub.topic,
+      space: sub.space,
+    });
   }
   const inputs = [...subs.values()].filter((s) => !s.internal).map((s) => s.topic);
   const first = subs.get(inputs[0] as string) as SubPlan;

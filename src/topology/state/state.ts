@@ -30,6 +30,14 @@ import {
   WindowReader,
 } from './stores.js';
 
+/** A store of {@link TopologyState.stores}. */
+export interface StateStoreInfo extends StoreSpec {
+  /** The one topic its sub-topology reads (its answers' stamps are of it). */
+  readonly topic: string;
+  /** Its fence space: null for the application's own keys, else `topic` (keys `rf:{<app>@<topic>:<key>}`). */
+  readonly space: string | null;
+}
+
 export interface TopologyStateOptions {
   /** An ioredis `Redis` or `Cluster` reaching the Redis the topology runs on (read-only use). */
   readonly redis: Redis | Cluster;
@@ -55,7 +63,10 @@ function kindOf(agg: AggregatePlan): StoreSpec['kind'] {
 /** The stores of one built topology, read from Redis. */
 export class TopologyState {
   readonly applicationId: string;
+  /** The application's own fence space (and its layout marker). */
   readonly #store: KeyStore;
+  /** The fence spaces of later stateful sub-topologies, by space (plan.ts). */
+  readonly #spaces = new Map<string, KeyStore>();
   readonly #byName: ReadonlyMap<string, AggregatePlan>;
   readonly #plan: RunPlan;
   /** The layout check passed (the marker holds this version's layout): not asked again. */
@@ -74,13 +85,18 @@ export class TopologyState {
         throw new RedfenceError('RF_INVALID_OPTIONS', `TopologyState: unknown option ${JSON.stringify(k)}`);
     const plan = planTopology(topology);
     const { redis, tenant, keyEncoding } = options;
-    try {
-      this.#store = new KeyStore({
+    const storeOf = (space: string | null) =>
+      new KeyStore({
         redis,
         app: topology.applicationId,
         ...(tenant === undefined ? {} : { tenant }),
         ...(keyEncoding === undefined ? {} : { keyEncoding }),
+        ...(space === null ? {} : { space }),
       });
+    try {
+      this.#store = storeOf(null);
+      for (const a of plan.aggregates.values())
+        if (a.space !== null && !this.#spaces.has(a.space)) this.#spaces.set(a.space, storeOf(a.space));
     } catch (err) {
       const message = (err as Error).message.replace(/^KeyStore/, 'TopologyState');
       throw new RedfenceError('RF_INVALID_OPTIONS', message, { cause: err });
@@ -90,12 +106,21 @@ export class TopologyState {
     this.#byName = new Map([...plan.aggregates.values()].map((a) => [a.node.store, a]));
   }
 
-  /** The stores that can be queried: name and kind. */
-  get stores(): readonly StoreSpec[] {
+  /**
+   * The stores that can be queried: name, kind, the topic their stamps are of and their fence space
+   * (null: the application's own; else the topic, docs/streams.md "Fence spaces").
+   *
+   * @example
+   * state.stores; // [{ name: 'per-region', node: 'KSTREAM-AGGREGATE-0000000006', kind: 'key-value',
+   * //               topic: 'fraud-by-region-repartition', space: 'fraud-by-region-repartition' }, ...]
+   */
+  get stores(): readonly StateStoreInfo[] {
     return [...this.#byName.values()].map((a) => ({
       name: a.node.store,
       node: a.node.name,
       kind: kindOf(a),
+      topic: a.topic,
+      space: a.space,
     }));
   }
 
@@ -143,7 +168,8 @@ export class TopologyState {
         `store ${JSON.stringify(name)} of topology ${this.applicationId} is a ${kind} store, not a ${wanted} store: read it with ${READER[kind]}(${JSON.stringify(name)})`,
         { details: { store: name, kind, wanted } },
       );
-    return { store: this.#store, agg, layout: () => this.#layout() };
+    const store = agg.space === null ? this.#store : (this.#spaces.get(agg.space) as KeyStore);
+    return { store, agg, layout: () => this.#layout() };
   }
 
   /** Time windows are read only in this version's layout (RF_STATE_LAYOUT otherwise; read-only: nothing claimed). */

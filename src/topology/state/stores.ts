@@ -34,7 +34,7 @@ export interface KeyValueAnswer<V> {
   /** The largest record timestamp behind the value (Kafka Streams' ValueAndTimestamp); null with no value. */
   readonly timestamp: number | null;
   /** The last record applied to the key (null: none ever): the answer holds exactly what it left. */
-  readonly stamp: StateStamp | null;
+  readonly stamp: TopologyStamp | null;
 }
 
 /** One window of a key, `[start, end)`. */
@@ -51,7 +51,7 @@ export interface WindowEntry<V> {
 /** A window store's answer: the key's windows whose start is in the range, by start. */
 export interface WindowFetchAnswer<V> {
   readonly windows: readonly WindowEntry<V>[];
-  readonly stamp: StateStamp | null;
+  readonly stamp: TopologyStamp | null;
 }
 
 /** One session of a key, `[start, end]` (its first and last record timestamps). */
@@ -64,7 +64,7 @@ export interface SessionEntry<V> {
 /** A session store's answer: the key's sessions, by end then start. */
 export interface SessionFetchAnswer<V> {
   readonly sessions: readonly SessionEntry<V>[];
-  readonly stamp: StateStamp | null;
+  readonly stamp: TopologyStamp | null;
 }
 
 /** A key-value store (an unwindowed count, reduce or aggregate), read-only. */
@@ -97,6 +97,19 @@ export interface ReadOnlySessionStore<K, V> {
  * What a store reader needs: the application's key store and the aggregation's plan; `layout`: the
  * check that the application's time windows are in the layout this version reads (RF_STATE_LAYOUT).
  */
+/**
+ * The record a topology store's answer reflects: the last one applied to the key, on `topic` (the one
+ * topic the store's sub-topology reads: an input, or a repartition topic for a store after a re-key).
+ */
+export interface TopologyStamp extends StateStamp {
+  readonly topic: string;
+}
+
+/** A read's stamp with the store's topic. */
+function stampOf(agg: AggregatePlan, s: StateStamp | null): TopologyStamp | null {
+  return s === null ? null : { topic: agg.topic, partition: s.partition, offset: s.offset, epoch: s.epoch };
+}
+
 export interface StoreContext {
   readonly store: KeyStore;
   readonly agg: AggregatePlan;
@@ -158,9 +171,9 @@ export class KeyValueReader<K, V> implements ReadOnlyKeyValueStore<K, V> {
     const fence = fenceKey(this.#ctx, key, 'get');
     const a = await store.read({ key: fence, kv: [agg.valueStore, agg.timeStore] });
     const bytes = a.kv[0] ?? null;
-    if (bytes === null) return { value: null, timestamp: null, stamp: a.stamp };
+    if (bytes === null) return { value: null, timestamp: null, stamp: stampOf(agg, a.stamp) };
     const value = decode(agg, bytes) as V;
-    return { value, timestamp: storedNumber(a.kv[1], agg.node.name), stamp: a.stamp };
+    return { value, timestamp: storedNumber(a.kv[1], agg.node.name), stamp: stampOf(agg, a.stamp) };
   }
 }
 
@@ -210,7 +223,7 @@ export class WindowReader<K, V> implements ReadOnlyWindowStore<K, V> {
         final: x.final,
       }))
       .sort((x, y) => x.start - y.start);
-    return { windows, stamp: a.stamp };
+    return { windows, stamp: stampOf(agg, a.stamp) };
   }
 
   /**
@@ -236,7 +249,7 @@ export class WindowReader<K, V> implements ReadOnlyWindowStore<K, V> {
         final: a.hashFinals[0]?.has(start) === true,
       }))
       .sort((x, y) => x.start - y.start);
-    return { windows, stamp: a.stamp };
+    return { windows, stamp: stampOf(agg, a.stamp) };
   }
 }
 
@@ -287,6 +300,6 @@ export class SessionReader<K, V> implements ReadOnlySessionStore<K, V> {
     const sessions = a.sessions
       .filter((s) => s.end >= lo && s.start <= hi)
       .map((s) => ({ start: s.start, end: s.end, value: decode(agg, s.value) as V }));
-    return { sessions, stamp: a.stamp };
+    return { sessions, stamp: stampOf(agg, a.stamp) };
   }
 }

@@ -11,7 +11,10 @@
  *   stream(inputs: one source of the list) [.filter(amount > minAmount)] [.repartition(numberOfPartitions = repartition)] .groupByKey() [.windowedBy(window) [.emitStrategy(onWindowClose)]]
  *     .count() | .aggregate(0, + amount [, merger: +]) .toStream()
  *     .map((key or windowed key, v) -> (key, {"start","end","value"}))   // start = end = -1 unwindowed
- *     [.filter(value > minCount)] .to(output)
+ *     [.filter(value > minCount)]
+ *     [regroup: .map((key, out) -> ("k" + murmur2 partition of key among `partitions`, out.value)) .groupByKey()
+ *      .reduce(+) .toStream() .mapValues(v -> {"start": -1, "end": -1, "value": v})]   // a repartition topic
+ *     .to(output)
  *
  * Input on stdin, one JSON object:
  *   {"brokers": "...", "stateDir": "...", "timeoutMs": 120000, "concurrency": 4,
@@ -42,6 +45,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.common.utils.Utils;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -150,6 +154,25 @@ public final class StreamsScenarios {
     if (minCount != null && !minCount.isNull()) {
       long min = minCount.asLong();
       result = result.filter((k, o) -> o.value() != null && o.value() > min);
+    }
+    JsonNode regroup = sc.get("regroup");
+    if (regroup != null && !regroup.isNull()) {
+      if (!regroup.asText().equals("sum")) throw new IllegalArgumentException("unknown regroup " + regroup);
+      // a second aggregation: the updates' values summed per k<input partition of their key>
+      int partitions = (int) num(sc, "partitions");
+      Materialized<String, Long, KeyValueStore<Bytes, byte[]>> m = Materialized.with(Serdes.String(), Serdes.Long());
+      result
+          .map(
+              (k, o) ->
+                  KeyValue.pair(
+                      "k" + Utils.toPositive(Utils.murmur2(k.getBytes(java.nio.charset.StandardCharsets.UTF_8))) % partitions,
+                      o.value()))
+          .groupByKey(Grouped.with(Serdes.String(), Serdes.Long()))
+          .reduce(Long::sum, m)
+          .toStream()
+          .mapValues(v -> new Out(-1, -1, v).json())
+          .to(output, Produced.with(Serdes.String(), Serdes.String()));
+      return b;
     }
     result.mapValues(Out::json).to(output, Produced.with(Serdes.String(), Serdes.String()));
     return b;
