@@ -85,6 +85,19 @@ export class ProcessorChild extends Child {
   term(): void {
     this.signal('SIGTERM');
   }
+
+  /** Sums of `redfence_verdicts_total` by verdict, scraped from its /metrics. */
+  async verdicts(): Promise<Map<string, number>> {
+    const res = await fetch(`http://127.0.0.1:${this.metricsPort}/metrics`);
+    if (res.status !== 200) throw new Error(`${this.name}: /metrics answered ${res.status}`);
+    const out = new Map<string, number>();
+    for (const line of (await res.text()).split('\n')) {
+      const m = /^redfence_verdicts_total\{([^}]*)\}\s+(\S+)/.exec(line);
+      const verdict = m ? /verdict="([^"]*)"/.exec(m[1] as string)?.[1] : undefined;
+      if (m && verdict) out.set(verdict, (out.get(verdict) ?? 0) + Number(m[2]));
+    }
+    return out;
+  }
 }
 
 /** Starts `redfence run examples/customer-totals.ts` with its own topics, group and instance id. */

@@ -91,19 +91,6 @@ function startChild(
   return startProcessorChild({ ...n, mode, instance, env });
 }
 
-/** Sums of `redfence_verdicts_total` by verdict, scraped from a child's /metrics. */
-async function verdicts(port: number): Promise<Map<string, number>> {
-  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
-  assert.equal(res.status, 200, '/metrics answers');
-  const out = new Map<string, number>();
-  for (const line of (await res.text()).split('\n')) {
-    const m = /^redfence_verdicts_total\{([^}]*)\}\s+(\S+)/.exec(line);
-    const verdict = m ? /verdict="([^"]*)"/.exec(m[1] as string)?.[1] : undefined;
-    if (m && verdict) out.set(verdict, (out.get(verdict) ?? 0) + Number(m[2]));
-  }
-  return out;
-}
-
 describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
   for (const { mode, point, inFlight } of CASES) {
     const title = `${mode}${inFlight ? `, ${inFlight} partitions in flight` : ''}`;
@@ -222,7 +209,7 @@ describe('crash points', { timeout: 300_000, concurrency: 2 }, () => {
         ).catch((err: Error) => {
           throw new Error(`${err.message} ${b.tail()}`);
         });
-        const v = await verdicts(b.metricsPort);
+        const v = await b.verdicts();
         log(`[${tag} ${at()}] B caught up; verdicts ${JSON.stringify(Object.fromEntries(v))}`);
         b.term();
         assert.deepEqual(await b.waitExit(20_000), { code: 0, signal: null }, `B exits 0 ${b.tail()}`);

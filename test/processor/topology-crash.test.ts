@@ -69,19 +69,6 @@ function perKey(rows: { key: string | null; value: string | null; ts: string }[]
   return m;
 }
 
-/** Sums of `redfence_verdicts_total` by verdict, scraped from a child's /metrics. */
-async function verdicts(port: number): Promise<Map<string, number>> {
-  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
-  assert.equal(res.status, 200, '/metrics answers');
-  const out = new Map<string, number>();
-  for (const line of (await res.text()).split('\n')) {
-    const m = /^redfence_verdicts_total\{([^}]*)\}\s+(\S+)/.exec(line);
-    const verdict = m ? /verdict="([^"]*)"/.exec(m[1] as string)?.[1] : undefined;
-    if (m && verdict) out.set(verdict, (out.get(verdict) ?? 0) + Number(m[2]));
-  }
-  return out;
-}
-
 const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + Math.max(0, b), 0);
 
 /** `redfence run examples/fraud.ts` on a case's topics, as a child with its own metrics port. */
@@ -261,7 +248,7 @@ describe('topology processor crash points (exactly-once)', { timeout: 240_000, c
       ).catch((err: Error) => {
         throw new Error(`${err.message} ${b.tail()}`);
       });
-      const v = await verdicts(b.metricsPort);
+      const v = await b.verdicts();
       b.term();
       assert.deepEqual(await b.waitExit(20_000), { code: 0, signal: null }, `B exits 0 ${b.tail()}`);
       log(`[${point} ${at()}] B caught up; verdicts ${JSON.stringify(Object.fromEntries(v))}`);

@@ -22,6 +22,7 @@ import { type ModelInput, type ModelResult, runModel } from '../../src/topology/
 import { KAFKA_BROKERS } from '../helpers/env.js';
 import { createTopics, kafka, produce, type ReadRecord, readToEnd } from '../helpers/kafka.js';
 import { generateInput, type InputOptions, START_MS } from '../topology/scenarios.js';
+import { twoStages } from './fixtures/two-stages.js';
 
 const s = serdes.string();
 const SEC = 1000;
@@ -122,6 +123,25 @@ export const SLIDING: Case = {
   build: sliding,
   outputs: (ns) => [`${ns}-slide`, `${ns}-slide-max`],
   input: input({ spanMs: 20 * MIN, lateByMs: 2 * MIN, disorderMs: 15 * SEC }),
+};
+
+/** Aggregations in two sub-topologies (fixtures/two-stages.ts). */
+export const TWO_STAGES: Case = {
+  name: 'a windowed count, then an aggregate of its re-keyed updates',
+  build: twoStages,
+  outputs: (ns) => [`${ns}-per-customer`, `${ns}-stats`],
+  input: {
+    keys: 6,
+    records: 500,
+    partitions: PARTITIONS,
+    startMs: START_MS,
+    spanMs: 40 * MIN,
+    outOfOrderFraction: 0.15,
+    lateFraction: 0.05,
+    nullKeyFraction: 0.03,
+    disorderMs: 60_000,
+    lateByMs: 8 * MIN,
+  },
 };
 
 export interface Prepared {

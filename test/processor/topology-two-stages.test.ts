@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { partitionFor } from '../../src/partitioner/index.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
-import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
+import type { BuiltTopology } from '../../src/topology/index.js';
 import { TopologyState } from '../../src/topology/state/state.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import {
@@ -27,53 +27,10 @@ import {
   readToEnd,
   waitCommitted,
 } from '../helpers/kafka.js';
-import { START_MS } from '../topology/scenarios.js';
-import { assertOutputsEqualModel, type Case, PARTITIONS, prepare } from './topology-helpers.js';
+import type { Stats } from './fixtures/two-stages.js';
+import { assertOutputsEqualModel, PARTITIONS, prepare, TWO_STAGES } from './topology-helpers.js';
 
-const s = serdes.string();
 const MIN = 60_000;
-type Stats = { n: number; sum: number };
-
-function twoStages(ns: string): BuiltTopology {
-  const t = topology({ applicationId: ns });
-  const updates = t
-    .stream<string, { amount: number }>(`${ns}-orders`, { key: s })
-    .groupByKey()
-    .windowedBy(TimeWindows.ofSizeWithNoGrace(5 * MIN))
-    .count({ name: 'per-customer' })
-    .toStream();
-  updates.map((w, n) => [w.key, { start: w.start, n }] as const).to(`${ns}-per-customer`, { key: s });
-  updates
-    .groupBy((w, _n) => `k${partitionFor(w.key, PARTITIONS)}`, { name: 'by-partition', key: s })
-    .aggregate(
-      (): Stats => ({ n: 0, sum: 0 }),
-      (_k, n, a) => ({ n: a.n + 1, sum: a.sum + n }),
-      {
-        name: 'update-stats',
-      },
-    )
-    .toStream()
-    .to(`${ns}-stats`, { key: s });
-  return t.build();
-}
-
-const TWO_STAGES: Case = {
-  name: 'a windowed count, then an aggregate of its re-keyed updates',
-  build: twoStages,
-  outputs: (ns) => [`${ns}-per-customer`, `${ns}-stats`],
-  input: {
-    keys: 6,
-    records: 500,
-    partitions: PARTITIONS,
-    startMs: START_MS,
-    spanMs: 40 * MIN,
-    outOfOrderFraction: 0.15,
-    lateFraction: 0.05,
-    nullKeyFraction: 0.03,
-    disorderMs: 60_000,
-    lateByMs: 8 * MIN,
-  },
-};
 
 async function deleteTopic(topic: string): Promise<void> {
   const admin = kafka.admin();
