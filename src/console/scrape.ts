@@ -2,7 +2,8 @@
  * The console's scrapes of the registered instances' metrics servers (the address each one writes to
  * the registry, src/runtime/registry.ts): every instance at once, each bounded by `timeoutMs` (one that
  * does not answer is shown as such and never holds the page longer), `GET http://<address>/metrics`
- * read up to 8 MB, only the default-prefixed `redfence_` families the Processing view shows kept.
+ * read up to 8 MB, only the default-prefixed `redfence_` families the Processing and Topology views
+ * show kept.
  * Rates need two scrapes: the console keeps per instance an anchor scrape, replaced only by a scrape at
  * least `minGapMs` later (which then takes the rates over it), and the anchor before it, which the rates
  * of scrapes in between are over (instances gone from the registry are forgotten, at most
@@ -24,6 +25,13 @@ import {
   parseMetrics,
   quantile,
 } from './prom-text.js';
+import {
+  type NodeCounts,
+  type NodeFigures,
+  nodeCounts,
+  nodeFigures,
+  TOPOLOGY_FAMILIES,
+} from './topology-figures.js';
 
 const P = 'redfence_';
 const MAX_BODY = 8 * 1024 * 1024;
@@ -55,6 +63,7 @@ const KEPT = new Set<string>([
   `${P}batch_records_count`,
   `${P}handler_retry_oldest_due_seconds`,
   ...Object.values(GAUGES),
+  ...Object.values(TOPOLOGY_FAMILIES),
 ]);
 
 /** What one scrape says, summed over topics, partitions and commands. */
@@ -70,6 +79,8 @@ export interface Snapshot {
    * the earliest due time (epoch seconds) of a record held by the retry topic.
    */
   gauges: Partial<Record<keyof typeof GAUGES | 'retryOldestDueSeconds', number>>;
+  /** A topology's nodes (topology-figures.ts), by application and node; empty for other runtimes. */
+  nodes: Map<string, NodeCounts>;
 }
 
 export function snapshotOf(samples: readonly MetricSample[], at: number): Snapshot {
@@ -105,6 +116,7 @@ export function snapshotOf(samples: readonly MetricSample[], at: number): Snapsh
     batchSum: sum(`${P}batch_records_sum`) ?? 0,
     batchCount: sum(`${P}batch_records_count`) ?? 0,
     gauges,
+    nodes: nodeCounts(samples),
   };
 }
 
@@ -119,6 +131,8 @@ export interface Figures {
   batchMean: number | null;
   batchP99: number | null;
   gauges: Snapshot['gauges'];
+  /** A topology's nodes, with rates over the same interval (the Topology view). */
+  nodes: NodeFigures[];
 }
 
 export function figures(now: Snapshot, before: Snapshot | undefined): Figures {
@@ -137,6 +151,7 @@ export function figures(now: Snapshot, before: Snapshot | undefined): Figures {
     batchMean: batches > 0 ? (now.batchSum - (before?.batchSum ?? 0)) / batches : null,
     batchP99: quantile(0.99, bucketDelta(now.batch, before?.batch)),
     gauges: now.gauges,
+    nodes: nodeFigures(now.nodes, before?.nodes, seconds),
   };
 }
 

@@ -195,6 +195,7 @@ describe('console in a browser (real broker and Redis)', () => {
       ['instances', '/instances'],
       ['lag', '/lag'],
       ['processing', '/processing'],
+      ['topology', '/topology'],
       ['inspector', `/inspector?store=${w.store}&key=${w.stateKey}`],
       ['dead-letters', `/dead-letters?topic=${w.dlt}`],
       ['outbox', '/outbox'],

@@ -6,11 +6,13 @@ import { instancesView } from './instances.js';
 import { lagView } from './lag.js';
 import { outboxView } from './outbox.js';
 import { processingView } from './processing.js';
+import { topologyView } from './topology.js';
 
 export const VIEWS: readonly ConsoleView[] = [
   instancesView,
   lagView,
   processingView,
+  topologyView,
   inspectorView,
   deadLettersView,
   outboxView,

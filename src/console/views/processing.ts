@@ -26,15 +26,21 @@ function figureTables(f: Figures, now: number): Html {
 <td class="num" data-field="outbox-pending">${n(g.outboxPending)}</td><td class="num" data-field="outbox-parked">${n(g.outboxParked)}</td><td class="num" data-field="outbox-oldest">${n(g.outboxOldestSeconds, 1)}</td></tr></tbody></table>`;
 }
 
-function instance(r: ProcessingRow, k: number): Html {
+/** An instance's heading line: its kind and group, its metrics address, the interval its rates are over. */
+export function instanceLine(r: ProcessingRow): Html {
   const i = r.instance;
   const over =
     r.figures?.seconds === null || r.figures?.seconds === undefined
       ? ''
       : html` · rates over <span data-field="interval">${r.figures.seconds.toFixed(3)}</span> s`;
+  return html`<p class="muted">${i.kind}${i.group === undefined ? '' : ` · group ${i.group}`} · metrics ${i.metrics ?? '(none)'}${over}</p>`;
+}
+
+function instance(r: ProcessingRow, k: number): Html {
+  const i = r.instance;
   return html`<section data-instance="${i.id}" aria-labelledby="i-${k}">
 <h2 id="i-${k}"><code>${i.id}</code></h2>
-<p class="muted">${i.kind}${i.group === undefined ? '' : ` · group ${i.group}`} · metrics ${i.metrics ?? '(none)'}${over}</p>
+${instanceLine(r)}
 ${r.figures === undefined ? html`<p class="error" data-field="problem">${r.problem ?? '?'}</p>` : figureTables(r.figures, Date.now())}
 </section>`;
 }
