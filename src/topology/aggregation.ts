@@ -1,7 +1,8 @@
 /**
  * Adds an aggregation to the graph: the store's name, the repartition topic when the key changed since
  * the source (automatic, as in Kafka Streams: `<applicationId>-<name>-repartition`, the grouping's name
- * or else the store's), and the aggregate node itself.
+ * or else the store's; a named grouping's topic is written once and read by each of its aggregations),
+ * and the aggregate node itself.
  */
 import { type Graph, mustBeFunction } from './graph.js';
 import type { Serde } from './serdes.js';
@@ -38,14 +39,24 @@ export function addAggregate(g: GroupedState, req: AggregateRequest): string {
   let parent = g.node;
   if (g.keyChanged) {
     const topic = `${graph.applicationId}-${g.groupName ?? store}-repartition`;
+    // the names are taken even when not used, as Kafka Streams burns them, so later generated names match
     const sink = graph.newName('KSTREAM-SINK');
-    const serdes = { keySerde: g.keySerde, valueSerde: g.valueSerde };
-    graph.add({ kind: 'sink', name: sink, topic, ...serdes, internal: true, repartition: null }, [parent]);
-    parent = graph.newName('KSTREAM-SOURCE');
-    graph.add(
-      { kind: 'source', name: parent, topics: [topic], pattern: null, ...serdes, internal: true },
-      [],
-    );
+    const source = graph.newName('KSTREAM-SOURCE');
+    // Kafka Streams: a named grouping's repartition topic is written once and read by every aggregation
+    // of the grouped stream; an unnamed one gets a topic per aggregation, named after its store
+    const id = `${g.node}\u0000${topic}`;
+    const shared = g.groupName === undefined ? undefined : graph.groupedSources.get(id);
+    if (shared !== undefined) parent = shared;
+    else {
+      const serdes = { keySerde: g.keySerde, valueSerde: g.valueSerde };
+      graph.add({ kind: 'sink', name: sink, topic, ...serdes, internal: true, repartition: null }, [parent]);
+      graph.add(
+        { kind: 'source', name: source, topics: [topic], pattern: null, ...serdes, internal: true },
+        [],
+      );
+      graph.groupedSources.set(id, source);
+      parent = source;
+    }
   }
   const { prefix, storeName: _, ...params } = req;
   const name = graph.newName(prefix);

@@ -9,6 +9,11 @@ import type { TopologyEdge, TopologyNode } from './types.js';
 export class Graph {
   readonly nodes: TopologyNode[] = [];
   readonly edges: TopologyEdge[] = [];
+  /**
+   * The source reading a named grouping's repartition topic, by the grouped node and the topic: every
+   * aggregation of that grouped stream reads it (aggregation.ts).
+   */
+  readonly groupedSources = new Map<string, string>();
   private index = 0;
 
   constructor(readonly applicationId: string) {}

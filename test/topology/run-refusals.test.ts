@@ -62,16 +62,33 @@ describe('topology runtime: refusals', () => {
         ['second', 'two-by-n-repartition', 'two-by-n-repartition'],
       ],
     );
-    // one grouped stream aggregated twice after a key change: two sub-topologies read one repartition topic
+    // one named grouped stream aggregated twice after a key change: as Kafka Streams, one repartition
+    // topic written once, both aggregations in the sub-topology reading it
     const twice = topology({ applicationId: 'twice' });
     const g = twice.stream<string, number>('in', { key: s }).groupBy((k) => k, { name: 'by-k', key: s });
     g.count({ name: 'c1' }).toStream().to('out');
     g.count({ name: 'c2' }).toStream().to('out2');
-    const c2 = twice.build().nodes.filter((n) => n.kind === 'aggregate')[1]?.name ?? 'none';
-    refusedAt(
-      twice.build(),
-      c2,
-      /reads a repartition topic another sub-topology reads too.*repartition\(\) once/,
+    const built = twice.build();
+    assert.deepEqual(built.repartitionTopics, ['twice-by-k-repartition']);
+    assert.equal(built.nodes.filter((n) => n.kind === 'sink' && n.internal).length, 1, 'one writer');
+    assert.deepEqual(
+      [...planTopology(built).aggregates.values()].map((a) => [a.node.store, a.topic, a.space]),
+      [
+        ['c1', 'twice-by-k-repartition', null],
+        ['c2', 'twice-by-k-repartition', null],
+      ],
+    );
+    // unnamed, a topic per aggregation, named after its store (the second its own fence space)
+    const unnamed = topology({ applicationId: 'unnamed' });
+    const u = unnamed.stream<string, number>('in', { key: s }).groupBy((k) => k, { key: s });
+    u.count({ name: 'c1' }).toStream().to('out');
+    u.count({ name: 'c2' }).toStream().to('out2');
+    assert.deepEqual(
+      [...planTopology(unnamed.build()).aggregates.values()].map((a) => [a.node.store, a.topic, a.space]),
+      [
+        ['c1', 'unnamed-c1-repartition', null],
+        ['c2', 'unnamed-c2-repartition', 'unnamed-c2-repartition'],
+      ],
     );
     // one aggregation after a groupBy keeps the application's own fence space (as every version wrote it)
     const one = topology({ applicationId: 'one' });

@@ -104,13 +104,20 @@ export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTo
     return t.build();
   }
   // the second aggregation: a sum of the updates' values per k<partition>, across a repartition topic
-  updates
+  const regrouped = updates
     .map((k, o) => [regroupKey(sc, k), o.value] as const)
-    .groupByKey({ key: s })
+    .groupByKey(sc.regroup === 'sum' ? { key: s } : { key: s, name: 'regroup' });
+  regrouped
     .reduce((a, b) => (a ?? 0) + (b ?? 0), { name: 'regrouped' })
     .toStream()
     .mapValues((v): Out => ({ start: -1, end: -1, value: v }))
     .to(output, { key: s });
+  if (sc.regroup === 'sum-and-count')
+    regrouped
+      .count({ name: 'regrouped-count' })
+      .toStream()
+      .mapValues((v): Out => ({ start: -2, end: -2, value: v }))
+      .to(output, { key: s });
   return t.build();
 }
 

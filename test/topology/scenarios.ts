@@ -38,9 +38,12 @@ export interface Scenario {
    * `k<p>`, p the input partition of their key (regroupKey), grouped (a repartition topic of
    * `partitions` partitions) and summed (a reduce of their values); the output is the sums' table,
    * start = end = -1. Each new key gets the updates of one input partition, in that partition's
-   * order, on every reader.
+   * order, on every reader. `sum-and-count`: the grouping is named (`regroup`) and aggregated twice,
+   * summed (start = end = -1) and counted (start = end = -2), both to the output: Kafka Streams writes a
+   * named grouping's repartition topic once and both aggregations read it, each record's sum update
+   * before its count update (the order they were added).
    */
-  regroup?: 'sum';
+  regroup?: 'sum' | 'sum-and-count';
   /** input partitions, of every input topic (output topic has the same count) */
   partitions: number;
 }
@@ -338,6 +341,18 @@ export const CASES: readonly ScenarioCase[] = [
       aggregate: 'count',
       emit: 'update',
       regroup: 'sum',
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    // one named grouped stream aggregated twice: one repartition topic, read by a sum and a count
+    scenario: {
+      name: 'tumbling-count-regroup-twice',
+      window: tumbling,
+      aggregate: 'count',
+      emit: 'update',
+      regroup: 'sum-and-count',
       partitions: 3,
     },
     input: base(3),

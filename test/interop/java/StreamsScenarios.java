@@ -157,21 +157,33 @@ public final class StreamsScenarios {
     }
     JsonNode regroup = sc.get("regroup");
     if (regroup != null && !regroup.isNull()) {
-      if (!regroup.asText().equals("sum")) throw new IllegalArgumentException("unknown regroup " + regroup);
+      boolean twice = regroup.asText().equals("sum-and-count");
+      if (!twice && !regroup.asText().equals("sum")) throw new IllegalArgumentException("unknown regroup " + regroup);
       // a second aggregation: the updates' values summed per k<input partition of their key>
       int partitions = (int) num(sc, "partitions");
       Materialized<String, Long, KeyValueStore<Bytes, byte[]>> m = Materialized.with(Serdes.String(), Serdes.Long());
-      result
-          .map(
-              (k, o) ->
-                  KeyValue.pair(
-                      "k" + Utils.toPositive(Utils.murmur2(k.getBytes(java.nio.charset.StandardCharsets.UTF_8))) % partitions,
-                      o.value()))
-          .groupByKey(Grouped.with(Serdes.String(), Serdes.Long()))
+      KGroupedStream<String, Long> regrouped =
+          result
+              .map(
+                  (k, o) ->
+                      KeyValue.pair(
+                          "k" + Utils.toPositive(Utils.murmur2(k.getBytes(java.nio.charset.StandardCharsets.UTF_8))) % partitions,
+                          o.value()))
+              .groupByKey(
+                  twice
+                      ? Grouped.with("regroup", Serdes.String(), Serdes.Long())
+                      : Grouped.with(Serdes.String(), Serdes.Long()));
+      regrouped
           .reduce(Long::sum, m)
           .toStream()
           .mapValues(v -> new Out(-1, -1, v).json())
           .to(output, Produced.with(Serdes.String(), Serdes.String()));
+      if (twice)
+        regrouped
+            .count(Materialized.with(Serdes.String(), Serdes.Long()))
+            .toStream()
+            .mapValues(v -> new Out(-2, -2, v).json())
+            .to(output, Produced.with(Serdes.String(), Serdes.String()));
       return b;
     }
     result.mapValues(Out::json).to(output, Produced.with(Serdes.String(), Serdes.String()));
