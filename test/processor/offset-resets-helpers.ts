@@ -1,17 +1,39 @@
 /**
  * What the tests of the assignment offset check (src/kafka/offset-resets.ts) share: a capturing logger,
- * a group's commits made from outside, log starts, counter values and the check's warnings.
+ * a group's commits made from outside, log starts, counter values and the check's warnings, and a
+ * suite's Redis and Kafka admin.
  */
+import { after, before } from 'node:test';
 import { RdKafka } from '@confluentinc/kafka-javascript';
-import type { KafkaAdmin } from '../../src/kafka/admin.js';
+import type { Redis } from 'ioredis';
+import { KafkaAdmin } from '../../src/kafka/admin.js';
 import type { RedfenceMetrics } from '../../src/metrics/index.js';
 import type { Logger } from '../../src/runtime/logger.js';
-import { KAFKA_BROKERS } from '../helpers/env.js';
+import { KAFKA_BROKERS, standalone } from '../helpers/env.js';
 import { committedOffsets, pollUntil } from '../helpers/kafka.js';
 
 export interface Warning {
   readonly fields: Record<string, unknown>;
   readonly msg: string;
+}
+
+/** A suite's Redis and Kafka admin: made before its tests, closed after them (call inside `describe`). */
+export function suiteClients(): { redis: () => Redis; admin: () => KafkaAdmin } {
+  let redis: Redis | undefined;
+  let admin: KafkaAdmin | undefined;
+  before(() => {
+    redis = standalone();
+    admin = new KafkaAdmin({ 'bootstrap.servers': KAFKA_BROKERS });
+  });
+  after(async () => {
+    redis?.disconnect();
+    await admin?.close();
+  });
+  const made = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('suiteClients: used before the suite started');
+    return v;
+  };
+  return { redis: () => made(redis), admin: () => made(admin) };
 }
 
 /** A logger keeping every warning with its fields. */

@@ -5,14 +5,12 @@
  * restarts on it without a warning or a count. On the real broker and Redis.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { describe, it } from 'node:test';
 import { createHandler, defineHandler, RedfenceMetrics } from '../../src/index.js';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import type { Logger } from '../../src/runtime/logger.js';
 import { serdes, topology } from '../../src/topology/index.js';
-import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
+import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import {
   committedOffsets,
   createTopics,
@@ -21,21 +19,19 @@ import {
   produce,
   waitCommitted,
 } from '../helpers/kafka.js';
-import { capturing, checkWarnings, commitAt, counterValue, logStarts } from './offset-resets-helpers.js';
+import {
+  capturing,
+  checkWarnings,
+  commitAt,
+  counterValue,
+  logStarts,
+  suiteClients,
+} from './offset-resets-helpers.js';
 
 const PARTITIONS = 3;
 
 describe('the assignment offset check in a handler and a topology', { timeout: 180_000 }, () => {
-  let redis: Redis;
-  let admin: KafkaAdmin;
-  before(() => {
-    redis = standalone();
-    admin = new KafkaAdmin({ 'bootstrap.servers': KAFKA_BROKERS });
-  });
-  after(async () => {
-    redis.disconnect();
-    await admin.close();
-  });
+  const clients = suiteClients();
 
   it("a handler reports them the same way (the check is the adapter's, shared by every runtime)", async (t) => {
     const ns = uniqueName('hskip');
@@ -52,8 +48,8 @@ describe('the assignment offset check in a handler and a topology', { timeout: 1
     );
     const group = `${ns}-group`;
     await commitAt(group, input, new Map([[0, 10]]));
-    await admin.deleteRecords(input, [{ partition: 0, offset: 25 }]);
-    assert.equal((await logStarts(admin, input)).get(0), 25);
+    await clients.admin().deleteRecords(input, [{ partition: 0, offset: 25 }]);
+    assert.equal((await logStarts(clients.admin(), input)).get(0), 25);
     const { logger, warnings } = capturing();
     const metrics = new RedfenceMetrics();
     const seen: number[] = [];
@@ -132,7 +128,7 @@ describe('the assignment offset check in a handler and a topology', { timeout: 1
     const run = (logger?: Logger, metrics?: RedfenceMetrics) =>
       new TopologyProcessor({
         topology: built,
-        redis,
+        redis: clients.redis(),
         createTopics: true,
         repartitionPurgeIntervalMs: 0,
         kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 25 },
@@ -149,7 +145,7 @@ describe('the assignment offset check in a handler and a topology', { timeout: 1
       async () => {
         const [committed, starts] = [
           await committedOffsets(first.groupId, repartition),
-          await logStarts(admin, repartition),
+          await logStarts(clients.admin(), repartition),
         ];
         return (
           committed.size === PARTITIONS && [...committed].every(([p, c]) => c > 0 && starts.get(p) === c)
@@ -160,7 +156,7 @@ describe('the assignment offset check in a handler and a topology', { timeout: 1
     await first.close();
     // the purge moved the log starts up to the committed offsets, and not past them
     const committed = await committedOffsets(first.groupId, repartition);
-    assert.deepEqual(await logStarts(admin, repartition), committed);
+    assert.deepEqual(await logStarts(clients.admin(), repartition), committed);
 
     await produce(input, records(150, 210));
     const { logger, warnings } = capturing();

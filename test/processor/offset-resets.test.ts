@@ -10,13 +10,19 @@
  * test/kafka/offset-resets.test.ts.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { defineProcessor, Processor, RedfenceMetrics } from '../../src/index.js';
-import { KafkaAdmin } from '../../src/kafka/admin.js';
-import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
+import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
 import { committedOffsets, createTopics, endOffsets, pollUntil, produce } from '../helpers/kafka.js';
-import { capturing, checkWarnings, commitAt, counterValue, logStarts } from './offset-resets-helpers.js';
+import {
+  capturing,
+  checkWarnings,
+  commitAt,
+  counterValue,
+  logStarts,
+  suiteClients,
+} from './offset-resets-helpers.js';
 
 const PARTITIONS = 3;
 
@@ -56,16 +62,7 @@ function watched(redis: Redis, ns: string, input: string, group: string) {
 }
 
 describe('records lost to retention before a processor processed them', { timeout: 180_000 }, () => {
-  let redis: Redis;
-  let admin: KafkaAdmin;
-  before(() => {
-    redis = standalone();
-    admin = new KafkaAdmin({ 'bootstrap.servers': KAFKA_BROKERS });
-  });
-  after(async () => {
-    redis.disconnect();
-    await admin.close();
-  });
+  const clients = suiteClients();
 
   it('are logged with their figures and counted; a log start at the committed offset is not a skip', async (t) => {
     const ns = uniqueName('skip');
@@ -81,18 +78,18 @@ describe('records lost to retention before a processor processed them', { timeou
     const c1 = committed.get(1) as number;
     // the fault: partition 0 loses 7 records the group never processed; partition 1 loses exactly what
     // the group had processed (a repartition topic's purge); partition 2 keeps everything
-    await admin.deleteRecords(input, [
+    await clients.admin().deleteRecords(input, [
       { partition: 0, offset: c0 + 7 },
       { partition: 1, offset: c1 },
     ]);
-    const starts = await logStarts(admin, input);
+    const starts = await logStarts(clients.admin(), input);
     assert.deepEqual([...starts].sort(), [
       [0, c0 + 7],
       [1, c1],
       [2, 0],
     ]);
 
-    const { processor, warnings, metrics } = watched(redis, ns, input, group);
+    const { processor, warnings, metrics } = watched(clients.redis(), ns, input, group);
     t.after(() => processor.close());
     await processor.start();
     // everything the log still holds past the commits is processed, the 7 deleted records are not
@@ -153,8 +150,8 @@ describe('records lost to retention before a processor processed them', { timeou
     const ends = await endOffsets(input);
     // partition 0's log starts past 0 but the group never committed it; partition 1's commit is past its
     // end (a topic deleted and made again); partition 2 is committed right at its end (caught up)
-    await admin.deleteRecords(input, [{ partition: 0, offset: 5 }]);
-    assert.equal((await logStarts(admin, input)).get(0), 5);
+    await clients.admin().deleteRecords(input, [{ partition: 0, offset: 5 }]);
+    assert.equal((await logStarts(clients.admin(), input)).get(0), 5);
     const group = `${ns}-group`;
     const e1 = ends.get(1) as number;
     await commitAt(
@@ -166,7 +163,7 @@ describe('records lost to retention before a processor processed them', { timeou
       ]),
     );
 
-    const { processor, warnings, metrics } = watched(redis, ns, input, group);
+    const { processor, warnings, metrics } = watched(clients.redis(), ns, input, group);
     t.after(() => processor.close());
     await processor.start();
     await pollUntil(
@@ -215,8 +212,8 @@ describe('records lost to retention before a processor processed them', { timeou
     const group = `${ns}-group`;
     const committed = new Map([...ends].map(([p, end]) => [p, Math.floor(end / 2)]));
     await commitAt(group, input, committed);
-    assert.deepEqual([...(await logStarts(admin, input)).values()], [0, 0, 0]);
-    const { processor, warnings, metrics } = watched(redis, ns, input, group);
+    assert.deepEqual([...(await logStarts(clients.admin(), input)).values()], [0, 0, 0]);
+    const { processor, warnings, metrics } = watched(clients.redis(), ns, input, group);
     t.after(() => processor.close());
     await processor.start();
     const expected = [...ends].reduce((a, [p, end]) => a + end - (committed.get(p) ?? 0), 0);
