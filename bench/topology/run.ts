@@ -19,7 +19,7 @@
  *
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_SPAN_MS (900000),
  * BENCH_TOPOLOGY, BENCH_ONLY (labels containing one of its comma-separated parts), BENCH_JAVA_OPTS,
- * BENCH_COMMIT_INTERVAL (redfence's commitIntervalMs), BENCH_PROBE (a directory: redfence's run profiled,
+ * BENCH_COMMIT_INTERVAL (redfence's commitIntervalMs), BENCH_BATCH (redfence's kafka.maxBatchSize), BENCH_PROBE (a directory: redfence's run profiled,
  * bench/topology/probe.ts), BENCH_FROM (dist when dist/index.js exists, else src):
  * redfence as users run it, the build; `src` loads the sources through tsx, whose transform wraps every
  * closure it creates in a naming call (about a third more Node CPU per record in the executor),
@@ -54,6 +54,8 @@ const opts = {
   keys: envInt('BENCH_KEYS', 10_000),
   partitions: envInt('BENCH_PARTITIONS', 6),
   spanMs: envInt('BENCH_SPAN_MS', 900_000),
+  /** redfence's kafka.maxBatchSize (0: its default, 500). */
+  batch: envInt('BENCH_BATCH', 0),
   topologies: (process.env.BENCH_TOPOLOGY ?? 'fraud,windowed-count').split(',').filter((s) => s !== ''),
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
@@ -216,7 +218,7 @@ async function redfence(shape: Shape): Promise<Result> {
         redis,
         mode: 'exactly-once',
         deadLetterTopic: `${input}.DLT`,
-        kafka: { brokers: opts.brokers },
+        kafka: { brokers: opts.brokers, ...(opts.batch > 0 ? { maxBatchSize: opts.batch } : {}) },
         ...(process.env.BENCH_COMMIT_INTERVAL
           ? { commitIntervalMs: Number(process.env.BENCH_COMMIT_INTERVAL) }
           : {}),
