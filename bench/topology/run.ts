@@ -19,7 +19,8 @@
  *
  * Env: BENCH_RECORDS (100000), BENCH_KEYS (10000), BENCH_PARTITIONS (6), BENCH_SPAN_MS (900000),
  * BENCH_TOPOLOGY, BENCH_ONLY (labels containing one of its comma-separated parts), BENCH_JAVA_OPTS,
- * BENCH_COMMIT_INTERVAL (redfence's commitIntervalMs), BENCH_FROM (dist when dist/index.js exists, else src):
+ * BENCH_COMMIT_INTERVAL (redfence's commitIntervalMs), BENCH_BATCH (redfence's kafka.maxBatchSize), BENCH_PROBE (a directory: redfence's run profiled,
+ * bench/topology/probe.ts), BENCH_FROM (dist when dist/index.js exists, else src):
  * redfence as users run it, the build; `src` loads the sources through tsx, whose transform wraps every
  * closure it creates in a naming call (about a third more Node CPU per record in the executor),
  * KAFKA_BROKERS (127.0.0.1:19092), REDIS_URL (redis://127.0.0.1:16379).
@@ -39,6 +40,7 @@ import {
 import { createTopics, deleteTopics, envInt, kafkaClient, orderMaker, preload } from '../processor/kafka.js';
 import { cpuSeconds, devPid } from '../processor/procstat.js';
 import { dropStore, redisCpuSeconds, selected, untilDone, writeResults } from '../processor/support.js';
+import { probe } from './probe.js';
 
 // redfence from its build, as users run it (tsx's transform of src/ costs CPU of its own)
 const dist = new URL('../../dist/index.js', import.meta.url);
@@ -52,6 +54,8 @@ const opts = {
   keys: envInt('BENCH_KEYS', 10_000),
   partitions: envInt('BENCH_PARTITIONS', 6),
   spanMs: envInt('BENCH_SPAN_MS', 900_000),
+  /** redfence's kafka.maxBatchSize (0: its default, 500). */
+  batch: envInt('BENCH_BATCH', 0),
   topologies: (process.env.BENCH_TOPOLOGY ?? 'fraud,windowed-count').split(',').filter((s) => s !== ''),
   brokers: (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
@@ -202,15 +206,19 @@ async function redfence(shape: Shape): Promise<Result> {
   const output = `${appId}-out`;
   topics.push(output);
   await createTopics(kafka, [output], opts.partitions);
+  const label = `redfence exactly-once (defaults), ${shape}`;
+  const probed = probe(redis);
   try {
-    return await measure(`redfence exactly-once (defaults), ${shape}`, shape, output, async () => {
+    return await measure(label, shape, output, async () => {
+      await probed.start();
       const cpu0 = process.cpuUsage();
       const p = new TopologyProcessor({
+        ...probed.options,
         topology: built(shape, appId, output),
         redis,
         mode: 'exactly-once',
         deadLetterTopic: `${input}.DLT`,
-        kafka: { brokers: opts.brokers },
+        kafka: { brokers: opts.brokers, ...(opts.batch > 0 ? { maxBatchSize: opts.batch } : {}) },
         ...(process.env.BENCH_COMMIT_INTERVAL
           ? { commitIntervalMs: Number(process.env.BENCH_COMMIT_INTERVAL) }
           : {}),
@@ -218,7 +226,10 @@ async function redfence(shape: Shape): Promise<Result> {
       await p.start();
       return {
         progress: () => p.counts().records,
-        stop: () => p.close(),
+        stop: async () => {
+          await probed.stop(label, opts.records);
+          await p.close();
+        },
         cpu: () => {
           const c = process.cpuUsage(cpu0);
           return (c.user + c.system) / 1e6;

@@ -2,9 +2,11 @@
  * The default Kafka adapter, over the low-level (librdkafka) API of @confluentinc/kafka-javascript
  * (docs/architecture.md says why this API and not the promise one). One consume loop fetches up to
  * `maxBatchSize` records per assigned partition (in consume calls of a few hundred, src/kafka/fetch.ts),
- * splits them by partition and hands each partition's run to the handler in turn. Rebalances are served by the same loop between batches: the
- * handler's onAssign / onRevoke is awaited before librdkafka is told (incremental assign / unassign),
- * so a revocation always waits for the batch in flight. Consumer: auto-commit off, read_committed,
+ * splits them by partition and hands each partition's run to the handler in turn; the next fetch is
+ * begun as a hand-over begins, so its consume calls overlap the handler's batches. Rebalances are served
+ * by the same loop between batches, with no fetch in flight: the handler's onAssign / onRevoke is
+ * awaited before librdkafka is told (incremental assign / unassign), so a revocation always waits for
+ * the batch in flight. Consumer: auto-commit off, read_committed,
  * cooperative-sticky (or the KIP-848 `consumer` protocol), optional static membership. Producer:
  * idempotent, acks=all, murmur2 (src/kafka/producer.ts).
  * Over 400 lines: the consume loop, the rebalance queue, the pause/seek bookkeeping and the commit
@@ -93,6 +95,14 @@ const ERR_ASSIGN = -175;
  */
 const OFFSET_CHECK_MS = 5000;
 const OFFSET_CHECK_GRACE_MS = 1000;
+
+/** A fetch's records and the seek counts when it began (records of a partition sought since are stale). */
+interface Fetched {
+  readonly messages: RdKafka.Message[];
+  readonly seeks: ReadonlyMap<string, number>;
+  /** The consumer failed (fatal): the loop ends. */
+  readonly fatal?: Error;
+}
 
 interface Rebalance {
   readonly assign: boolean;
@@ -289,38 +299,64 @@ export class ConfluentKafka implements KafkaPort {
   }
 
   async #run(c: NativeConsumer, h: ConsumerHandlers, batch: number): Promise<void> {
-    while (!this.#stopping) {
-      while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
-      if (this.#stopping) break;
-      // The binding seeks on a worker thread: until its callback, librdkafka may still hand over records
-      // from the old position with nothing to tell them apart. Every seek made so far has landed before
-      // the fetch begins; one asked for during the fetch marks its partition's records stale (the count)
-      // and is made once the fetch has returned (#deferredSeeks).
-      if (this.#seeksInFlight.size > 0) await Promise.all(this.#seeksInFlight);
-      const seeks = new Map(this.#seeks);
-      let messages: RdKafka.Message[] = [];
-      // records held by a pause and resumed since: handed over before anything is fetched
-      if (!this.#heldReady()) {
-        const n = Math.min(MAX_FETCH, batch * Math.max(1, this.#assigned.size));
-        this.#fetching = true;
-        try {
-          messages = await fetchRecords(c, n, CONSUME_WAIT_MS, () => this.#stopping);
-        } catch (err) {
-          if ((err as { isFatal?: unknown }).isFatal === true) {
-            this.#fatal ??= fatal('the consumer failed', err);
-            h.onFatal?.(this.#fatal);
-            return;
-          }
-          // e.g. a subscribed topic that does not exist (yet): reported, consumption goes on
-          continue;
-        } finally {
-          this.#fetching = false;
-          this.#issueDeferredSeeks(c);
+    // The next fetch, begun when a hand-over begins: librdkafka's consume calls (a worker thread's round
+    // trip each) overlap the handler's batches instead of running between them.
+    let ahead: Promise<Fetched> | undefined;
+    try {
+      while (!this.#stopping) {
+        // a fetch begun ahead has ended before anything else: no consume call runs while a rebalance
+        // is served or while the seeks are awaited
+        let fetched = ahead === undefined ? undefined : await ahead;
+        ahead = undefined;
+        if (fetched?.fatal) return void h.onFatal?.(fetched.fatal);
+        // nothing came: fetched again below, as when idle
+        if (fetched?.messages.length === 0) fetched = undefined;
+        while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
+        if (this.#stopping) break;
+        // records held by a pause and resumed since: handed over before anything is fetched
+        if (fetched === undefined && !this.#heldReady()) {
+          fetched = await this.#fetch(c, batch);
+          if (fetched.fatal) return void h.onFatal?.(fetched.fatal);
+          if (fetched.messages.length === 0 && !this.#heldReady()) continue;
+          while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
         }
-        if (messages.length === 0 && !this.#heldReady()) continue;
+        const { messages, seeks } = fetched ?? { messages: [], seeks: new Map(this.#seeks) };
+        // Fetched ahead only with nothing to serve first (a rebalance, a seek landing): those are
+        // waited for at the top of the loop, with no consume call in flight.
+        if (!this.#stopping && this.#rebalances.length === 0 && this.#seeksInFlight.size === 0)
+          ahead = this.#fetch(c, batch);
+        await this.#handOver(c, h, messages, batch, seeks);
       }
-      while (this.#rebalances.length > 0) await this.#serve(this.#rebalances.shift() as Rebalance);
-      await this.#handOver(c, h, messages, batch, seeks);
+    } finally {
+      // stopping: a fetch begun ahead ends before the consumer is closed (its records are never handed over)
+      await ahead?.catch(() => undefined);
+    }
+  }
+
+  /**
+   * One fetch (fetch.ts), with the seek counts when it began. The binding seeks on a worker thread:
+   * until its callback, librdkafka may still hand over records from the old position with nothing to
+   * tell them apart. Every seek made so far has landed before the fetch begins; one asked for during
+   * the fetch marks its partition's records stale (the count) and is made once the fetch has returned
+   * (#deferredSeeks). A fatal consumer error is returned (the loop ends); any other ends the fetch
+   * empty (e.g. a subscribed topic that does not exist yet: reported, consumption goes on).
+   */
+  async #fetch(c: NativeConsumer, batch: number): Promise<Fetched> {
+    if (this.#seeksInFlight.size > 0) await Promise.all(this.#seeksInFlight);
+    const seeks = new Map(this.#seeks);
+    const n = Math.min(MAX_FETCH, batch * Math.max(1, this.#assigned.size));
+    this.#fetching = true;
+    try {
+      return { messages: await fetchRecords(c, n, CONSUME_WAIT_MS, () => this.#stopping), seeks };
+    } catch (err) {
+      if ((err as { isFatal?: unknown }).isFatal === true) {
+        this.#fatal ??= fatal('the consumer failed', err);
+        return { messages: [], seeks, fatal: this.#fatal };
+      }
+      return { messages: [], seeks };
+    } finally {
+      this.#fetching = false;
+      this.#issueDeferredSeeks(c);
     }
   }
 
