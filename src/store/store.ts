@@ -116,7 +116,7 @@ export class KeyStore {
     // chunks of one partition batch (partition, epoch, committed offset), in call order
     const groups = new Map<string, number[]>();
     encoded.forEach((e, i) => {
-      const id = e.args.slice(1, 4).join(',');
+      const id = `${e.args[1]},${e.args[2]},${e.args[3]}`;
       const g = groups.get(id);
       if (g === undefined) groups.set(id, [i]);
       else g.push(i);
