@@ -24,6 +24,7 @@ import type {
 } from './model-types.js';
 import { TableAggregate, TimeWindowAggregate } from './model-window.js';
 import { fromBytes, toBytes } from './serdes.js';
+import { nodeThrew, STORED, StoredUnreadable } from './threw.js';
 import type { BuiltTopology, TopologyNode } from './types.js';
 
 export type {
@@ -66,6 +67,16 @@ class Run {
 
   /** The node whose code runs (a user function or a serde): the one a throw names. */
   private at = '';
+  /**
+   * The first throw downstream of an aggregation while the current record is walked: it fails the run
+   * once the record's walk is over, unless an aggregation's own code or a stateless node throws on the
+   * same record first (then the record is a dead letter, as the runtime finds it before it forwards).
+   */
+  private downstream: {
+    readonly node: string;
+    readonly source: ModelSource;
+    readonly error: unknown;
+  } | null = null;
 
   constructor(
     private readonly built: BuiltTopology,
@@ -110,12 +121,20 @@ class Run {
       this.failed.push({ reason: 'processing-error', node: dead.node, error: dead.error, source: rec });
       return;
     }
+    const outer = this.downstream;
+    this.downstream = null;
+    let d: typeof outer;
     try {
       for (const s of sources) this.enter(s, rec);
     } catch (error) {
-      if (error instanceof WalkThrow || error instanceof AggregateThrow) throw error;
+      // a dead letter (its walk or an aggregation's own code) comes before a throw downstream
+      if (error instanceof WalkThrow || error instanceof RunFails) throw error;
       throw new WalkThrow(id, this.at, error);
+    } finally {
+      d = this.downstream as typeof outer;
+      this.downstream = outer;
     }
+    if (d !== null) throw new RunFails(nodeThrew(d.node, d.source, d.error, 'downstream of an aggregation'));
   }
 
   private enter(source: TopologyNode, rec: ModelInput): void {
@@ -186,9 +205,11 @@ class Run {
           this.aggregatorFor(n, ctx).process(r);
         } catch (error) {
           // a record of another task that threw in its own walk (a repartition) stays that record's
-          throw error instanceof WalkThrow || error instanceof AggregateThrow
-            ? error
-            : new AggregateThrow(error);
+          if (error instanceof WalkThrow || error instanceof RunFails) throw error;
+          if (error instanceof StoredUnreadable)
+            throw new RunFails(nodeThrew(name, ctx.source, error.error, STORED));
+          // its own code (key serde, initializer, aggregator, merger, store serde writing): a dead letter
+          throw new WalkThrow(recordId(ctx.source), name, error);
         } finally {
           this.current = outer;
         }
@@ -255,8 +276,16 @@ class Run {
   private makeAggregator(n: AggregateNode): Aggregator {
     const io: AggIO = {
       node: n,
-      forward: (key, value, timestamp, bare) =>
-        this.forward(n.name, { key, value, timestamp }, bare === true ? { ...this.ctx(), bare } : this.ctx()),
+      forward: (key, value, timestamp, bare) => {
+        const ctx = this.ctx();
+        try {
+          this.forward(n.name, { key, value, timestamp }, bare === true ? { ...ctx, bare } : ctx);
+        } catch (error) {
+          // another task's record (a repartition), or a run failing already: theirs
+          if (error instanceof WalkThrow || error instanceof RunFails) throw error;
+          this.downstream ??= { node: this.at, source: ctx.source, error };
+        }
+      },
       late: (windows) => {
         const source = this.ctx().source;
         if (n.onLate === 'drop') this.dropped.push({ reason: 'late', node: n.name, source });
@@ -327,8 +356,8 @@ export function runModel(
       throw new RedfenceError('RF_INVALID_ARGUMENT', `runModel: partitions.${topic} must be an integer >= 1`);
     partitions.set(topic, Math.max(n, partitions.get(topic) ?? 0));
   }
-  // a record whose walk throws is run again from the start without it, until none throws (all or
-  // nothing: what it did before the throw, in another branch too, is not kept)
+  // a record whose walk or aggregation throws is run again from the start without it, until none throws
+  // (all or nothing: what it did before the throw, in another branch too, is not kept)
   const dead = new Map<string, { node: string; error: unknown }>();
   for (;;) {
     const run = new Run(built, new Map(partitions), dead);
@@ -336,7 +365,7 @@ export function runModel(
       for (const r of input) run.input(r);
       return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped, failed: run.failed };
     } catch (error) {
-      if (error instanceof AggregateThrow) throw error.error;
+      if (error instanceof RunFails) throw error.error;
       if (!(error instanceof WalkThrow) || dead.has(error.id)) throw error;
       dead.set(error.id, { node: error.node, error: error.error });
     }
@@ -352,9 +381,9 @@ class WalkThrow {
   ) {}
 }
 
-/** Code inside an aggregation threw: runModel fails with it. */
-class AggregateThrow {
-  constructor(readonly error: unknown) {}
+/** A throw that cannot be a dead letter (RF_TOPOLOGY_NODE_THREW): runModel fails with it. */
+class RunFails {
+  constructor(readonly error: Error) {}
 }
 
-const recordId = (r: ModelInput) => `${r.topic}/${r.partition}/${r.offset}`;
+const recordId = (r: ModelSource) => `${r.topic}/${r.partition}/${r.offset}`;

@@ -1,0 +1,191 @@
+/**
+ * A throw inside an aggregation (docs/streams.md, "A record that cannot be walked"), on real Redis,
+ * standalone and Cluster: a reducer, aggregator or merger that throws on some records (depending on the
+ * state it meets) makes its record a dead letter naming the aggregation, all or nothing, on generated
+ * inputs cut into batches and replayed, and the executor equals the reference model. A throw downstream
+ * of an aggregation, and stored state the store's serde cannot read, fail the batch (and the model's
+ * run) with RF_TOPOLOGY_NODE_THREW naming the node and the record.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import fc from 'fast-check';
+import { RedfenceError } from '../../src/errors/index.js';
+import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
+import { runModel } from '../../src/topology/model.js';
+import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import { uniqueName } from '../helpers/env.js';
+import { TARGETS } from '../helpers/targets.js';
+import { assertEqualToModel, generated, HOP, reduceAndCount, runOnRedis } from './run-helpers.js';
+import {
+  throwingHoppingAggregate,
+  throwingReduceAndCount,
+  throwingSessionAggregate,
+  throwingSlidingReduce,
+} from './throw-topologies.js';
+
+const RUNS = Number(process.env.RF_TOPOLOGY_RUN_RUNS ?? 30);
+const appName = () => uniqueName('tt').replace(/-/g, '_');
+
+const CASES: [string, (app: string) => BuiltTopology, typeof HOP | null][] = [
+  ['an unwindowed reduce that throws, beside a count of the same key', throwingReduceAndCount, null],
+  ['a hopping-window aggregate that throws', (app) => throwingHoppingAggregate(app), HOP],
+  [
+    'a hopping-window aggregate with emit final that throws',
+    (app) => throwingHoppingAggregate(app, 'final'),
+    HOP,
+  ],
+  [
+    'a session aggregate with emit final whose aggregator and merger throw',
+    (app) => throwingSessionAggregate(app),
+    null,
+  ],
+  [
+    'a session aggregate whose aggregator and merger throw',
+    (app) => throwingSessionAggregate(app, 'update'),
+    null,
+  ],
+  ['a sliding reduce with emit final that throws', (app) => throwingSlidingReduce(app), null],
+];
+
+const rec = (offset: number, key: string, amount: number, timestamp = offset + 1) => ({
+  topic: 'in',
+  partition: 0,
+  offset,
+  key: Buffer.from(key),
+  value: Buffer.from(JSON.stringify({ amount })),
+  timestamp,
+});
+
+for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
+  describe(`aggregations that throw on ${target.name}`, { timeout: 300_000 }, () => {
+    const redis = target.connect();
+    after(() => redis.disconnect());
+
+    for (const [name, make, window] of CASES) {
+      it(`${name}: its records are dead letters naming it, none of their effects; executor = model`, async () => {
+        const seen = { failed: 0, outputs: 0, replays: 0 };
+        await fc.assert(
+          fc.asyncProperty(generated(4, 20, 1), async (g) => {
+            const built = make(appName());
+            const aggregations = new Set(
+              built.nodes.filter((n) => n.kind === 'aggregate').map((n) => n.name),
+            );
+            const model = runModel(built, g.input, { partitions: { in: g.partitions } });
+            const got = await runOnRedis(redis, built, g, window);
+            assertEqualToModel(model, got);
+            const threw = got.deadLetters.filter((d) => d.reason === 'processing-error');
+            for (const d of threw) {
+              assert.ok(aggregations.has(d.node), `the dead letter names the aggregation (${d.node})`);
+              assert.ok(d.error instanceof RangeError || d.error instanceof TypeError, String(d.error));
+            }
+            seen.failed += threw.length;
+            seen.outputs += got.outputs.length;
+            seen.replays += got.replays;
+          }),
+          { numRuns: RUNS },
+        );
+        assert.ok(seen.outputs > 0, 'some outputs');
+        assert.ok(seen.failed > 0, 'some records threw in their aggregation');
+        assert.ok(seen.replays > 0, 'some batches were replayed');
+      });
+    }
+
+    it('a replay before the commit: the record is a dead letter again, its key unchanged', async () => {
+      const built = throwingReduceAndCount(appName());
+      const exec = new TopologyExecutor(built, { redis });
+      // totals 1, then 7 on an odd total throws, then 2 applies after it on the same key
+      const records = [rec(0, 'k', 1), rec(1, 'k', 7), rec(2, 'k', 2)];
+      const batch = { topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records };
+      const first = await exec.runBatch(batch);
+      const reduce = built.nodes.find((n) => n.kind === 'aggregate' && n.store === 'totals')?.name;
+      assert.deepEqual(
+        first.deadLetters.map((d) => [
+          d.source.offset,
+          d.reason,
+          d.node,
+          String((d as { error?: unknown }).error),
+        ]),
+        [[1, 'processing-error', reduce, 'RangeError: seven is refused here']],
+      );
+      assert.deepEqual(
+        first.outputs.map((o) => [o.topic, o.value?.toString()]),
+        [
+          ['totals', '{"amount":1}'],
+          ['n', '1'],
+          ['totals', '{"amount":3}'],
+          ['n', '2'],
+        ],
+      );
+      assert.deepEqual(
+        runModel(built, records).outputs.map((o) => o.value?.toString()),
+        ['{"amount":1}', '1', '{"amount":3}', '2'],
+      );
+      exec.setStreamTime(0, {});
+      const again = await exec.runBatch({ ...batch, epoch: 2 });
+      assert.deepEqual(again.outputs, first.outputs);
+      const d = again.deadLetters[0];
+      assert.equal(again.deadLetters.length, 1);
+      assert.equal(d?.source.offset, 1);
+      assert.equal(d?.node, reduce);
+      assert.ok(RedfenceError.is((d as { error?: unknown }).error, 'RF_TOPOLOGY_NODE_THREW'));
+      assert.equal(again.verdicts.APPLY, 0, 'a replay applies nothing');
+    });
+
+    it('a throw downstream of an aggregation fails the batch: RF_TOPOLOGY_NODE_THREW names the node and record', async () => {
+      const t = topology({ applicationId: appName() });
+      t.stream<string, { amount: number }>('in', { key: serdes.string() })
+        .groupByKey()
+        .count({ name: 'n' })
+        .toStream()
+        .mapValues((n) => {
+          if (n === 2) throw new RangeError('two is refused');
+          return n;
+        })
+        .to('out', { key: serdes.string() });
+      const built = t.build();
+      const mapper = built.nodes.find((n) => n.kind === 'mapValues')?.name as string;
+      const records = [rec(0, 'a', 1), rec(1, 'b', 1), rec(2, 'a', 1), rec(3, 'a', 1)];
+      const named = (e: unknown) => {
+        assert.ok(RedfenceError.is(e, 'RF_TOPOLOGY_NODE_THREW'), String(e));
+        assert.deepEqual(e.details, {
+          node: mapper,
+          topic: 'in',
+          partition: 0,
+          offset: 2,
+          where: 'downstream of an aggregation',
+        });
+        assert.match(
+          e.message,
+          new RegExp(`topology node ${mapper} threw on in/0 offset 2 .*RangeError: two is refused`),
+        );
+        assert.ok(e.cause instanceof RangeError);
+        return true;
+      };
+      assert.throws(() => runModel(built, records), named);
+      const exec = new TopologyExecutor(built, { redis });
+      await assert.rejects(
+        exec.runBatch({ topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records }),
+        named,
+      );
+      assert.deepEqual(exec.streamTime(0), {}, 'the failed batch left the stream time as it was');
+    });
+
+    it('a stored aggregate its serde cannot read fails the batch: RF_TOPOLOGY_NODE_THREW, no dead letter', async () => {
+      const built = reduceAndCount(appName());
+      const exec = new TopologyExecutor(built, { redis });
+      const totals = [...exec.plan.aggregates.values()].find((a) => a.node.store === 'totals');
+      assert.ok(totals !== undefined);
+      // only a foreign writer (or another serde) could leave this: not JSON
+      const fence = exec.store.keys.fence(Buffer.from('k'));
+      await redis.hset(fence, `v:${totals.valueStore}`, '{not json', `v:${totals.timeStore}`, '1');
+      await assert.rejects(
+        exec.runBatch({ topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records: [rec(0, 'k', 1)] }),
+        (e: unknown) =>
+          RedfenceError.is(e, 'RF_TOPOLOGY_NODE_THREW') &&
+          (e.details as { node: string; where: string }).node === totals.node.name &&
+          (e.details as { where: string }).where === 'its store serde cannot read the stored state' &&
+          !e.message.includes('not json'),
+      );
+    });
+  });
+}
