@@ -10,12 +10,21 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { RedfenceError } from '../../src/errors/index.js';
+import { KeyStore, type StoreRedis } from '../../src/store/index.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import { planTopology } from '../../src/topology/run/plan.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
-import { assertEqualToModel, generated, HOP, reduceAndCount, runOnRedis } from './run-helpers.js';
+import {
+  assertEqualToModel,
+  generated,
+  HOP,
+  interfering,
+  reduceAndCount,
+  runOnRedis,
+} from './run-helpers.js';
 import {
   throwingHoppingAggregate,
   throwingReduceAndCount,
@@ -168,6 +177,49 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         named,
       );
       assert.deepEqual(exec.streamTime(0), {}, 'the failed batch left the stream time as it was');
+    });
+
+    it("a reducer that throws in a later round (after another writer's CONFLICT) fails the batch: RF_TOPOLOGY_NODE_THREW", async () => {
+      const built = throwingReduceAndCount(appName());
+      const totals = [...planTopology(built).aggregates.values()].find((a) => a.node.store === 'totals');
+      assert.ok(totals !== undefined);
+      // another writer leaves an odd total (1) on the key between the batch's first read and its write
+      const other = new KeyStore({ redis, app: built.applicationId });
+      const write = async () => {
+        await other.call({
+          partition: 7,
+          epoch: 1,
+          committedOffset: -1,
+          key: Buffer.from('k'),
+          records: [
+            {
+              offset: 100,
+              emit: 0,
+              effects: [
+                { store: totals.valueStore, kind: 'kv', op: { op: 'set', value: '{"amount":1}' } },
+                { store: totals.timeStore, kind: 'kv', op: { op: 'set', value: '5' } },
+              ],
+            },
+          ],
+        });
+      };
+      const proxy = interfering(redis as unknown as StoreRedis, 1, write);
+      const exec = new TopologyExecutor(built, { redis: proxy.redis });
+      // the first round folds 7 onto no total (it applies); the second meets 1 + 7 on an odd total
+      const batch = { topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records: [rec(0, 'k', 7)] };
+      await assert.rejects(exec.runBatch(batch), (e: unknown) => {
+        assert.ok(RedfenceError.is(e, 'RF_TOPOLOGY_NODE_THREW'), String(e));
+        assert.deepEqual(e.details, {
+          node: totals.node.name,
+          topic: 'in',
+          partition: 0,
+          offset: 0,
+          where: 'in a read-then-write round after a CONFLICT, other keys written',
+        });
+        assert.ok(e.cause instanceof RangeError);
+        return true;
+      });
+      assert.equal(proxy.reads(), 1, 'the other writer wrote after the first read');
     });
 
     it('a stored aggregate its serde cannot read fails the batch: RF_TOPOLOGY_NODE_THREW, no dead letter', async () => {

@@ -7,7 +7,11 @@
  * their placeholders and the key call answers REEMIT (the results they were applied with) or SKIP. A key
  * answered CONFLICT (another writer moved its token) is read and folded again; after
  * {@link MAX_FOLD_ROUNDS} rounds the batch fails with RF_CAS_CONFLICT (retriable: run it again).
- * Groups without a reduce or aggregate are sent as they are, without `expect`. Each group's fold is
+ * Groups without a reduce or aggregate are sent as they are, without `expect`, with the first round's
+ * calls: the first round reads and folds every key before any call is sent, so a reducer, aggregator,
+ * initializer, merger or store serde that throws there has written nothing (a FoldThrew: the executor
+ * makes the record a dead letter and runs the batch again); a record the fence passed without a pending
+ * result threw so before (FoldThrew 'before'). Each group's fold is
  * fold-group.ts. Session windows (fold-session.ts) and sliding windows (fold-sliding.ts) are folded the
  * same way; as the sliding store time couples the keys of a partition, every round folds the batch's
  * records in offset order across keys. Session windows with emit('final') are read and folded once
