@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { RedfenceError } from '../../src/errors/index.js';
 import { KeyStore, type StoreRedis } from '../../src/store/index.js';
-import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
+import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import { planTopology } from '../../src/topology/run/plan.js';
@@ -177,6 +177,59 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         named,
       );
       assert.deepEqual(exec.streamTime(0), {}, 'the failed batch left the stream time as it was');
+    });
+
+    it("a record whose aggregator throws in its second window after its first window's update threw downstream: a dead letter on both sides", async () => {
+      const t = topology({ applicationId: appName() });
+      t.stream<string, { amount: number }>('in', { key: serdes.string() })
+        .groupByKey()
+        .windowedBy(TimeWindows.ofSizeAndGrace(HOP.sizeMs, HOP.graceMs).advanceBy(HOP.advanceMs))
+        .aggregate(
+          () => ({ n: 0 }),
+          (_k, o, a) => {
+            if (o.amount === 7 && a.n % 2 === 1) throw new RangeError('seven on an odd count');
+            return { n: a.n + 1 };
+          },
+          { name: 'hop-n' },
+        )
+        .toStream()
+        .mapValues((a) => {
+          if (a.n === 3) throw new TypeError('three is refused downstream');
+          return a.n;
+        })
+        .map((wk, n): [string, string] => [wk.key, `${wk.start}:${n}`])
+        .to('out', { key: serdes.string(), value: serdes.string() });
+      const built = t.build();
+      const agg = built.nodes.find((n) => n.kind === 'aggregate')?.name;
+      // windows [0, 10) and [5, 15): at 7, amount 7 makes [0, 10) 3 (its update throws downstream), then
+      // meets [5, 15) at 1 (odd): its aggregator throws, so the record is a dead letter and nothing fails
+      const records = [rec(0, 'k', 1, 1), rec(1, 'k', 1, 6), rec(2, 'k', 7, 7)];
+      const model = runModel(built, records);
+      const named = (ds: readonly { source: { offset: number }; node: string }[]) =>
+        ds.map((d) => [d.source.offset, d.node, String((d as { error?: unknown }).error)]);
+      assert.deepEqual(named(model.failed), [[2, agg, 'RangeError: seven on an odd count']]);
+      const exec = new TopologyExecutor(built, { redis });
+      const got = await exec.runBatch({ topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records });
+      assert.deepEqual(named(got.deadLetters), named(model.failed));
+      const values = (os: readonly { value: Buffer | null }[]) => os.map((o) => o.value?.toString());
+      assert.deepEqual(values(model.outputs), ['0:1', '0:2', '5:1']);
+      assert.deepEqual(values(got.outputs), values(model.outputs));
+      // without the aggregator's throw the same update fails the batch and the run: the downstream throw is real
+      const five = [...records.slice(0, 2), rec(2, 'k', 5, 7)];
+      const mapper = built.nodes.find((n) => n.kind === 'mapValues')?.name;
+      const threw = (e: unknown) =>
+        RedfenceError.is(e, 'RF_TOPOLOGY_NODE_THREW') && (e.details as { node: string }).node === mapper;
+      assert.throws(() => runModel(built, five), threw);
+      await assert.rejects(
+        exec.runBatch({
+          topic: 'in',
+          partition: 0,
+          epoch: 1,
+          committedOffset: 3,
+          records: [rec(3, 'j', 1, 1), rec(4, 'j', 1, 6), rec(5, 'j', 5, 7)],
+        }),
+        threw,
+      );
     });
 
     it("a reducer that throws in a later round (after another writer's CONFLICT) fails the batch: RF_TOPOLOGY_NODE_THREW", async () => {
