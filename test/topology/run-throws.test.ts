@@ -232,6 +232,46 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       );
     });
 
+    it('emit final: the index entry of a window only the dead-lettered record made finalizes to nothing', async () => {
+      const built = throwingHoppingAggregate(appName(), 'final');
+      const exec = new TopologyExecutor(built, { redis });
+      const sums = [...exec.plan.aggregates.values()][0];
+      assert.ok(sums !== undefined);
+      const index = exec.store.keys.closeIndex('in', 0, sums.valueStore);
+      // 7 at 7 falls in [0, 10) (one record: odd, it throws) and [5, 15) (only it): a dead letter
+      const first = await exec.runBatch({
+        topic: 'in',
+        partition: 0,
+        epoch: 1,
+        committedOffset: 0,
+        records: [rec(0, 'k', 1, 1), rec(1, 'k', 7, 7)],
+      });
+      assert.deepEqual(
+        first.deadLetters.map((d) => [d.source.offset, d.reason]),
+        [[1, 'processing-error']],
+      );
+      const entries = await redis.zrangebyscore(index, '-inf', '+inf');
+      assert.equal(entries.length, 2, 'the failed try indexed [5, 15) beside [0, 10)');
+      // another key's records close [0, 10) at 13 and [5, 15) at 18: k's [0, 10) gives its final result,
+      // its [5, 15) nothing (never written)
+      const closing = [rec(2, 'j', 1, 13), rec(3, 'j', 1, 18)];
+      const second = await exec.runBatch({
+        topic: 'in',
+        partition: 0,
+        epoch: 1,
+        committedOffset: 2,
+        records: closing,
+      });
+      const model = runModel(built, [rec(0, 'k', 1, 1), rec(1, 'k', 7, 7), ...closing]);
+      const rows = (os: readonly { key: Buffer | null; value: Buffer | null }[]) =>
+        os.map((o) => `${o.key?.toString()} ${o.value?.toString()}`);
+      assert.deepEqual(rows(model.outputs), [
+        'k {"start":0,"end":10,"a":{"n":1,"sum":1}}',
+        'j {"start":5,"end":15,"a":{"n":1,"sum":1}}',
+      ]);
+      assert.deepEqual(rows([...first.outputs, ...second.outputs]), rows(model.outputs));
+    });
+
     it("a reducer that throws in a later round (after another writer's CONFLICT) fails the batch: RF_TOPOLOGY_NODE_THREW", async () => {
       const built = throwingReduceAndCount(appName());
       const totals = [...planTopology(built).aggregates.values()].find((a) => a.node.store === 'totals');

@@ -104,8 +104,9 @@ export async function foldAhead(
     return await foldAheadOf(store, batch, groups, steps, ctx);
   } catch (error) {
     if (!(error instanceof FoldThrew)) throw error;
-    if (error.kind === 'stored') throw settled(error, batch, 0);
-    return { ahead: new Map(), written: new Map(), windows: new Map(), storeAfter: new Map(), threw: error };
+    const threw = settled(error, batch, 0);
+    if (!(threw instanceof FoldThrew)) throw threw;
+    return { ahead: new Map(), written: new Map(), windows: new Map(), storeAfter: new Map(), threw };
   }
 }
 
