@@ -15,7 +15,12 @@ export interface ThrewAt {
   readonly offset: number;
 }
 
-/** A store serde could not read stored state (not an Error: the caller turns it into {@link nodeThrew}). */
+/**
+ * A store serde could not read stored state (not an Error: the caller turns it into {@link nodeThrew}).
+ *
+ * @example
+ * if (err instanceof StoredUnreadable) throw nodeThrew(node, at, err.error, STORED);
+ */
 export class StoredUnreadable {
   constructor(readonly error: unknown) {}
 }
@@ -40,6 +45,9 @@ export const STORED = 'its store serde cannot read the stored state';
 /**
  * The class and message of what was thrown (cut to 200 characters); the class only for a serde reading
  * stored bytes (a parser's message may quote them: stored values are never shown).
+ *
+ * @example
+ * describeThrown(new RangeError('too big')); // 'RangeError: too big'
  */
 export function describeThrown(error: unknown, where = ''): string {
   const cls = error instanceof Error ? error.constructor.name || error.name : typeof error;
