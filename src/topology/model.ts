@@ -9,7 +9,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import { murmur2, toPositive } from '../partitioner/index.js';
-import { type AggIO, type AggregateNode, type ModelRecord, withHeaders } from './model-io.js';
+import { type AggIO, type AggregateNode, type ModelRecord, storeKey, withHeaders } from './model-io.js';
 import { SessionAggregate } from './model-session.js';
 import { SlidingAggregate } from './model-sliding.js';
 import type {
@@ -68,15 +68,12 @@ class Run {
   /** The node whose code runs (a user function or a serde): the one a throw names. */
   private at = '';
   /**
-   * The first throw downstream of an aggregation while the current record is walked: it fails the run
-   * once the record's walk is over, unless an aggregation's own code or a stateless node throws on the
-   * same record first (then the record is a dead letter, as the runtime finds it before it forwards).
+   * What threw while the current record is walked, kept until its walk is over, in the runtime's order
+   * (the walk, then every aggregation's fold, then the forwarding: run/executor.ts): the first throw of
+   * an aggregation's own code (`stored`: its serde reading stored state), and the first throw
+   * downstream of one. A throw of the walk itself comes first (thrown at once).
    */
-  private downstream: {
-    readonly node: string;
-    readonly source: ModelSource;
-    readonly error: unknown;
-  } | null = null;
+  private threw: Threw = { fold: null, downstream: null };
 
   constructor(
     private readonly built: BuiltTopology,
@@ -121,20 +118,23 @@ class Run {
       this.failed.push({ reason: 'processing-error', node: dead.node, error: dead.error, source: rec });
       return;
     }
-    const outer = this.downstream;
-    this.downstream = null;
-    let d: typeof outer;
+    const outer = this.threw;
+    const threw: Threw = { fold: null, downstream: null };
+    this.threw = threw;
     try {
       for (const s of sources) this.enter(s, rec);
     } catch (error) {
-      // a dead letter (its walk or an aggregation's own code) comes before a throw downstream
       if (error instanceof WalkThrow || error instanceof RunFails) throw error;
       throw new WalkThrow(id, this.at, error);
     } finally {
-      d = this.downstream as typeof outer;
-      this.downstream = outer;
+      this.threw = outer;
     }
-    if (d !== null) throw new RunFails(nodeThrew(d.node, d.source, d.error, 'downstream of an aggregation'));
+    const { fold, downstream } = threw;
+    if (fold?.stored === true) throw new RunFails(nodeThrew(fold.node, rec, fold.error, STORED));
+    // its aggregation's own code: a dead letter, all or nothing (nothing of the batch is written yet)
+    if (fold !== null) throw new WalkThrow(id, fold.node, fold.error);
+    if (downstream !== null)
+      throw new RunFails(nodeThrew(downstream.node, rec, downstream.error, 'downstream of an aggregation'));
   }
 
   private enter(source: TopologyNode, rec: ModelInput): void {
@@ -199,6 +199,8 @@ class Run {
         this.sink(n, r, ctx);
         return;
       case 'aggregate': {
+        // its key serde runs in the walk (on Redis the walk makes the fence key): a throw is the walk's
+        if (r.key !== null) storeKey(n, r.key);
         const outer = this.current;
         this.current = ctx;
         try {
@@ -206,10 +208,9 @@ class Run {
         } catch (error) {
           // a record of another task that threw in its own walk (a repartition) stays that record's
           if (error instanceof WalkThrow || error instanceof RunFails) throw error;
-          if (error instanceof StoredUnreadable)
-            throw new RunFails(nodeThrew(name, ctx.source, error.error, STORED));
-          // its own code (key serde, initializer, aggregator, merger, store serde writing): a dead letter
-          throw new WalkThrow(recordId(ctx.source), name, error);
+          // its own code (initializer, aggregator, merger, store serde): the record's fate once walked
+          const stored = error instanceof StoredUnreadable;
+          this.threw.fold ??= { node: name, error: stored ? error.error : error, stored };
         } finally {
           this.current = outer;
         }
@@ -231,6 +232,8 @@ class Run {
       this.dropped.push({ reason: 'null-key', node: n.name, source: ctx.source });
       return;
     }
+    // a record whose aggregation threw is a dead letter once walked: what it would repartition never is
+    if (this.threw.fold !== null) return;
     // a null key through repartition(): any partition in Kafka Streams (the producer's choice); here the first
     const partition = key === null ? 0 : toPositive(murmur2(key)) % this.repartitionCount(n);
     const slot = `${n.topic}:${partition}`;
@@ -283,7 +286,7 @@ class Run {
         } catch (error) {
           // another task's record (a repartition), or a run failing already: theirs
           if (error instanceof WalkThrow || error instanceof RunFails) throw error;
-          this.downstream ??= { node: this.at, source: ctx.source, error };
+          this.threw.downstream ??= { node: this.at, error };
         }
       },
       late: (windows) => {
@@ -379,6 +382,12 @@ class WalkThrow {
     readonly node: string,
     readonly error: unknown,
   ) {}
+}
+
+/** The throws of a record's walk kept until it is over (Run.threw). */
+interface Threw {
+  fold: { readonly node: string; readonly error: unknown; readonly stored: boolean } | null;
+  downstream: { readonly node: string; readonly error: unknown } | null;
 }
 
 /** A throw that cannot be a dead letter (RF_TOPOLOGY_NODE_THREW): runModel fails with it. */

@@ -272,6 +272,43 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       assert.deepEqual(rows([...first.outputs, ...second.outputs]), rows(model.outputs));
     });
 
+    it('a record whose reducer throws and whose later branch throws in its walk: a dead letter naming the walk on both sides', async () => {
+      const t = topology({ applicationId: appName() });
+      const orders = t.stream<string, { amount: number }>('in', { key: serdes.string() });
+      orders
+        .groupByKey()
+        .reduce(
+          (a, b) => {
+            if (b.amount === 7) throw new RangeError('the reducer refuses 7');
+            return { amount: a.amount + b.amount };
+          },
+          { name: 'sums' },
+        )
+        .toStream()
+        .to('sums', { key: serdes.string() });
+      orders
+        .filter((_k, o) => {
+          if (o.amount === 7) throw new TypeError('the filter refuses 7');
+          return true;
+        })
+        .to('all', { key: serdes.string() });
+      const built = t.build();
+      const filter = built.nodes.find((n) => n.kind === 'filter')?.name;
+      // the reduce branch comes first in the walk, but every fold comes after the walk on Redis
+      const records = [rec(0, 'k', 1), rec(1, 'k', 7), rec(2, 'k', 2)];
+      const model = runModel(built, records);
+      const named = (ds: readonly { source: { offset: number }; node: string }[]) =>
+        ds.map((d) => [d.source.offset, d.node, String((d as { error?: unknown }).error)]);
+      assert.deepEqual(named(model.failed), [[1, filter, 'TypeError: the filter refuses 7']]);
+      const exec = new TopologyExecutor(built, { redis });
+      const got = await exec.runBatch({ topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records });
+      assert.deepEqual(named(got.deadLetters), named(model.failed));
+      const rows = (os: readonly { topic: string; value: Buffer | null }[]) =>
+        os.map((o) => `${o.topic} ${o.value?.toString()}`).sort();
+      assert.deepEqual(rows(got.outputs), rows(model.outputs));
+      assert.equal(got.outputs.length, 4);
+    });
+
     it("a reducer that throws in a later round (after another writer's CONFLICT) fails the batch: RF_TOPOLOGY_NODE_THREW", async () => {
       const built = throwingReduceAndCount(appName());
       const totals = [...planTopology(built).aggregates.values()].find((a) => a.node.store === 'totals');
