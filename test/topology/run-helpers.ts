@@ -319,6 +319,27 @@ export interface RunTotals {
   exec: TopologyExecutor;
 }
 
+/**
+ * A replay's dead letters equal the first run's; a record whose aggregation threw is a dead letter again,
+ * and when a later record of its key applied, the key's fence says it was passed unapplied, and what it
+ * threw is not kept (compared without the error). Returns how many were such.
+ */
+export function assertReplayDeadLetters(
+  again: readonly TopologyDeadLetter[],
+  first: readonly TopologyDeadLetter[],
+): number {
+  const replayed = (d: TopologyDeadLetter | undefined) =>
+    d !== undefined &&
+    d.reason === 'processing-error' &&
+    RedfenceError.is(d.error, 'RF_TOPOLOGY_NODE_THREW') &&
+    (d.error.details as { where?: string }).where === 'replayed';
+  assert.deepEqual(
+    again.map((d) => (replayed(d) ? { ...d, error: null } : d)),
+    first.map((d, i) => (replayed(again[i]) ? { ...d, error: null } : d)),
+  );
+  return again.filter(replayed).length;
+}
+
 /** Everything Redis holds for a batch's keys: fence hashes (without the writer epoch) and window keys. */
 async function snapshot(
   redis: Redis | Cluster,
@@ -400,20 +421,8 @@ export async function runOnRedis(
     epochs.set(b.partition, epoch + 1);
     const again = await exec.runBatch({ ...batch, epoch: epoch + 1 });
     assert.deepEqual(again.outputs, first.outputs, 'a replay re-emits the same outputs');
-    // a record whose aggregation threw is a dead letter again; when a later record of its key applied,
-    // the key's fence says it was passed unapplied, and what it threw is not kept
-    const replayed = (d: TopologyDeadLetter) =>
-      d.reason === 'processing-error' &&
-      RedfenceError.is(d.error, 'RF_TOPOLOGY_NODE_THREW') &&
-      (d.error.details as { where?: string }).where === 'replayed';
-    totals.threwBefore = (totals.threwBefore ?? 0) + again.deadLetters.filter(replayed).length;
-    assert.deepEqual(
-      again.deadLetters.map((d) => (replayed(d) ? { ...d, error: null } : d)),
-      first.deadLetters.map((d, i) => {
-        const r = again.deadLetters[i];
-        return r !== undefined && replayed(r) ? { ...d, error: null } : d;
-      }),
-    );
+    totals.threwBefore =
+      (totals.threwBefore ?? 0) + assertReplayDeadLetters(again.deadLetters, first.deadLetters);
     assert.deepEqual(again.dropped, first.dropped);
     assert.deepEqual(again.streamTime, first.streamTime);
     assert.deepEqual(again.nodes, first.nodes, 'a replay walks the same records through each node');
