@@ -187,6 +187,11 @@ export const ERROR_CODES = {
     summary:
       'A topology batch met a newer owner epoch on a key of its partition: this instance is a zombie for it; the batch must not be committed.',
   },
+  RF_TOPOLOGY_NODE_THREW: {
+    retriable: false,
+    summary:
+      "A topology's function or serde threw where the record cannot be a dead letter (downstream of an aggregation, a later read-then-write round, stored state its serde cannot read); the message names the node and the record's topic, partition and offset.",
+  },
   RF_STORE_UNKNOWN: {
     retriable: false,
     summary:

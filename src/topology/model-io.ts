@@ -4,6 +4,7 @@
  * as a Kafka Streams store does, so a user aggregate that does not survive its serde shows it here).
  */
 import type { ModelHeaders, WindowBounds } from './model-types.js';
+import { readStored } from './threw.js';
 import type { AggregateParams, TopologyNode } from './types.js';
 
 export type { WindowBounds };
@@ -57,12 +58,14 @@ export function encodeAgg(p: AggregateParams, agg: unknown, timestamp: number): 
   return { bytes: p.valueSerde.serialize(agg, changelog(p)), timestamp };
 }
 
+/** Reads a stored aggregate; a serde that cannot is a StoredUnreadable (threw.ts). */
 export function decodeAgg(p: AggregateParams, s: Stored): unknown {
-  return p.valueSerde.deserialize(s.bytes, changelog(p));
+  return readStored(() => p.valueSerde.deserialize(s.bytes, changelog(p)));
 }
 
+/** Reads a stored key; a serde that cannot is a StoredUnreadable (threw.ts). */
 export function decodeKey(p: AggregateParams, bytes: Buffer): unknown {
-  return p.keySerde.deserialize(bytes, changelog(p));
+  return readStored(() => p.keySerde.deserialize(bytes, changelog(p)));
 }
 
 /** Unsigned lexicographic byte order (RocksDB's default comparator). */

@@ -63,13 +63,15 @@ export interface ModelDeadLetter {
 
 /**
  * A record whose walk threw (a source's serde that cannot read it, a filter, map, flatMap, selectKey,
- * split predicate or peek that throws, a sink's serde that cannot write what reached it): none of its
- * effects is made, and the rest of its partition goes on. A throw inside an aggregation (its reducer,
- * aggregator, initializer or store serde) or downstream of one fails the run instead.
+ * split predicate or peek that throws, a sink's serde that cannot write what reached it), or whose
+ * aggregation's own code threw (its key serde, reducer, aggregator, initializer, merger, or its store
+ * serde writing the new aggregate): none of its effects is made, and the rest of its partition goes on.
+ * A throw downstream of an aggregation, or of a store serde reading stored state, fails the run instead
+ * (RF_TOPOLOGY_NODE_THREW).
  */
 export interface ModelErrorDeadLetter {
   readonly reason: 'processing-error';
-  /** The node whose code threw (a source, a stateless node or a sink). */
+  /** The node whose code threw (a source, a stateless node, an aggregation or a sink). */
   readonly node: string;
   /** What it threw. */
   readonly error: unknown;

@@ -9,7 +9,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import { murmur2, toPositive } from '../partitioner/index.js';
-import { type AggIO, type AggregateNode, type ModelRecord, withHeaders } from './model-io.js';
+import { type AggIO, type AggregateNode, type ModelRecord, storeKey, withHeaders } from './model-io.js';
 import { SessionAggregate } from './model-session.js';
 import { SlidingAggregate } from './model-sliding.js';
 import type {
@@ -24,6 +24,7 @@ import type {
 } from './model-types.js';
 import { TableAggregate, TimeWindowAggregate } from './model-window.js';
 import { fromBytes, toBytes } from './serdes.js';
+import { nodeThrew, STORED, StoredUnreadable } from './threw.js';
 import type { BuiltTopology, TopologyNode } from './types.js';
 
 export type {
@@ -66,6 +67,13 @@ class Run {
 
   /** The node whose code runs (a user function or a serde): the one a throw names. */
   private at = '';
+  /**
+   * What threw while the current record is walked, kept until its walk is over, in the runtime's order
+   * (the walk, then every aggregation's fold, then the forwarding: run/executor.ts): the first throw of
+   * an aggregation's own code (`stored`: its serde reading stored state), and the first throw
+   * downstream of one. A throw of the walk itself comes first (thrown at once).
+   */
+  private threw: Threw = { fold: null, downstream: null };
 
   constructor(
     private readonly built: BuiltTopology,
@@ -110,12 +118,23 @@ class Run {
       this.failed.push({ reason: 'processing-error', node: dead.node, error: dead.error, source: rec });
       return;
     }
+    const outer = this.threw;
+    const threw: Threw = { fold: null, downstream: null };
+    this.threw = threw;
     try {
       for (const s of sources) this.enter(s, rec);
     } catch (error) {
-      if (error instanceof WalkThrow || error instanceof AggregateThrow) throw error;
+      if (error instanceof WalkThrow || error instanceof RunFails) throw error;
       throw new WalkThrow(id, this.at, error);
+    } finally {
+      this.threw = outer;
     }
+    const { fold, downstream } = threw;
+    if (fold?.stored === true) throw new RunFails(nodeThrew(fold.node, rec, fold.error, STORED));
+    // its aggregation's own code: a dead letter, all or nothing (nothing of the batch is written yet)
+    if (fold !== null) throw new WalkThrow(id, fold.node, fold.error);
+    if (downstream !== null)
+      throw new RunFails(nodeThrew(downstream.node, rec, downstream.error, 'downstream of an aggregation'));
   }
 
   private enter(source: TopologyNode, rec: ModelInput): void {
@@ -180,15 +199,18 @@ class Run {
         this.sink(n, r, ctx);
         return;
       case 'aggregate': {
+        // its key serde runs in the walk (on Redis the walk makes the fence key): a throw is the walk's
+        if (r.key !== null) storeKey(n, r.key);
         const outer = this.current;
         this.current = ctx;
         try {
           this.aggregatorFor(n, ctx).process(r);
         } catch (error) {
           // a record of another task that threw in its own walk (a repartition) stays that record's
-          throw error instanceof WalkThrow || error instanceof AggregateThrow
-            ? error
-            : new AggregateThrow(error);
+          if (error instanceof WalkThrow || error instanceof RunFails) throw error;
+          // its own code (initializer, aggregator, merger, store serde): the record's fate once walked
+          const stored = error instanceof StoredUnreadable;
+          this.threw.fold ??= { node: name, error: stored ? error.error : error, stored };
         } finally {
           this.current = outer;
         }
@@ -210,6 +232,8 @@ class Run {
       this.dropped.push({ reason: 'null-key', node: n.name, source: ctx.source });
       return;
     }
+    // a record whose aggregation threw is a dead letter once walked: what it would repartition never is
+    if (this.threw.fold !== null) return;
     // a null key through repartition(): any partition in Kafka Streams (the producer's choice); here the first
     const partition = key === null ? 0 : toPositive(murmur2(key)) % this.repartitionCount(n);
     const slot = `${n.topic}:${partition}`;
@@ -255,8 +279,16 @@ class Run {
   private makeAggregator(n: AggregateNode): Aggregator {
     const io: AggIO = {
       node: n,
-      forward: (key, value, timestamp, bare) =>
-        this.forward(n.name, { key, value, timestamp }, bare === true ? { ...this.ctx(), bare } : this.ctx()),
+      forward: (key, value, timestamp, bare) => {
+        const ctx = this.ctx();
+        try {
+          this.forward(n.name, { key, value, timestamp }, bare === true ? { ...ctx, bare } : ctx);
+        } catch (error) {
+          // another task's record (a repartition), or a run failing already: theirs
+          if (error instanceof WalkThrow || error instanceof RunFails) throw error;
+          this.threw.downstream ??= { node: this.at, error };
+        }
+      },
       late: (windows) => {
         const source = this.ctx().source;
         if (n.onLate === 'drop') this.dropped.push({ reason: 'late', node: n.name, source });
@@ -327,8 +359,8 @@ export function runModel(
       throw new RedfenceError('RF_INVALID_ARGUMENT', `runModel: partitions.${topic} must be an integer >= 1`);
     partitions.set(topic, Math.max(n, partitions.get(topic) ?? 0));
   }
-  // a record whose walk throws is run again from the start without it, until none throws (all or
-  // nothing: what it did before the throw, in another branch too, is not kept)
+  // a record whose walk or aggregation throws is run again from the start without it, until none throws
+  // (all or nothing: what it did before the throw, in another branch too, is not kept)
   const dead = new Map<string, { node: string; error: unknown }>();
   for (;;) {
     const run = new Run(built, new Map(partitions), dead);
@@ -336,7 +368,7 @@ export function runModel(
       for (const r of input) run.input(r);
       return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped, failed: run.failed };
     } catch (error) {
-      if (error instanceof AggregateThrow) throw error.error;
+      if (error instanceof RunFails) throw error.error;
       if (!(error instanceof WalkThrow) || dead.has(error.id)) throw error;
       dead.set(error.id, { node: error.node, error: error.error });
     }
@@ -352,9 +384,15 @@ class WalkThrow {
   ) {}
 }
 
-/** Code inside an aggregation threw: runModel fails with it. */
-class AggregateThrow {
-  constructor(readonly error: unknown) {}
+/** The throws of a record's walk kept until it is over (Run.threw). */
+interface Threw {
+  fold: { readonly node: string; readonly error: unknown; readonly stored: boolean } | null;
+  downstream: { readonly node: string; readonly error: unknown } | null;
 }
 
-const recordId = (r: ModelInput) => `${r.topic}/${r.partition}/${r.offset}`;
+/** A throw that cannot be a dead letter (RF_TOPOLOGY_NODE_THREW): runModel fails with it. */
+class RunFails {
+  constructor(readonly error: Error) {}
+}
+
+const recordId = (r: ModelSource) => `${r.topic}/${r.partition}/${r.offset}`;

@@ -41,7 +41,7 @@ import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } f
 import { sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
 import { slidingSettledUpTo } from './final-sliding.js';
 import { FlowTally } from './flows.js';
-import { callGroups, type FoldedAhead, foldAhead } from './fold.js';
+import { callGroups, type FoldedAhead, FoldThrew, foldAhead } from './fold.js';
 import { type ForwardContext, forwardSteps } from './forward.js';
 import { planTopology, type RunPlan } from './plan.js';
 import { type KeyGroup, placeSteps, slidingBounded, type WalkStep, walkBatch } from './steps.js';
@@ -198,14 +198,41 @@ export class TopologyExecutor {
     }
   }
 
+  /**
+   * Runs the batch from its starting clocks until no aggregation's own code throws before the calls
+   * (fold.ts' FoldThrew): each time with the record that threw first a dead letter, walked no more (all
+   * or nothing, as the model's runs: docs/streams.md, "A record that cannot be walked"). The emit-final
+   * index entries a failed try added stay: a window no record writes finalizes to nothing.
+   */
   async #run(batch: TopologyBatch, tp: string): Promise<TopologyBatchResult> {
+    const failed = new Map<number, { node: string; error: unknown }>();
+    for (;;) {
+      try {
+        return await this.#attempt(batch, tp, failed);
+      } catch (error) {
+        if (!(error instanceof FoldThrew)) throw error;
+        if (failed.has(error.offset))
+          throw new RedfenceError(
+            'RF_INVALID_STATE',
+            `topology batch ${tp}: offset ${error.offset} threw in its fold after it was made a dead letter`,
+          );
+        failed.set(error.offset, { node: error.node, error: error.error });
+      }
+    }
+  }
+
+  async #attempt(
+    batch: TopologyBatch,
+    tp: string,
+    failed: ReadonlyMap<number, { node: string; error: unknown }>,
+  ): Promise<TopologyBatchResult> {
     const before = this.streamTime(batch.partition, batch.topic);
     const clocks = new Map(Object.entries(before).map(([n, c]) => [n, { ...c }]));
     const expireAt = (end: number, grace: number) => Math.max(end + grace, this.#now()) + this.#retention;
     const sources = this.plan.subs.get(batch.topic)?.sources ?? [];
     const store = this.storeFor(batch.topic);
     const tally = new FlowTally();
-    const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt, tally);
+    const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt, tally, failed);
     // emit-final sessions and sliding windows: their bounds follow from the keys' reads, folded before
     // any index or call
     let ahead: FoldedAhead | undefined;
@@ -213,6 +240,11 @@ export class TopologyExecutor {
     if (this.#finalSessions) {
       const pre = placeSteps(walked.steps, () => [], this.#finalSliding);
       ahead = await foldAhead(store, batch, pre.groups, pre.steps, { clocks, expireAt });
+      if (ahead.threw !== undefined) {
+        // the earliest record that throws may be one folded later: every fold of the batch, in order
+        await callGroups(store, batch, pre.groups, pre.steps, { clocks, expireAt }, true);
+        throw ahead.threw;
+      }
       steps = slidingBounded(steps, ahead.storeAfter);
     }
     const indexed = await this.#syncIndexes(batch, steps, ahead);
@@ -239,7 +271,7 @@ export class TopologyExecutor {
       verdicts: { APPLY: 0, REBASE: 0, SKIP: 0, REEMIT: 0, REJECT: 0, CONFLICT: conflicts },
       tally,
     };
-    forwardSteps(placed.steps, ctx);
+    forwardSteps(placed.steps, ctx, batch.topic);
     const streamTime = freeze(clocks);
     this.#times.set(tp, streamTime);
     const last = batch.records[batch.records.length - 1];

@@ -6,11 +6,39 @@
 import { RedfenceError } from '../../errors/index.js';
 import type { Effect, PendingEntry, StoreReadAnswer, StoreReadRequest } from '../../store/index.js';
 import { changelog } from '../model-io.js';
+import { readStored, StoredUnreadable } from '../threw.js';
 import type { Arrival } from './arrive.js';
 import type { WindowClock } from './final.js';
 import { foldSession, type SessionsHeld, sessionsHeld } from './fold-session.js';
 import { appliedNewest, foldSliding, type SlidingHeld, slidingHeld } from './fold-sliding.js';
 import type { KeyGroup, Placed } from './steps.js';
+
+/**
+ * An aggregation's own code threw while a record was folded (not an Error: fold.ts turns it into the
+ * record's dead letter before any call is sent, or into RF_TOPOLOGY_NODE_THREW): `fold`, its key
+ * serde, initializer, aggregator, merger or store serde writing; `stored`, its store serde reading the
+ * state in Redis; `before`, a record the key's fence passed (a later record of the key applied) with no
+ * pending entry: its fold threw when the batch ran before, and it was not applied.
+ */
+export class FoldThrew {
+  constructor(
+    readonly offset: number,
+    readonly node: string,
+    readonly kind: 'fold' | 'stored' | 'before',
+    readonly error: unknown,
+  ) {}
+}
+
+/** Runs `fold` of record `offset` at `node`; what it throws becomes a FoldThrew (RedfenceErrors stay). */
+function folding<T>(offset: number, node: string, fold: () => T): T {
+  try {
+    return fold();
+  } catch (error) {
+    if (error instanceof RedfenceError) throw error;
+    if (error instanceof StoredUnreadable) throw new FoldThrew(offset, node, 'stored', error.error);
+    throw new FoldThrew(offset, node, 'fold', error);
+  }
+}
 
 /** A folded arrival and where its effects sit. */
 export interface FoldArrival {
@@ -53,6 +81,8 @@ export function readRequest(g: KeyGroup, arrivals: readonly FoldArrival[]): Stor
   const sessions = new Set<number>();
   for (const { arrival: a, placed } of arrivals) {
     const { valueStore, timeStore } = a.agg;
+    // a record applied already has its pending entry; one without was not applied (FoldThrew 'before')
+    pending.add(g.records[placed.record]?.offset ?? 0);
     if (a.session !== null) {
       sessions.add(valueStore);
       continue;
@@ -60,8 +90,7 @@ export function readRequest(g: KeyGroup, arrivals: readonly FoldArrival[]): Stor
     if (a.sliding) {
       hashes.add(valueStore);
       hashes.add(timeStore);
-      // a record applied already: what it wrote moves the store time
-      pending.add(g.records[placed.record]?.offset ?? 0);
+      // a record applied already: what it wrote moves the store time (its pending entry, above)
       continue;
     }
     if (a.starts === null) {
@@ -143,23 +172,35 @@ export class GroupFold {
     const rec = this.group.records[placed.record];
     const part = rec?.parts[placed.part];
     if (rec === undefined || part === undefined) throw new TypeError('a placed record is in its group');
-    const stamp = this.answer.stamp;
-    const applied = stamp !== null && stamp.partition === this.partition && rec.offset <= stamp.offset;
+    const applied = this.#applied(rec.offset, a.agg.node.name);
+    const node = a.agg.node.name;
     if (a.session !== null) {
-      if (!applied) foldSession(a, part, this.#sessionsOf(a.agg.valueStore));
+      if (!applied) folding(rec.offset, node, () => foldSession(a, part, this.#sessionsOf(a.agg.valueStore)));
       return;
     }
     if (a.sliding) {
-      const clock = ctx.clocks.get(a.agg.node.name) as WindowClock;
-      const held = this.#sliding.get(a.agg.node.name) as SlidingHeld;
+      const clock = ctx.clocks.get(node) as WindowClock;
+      const held = this.#sliding.get(node) as SlidingHeld;
       const n = applied
         ? appliedNewest(rec, placed.part, this.#pending.get(rec.offset))
-        : foldSliding(a, part, held, clock, ctx.expireAt);
+        : folding(rec.offset, node, () => foldSliding(a, part, held, clock, ctx.expireAt));
       newest.set(fa, n);
       clock.store = Math.max(clock.store, n);
       return;
     }
-    if (!applied) this.#foldTime(a, part.effects);
+    if (!applied) folding(rec.offset, node, () => this.#foldTime(a, part.effects));
+  }
+
+  /**
+   * Whether the key's fence passed record `offset` already (a replay: its effects keep their
+   * placeholders); passed without a pending entry, it was never applied: FoldThrew 'before'.
+   */
+  #applied(offset: number, node: string): boolean {
+    const stamp = this.answer.stamp;
+    const applied = stamp !== null && stamp.partition === this.partition && offset <= stamp.offset;
+    if (applied && (this.#pending.get(offset) ?? null) === null)
+      throw new FoldThrew(offset, node, 'before', undefined);
+    return applied;
   }
 
   #sessionsOf(store: number): SessionsHeld {
@@ -177,9 +218,10 @@ export class GroupFold {
     const rec = this.group.records[placed.record];
     const part = rec?.parts[placed.part];
     if (rec === undefined || part === undefined) throw new TypeError('a placed record is in its group');
-    const stamp = this.answer.stamp;
-    if (stamp !== null && stamp.partition === this.partition && rec.offset <= stamp.offset) return null;
-    return foldSession(a, part, this.#sessionsOf(a.agg.valueStore));
+    if (this.#applied(rec.offset, a.agg.node.name)) return null;
+    return folding(rec.offset, a.agg.node.name, () =>
+      foldSession(a, part, this.#sessionsOf(a.agg.valueStore)),
+    );
   }
 
   #heldAt(a: Arrival, start: number | null): Held | null {
@@ -205,7 +247,9 @@ export class GroupFold {
       const old = this.#heldAt(a, start);
       const r = a.record;
       const oldAgg =
-        old === null ? p.initializer() : p.valueSerde.deserialize(old.value as Buffer, changelog(p));
+        old === null
+          ? p.initializer()
+          : readStored(() => p.valueSerde.deserialize(old.value as Buffer, changelog(p)));
       const ts = old === null ? r.timestamp : Math.max(r.timestamp, old.ts);
       const next = p.aggregator(r.key, r.value, oldAgg);
       const bytes = next === null || next === undefined ? null : p.valueSerde.serialize(next, changelog(p));

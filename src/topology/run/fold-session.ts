@@ -11,6 +11,7 @@
  */
 import type { Effect, SessionOp } from '../../store/index.js';
 import { changelog } from '../model-io.js';
+import { readStored } from '../threw.js';
 import type { Arrival } from './arrive.js';
 import type { KeyPart } from './note.js';
 
@@ -62,7 +63,11 @@ export function foldSession(
   let start = ts;
   let end = ts;
   for (const s of found) {
-    agg = merger(a.record.key, agg, p.valueSerde.deserialize(s.value, changelog(p)));
+    agg = merger(
+      a.record.key,
+      agg,
+      readStored(() => p.valueSerde.deserialize(s.value, changelog(p))),
+    );
     start = Math.min(start, s.start);
     end = Math.max(end, s.end);
   }

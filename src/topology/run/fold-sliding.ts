@@ -21,6 +21,7 @@ import {
   slideRange,
   slideVisibleFrom,
 } from '../sliding.js';
+import { readStored } from '../threw.js';
 import type { Arrival } from './arrive.js';
 import type { WindowClock } from './final.js';
 import { decodeNote, encodeNote, type KeyPart, partResults } from './note.js';
@@ -90,7 +91,10 @@ export function foldSliding(
             details: { node: p.name },
           },
         );
-      return { start, agg: { value: p.valueSerde.deserialize(bytes, changelog(p)), timestamp } };
+      return {
+        start,
+        agg: { value: readStored(() => p.valueSerde.deserialize(bytes, changelog(p))), timestamp },
+      };
     });
   const puts: { start: number; value: StoreOp; ts: number }[] = [];
   const missed = slide(w, r.timestamp, a.closeTime, windows, {

@@ -7,7 +7,11 @@
  * their placeholders and the key call answers REEMIT (the results they were applied with) or SKIP. A key
  * answered CONFLICT (another writer moved its token) is read and folded again; after
  * {@link MAX_FOLD_ROUNDS} rounds the batch fails with RF_CAS_CONFLICT (retriable: run it again).
- * Groups without a reduce or aggregate are sent as they are, without `expect`. Each group's fold is
+ * Groups without a reduce or aggregate are sent as they are, without `expect`, with the first round's
+ * calls: the first round reads and folds every key before any call is sent, so a reducer, aggregator,
+ * initializer, merger or store serde that throws there has written nothing (a FoldThrew: the executor
+ * makes the record a dead letter and runs the batch again); a record the fence passed without a pending
+ * result threw so before (FoldThrew 'before'). Each group's fold is
  * fold-group.ts. Session windows (fold-session.ts) and sliding windows (fold-sliding.ts) are folded the
  * same way; as the sliding store time couples the keys of a partition, every round folds the batch's
  * records in offset order across keys. Session windows with emit('final') are read and folded once
@@ -24,14 +28,15 @@ import type {
   StateStamp,
   StoreReadAnswer,
 } from '../../store/index.js';
+import { nodeThrew, STORED } from '../threw.js';
 import { type Arrival, folds } from './arrive.js';
 import type { WindowClock } from './final.js';
 import type { IndexedSession } from './final-session.js';
-import { type FoldArrival, type FoldContext, GroupFold, readRequest } from './fold-group.js';
+import { type FoldArrival, type FoldContext, FoldThrew, GroupFold, readRequest } from './fold-group.js';
 import type { KeyGroup, PlacedStep } from './steps.js';
 import type { TopologyBatch } from './types.js';
 
-export type { FoldContext } from './fold-group.js';
+export { type FoldContext, FoldThrew } from './fold-group.js';
 
 /** Read + fold + write rounds of a key before RF_CAS_CONFLICT (as the processor's reducer path). */
 export const MAX_FOLD_ROUNDS = 6;
@@ -72,6 +77,11 @@ export interface FoldedAhead {
   readonly windows: Map<number, IndexedWindow[]>;
   /** Per emit-final sliding arrival, its clock's store time after its fold. */
   readonly storeAfter: Map<Arrival, number>;
+  /**
+   * A fold that threw (an aggregation's own code): the rest is partial. The earliest record that throws
+   * may be another one, of an aggregation not folded ahead: {@link callGroups} with `dry` finds it.
+   */
+  readonly threw?: FoldThrew;
 }
 
 /**
@@ -84,6 +94,23 @@ export interface FoldedAhead {
  * {@link callGroups} folds the same reads again, so it writes exactly what was found here.
  */
 export async function foldAhead(
+  store: KeyStore,
+  batch: Where,
+  groups: readonly KeyGroup[],
+  steps: readonly PlacedStep[],
+  ctx: FoldContext,
+): Promise<FoldedAhead> {
+  try {
+    return await foldAheadOf(store, batch, groups, steps, ctx);
+  } catch (error) {
+    if (!(error instanceof FoldThrew)) throw error;
+    const threw = settled(error, batch, 0);
+    if (!(threw instanceof FoldThrew)) throw threw;
+    return { ahead: new Map(), written: new Map(), windows: new Map(), storeAfter: new Map(), threw };
+  }
+}
+
+async function foldAheadOf(
   store: KeyStore,
   batch: Where,
   groups: readonly KeyGroup[],
@@ -139,6 +166,30 @@ function foldSlidingAhead(
   const before = new Map<WindowClock, number>();
   const folding = new Map<KeyGroup, GroupFold>();
   const newest = new Map<FoldArrival, number>();
+  try {
+    slideAhead(batch, byGroup, order, ahead, ctx, out, { before, folding, newest });
+  } finally {
+    for (const [clock, t] of before) clock.store = t;
+  }
+}
+
+function slideAhead(
+  batch: Where,
+  byGroup: ReadonlyMap<KeyGroup, FoldArrival[]>,
+  order: readonly FoldArrival[],
+  ahead: ReadonlyMap<string, StoreReadAnswer>,
+  ctx: FoldContext,
+  out: Pick<FoldedAhead, 'windows' | 'storeAfter'>,
+  {
+    before,
+    folding,
+    newest,
+  }: {
+    before: Map<WindowClock, number>;
+    folding: Map<KeyGroup, GroupFold>;
+    newest: Map<FoldArrival, number>;
+  },
+): void {
   for (const fa of order) {
     if (!fa.arrival.sliding) continue;
     const clock = ctx.clocks.get(fa.arrival.agg.node.name) as WindowClock;
@@ -163,12 +214,37 @@ function foldSlidingAhead(
         out.windows.set(valueStore, list);
       }
   }
-  for (const [clock, t] of before) clock.store = t;
 }
 
 /**
- * Sends every group's key call: folded groups read-then-write (retried on CONFLICT), the others at
- * once. Returns each group's results in `groups` order and how many key records answered CONFLICT.
+ * What a fold's throw does to the batch: in round 0 (nothing sent yet) a FoldThrew of the aggregation's
+ * own code stays one (the executor runs the batch again with its record a dead letter; 'before' gets
+ * the error it names); a store serde that cannot read, and any throw in a later round (other keys are
+ * written), is RF_TOPOLOGY_NODE_THREW.
+ */
+function settled(e: FoldThrew, batch: Where, round: number): FoldThrew | Error {
+  const at = { topic: batch.topic, partition: batch.partition, offset: e.offset };
+  const error =
+    e.kind === 'before'
+      ? new RedfenceError(
+          'RF_TOPOLOGY_NODE_THREW',
+          `topology node ${e.node} threw on ${at.topic}/${at.partition} offset ${at.offset} when its batch ran before (what it threw then is not kept); the record was not applied`,
+          { details: { node: e.node, ...at, where: 'replayed' } },
+        )
+      : e.error;
+  if (e.kind === 'stored') return nodeThrew(e.node, at, error, STORED);
+  if (round > 0)
+    return nodeThrew(e.node, at, error, 'in a read-then-write round after a CONFLICT, other keys written');
+  return new FoldThrew(e.offset, e.node, e.kind, error);
+}
+
+/**
+ * Sends every group's key call: folded groups read-then-write (retried on CONFLICT), the others with
+ * them. Round 0 reads and folds every folded group before any call is sent, so a throw of an
+ * aggregation's own code there (the earliest record that throws: the folds run in offset order) is a
+ * FoldThrew with nothing written; in a later round it is RF_TOPOLOGY_NODE_THREW ({@link settled}).
+ * `dry`: round 0's reads and folds only, nothing sent (what throws). Returns each group's results in
+ * `groups` order and how many key records answered CONFLICT.
  */
 export async function callGroups(
   store: KeyStore,
@@ -176,6 +252,7 @@ export async function callGroups(
   groups: readonly KeyGroup[],
   steps: readonly PlacedStep[],
   ctx: FoldContext,
+  dry = false,
 ): Promise<{ replies: KeyRecordResult[][]; conflicts: number }> {
   const { byGroup, order } = arrivalsByGroup(steps); // order: every folded arrival, in offset order
   // the sliding clocks' store times before the batch's folds (each round starts from them)
@@ -222,12 +299,27 @@ export async function callGroups(
         );
       // another writer is on these keys: let it finish before reading again
       if (round > 0) await delay(backoffMs(round - 1, 5, 200));
-      const answers = await Promise.all(
-        pending.map(([g]) => {
-          const ahead = round === 0 ? ctx.ahead?.get(g.key.toString('hex')) : undefined;
-          return ahead ?? store.readParts(readRequest(g, byGroup.get(g) ?? []));
-        }),
-      );
+      const readOf = ([g]: readonly [KeyGroup, number]) => {
+        const ahead = round === 0 ? ctx.ahead?.get(g.key.toString('hex')) : undefined;
+        return ahead ?? store.readParts(readRequest(g, byGroup.get(g) ?? []));
+      };
+      const answers = await Promise.all(pending.map(readOf));
+      // round 0 folds every key before any call: a key whose reads in parts saw different stamps is
+      // read again first (bounded as the rounds are)
+      for (let tries = 1; round === 0 && answers.includes(null); tries++) {
+        if (tries >= MAX_FOLD_ROUNDS)
+          throw new RedfenceError(
+            'RF_CAS_CONFLICT',
+            `topology batch ${batch.topic}/${batch.partition}: a key kept changing while it was read in parts; run the batch again`,
+            { details: { topic: batch.topic, partition: batch.partition, keys: 1 } },
+          );
+        await Promise.all(
+          pending.map(async (p, j) => {
+            if (answers[j] === null)
+              answers[j] = await store.readParts(readRequest(p[0], byGroup.get(p[0]) ?? []));
+          }),
+        );
+      }
       // a key whose reads in parts saw different stamps is read again (nothing sent); with sliding
       // windows every key waits for it (the store time of later records depends on its records)
       const again = pending.filter((_, j) => answers[j] === null);
@@ -243,16 +335,23 @@ export async function callGroups(
         ]),
       );
       for (const [clock, t] of storeTimes) clock.store = t;
-      for (const fa of order) {
-        const f = folding.get(fa.placed.group);
-        if (f !== undefined) f.apply(fa, ctx, newest);
-        else if (fa.arrival.sliding) {
-          // sent in an earlier round: the windows it wrote move the store time as they did then
-          const clock = ctx.clocks.get(fa.arrival.agg.node.name) as WindowClock;
-          clock.store = Math.max(clock.store, newest.get(fa) ?? -1);
+      try {
+        for (const fa of order) {
+          const f = folding.get(fa.placed.group);
+          if (f !== undefined) f.apply(fa, ctx, newest);
+          else if (fa.arrival.sliding) {
+            // sent in an earlier round: the windows it wrote move the store time as they did then
+            const clock = ctx.clocks.get(fa.arrival.agg.node.name) as WindowClock;
+            clock.store = Math.max(clock.store, newest.get(fa) ?? -1);
+          }
         }
+      } catch (error) {
+        throw error instanceof FoldThrew ? settled(error, batch, round) : error;
       }
-      const rs = await store.callMany(read.map(({ p: [g], answer }) => callOf(g, answer.stamp)));
+      if (dry) return;
+      const calls = read.map(({ p: [g], answer }) => callOf(g, answer.stamp));
+      // round 0: the plain groups' calls go with the folded ones, once every fold is done
+      const [rs] = await Promise.all([store.callMany(calls), round === 0 ? sendPlain() : undefined]);
       read.forEach(({ p: [g, i] }, j) => {
         const r = rs[j] ?? [];
         const c = r.filter((x) => x.verdict === 'CONFLICT').length;
@@ -269,6 +368,7 @@ export async function callGroups(
       pending = again;
     }
   };
-  await Promise.all([sendPlain(), sendFolded()]);
+  if (groups.some((g) => byGroup.has(g))) await sendFolded();
+  else if (!dry) await sendPlain();
   return { replies, conflicts };
 }

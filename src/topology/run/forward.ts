@@ -8,6 +8,7 @@ import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, KeyRecordResult } from '../../store/index.js';
 import type { ModelDrop, ModelOutput, ModelSource } from '../model.js';
 import { type ModelRecord, withHeaders } from '../model-io.js';
+import { nodeThrew, STORED, StoredUnreadable } from '../threw.js';
 import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
 import type { FlowTally } from './flows.js';
 import { partResult } from './note.js';
@@ -58,10 +59,27 @@ class ForwardSink implements WalkSink {
   }
 }
 
-/** Forwards the placed steps, in order. */
-export function forwardSteps(steps: readonly PlacedStep[], ctx: ForwardContext): void {
+/**
+ * Forwards the placed steps, in order. The batch's state is written by now: a throw downstream of an
+ * aggregation (or of a store serde reading a result) fails the batch with RF_TOPOLOGY_NODE_THREW.
+ */
+export function forwardSteps(steps: readonly PlacedStep[], ctx: ForwardContext, topic: string): void {
   const sink = new ForwardSink(ctx);
-  for (const step of steps) forwardStep(step, ctx, sink);
+  for (const step of steps) {
+    sink.at = '';
+    try {
+      forwardStep(step, ctx, sink);
+    } catch (error) {
+      if (error instanceof RedfenceError) throw error;
+      const source = 'source' in step ? step.source : null;
+      if (source === null) throw error;
+      const node =
+        'arrival' in step ? step.arrival.agg.node.name : 'closes' in step ? step.closes.node.name : '';
+      const at = { topic, partition: source.partition, offset: source.offset };
+      if (error instanceof StoredUnreadable) throw nodeThrew(node, at, error.error, STORED);
+      throw nodeThrew(sink.at || node, at, error, 'downstream of an aggregation');
+    }
+  }
 }
 
 /** An update of aggregation `node` walked on from it. */

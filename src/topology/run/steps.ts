@@ -36,9 +36,14 @@ export interface Walked {
   readonly steps: WalkStep[];
 }
 
+/** A record an aggregation's own code threw on (fold.ts' FoldThrew), by offset: the node and the throw. */
+export type FailedRecords = ReadonlyMap<number, { readonly node: string; readonly error: unknown }>;
+
 /**
  * Step 1: every record through the stateless nodes from `sources` (its sub-topology's); counts decided
- * against `clocks` (moved); each node's records in and out counted in `tally`.
+ * against `clocks` (moved); each node's records in and out counted in `tally`. A record in `failed` is
+ * its dead letter and nothing else (not walked); a record whose walk throws too (a stateless node, or
+ * an aggregation's key serde).
  */
 export function walkBatch(
   plan: RunPlan,
@@ -47,6 +52,7 @@ export function walkBatch(
   clocks: Map<string, WindowClock>,
   expireAt: (windowEnd: number, graceMs: number) => number,
   tally: FlowTally,
+  failed: FailedRecords = new Map(),
 ): Walked {
   const w: Walked = { steps: [] };
   // one sink for the batch: `rec` is the record being walked
@@ -96,6 +102,13 @@ export function walkBatch(
   };
   for (let i = 0; i < records.length; i++) {
     rec = records[i] as ModelInput;
+    const threw = failed.get(rec.offset);
+    if (threw !== undefined) {
+      w.steps.push({
+        dead: { reason: 'processing-error', node: threw.node, error: threw.error, source: rec },
+      });
+      continue;
+    }
     const mark = w.steps.length;
     moved.length = 0;
     try {
@@ -108,8 +121,6 @@ export function walkBatch(
         walkFrom(plan, source.name, { key, value, timestamp: rec.timestamp }, sink);
       }
     } catch (error) {
-      // in an aggregation (its serdes): the batch fails, as the model's run does
-      if (plan.aggregates.has(sink.at)) throw error;
       // all or nothing: the record's steps go, the clocks its arrivals moved come back
       w.steps.length = mark;
       for (let m = moved.length - 1; m >= 0; m--) {

@@ -7,6 +7,7 @@
 import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, LayoutCheck } from '../../store/index.js';
 import { type AggregateNode, changelog, storeKey } from '../model-io.js';
+import { readStored } from '../threw.js';
 import type { AggregatePlan, RunPlan } from './plan.js';
 
 /** The fence key of a grouped key: its bytes through the store's key serde (the store's order). */
@@ -32,7 +33,7 @@ export function storedAggregate(agg: AggregatePlan, v: EffectResult | undefined)
   if (p.op === 'count') return storedNumber(v, p.name);
   if (v === null || v === undefined) return null;
   if (!Buffer.isBuffer(v)) throw new TypeError('a kv or window result is bytes');
-  return p.valueSerde.deserialize(v, changelog(p));
+  return readStored(() => p.valueSerde.deserialize(v, changelog(p)));
 }
 
 /**

@@ -1,0 +1,115 @@
+/**
+ * Topologies whose aggregations' own code throws on some records (a reducer, an aggregator, a merger),
+ * for the run-equals-model tests of "A record that cannot be walked" (docs/streams.md): each throw
+ * depends on the state it meets, so a record made a dead letter changes whether later ones throw.
+ * Amount 7 is the value they refuse (the generated inputs' amounts are 0 to 12).
+ */
+import {
+  type BuiltTopology,
+  SessionWindows,
+  SlidingWindows,
+  serdes,
+  TimeWindows,
+  topology,
+} from '../../src/topology/index.js';
+import { HOP } from './run-helpers.js';
+import { SLIDE } from './sliding-topologies.js';
+
+const s = serdes.string();
+type Order = { amount: number };
+
+/** What the reducers and aggregators throw: a RangeError naming no value. */
+export const refused = () => new RangeError('seven is refused here');
+
+/**
+ * An unwindowed reduce of totals that throws on amount 7 when the total so far is odd, beside a count
+ * of the same grouped stream (one key call per key: the record's count is undone with it).
+ */
+export function throwingReduceAndCount(app: string): BuiltTopology {
+  const t = topology({ applicationId: app });
+  const g = t.stream<string, Order>('in', { key: s }).groupByKey();
+  g.reduce(
+    (a, b) => {
+      if (b.amount === 7 && a.amount % 2 === 1) throw refused();
+      return { amount: a.amount + b.amount };
+    },
+    { name: 'totals' },
+  )
+    .toStream()
+    .to('totals', { key: s });
+  g.count({ name: 'n' }).toStream().to('n', { key: s });
+  return t.build();
+}
+
+/**
+ * A hopping-window aggregate (HOP: each record in two windows) whose aggregator throws on amount 7 in
+ * a window holding an odd count: it may throw in its second window after its first was folded.
+ */
+export function throwingHoppingAggregate(app: string, emit: 'update' | 'final' = 'update'): BuiltTopology {
+  const t = topology({ applicationId: app });
+  t.stream<string, Order | null>('in', { key: s })
+    .groupByKey()
+    .windowedBy(TimeWindows.ofSizeAndGrace(HOP.sizeMs, HOP.graceMs).advanceBy(HOP.advanceMs))
+    .emit(emit)
+    .aggregate(
+      (): { n: number; sum: number } => ({ n: 0, sum: 0 }),
+      (_k, o, a) => {
+        if (o !== null && o.amount === 7 && a.n % 2 === 1) throw refused();
+        return { n: a.n + 1, sum: a.sum + (o?.amount ?? 0) };
+      },
+      { name: 'sums' },
+    )
+    .toStream()
+    .map((wk, a) => [wk.key, { start: wk.start, end: wk.end, a }] as const)
+    .to('sums', { key: s });
+  return t.build();
+}
+
+/**
+ * A session aggregate (gap 6, grace 4) of the record counts whose aggregator throws on amount 7 when
+ * the merged session holds an odd count, and whose merger throws when both sides hold 5 records.
+ */
+export function throwingSessionAggregate(app: string, emit: 'update' | 'final' = 'final'): BuiltTopology {
+  const t = topology({ applicationId: app });
+  t.stream<string, Order | null>('in', { key: s })
+    .groupByKey()
+    .windowedBy(SessionWindows.ofInactivityGapAndGrace(6, 4))
+    .emit(emit)
+    .aggregate(
+      (): { n: number } => ({ n: 0 }),
+      (_k, o, a) => {
+        if (o !== null && o.amount === 7 && a.n % 2 === 1) throw refused();
+        return { n: a.n + 1 };
+      },
+      (_k, a, b) => {
+        if (a.n === 5 && b.n === 5) throw new TypeError('two sessions of five are refused');
+        return { n: a.n + b.n };
+      },
+      { name: 'session-n' },
+    )
+    .toStream()
+    .map((wk, a) => [wk.key, { start: wk.start, end: wk.end, n: a?.n ?? null }] as const)
+    .to('session-n', { key: s });
+  return t.build();
+}
+
+/** A sliding-window reduce (SLIDE) of totals that throws on amount 7 when the window's total is over 3. */
+export function throwingSlidingReduce(app: string, emit: 'update' | 'final' = 'final'): BuiltTopology {
+  const t = topology({ applicationId: app });
+  t.stream<string, Order>('in', { key: s })
+    .filter((_k, o) => o !== null)
+    .groupByKey()
+    .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(SLIDE.timeDifferenceMs, SLIDE.graceMs))
+    .emit(emit)
+    .reduce(
+      (a, b) => {
+        if (b.amount === 7 && a.amount > 3) throw refused();
+        return { amount: a.amount + b.amount };
+      },
+      { name: 'slide-totals' },
+    )
+    .toStream()
+    .map((wk, o) => [wk.key, { start: wk.start, end: wk.end, total: o?.amount ?? null }] as const)
+    .to('slide-totals', { key: s });
+  return t.build();
+}
