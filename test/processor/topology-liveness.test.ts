@@ -13,6 +13,7 @@ import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import { createTopics, produce, readToEnd, waitCommitted } from '../helpers/kafka.js';
+import { capturing } from './offset-resets-helpers.js';
 import { StallingPort } from './stalling-port.js';
 
 const s = serdes.string();
@@ -88,18 +89,13 @@ describe('topology processor: liveness and the stalled-consumer watchdog', { tim
     const port = new StallingPort(
       new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId: ns, transactionalId: `${ns}-tx` }),
     );
-    const warnings: string[] = [];
+    const { logger, warnings } = capturing();
     const p = new TopologyProcessor({
       topology: counts(ns),
       redis,
       kafka: port,
       watchdog: { stallMs: 1500, intervalMs: 300, maxRecoveries: 3 },
-      logger: {
-        debug() {},
-        info() {},
-        error() {},
-        warn: (_: object, m?: string) => warnings.push(m ?? ''),
-      },
+      logger,
     });
     await p.start();
     try {
@@ -108,7 +104,7 @@ describe('topology processor: liveness and the stalled-consumer watchdog', { tim
       await p.close();
     }
     assert.ok(port.seeks >= 1, 'the watchdog sought the stalled partitions');
-    assert.ok(warnings.some((w) => w.startsWith('consumer stalled')));
+    assert.ok(warnings.some((w) => w.msg.startsWith('consumer stalled')));
     // RECORDS orders over KEYS customers: each customer's updates 1..RECORDS/KEYS, each once
     const got = await lastCounts(`${ns}-counts`);
     assert.equal(got.size, KEYS);

@@ -22,7 +22,7 @@ import {
   readToEnd,
 } from '../helpers/kafka.js';
 import { assertPerKey, countOf, countsUpTo } from '../helpers/outputs.js';
-import { commitAt, logStarts } from './offset-resets-helpers.js';
+import { capturing, commitAt, logStarts } from './offset-resets-helpers.js';
 import { StallingPort } from './stalling-port.js';
 
 describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
@@ -57,7 +57,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
       const port = new StallingPort(
         new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId: `${ns}-g` }),
       );
-      const warnings: string[] = [];
+      const { logger, warnings } = capturing();
       const p = new Processor({
         definition: definition(ns),
         redis,
@@ -65,12 +65,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         groupId: `${ns}-g`,
         kafka: port,
         watchdog: { stallMs: 1500, intervalMs: 300, maxRecoveries: 3 },
-        logger: {
-          debug() {},
-          info() {},
-          error() {},
-          warn: (_: object, m?: string) => warnings.push(m ?? ''),
-        },
+        logger,
       });
       await p.start();
       try {
@@ -82,7 +77,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         await p.close();
       }
       assert.ok(port.seeks >= 1, 'the watchdog sought the stalled partitions');
-      assert.ok(warnings.some((w) => w.startsWith('consumer stalled')));
+      assert.ok(warnings.some((w) => w.msg.startsWith('consumer stalled')));
       // 200 inputs over k0..k4: 40 each
       for (let i = 0; i < 5; i++)
         assert.equal(
@@ -109,7 +104,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
     const ns = uniqueName('healthy');
     const cleanup = await setup(ns);
     try {
-      const warnings: string[] = [];
+      const { logger, warnings } = capturing();
       const p = new Processor({
         definition: definition(ns),
         redis,
@@ -117,12 +112,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         groupId: `${ns}-g`,
         kafka: { brokers: KAFKA_BROKERS.split(',') },
         watchdog: { stallMs: 1000, intervalMs: 200 },
-        logger: {
-          debug() {},
-          info() {},
-          error() {},
-          warn: (_: object, m?: string) => warnings.push(m ?? ''),
-        },
+        logger,
       });
       await p.start();
       try {
@@ -137,7 +127,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         await p.close();
       }
       assert.deepEqual(
-        warnings.filter((w) => w.startsWith('consumer stalled')),
+        warnings.filter((w) => w.msg.startsWith('consumer stalled')),
         [],
       );
     } finally {
@@ -165,7 +155,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         new ConfluentKafka({ brokers: KAFKA_BROKERS.split(','), groupId: group }),
         false,
       );
-      const warnings: string[] = [];
+      const { logger, warnings } = capturing();
       const p = new Processor({
         definition: definition(ns),
         redis,
@@ -173,12 +163,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         groupId: group,
         kafka: port,
         watchdog: { stallMs: 1000, intervalMs: 200, maxRecoveries: 1 },
-        logger: {
-          debug() {},
-          info() {},
-          error() {},
-          warn: (_: object, m?: string) => warnings.push(m ?? ''),
-        },
+        logger,
       });
       await p.start();
       try {
@@ -197,7 +182,7 @@ describe('watchdog on a real consumer', { timeout: 120_000 }, () => {
         'partition 0 was never committed past the deleted records',
       );
       assert.deepEqual(
-        warnings.filter((w) => w.startsWith('consumer stalled')),
+        warnings.filter((w) => w.msg.startsWith('consumer stalled')),
         [],
         'no stall seen in records that are gone',
       );
