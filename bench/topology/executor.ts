@@ -8,7 +8,8 @@
  *   REDIS_URL=redis://127.0.0.1:16579 node --import tsx bench/topology/executor.ts
  *
  * Env: BENCH_RECORDS (200000), BENCH_KEYS (10000), BENCH_BATCH (500), BENCH_SPAN_MS (900000),
- * BENCH_TOPOLOGY (fraud,windowed-count,count), REDIS_URL (redis://127.0.0.1:16379), BENCH_FROM (src). Use a
+ * BENCH_TOPOLOGY (fraud,windowed-count,count; also total, an unwindowed reduce, and total-owned, the same with
+ * owner-local state for every key), REDIS_URL (redis://127.0.0.1:16379), BENCH_FROM (src). Use a
  * Redis no one else uses: its CPU is read as a whole.
  *
  * BENCH_FROM=dist runs the build (`npm run build` first) instead of the sources through tsx: tsx's
@@ -55,6 +56,12 @@ function built(shape: string, app: string) {
   let s = t.stream<string, { amount: number }>('orders', { key: serdes.string() });
   if (shape === 'fraud') s = s.filter((_c, o) => o.amount > 50);
   const g = s.groupByKey();
+  if (shape === 'total' || shape === 'total-owned') {
+    g.reduce((a, b) => ({ amount: a.amount + b.amount }), { name: 'totals' })
+      .toStream()
+      .to('out', { key: serdes.string() });
+    return t.build();
+  }
   if (shape === 'count') {
     g.count({ name: 'counts' }).toStream().to('out', { key: serdes.string() });
     return t.build();
@@ -79,7 +86,10 @@ async function scriptCalls(): Promise<number> {
 
 async function one(shape: string): Promise<string> {
   const app = `bench-exec-${Date.now().toString(36)}-${shape}`;
-  const exec = new TopologyExecutor(built(shape, app), { redis });
+  const exec = new TopologyExecutor(built(shape, app), {
+    redis,
+    ...(shape.endsWith('-owned') ? { ownerCache: { maxBytes: 16 * 1024 * 1024 } } : {}),
+  });
   let outputs = 0;
   const cpu0 = process.cpuUsage();
   const r0 = await redisCpuSeconds(redis);

@@ -305,6 +305,21 @@ export class RedfenceMetrics {
     if (recordsOut > 0) this.#m.topologyOut.inc(labels, recordsOut);
   }
 
+  /**
+   * Counts a topology batch's reduce and aggregate keys folded from owner-local state (`hits`) or read
+   * from Redis (`misses`) (docs/streams.md, "Owner-local state").
+   *
+   * @example
+   * metrics.topologyOwnerCache('totals', 480, 20); // redfence_topology_owner_cache_reads_total{application_id="totals",result="hit"} 480
+   */
+  topologyOwnerCache(application: string, hits: number, misses: number): void {
+    checkCount('hits', hits);
+    checkCount('misses', misses);
+    const application_id = checkName('application', application);
+    if (hits > 0) this.#m.topologyOwnerCache.inc(this.#labels({ application_id, result: 'hit' }), hits);
+    if (misses > 0) this.#m.topologyOwnerCache.inc(this.#labels({ application_id, result: 'miss' }), misses);
+  }
+
   /** Counts `n` records of a committed topology batch that were late for a windowed aggregation. */
   topologyLate(application: string, node: string, n: number): void {
     checkCount('n', n);

@@ -7,13 +7,15 @@
  * interleaving of the tasks: so its outputs are the model's, record for record. What the output topics
  * hold (read_committed) must equal the model's per key, every input and repartition record committed
  * once, each repartition record in its key's murmur2 partition; the second store read back by name with
- * TopologyState, stamped with the repartition topic's partition and offset of its key's last record.
+ * TopologyState, stamped with the repartition topic's partition and offset of its key's last record;
+ * the aggregate's keys folded from owner-local state (the default) after their first batch.
  * Then the same with a close() half-way and a new instance finishing from the committed offsets (and
  * stream times) of both topics.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
+import { RedfenceMetrics } from '../../src/metrics/index.js';
 import { partitionFor } from '../../src/partitioner/index.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import type { BuiltTopology } from '../../src/topology/index.js';
@@ -42,10 +44,11 @@ async function deleteTopic(topic: string): Promise<void> {
   }
 }
 
-function processor(built: BuiltTopology, redis: Redis): TopologyProcessor {
+function processor(built: BuiltTopology, redis: Redis, metrics?: RedfenceMetrics): TopologyProcessor {
   return new TopologyProcessor({
     topology: built,
     redis,
+    ...(metrics === undefined ? {} : { metrics }),
     mode: 'exactly-once',
     createTopics: true,
     repartitionPurgeIntervalMs: 60 * MIN,
@@ -97,8 +100,14 @@ describe('topology processor: aggregations in two sub-topologies', { timeout: 60
       const stats = model.outputs.filter((o) => o.topic === `${name}-stats`);
       assert.ok(updates > 0 && stats.length === updates, 'every update of the count is aggregated again');
       assert.ok(model.deadLetters.length > 0, 'some records are late for the count');
-      const p = processor(built, redis);
+      const metrics = new RedfenceMetrics();
+      const p = processor(built, redis, metrics);
       const rows = await runToEnd(p, `${name}-orders`, repartition);
+      // the aggregate's three keys were folded from owner-local state after their first batch
+      const cached = /redfence_topology_owner_cache_reads_total\{[^}]*result="hit"[^}]*\} (\d+)/.exec(
+        await metrics.metricsText(),
+      );
+      assert.ok(Number(cached?.[1] ?? 0) > 0, 'some keys were folded from owner-local state');
       assert.equal(rows.length, updates, 'each update of the count is in the repartition topic once');
       for (const r of rows)
         assert.equal(r.partition, partitionFor(r.key ?? '', PARTITIONS), `${r.key} placed by murmur2`);

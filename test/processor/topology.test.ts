@@ -245,6 +245,8 @@ describe('topology processor', { timeout: 600_000 }, () => {
       [{ topology: built, redis, kafka, mode: 'twice' }, /mode/],
       [{ topology: built, redis, kafka, deadLetterTopic: 'a b' }, /"deadLetterTopic"/],
       [{ topology: built, redis, kafka, retentionMs: -1 }, /retentionMs/],
+      [{ topology: built, redis, kafka, ownerCache: {} }, /"ownerCache"/],
+      [{ topology: built, redis, kafka, ownerCache: { maxBytes: 0 } }, /ownerCache\.maxBytes/],
       [{ topology: built, redis, kafka, nope: 1 }, /nope/],
     ];
     for (const [o, re] of bad)

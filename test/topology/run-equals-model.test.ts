@@ -37,6 +37,8 @@ import { slidingCountReduce } from './sliding-topologies.js';
 
 const RUNS = Number(process.env.RF_TOPOLOGY_RUN_RUNS ?? 40);
 const appName = () => uniqueName('tr').replace(/-/g, '_');
+/** The reduce case again with owner-local state, about 3 keys of the 5 (entries are evicted too). */
+const OWNED = 'an unwindowed reduce beside a count, with owner-local state (900 bytes: about 3 keys)';
 
 /** Name, topology, its window (for the replay's snapshot), and the timestamps: step, jitter, unit. */
 const CASES: [string, (app: string) => BuiltTopology, typeof HOP | null, number, number, number][] = [
@@ -48,6 +50,7 @@ const CASES: [string, (app: string) => BuiltTopology, typeof HOP | null, number,
   ['a session count (gap 6, grace 4; null values counted)', sessionCount, null, 4, 20, 1],
   ['a session count dropping late records', (app) => sessionCount(app, 'drop'), null, 4, 20, 1],
   ['an unwindowed reduce beside a count of the same key', reduceAndCount, null, 5, 10, 1],
+  [OWNED, reduceAndCount, null, 5, 10, 1],
   ['a hopping-window aggregate (null deletes)', hoppingAggregate, HOP, 4, 20, 1],
   ['a hopping-window aggregate with emit final', (app) => hoppingAggregate(app, 'final'), HOP, 4, 20, 1],
   ['a tumbling-window reduce of numbers', tumblingReduce, FIVE, 2, 12, 30_000],
@@ -79,12 +82,20 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           partitions: 0,
           pruned: 0,
           failed: 0,
+          cacheHits: 0,
         };
         await fc.assert(
           fc.asyncProperty(generated(step, jitter, unit), async (g) => {
             const built = make(appName());
             const model = runModel(built, g.input, { partitions: { in: g.partitions } });
-            const got = await runOnRedis(redis, built, g, window);
+            const got = await runOnRedis(
+              redis,
+              built,
+              g,
+              window,
+              name === OWNED ? { maxBytes: 900 } : undefined,
+            );
+            seen.cacheHits += got.exec.ownerCache?.hits ?? 0;
             assertEqualToModel(model, got);
             seen.outputs += got.outputs.length;
             seen.late += model.deadLetters.length;
@@ -106,6 +117,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           assert.ok(seen.late + seen.lateDrops > 0, 'some records were late');
         if (name.startsWith('a session')) assert.ok(seen.tombstones > 0, 'some sessions merged');
         if (name.includes('null deletes')) assert.ok(seen.deleted > 0, 'some aggregates were deleted');
+        if (name === OWNED) assert.ok(seen.cacheHits > 0, 'some folds started from owner-local state');
         if (name.includes('emit final'))
           assert.ok(seen.pruned > 0, 'the index dropped entries behind commits');
         // amount 6 throws in its flatMapValues after its first record reached the count

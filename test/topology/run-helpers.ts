@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
 import { partitionFor } from '../../src/partitioner/index.js';
-import type { StoreRedis } from '../../src/store/index.js';
+import { type Effect, KeyStore, type StoreRedis } from '../../src/store/index.js';
 import {
   type BuiltTopology,
   SessionWindows,
@@ -200,6 +200,23 @@ export function tumblingReduce(app: string): BuiltTopology {
   return t.build();
 }
 
+/**
+ * Another writer of the application's key `k` (a record of it from partition 7): `write(effects, offset)`
+ * makes one record's effects, as a record of another partition would.
+ */
+export function otherWriter(redis: StoreRedis | Redis | Cluster, app: string) {
+  const store = new KeyStore({ redis, app });
+  return async (effects: Effect[], offset: number): Promise<void> => {
+    await store.call({
+      partition: 7,
+      epoch: 1,
+      committedOffset: -1,
+      key: Buffer.from('k'),
+      records: [{ offset, emit: 0, effects }],
+    });
+  };
+}
+
 /** A redis that runs `after` once a state read (readKey: its first ARGV is `r1`) has answered, while `times` lasts. */
 export function interfering(redis: StoreRedis, times: number, afterRead: () => Promise<void>) {
   let left = times;
@@ -383,15 +400,17 @@ async function snapshot(
 /**
  * Runs the generated batches; a batch marked for replay is run again by a new owner (epoch + 1) from the
  * stream time it started with, before its commit: the same outputs, dead letters and drops, REEMIT
- * only, and Redis unchanged.
+ * only, and Redis unchanged. `ownerCache`: the executor keeps owner-local state (a replay's new owner
+ * starts without it, as setStreamTime drops it).
  */
 export async function runOnRedis(
   redis: Redis | Cluster,
   built: BuiltTopology,
   g: Generated,
   window: typeof HOP | null,
+  ownerCache?: { maxBytes: number },
 ): Promise<RunTotals> {
-  const exec = new TopologyExecutor(built, { redis });
+  const exec = new TopologyExecutor(built, { redis, ...(ownerCache === undefined ? {} : { ownerCache }) });
   const totals: RunTotals = {
     outputs: [],
     deadLetters: [],

@@ -107,6 +107,8 @@ export async function runTopologyBatch(
       ctx.metrics?.verdict(topic, partition, verdict as keyof typeof result.verdicts, n);
     }
   if (result.dropped.length > 0) ctx.dropped(result.dropped.length);
+  const { hits, misses } = result.ownerCache;
+  if (hits + misses > 0) ctx.metrics?.topologyOwnerCache(ctx.executor.plan.built.applicationId, hits, misses);
   trace.annotate(() => batchAttributes(ctx, topic, result));
   const out = trace.stamp(outRecords(ctx, records, result));
   const next = entry.delivered;

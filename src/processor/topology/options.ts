@@ -54,6 +54,13 @@ export interface TopologyProcessorOptions
   tenant?: string;
   /** How long a window key lives past its close, in ms of wall-clock time. Default one day. */
   retentionMs?: number;
+  /**
+   * Owner-local state for reduce and aggregate (docs/streams.md, "Owner-local state"): keep up to
+   * `maxBytes` of the unwindowed aggregates this process last wrote for its partitions, and fold onto
+   * them without reading Redis; each write still carries the key's token, so a key changed elsewhere
+   * is read again. Default `{ maxBytes: 16 MiB }`; `false` turns it off.
+   */
+  ownerCache?: { maxBytes: number } | false;
   /** Refuse to start unless Redis' maxmemory-policy is noeviction. Default true. */
   requireNoEviction?: boolean;
   /** Group commit, as the processor's (src/processor/options.ts). Default 2000. */
@@ -89,6 +96,7 @@ export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Sh
   readonly deadLetterTopic: string | undefined;
   readonly tenant: string | undefined;
   readonly retentionMs: number | undefined;
+  readonly ownerCache: { readonly maxBytes: number } | undefined;
   readonly requireNoEviction: boolean;
   readonly groupCommitRecords: number;
   readonly commitIntervalMs: number;
@@ -116,6 +124,7 @@ const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   deadLetterTopic: true,
   tenant: true,
   retentionMs: true,
+  ownerCache: true,
   requireNoEviction: true,
   groupCommitRecords: true,
   commitIntervalMs: true,
@@ -176,6 +185,7 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
       o.retentionMs === undefined
         ? undefined
         : integer('retentionMs', o.retentionMs, 0, Number.MAX_SAFE_INTEGER, 0),
+    ownerCache: ownerCacheOption(o.ownerCache),
     requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
     groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),
     commitIntervalMs: integer(
@@ -196,4 +206,15 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
     watchdog: watchdogOptions(o.watchdog),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
+}
+
+/** The owner cache's default bound: about 16 MiB of keys and aggregates. */
+export const OWNER_CACHE_BYTES = 16 * 1024 * 1024;
+
+function ownerCacheOption(v: unknown): { maxBytes: number } | undefined {
+  if (v === false) return undefined;
+  if (v === undefined) return { maxBytes: OWNER_CACHE_BYTES };
+  if (!isObject(v) || v.maxBytes === undefined || Object.keys(v).some((k) => k !== 'maxBytes'))
+    throw invalid('option "ownerCache" must be { maxBytes: n } or false');
+  return { maxBytes: integer('ownerCache.maxBytes', v.maxBytes, 1, Number.MAX_SAFE_INTEGER, 1) };
 }

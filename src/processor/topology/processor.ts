@@ -110,6 +110,7 @@ export class TopologyProcessor {
       redis: o.redis,
       ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
       ...(o.retentionMs === undefined ? {} : { retentionMs: o.retentionMs }),
+      ...(o.ownerCache === undefined ? {} : { ownerCache: o.ownerCache }),
     });
     const input = this.#executor.plan.topic;
     this.#nodes = new NodeMetrics(o.metrics, this.#executor.plan);

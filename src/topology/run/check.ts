@@ -24,6 +24,13 @@ export interface TopologyExecutorOptions {
   readonly retentionMs?: number;
   /** The wall clock in ms (window expiry only). Default `Date.now`. */
   readonly now?: () => number;
+  /**
+   * Owner-local state for reduce and aggregate (owner-cache.ts): keep up to `maxBytes` of the
+   * unwindowed aggregates this process last wrote, and fold onto them without reading Redis (the write
+   * still carries the key's token: a key changed elsewhere is read again). Off by default here; the
+   * topology processor turns it on.
+   */
+  readonly ownerCache?: { readonly maxBytes: number };
 }
 
 const DAY_MS = 86_400_000;
@@ -33,6 +40,7 @@ export const OPTION_KEYS: readonly (keyof TopologyExecutorOptions)[] = [
   'keyEncoding',
   'retentionMs',
   'now',
+  'ownerCache',
 ];
 
 function bad(message: string): RedfenceError {
@@ -70,7 +78,11 @@ export function checkBatch(plan: RunPlan, b: TopologyBatch): void {
   });
 }
 
-export function options(o: TopologyExecutorOptions): { retention: number; now: () => number } {
+export function options(o: TopologyExecutorOptions): {
+  retention: number;
+  now: () => number;
+  ownerBytes: number;
+} {
   if (o === null || typeof o !== 'object')
     throw new RedfenceError('RF_INVALID_OPTIONS', 'TopologyExecutor options must be an object');
   for (const k of Object.keys(o))
@@ -81,5 +93,18 @@ export function options(o: TopologyExecutorOptions): { retention: number; now: (
     throw new RedfenceError('RF_INVALID_OPTIONS', 'TopologyExecutor: retentionMs must be an integer >= 0');
   if (o.now !== undefined && typeof o.now !== 'function')
     throw new RedfenceError('RF_INVALID_OPTIONS', 'TopologyExecutor: now must be a function');
-  return { retention, now: o.now ?? Date.now };
+  const cache = o.ownerCache;
+  if (
+    cache !== undefined &&
+    (cache === null ||
+      typeof cache !== 'object' ||
+      !Number.isSafeInteger(cache.maxBytes) ||
+      cache.maxBytes < 1 ||
+      Object.keys(cache).some((k) => k !== 'maxBytes'))
+  )
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      'TopologyExecutor: ownerCache must be { maxBytes: n } with n an integer >= 1',
+    );
+  return { retention, now: o.now ?? Date.now, ownerBytes: cache?.maxBytes ?? 0 };
 }

@@ -43,6 +43,7 @@ import { slidingSettledUpTo } from './final-sliding.js';
 import { FlowTally } from './flows.js';
 import { callGroups, type FoldedAhead, FoldThrew, foldAhead } from './fold.js';
 import { type ForwardContext, forwardSteps } from './forward.js';
+import { OwnerCache } from './owner-cache.js';
 import { planTopology, type RunPlan } from './plan.js';
 import { type KeyGroup, placeSteps, slidingBounded, type WalkStep, walkBatch } from './steps.js';
 import type { StreamTimes, TopologyBatch, TopologyBatchResult } from './types.js';
@@ -78,9 +79,12 @@ export class TopologyExecutor {
   readonly #finalSessions: boolean;
   /** Some aggregation is sliding-windowed with emit('final'): a key record's final parts come last (steps.ts). */
   readonly #finalSliding: boolean;
+  /** Owner-local state (owner-cache.ts), when the ownerCache option is set. */
+  readonly ownerCache: OwnerCache | null;
 
   constructor(built: BuiltTopology, opts: TopologyExecutorOptions) {
-    const { retention, now } = options(opts);
+    const { retention, now, ownerBytes } = options(opts);
+    this.ownerCache = ownerBytes > 0 ? new OwnerCache(ownerBytes) : null;
     this.plan = planTopology(built);
     const { redis, tenant, keyEncoding } = opts;
     const storeOf = (space: string | null) =>
@@ -141,12 +145,14 @@ export class TopologyExecutor {
           `setStreamTime: ${JSON.stringify(node)} is not an aggregation with a clock of integers >= -1`,
         );
     this.#times.set(tpKey(topic, partition), freeze(new Map(Object.entries(times))));
+    this.ownerCache?.dropPartition(tpKey(topic, partition));
   }
 
   /** Forgets a partition's stream time (revoked). */
   forget(partition: number, topic = this.plan.topic): void {
     this.#times.delete(tpKey(topic, partition));
     this.#history.delete(tpKey(topic, partition));
+    this.ownerCache?.dropPartition(tpKey(topic, partition));
   }
 
   /**
@@ -193,6 +199,10 @@ export class TopologyExecutor {
     this.#running.add(tp);
     try {
       return await this.#run(batch, tp);
+    } catch (error) {
+      // an unknown outcome (some calls may have applied): what this owner knows of the keys is gone
+      this.ownerCache?.dropPartition(tp);
+      throw error;
     } finally {
       this.#running.delete(tp);
     }
@@ -256,10 +266,11 @@ export class TopologyExecutor {
       },
       this.#finalSliding,
     );
-    const { replies, conflicts } = await callGroups(store, batch, placed.groups, placed.steps, {
+    const { replies, conflicts, cache } = await callGroups(store, batch, placed.groups, placed.steps, {
       clocks,
       expireAt,
       ...(ahead === undefined ? {} : { ahead: ahead.ahead }),
+      ...(this.ownerCache === null ? {} : { owner: this.ownerCache }),
     });
     this.#checkFence(batch, replies);
     const ctx: ForwardContext = {
@@ -281,7 +292,7 @@ export class TopologyExecutor {
       this.#history.set(tp, history);
     }
     const { outputs, deadLetters, dropped, verdicts } = ctx;
-    return { outputs, deadLetters, dropped, streamTime, verdicts, nodes: tally.flows() };
+    return { outputs, deadLetters, dropped, streamTime, verdicts, nodes: tally.flows(), ownerCache: cache };
   }
 
   /**

@@ -11,6 +11,7 @@ import type { Arrival } from './arrive.js';
 import type { WindowClock } from './final.js';
 import { foldSession, type SessionsHeld, sessionsHeld } from './fold-session.js';
 import { appliedNewest, foldSliding, type SlidingHeld, slidingHeld } from './fold-sliding.js';
+import type { OwnerCache } from './owner-cache.js';
 import type { KeyGroup, Placed } from './steps.js';
 
 /**
@@ -54,6 +55,8 @@ export interface FoldContext {
   readonly clocks: Map<string, WindowClock>;
   readonly expireAt: (windowEnd: number, graceMs: number) => number;
   readonly ahead?: ReadonlyMap<string, StoreReadAnswer>;
+  /** Owner-local state (owner-cache.ts): round 0 reads a cached key from it. */
+  readonly owner?: OwnerCache;
 }
 
 /** A key's value and timestamp in one store (and window): `value` null: none. */
@@ -133,6 +136,8 @@ export class GroupFold {
   readonly #pending = new Map<number, PendingEntry | null>();
   /** Session stores: their sessions, by store id. */
   readonly #sessions = new Map<number, SessionsHeld>();
+  /** Unwindowed values the folds set, by store id (value and time stores): the owner cache's update. */
+  readonly written = new Map<number, Buffer | null>();
 
   constructor(
     readonly group: KeyGroup,
@@ -259,6 +264,10 @@ export class GroupFold {
       );
       effects[2 * i + 1] = withOp(effects[2 * i + 1], { op: 'set', value: String(ts) });
       this.#state.set(heldId(a.agg.valueStore, start), bytes === null ? null : { value: bytes, ts });
+      if (start === null) {
+        this.written.set(a.agg.valueStore, bytes);
+        this.written.set(a.agg.timeStore, Buffer.from(String(ts)));
+      }
     });
   }
 }

@@ -244,7 +244,8 @@ function settled(e: FoldThrew, batch: Where, round: number): FoldThrew | Error {
  * aggregation's own code there (the earliest record that throws: the folds run in offset order) is a
  * FoldThrew with nothing written; in a later round it is RF_TOPOLOGY_NODE_THREW ({@link settled}).
  * `dry`: round 0's reads and folds only, nothing sent (what throws). Returns each group's results in
- * `groups` order and how many key records answered CONFLICT.
+ * `groups` order, how many key records answered CONFLICT, and how many keys round 0 took from
+ * owner-local state (`ctx.owner`) or read.
  */
 export async function callGroups(
   store: KeyStore,
@@ -253,7 +254,7 @@ export async function callGroups(
   steps: readonly PlacedStep[],
   ctx: FoldContext,
   dry = false,
-): Promise<{ replies: KeyRecordResult[][]; conflicts: number }> {
+): Promise<{ replies: KeyRecordResult[][]; conflicts: number; cache: { hits: number; misses: number } }> {
   const { byGroup, order } = arrivalsByGroup(steps); // order: every folded arrival, in offset order
   // the sliding clocks' store times before the batch's folds (each round starts from them)
   const storeTimes = new Map<WindowClock, number>();
@@ -279,15 +280,18 @@ export async function callGroups(
       effects: r.parts.flatMap((p) => p.effects),
     })),
   });
+  const tp = `${batch.topic}/${batch.partition}`;
   const plain = groups.map((g, i) => [g, i] as const).filter(([g]) => !byGroup.has(g));
   const sendPlain = async () => {
     if (plain.length === 0) return;
     const rs = await store.callMany(plain.map(([g]) => callOf(g)));
-    plain.forEach(([, i], j) => {
+    plain.forEach(([g, i], j) => {
       replies[i] = rs[j] ?? [];
+      ctx.owner?.after(tp, g, batch.partition, batch.epoch, replies[i]);
     });
   };
   let conflicts = 0;
+  const cache = { hits: 0, misses: 0 };
   const sendFolded = async () => {
     let pending = groups.map((g, i) => [g, i] as const).filter(([g]) => byGroup.has(g));
     for (let round = 0; pending.length > 0; round++) {
@@ -301,7 +305,14 @@ export async function callGroups(
       if (round > 0) await delay(backoffMs(round - 1, 5, 200));
       const readOf = ([g]: readonly [KeyGroup, number]) => {
         const ahead = round === 0 ? ctx.ahead?.get(g.key.toString('hex')) : undefined;
-        return ahead ?? store.readParts(readRequest(g, byGroup.get(g) ?? []));
+        if (ahead !== undefined) return ahead;
+        const request = readRequest(g, byGroup.get(g) ?? []);
+        // owner-local state: round 0 only (a CONFLICT means the cache was wrong about the key)
+        if (round > 0 || ctx.owner === undefined) return store.readParts(request);
+        const cached = ctx.owner.answer(tp, g, batch.partition, request);
+        if (cached === undefined) cache.misses++;
+        else cache.hits++;
+        return cached ?? store.readParts(request);
       };
       const answers = await Promise.all(pending.map(readOf));
       // round 0 folds every key before any call: a key whose reads in parts saw different stamps is
@@ -352,10 +363,17 @@ export async function callGroups(
       const calls = read.map(({ p: [g], answer }) => callOf(g, answer.stamp));
       // round 0: the plain groups' calls go with the folded ones, once every fold is done
       const [rs] = await Promise.all([store.callMany(calls), round === 0 ? sendPlain() : undefined]);
-      read.forEach(({ p: [g, i] }, j) => {
+      read.forEach(({ p: [g, i], answer }, j) => {
         const r = rs[j] ?? [];
         const c = r.filter((x) => x.verdict === 'CONFLICT').length;
         conflicts += c;
+        const f = folding.get(g);
+        if (ctx.owner !== undefined && f !== undefined)
+          ctx.owner.after(tp, g, batch.partition, batch.epoch, r, {
+            read: answer,
+            request: readRequest(g, byGroup.get(g) ?? []),
+            written: f.written,
+          });
         if (c > 0 && ctx.ahead?.has(g.key.toString('hex')) === true)
           throw new RedfenceError(
             'RF_CAS_CONFLICT',
@@ -370,5 +388,5 @@ export async function callGroups(
   };
   if (groups.some((g) => byGroup.has(g))) await sendFolded();
   else if (!dry) await sendPlain();
-  return { replies, conflicts };
+  return { replies, conflicts, cache };
 }

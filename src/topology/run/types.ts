@@ -78,4 +78,9 @@ export interface TopologyBatchResult {
    * its re-emitted results again (the processor adds a batch's counts to its metrics at its commit).
    */
   readonly nodes: NodeFlows;
+  /**
+   * Reduce and aggregate keys the batch folded from owner-local state (`hits`) or read first
+   * (`misses`); both 0 without the executor's `ownerCache` (src/topology/run/owner-cache.ts).
+   */
+  readonly ownerCache: { readonly hits: number; readonly misses: number };
 }
