@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { RedfenceError } from '../../src/errors/index.js';
-import { KeyStore, type StoreRedis } from '../../src/store/index.js';
+import type { StoreRedis } from '../../src/store/index.js';
 import { SlidingWindows, serdes, TimeWindows, topology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
@@ -19,7 +19,7 @@ import { MAX_FOLD_ROUNDS } from '../../src/topology/run/fold.js';
 import { type AggregatePlan, planTopology } from '../../src/topology/run/plan.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
-import { interfering, reduceAndCount } from './run-helpers.js';
+import { interfering, otherWriter, reduceAndCount } from './run-helpers.js';
 
 const appName = () => uniqueName('tf').replace(/-/g, '_');
 
@@ -42,27 +42,18 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
 
     it('another writer between the read and the write: CONFLICT, read and fold again; replays re-emit the same bytes', async () => {
       const built = reduceAndCount(appName());
-      const other = new KeyStore({ redis, app: built.applicationId });
+      const other = otherWriter(redis, built.applicationId);
       let offset = 100;
       const write = async () => {
         const totals = [...new TopologyExecutor(built, { redis }).plan.aggregates.values()][0];
         assert.equal(totals?.node.store, 'totals');
-        await other.call({
-          partition: 7,
-          epoch: 1,
-          committedOffset: -1,
-          key: Buffer.from('k'),
-          records: [
-            {
-              offset: offset++,
-              emit: 0,
-              effects: [
-                { store: totals.valueStore, kind: 'kv', op: { op: 'set', value: '{"amount":1000}' } },
-                { store: totals.timeStore, kind: 'kv', op: { op: 'set', value: '5' } },
-              ],
-            },
+        await other(
+          [
+            { store: totals.valueStore, kind: 'kv', op: { op: 'set', value: '{"amount":1000}' } },
+            { store: totals.timeStore, kind: 'kv', op: { op: 'set', value: '5' } },
           ],
-        });
+          offset++,
+        );
       };
       const proxy = interfering(redis as unknown as StoreRedis, 1, write);
       const exec = new TopologyExecutor(built, { redis: proxy.redis });
@@ -182,7 +173,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       const built = t.build();
       const [slide] = [...planTopology(built).aggregates.values()] as AggregatePlan[];
       assert.ok(slide !== undefined);
-      const other = new KeyStore({ redis, app: built.applicationId });
+      const other = otherWriter(redis, built.applicationId);
       const field = (store: number, value: string) =>
         ({
           store,
@@ -193,15 +184,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         }) as const;
       // the other writer leaves the window [15, 25] holding 100 records, the last at 18
       const write = async () => {
-        await other.call({
-          partition: 7,
-          epoch: 1,
-          committedOffset: -1,
-          key: Buffer.from('k'),
-          records: [
-            { offset: 100, emit: 0, effects: [field(slide.valueStore, '100'), field(slide.timeStore, '18')] },
-          ],
-        });
+        await other([field(slide.valueStore, '100'), field(slide.timeStore, '18')], 100);
       };
       const proxy = interfering(redis as unknown as StoreRedis, 1, write);
       const exec = new TopologyExecutor(built, { redis: proxy.redis });
@@ -236,25 +219,16 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       const [reduce, count] = [...planTopology(built).aggregates.values()] as AggregatePlan[];
       assert.equal(reduce?.node.store, 'totals');
       assert.ok(reduce !== undefined && count !== undefined);
-      const other = new KeyStore({ redis, app: built.applicationId });
+      const other = otherWriter(redis, built.applicationId);
       let offset = 100;
       const write = async () => {
-        await other.call({
-          partition: 7,
-          epoch: 1,
-          committedOffset: -1,
-          key: Buffer.from('k'),
-          records: [
-            {
-              offset: offset++,
-              emit: 0,
-              effects: [
-                { store: reduce.valueStore, kind: 'kv', op: { op: 'set', value: '{"amount":1}' } },
-                { store: reduce.timeStore, kind: 'kv', op: { op: 'set', value: '5' } },
-              ],
-            },
+        await other(
+          [
+            { store: reduce.valueStore, kind: 'kv', op: { op: 'set', value: '{"amount":1}' } },
+            { store: reduce.timeStore, kind: 'kv', op: { op: 'set', value: '5' } },
           ],
-        });
+          offset++,
+        );
       };
       const proxy = interfering(redis as unknown as StoreRedis, 1_000, write);
       const exec = new TopologyExecutor(built, { redis: proxy.redis });

@@ -17,7 +17,7 @@ import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
-import { type CloseIndexRedis, KeyStore, type StoreRedis } from '../../src/store/index.js';
+import type { CloseIndexRedis, StoreRedis } from '../../src/store/index.js';
 import type { BuiltTopology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
@@ -29,6 +29,7 @@ import {
   assertEqualToModel,
   generated,
   interfering,
+  otherWriter,
   runOnRedis,
   sessionAggregate,
   sessionCount,
@@ -149,42 +150,33 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
     });
 
     /** Another writer's call on key k: a session [12, 12] of the topology's store. */
-    const otherWriter = (built: BuiltTopology) => {
+    const sessionWriter = (built: BuiltTopology) => {
       const agg = [...new TopologyExecutor(built, { redis }).plan.aggregates.values()][0];
       assert.ok(agg !== undefined);
-      const other = new KeyStore({ redis, app: built.applicationId });
+      const other = otherWriter(redis, built.applicationId);
       return async () => {
-        await other.call({
-          partition: 7,
-          epoch: 1,
-          committedOffset: -1,
-          key: Buffer.from('k'),
-          records: [
+        await other(
+          [
             {
-              offset: 100,
-              emit: 0,
-              effects: [
-                {
-                  store: agg.valueStore,
-                  kind: 'session',
-                  time: 12,
-                  lowEnd: 6,
-                  highStart: 18,
-                  closeTime: -1_000,
-                  dropBefore: -1_000,
-                  expireAt: Date.now() + 60_000,
-                  op: { op: 'set', value: '{"n":100,"amounts":[100]}' },
-                },
-              ],
+              store: agg.valueStore,
+              kind: 'session',
+              time: 12,
+              lowEnd: 6,
+              highStart: 18,
+              closeTime: -1_000,
+              dropBefore: -1_000,
+              expireAt: Date.now() + 60_000,
+              op: { op: 'set', value: '{"n":100,"amounts":[100]}' },
             },
           ],
-        });
+          100,
+        );
       };
     };
 
     it('another writer adds a session between the read and the write: CONFLICT, read and merged again', async () => {
       const built = sessionAggregate(appName());
-      const proxy = interfering(redis as unknown as StoreRedis, 1, otherWriter(built));
+      const proxy = interfering(redis as unknown as StoreRedis, 1, sessionWriter(built));
       const exec = new TopologyExecutor(built, { redis: proxy.redis });
       const batch = { topic: 'in', partition: 0, epoch: 1, committedOffset: 0, records: [rec(0, 2, 10)] };
       const first = await exec.runBatch(batch);
@@ -200,7 +192,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
 
     it('emit final: another writer between the read and the write fails the batch (RF_CAS_CONFLICT); run again, it closes the merged session', async () => {
       const built = sessionAggregate(appName(), 'dead-letter', 'final');
-      const proxy = interfering(redis as unknown as StoreRedis, 1, otherWriter(built));
+      const proxy = interfering(redis as unknown as StoreRedis, 1, sessionWriter(built));
       const index = redis as unknown as CloseIndexRedis;
       const exec = new TopologyExecutor(built, {
         redis: {

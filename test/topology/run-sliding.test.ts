@@ -12,7 +12,7 @@ import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
-import { type CloseIndexRedis, KeyStore, type StoreRedis } from '../../src/store/index.js';
+import type { CloseIndexRedis, StoreRedis } from '../../src/store/index.js';
 import {
   type BuiltTopology,
   SlidingWindows,
@@ -30,6 +30,7 @@ import {
   generated,
   HOP,
   interfering,
+  otherWriter,
   type RunTotals,
   runOnRedis,
 } from './run-helpers.js';
@@ -224,25 +225,14 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       const built = slidingCountReduce(appName(), 'dead-letter', 'final');
       const agg = [...new TopologyExecutor(built, { redis }).plan.aggregates.values()][0];
       assert.ok(agg !== undefined);
-      const other = new KeyStore({ redis, app: built.applicationId });
+      const other = otherWriter(redis, built.applicationId);
       // another writer's call on key k: a window of the count at 30 (outside the records' reach)
       const write = async () => {
         const expireAt = Date.now() + 3_600_000;
-        await other.call({
-          partition: 7,
-          epoch: 1,
-          committedOffset: -1,
-          key: Buffer.from('k'),
-          records: [
-            {
-              offset: 100,
-              emit: 0,
-              effects: [
-                { store: agg.valueStore, kind: 'field', start: 30, expireAt, op: { op: 'set', value: '9' } },
-              ],
-            },
-          ],
-        });
+        await other(
+          [{ store: agg.valueStore, kind: 'field', start: 30, expireAt, op: { op: 'set', value: '9' } }],
+          100,
+        );
       };
       const proxy = interfering(redis as unknown as StoreRedis, 1, write);
       const index = redis as unknown as CloseIndexRedis;

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { RedfenceError } from '../../src/errors/index.js';
-import { KeyStore, type StoreRedis } from '../../src/store/index.js';
+import type { StoreRedis } from '../../src/store/index.js';
 import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
@@ -22,6 +22,7 @@ import {
   generated,
   HOP,
   interfering,
+  otherWriter,
   reduceAndCount,
   runOnRedis,
 } from './run-helpers.js';
@@ -314,24 +315,15 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       const totals = [...planTopology(built).aggregates.values()].find((a) => a.node.store === 'totals');
       assert.ok(totals !== undefined);
       // another writer leaves an odd total (1) on the key between the batch's first read and its write
-      const other = new KeyStore({ redis, app: built.applicationId });
+      const other = otherWriter(redis, built.applicationId);
       const write = async () => {
-        await other.call({
-          partition: 7,
-          epoch: 1,
-          committedOffset: -1,
-          key: Buffer.from('k'),
-          records: [
-            {
-              offset: 100,
-              emit: 0,
-              effects: [
-                { store: totals.valueStore, kind: 'kv', op: { op: 'set', value: '{"amount":1}' } },
-                { store: totals.timeStore, kind: 'kv', op: { op: 'set', value: '5' } },
-              ],
-            },
+        await other(
+          [
+            { store: totals.valueStore, kind: 'kv', op: { op: 'set', value: '{"amount":1}' } },
+            { store: totals.timeStore, kind: 'kv', op: { op: 'set', value: '5' } },
           ],
-        });
+          100,
+        );
       };
       const proxy = interfering(redis as unknown as StoreRedis, 1, write);
       const exec = new TopologyExecutor(built, { redis: proxy.redis });
