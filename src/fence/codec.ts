@@ -44,7 +44,9 @@ function finite(n: unknown, i: number, what: string): string {
 
 /** The fence token as the scripts spell it. */
 export function tokenText(token: FenceToken | null): string {
-  return token === null ? '-' : `${token.partition}:${token.offset}`;
+  if (token === null) return '-';
+  const g = token.generation ?? 0;
+  return g === 0 ? `${token.partition}:${token.offset}` : `${token.partition}:${token.offset}:${g}`;
 }
 
 /**
@@ -174,8 +176,9 @@ export function decodeEntry(raw: Buffer): { output: Output } | { deadLetter: str
 
 export function parseToken(t: string): FenceToken | null {
   if (t === '-') return null;
-  const [p, o] = t.split(':');
-  return { partition: Number(p), offset: Number(o) };
+  const [p, o, g] = t.split(':');
+  const token = { partition: Number(p), offset: Number(o) };
+  return g === undefined ? token : { ...token, generation: Number(g) };
 }
 
 /**
@@ -278,6 +281,7 @@ export function decodeState(hash: Record<string, Buffer>): StoredState | null {
   let partition: number | undefined;
   let offset: number | undefined;
   let epoch = 0;
+  let generation = 0;
   const pending: PendingEntry[] = [];
   for (let i = 0; i + 1 < flat.length; i += 2) {
     const f = text(flat[i]);
@@ -286,6 +290,7 @@ export function decodeState(hash: Record<string, Buffer>): StoredState | null {
     else if (f === 'p') partition = num(v);
     else if (f === 'o') offset = num(v);
     else if (f === 'e') epoch = num(v);
+    else if (f === 'g') generation = num(v);
     else if (f.startsWith('#')) {
       const e = decodeEntry(v);
       const off = Number(f.slice(1));
@@ -300,5 +305,5 @@ export function decodeState(hash: Record<string, Buffer>): StoredState | null {
     throw new RedfenceError('RF_STATE_CORRUPT', 'a state hash lacks its fence fields (p, o)');
   }
   pending.sort((a, b) => a.offset - b.offset);
-  return { value, partition, offset, epoch, pending };
+  return { value, partition, offset, epoch, ...(generation === 0 ? {} : { generation }), pending };
 }

@@ -21,6 +21,11 @@ export type Verdict = (typeof Verdict)[keyof typeof Verdict];
 export interface FenceToken {
   readonly partition: number;
   readonly offset: number;
+  /**
+   * The key's generation (field `g`): bumped by every writer outside the owner (`redfence reconcile
+   * --repair`), so a token read before such a write never matches after it. Absent: none (0).
+   */
+  readonly generation?: number;
 }
 
 /** What a record does to its key's state. Arithmetic runs inside Redis, atomically. */
@@ -96,6 +101,11 @@ export interface StoredState {
   readonly partition: number;
   readonly offset: number;
   readonly epoch: number;
+  /**
+   * The key's generation (field `g`): bumped by every writer outside the owner (`redfence reconcile
+   * --repair`), so a token read before such a write never matches after it. Absent: none (0).
+   */
+  readonly generation?: number;
   readonly pending: readonly PendingEntry[];
 }
 

@@ -182,8 +182,10 @@ async function applyReductions(
       const g = pending[j] as number;
       const stored = states[j] ?? null;
       let current: unknown = stored?.value == null ? null : JSON.parse(stored.value.toString('utf8'));
+      // a generation (a writer outside the owner, e.g. reconcile --repair) stays in the key's token
+      const generation = stored?.generation === undefined ? {} : { generation: stored.generation };
       let token: FenceToken | null =
-        stored === null ? null : { partition: stored.partition, offset: stored.offset };
+        stored === null ? null : { partition: stored.partition, offset: stored.offset, ...generation };
       batch.key(groups.keys[g] as string);
       for (let i = groups.first[g] as number; i >= 0; i = groups.next[i] as number) {
         const p = planned[i] as Planned;
@@ -218,7 +220,7 @@ async function applyReductions(
         else if (output === null) batch.cas(i, p.meta.offset, token, json, 3);
         else batch.cas(i, p.meta.offset, token, json, 1, output);
         current = checked.state;
-        token = { partition, offset: p.meta.offset };
+        token = { partition, offset: p.meta.offset, ...generation };
       }
     }
     const conflicts = await ctx.redisStep('apply', () => ctx.fence.applyKeys(batch, results));

@@ -113,7 +113,7 @@ function encodeSession(
   return `s${l}${slot},${expireAt},${operand}@${time}@${bounds.join('@')};`;
 }
 
-/** The expected token's text: '' no check, '-' no state, '<partition>:<offset>'. */
+/** The expected token's text: '' no check, '-' no state, '<partition>:<offset>[:<generation>]'. */
 function encodeExpect(expect: KeyCall['expect']): string {
   if (expect === undefined) return '';
   if (expect === null) return '-';
@@ -124,7 +124,9 @@ function encodeExpect(expect: KeyCall['expect']): string {
   } catch {
     throw bad('expect.partition', 'must be an integer in 0..2^31-1');
   }
-  return `${expect.partition}:${integer(expect.offset, TOP, 'expect.offset', 0)}`;
+  const text = `${expect.partition}:${integer(expect.offset, TOP, 'expect.offset', 0)}`;
+  const g = expect.generation ?? 0;
+  return g === 0 ? text : `${text}:${integer(g, TOP, 'expect.generation', 0)}`;
 }
 
 /** A call's KEYS: the fence hash, then each window key, window hash and session hash once, by first use. */

@@ -43,6 +43,11 @@ export interface StateStamp {
   readonly offset: number;
   /** The partition epoch of its writer. */
   readonly epoch: number;
+  /**
+   * The key's generation (field `g`): bumped by every writer outside the owner (`redfence reconcile
+   * --repair`), so a token read before such a write never matches after it. Absent: none (0).
+   */
+  readonly generation?: number;
 }
 
 export interface WindowValue {
@@ -166,25 +171,28 @@ function value(v: unknown): Buffer | null {
 /** Reads the script's reply back into an answer. */
 export function decodeRead(encoded: EncodedRead, reply: unknown): StoreReadAnswer {
   const fields = encoded.kv.length + encoded.pending.length;
-  const want = 3 + fields + 3 * encoded.windows.length + encoded.hashes.length + encoded.sessions.length;
+  const want = 4 + fields + 3 * encoded.windows.length + encoded.hashes.length + encoded.sessions.length;
   if (!Array.isArray(reply) || reply.length !== want)
     throw new RedfenceError(
       'RF_BAD_REPLY',
       `state read: expected ${want} reply entries, got ${Array.isArray(reply) ? reply.length : typeof reply}`,
     );
-  const [p, o, e] = [num(reply[0]), num(reply[1]), num(reply[2])];
-  if ([p, o, e].some((n) => Number.isNaN(n)))
+  const [p, o, e, g] = [num(reply[0]), num(reply[1]), num(reply[2]), num(reply[3])];
+  if ([p, o, e, g].some((n) => Number.isNaN(n)))
     throw new RedfenceError('RF_BAD_REPLY', 'state read: the fence fields are not integers');
-  const stamp = p === undefined || o === undefined ? null : { partition: p, offset: o, epoch: e ?? 0 };
-  const kv = encoded.kv.map((_, i) => value(reply[3 + i]));
+  const stamp =
+    p === undefined || o === undefined
+      ? null
+      : { partition: p, offset: o, epoch: e ?? 0, ...(g === undefined || g === 0 ? {} : { generation: g }) };
+  const kv = encoded.kv.map((_, i) => value(reply[4 + i]));
   const pending = encoded.pending.map((_, i) => {
-    const v = value(reply[3 + encoded.kv.length + i]);
+    const v = value(reply[4 + encoded.kv.length + i]);
     if (v === null) return null;
     if (v[0] === 0x64) return { deadLetter: v.subarray(1).toString('utf8') };
     return { results: decodeResults(v, -1) };
   });
   const windows: WindowValue[] = [];
-  const base = 3 + fields;
+  const base = 4 + fields;
   for (const [i, w] of encoded.windows.entries()) {
     const v = value(reply[base + 3 * i]);
     const final = reply[base + 3 * i + 1] != null;

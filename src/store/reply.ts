@@ -136,9 +136,10 @@ export function decodeKeyCall(encoded: EncodedCall, reply: unknown): KeyRecordRe
 function decodeToken(b: Buffer): StoreToken | null {
   const t = b.toString('latin1');
   if (t === '-') return null;
-  const m = /^(\d+):(\d+)$/.exec(t);
+  const m = /^(\d+):(\d+)(?::(\d+))?$/.exec(t);
   if (m === null) throw badReply('a malformed token');
-  return { partition: Number(m[1]), offset: Number(m[2]) };
+  const token = { partition: Number(m[1]), offset: Number(m[2]) };
+  return m[3] === undefined ? token : { ...token, generation: Number(m[3]) };
 }
 
 /** Reads a keyCallMany reply: one result list per call. */

@@ -3,8 +3,9 @@
  * of one fence key from one partition batch, each with its effects on the key's stores.
  *
  * In this slice: `kv`, `window`, `field`, `final`, `session` and `note` effects, cluster fencing (the
- * writer epoch in the fence hash), `expect` (read-then-write by token). Not yet: the generation in the token
- * (writers outside the owner), float addition, strict fencing by the partition epoch key.
+ * writer epoch in the fence hash), `expect` (read-then-write by token, with the key's generation: field
+ * `g`, bumped by writers outside the owner). Not yet: float addition, strict fencing by the partition
+ * epoch key.
  */
 
 /** What an effect does to a value. Integers are exact up to 2^53 (a larger sum is a REJECT). */
@@ -139,6 +140,11 @@ export interface KeyRecord {
 export interface StoreToken {
   readonly partition: number;
   readonly offset: number;
+  /**
+   * The key's generation (field `g`): bumped by every writer outside the owner (`redfence reconcile
+   * --repair`), so a token read before such a write never matches after it. Absent: none (0).
+   */
+  readonly generation?: number;
 }
 
 /** One script call: every record of one fence key from one partition batch, in offset order. */

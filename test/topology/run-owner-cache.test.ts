@@ -3,7 +3,8 @@
  * wrote is folded from its memory, not read; the write still carries the key's token. Here: folds start
  * from the cache (hits counted); a key another writer changed meanwhile (a record of the key from
  * another partition) is folded from the stale cache first, answered CONFLICT, read and folded again, so
- * the output holds the other writer's value; a failed batch (FENCE by a newer owner) forgets the
+ * the output holds the other writer's value, and so is one whose generation a writer outside the owner
+ * bumped; a failed batch (FENCE by a newer owner) forgets the
  * partition's keys; the cache keeps to maxBytes; bad options are refused before any call.
  * run-equals-model.test.ts runs generated batches with the cache on against the model.
  */
@@ -73,6 +74,19 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       assert.equal(cache.hits, 3);
       assert.equal(fourth.verdicts.CONFLICT, 0, 'the entry was replaced by the re-read');
       assert.deepEqual(totals(fourth.outputs), ['{"amount":1002}']);
+
+      // a writer outside the owner bumps the key's generation: the cached token no longer matches
+      await redis.hset(exec.store.keys.fence(Buffer.from('k')), 'g', '1');
+      const fifth = await exec.runBatch(batch(1, [rec(5, 1, 15)]));
+      assert.deepEqual([cache.hits, fifth.verdicts.CONFLICT], [4, 1]);
+      assert.deepEqual(totals(fifth.outputs), ['{"amount":1003}']);
+      const sixth = await exec.runBatch(batch(1, [rec(6, 1, 16)]));
+      assert.deepEqual(
+        [cache.hits, sixth.verdicts.CONFLICT],
+        [5, 0],
+        'the re-read token carries the generation',
+      );
+      assert.deepEqual(totals(sixth.outputs), ['{"amount":1004}']);
     });
 
     it("a failed batch forgets the partition's keys; the cache keeps to maxBytes", async () => {

@@ -4,13 +4,14 @@
   values are exactly those the stamp's record left. Read-only; every key is in the fence key's slot
   {<app>:<key>}, so it runs on Redis Cluster.
 
-  KEYS[1]    the fence hash rf:{<app>:<key>}: p partition, o offset, e writer epoch, v / v:<store> values
+  KEYS[1]    the fence hash rf:{<app>:<key>}: p partition, o offset, e writer epoch, g generation (bumped
+             by writers outside the owner), v / v:<store> values
   KEYS[2..]  window keys rf:{<app>:<key>}:w:<store>:<start>, then window hashes
              rf:{<app>:<key>}:h:<store> and session hashes rf:{<app>:<key>}:s:<store> (each must start
              with KEYS[1] .. ':w:', ':h:' or ':s:', the window keys first)
   ARGV[1]    protocol version, must be 'r1'
   ARGV[2..]  the fence hash's fields to read: 'v' (store 0), 'v:<store>', or '#<offset>' (a pending entry)
-  Returns    {p, o, e, value per ARGV[2..], then per window key its value, final marker and time field
+  Returns    {p, o, e, g, value per ARGV[2..], then per window key its value, final marker and time field
              (v, f, t), then per
              window or session hash its fields and values (HGETALL)} (absent: nil)
   Errors: 'RF_PROTOCOL ...' or 'RF_ARGS ...' on malformed arguments.
@@ -28,7 +29,7 @@ for i = 2, #KEYS do
     return redis.error_reply('RF_ARGS KEYS[' .. i .. '] is not a window key of KEYS[1]')
   end
 end
-local fields = { 'p', 'o', 'e' }
+local fields = { 'p', 'o', 'e', 'g' }
 for i = 2, #ARGV do
   local f = ARGV[i]
   if not (f == 'v' or string.find(f, '^v:%d+$') or string.find(f, '^#%d+$')) then

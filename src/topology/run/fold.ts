@@ -27,6 +27,7 @@ import type {
   KeyStore,
   StateStamp,
   StoreReadAnswer,
+  StoreToken,
 } from '../../store/index.js';
 import { nodeThrew, STORED } from '../threw.js';
 import { type Arrival, folds } from './arrive.js';
@@ -37,6 +38,12 @@ import type { KeyGroup, PlacedStep } from './steps.js';
 import type { TopologyBatch } from './types.js';
 
 export { type FoldContext, FoldThrew } from './fold-group.js';
+
+/** A read's stamp as the token a call expects (its epoch is not compared; its generation is). */
+function tokenOf(s: StateStamp): StoreToken {
+  const t = { partition: s.partition, offset: s.offset };
+  return s.generation === undefined ? t : { ...t, generation: s.generation };
+}
 
 /** Read + fold + write rounds of a key before RF_CAS_CONFLICT (as the processor's reducer path). */
 export const MAX_FOLD_ROUNDS = 6;
@@ -271,9 +278,7 @@ export async function callGroups(
     epoch: batch.epoch,
     committedOffset: batch.committedOffset,
     key: g.key,
-    ...(expect === undefined
-      ? {}
-      : { expect: expect === null ? null : { partition: expect.partition, offset: expect.offset } }),
+    ...(expect === undefined ? {} : { expect: expect === null ? null : tokenOf(expect) }),
     records: g.records.map((r) => ({
       offset: r.offset,
       emit: 1,

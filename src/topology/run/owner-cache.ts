@@ -122,7 +122,14 @@ export class OwnerCache {
     const old = this.#entries.get(id);
     this.#drop(id);
     if (!applied) return;
-    const stamp = { partition, offset: last.offset, epoch };
+    // the key's generation stays (only a writer outside the owner changes it)
+    const generation = (folded === undefined ? old?.stamp : folded.read.stamp)?.generation;
+    const stamp = {
+      partition,
+      offset: last.offset,
+      epoch,
+      ...(generation === undefined ? {} : { generation }),
+    };
     if (folded === undefined) {
       if (old !== undefined) this.#keep(id, { stamp, kv: old.kv, bytes: old.bytes });
       return;
@@ -166,7 +173,7 @@ export class OwnerCache {
 }
 
 function sameToken(a: StateStamp, b: StateStamp): boolean {
-  return a.partition === b.partition && a.offset === b.offset;
+  return a.partition === b.partition && a.offset === b.offset && a.generation === b.generation;
 }
 
 function entryId(tp: string, g: KeyGroup): string {

@@ -31,7 +31,8 @@
         mode (one digit): '0' no output | '1' the given bytes | '2' the value after this record
               | '3' a null output
       then the records' binary arguments, in record order: s -> the value; c -> the new value, then the
-        expected fence token '<partition>:<offset>' or '-'; mode 1 -> the output bytes (after those)
+        expected fence token '<partition>:<offset>', '<partition>:<offset>:<generation>' (the key has
+        field g, written by a writer outside the owner: reconcile --repair) or '-'; mode 1 -> the output bytes (after those)
   Returns, per key (the one-key scripts: that reply alone; the many-key scripts: one per key, in KEYS
   order): {verdicts, number, previousPartition, payload...}
     verdicts: one letter per record, in order:
@@ -78,7 +79,7 @@ end
 -- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
 -- nil when no record has one). Returns the key's reply.
 local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, epoch, watermark, ttl)
-  local p, o, e, v
+  local p, o, e, v, g -- g: the generation, bumped by writers outside the owner (absent: none)
   local pend = {} -- indexes into flat of the pending entries' fields
   local pendingVal -- field -> entry, built on the first replay only
   local flat = redis.call('HGETALL', key)
@@ -92,6 +93,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       o = tonumber(flat[i + 1])
     elseif f == 'e' then
       e = tonumber(flat[i + 1])
+    elseif f == 'g' then
+      g = flat[i + 1]
     elseif string.byte(f, 1) == 35 then -- '#'
       pend[#pend + 1] = i
     end
@@ -240,6 +243,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
         local token = '-'
         if o ~= nil then
           token = p .. ':' .. string.format('%d', o)
+          if g then
+            token = token .. ':' .. g
+          end
         end
         if token ~= expected then
           conflict = token

@@ -245,6 +245,7 @@ end
 local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
   local p, o, e, oS -- oS: the offset's text when it is a record's (canonical below 2^53)
   local p0, o0, e0 -- the fence fields' stored text (a field whose text does not change is not rewritten)
+  local g -- the generation (field g), bumped by writers outside the owner; absent: none
   local hash = KEYS[k1]
   KV, KVdirty = nil, nil
   nDirty, nHset, nHdel, nPend, nSess = 0, 0, 0, 0, 0
@@ -264,6 +265,8 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
     elseif f == 'e' then
       e0 = flat[i + 1]
       e = tonumber(e0)
+    elseif f == 'g' then
+      g = flat[i + 1]
     elseif b == 118 then -- 'v', 'v:<store>'
       KV = KV or {}
       KV[f] = flat[i + 1]
@@ -277,6 +280,9 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
     local token = '-'
     if o then
       token = p .. ':' .. fmt('%d', o)
+      if g then
+        token = token .. ':' .. g
+      end
     end
     if token ~= expect then
       return { string.rep('C', r2 - r1 + 1), -1, -1, token }
