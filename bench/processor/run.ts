@@ -2,7 +2,8 @@
  * Processor benchmark: one preloaded input topic, then, each with a fresh group, output topic and
  * Redis store: a passthrough consumer (the Kafka I/O ceiling), the naive loop (seed sketch script
  * once per record), redfence at-least-once, redfence
- * exactly-once (operation `add`, emit state).
+ * exactly-once (operation `add`, emit state), and the JS reducer path (exactly-once) with owner-local state
+ * and without.
  *
  *   node --import tsx bench/processor/run.ts
  *
@@ -201,29 +202,47 @@ async function naive(): Promise<Result> {
   return r;
 }
 
-async function redfence(mode: ProcessingMode, commitIntervalMs = opts.commitIntervalMs): Promise<Result> {
-  const tag = `${mode === 'exactly-once' ? 'eos' : 'alo'}${commitIntervalMs > 0 ? `-ci${commitIntervalMs}` : ''}`;
+/** `reducer`: a JS reduce (read, fold, compare-and-set) with owner-local state; `reducer-read`: without it. */
+type Shape = 'operation' | 'reducer' | 'reducer-read';
+
+async function redfence(
+  mode: ProcessingMode,
+  commitIntervalMs = opts.commitIntervalMs,
+  shape: Shape = 'operation',
+): Promise<Result> {
+  const tag = `${mode === 'exactly-once' ? 'eos' : 'alo'}${commitIntervalMs > 0 ? `-ci${commitIntervalMs}` : ''}${shape === 'operation' ? '' : `-${shape}`}`;
   // exactly-once's default commit interval is 100 ms (src/processor/options.ts), at-least-once's 0
-  const label =
+  const base =
     mode === 'exactly-once'
       ? `redfence exactly-once${commitIntervalMs === 100 ? ' (default: commit interval 100 ms)' : `, commit interval ${commitIntervalMs} ms`}`
       : `redfence at-least-once${commitIntervalMs > 0 ? `, commit interval ${commitIntervalMs} ms` : ''}`;
+  const label =
+    shape === 'operation'
+      ? base
+      : `${base}, ${shape === 'reducer' ? 'reducer (owner-local state)' : 'reducer (owner-local state off)'}`;
   const output = `bench-proc-${run}-out-${tag}`;
   const store = `bench-${run}-${tag}`;
   topics.push(output);
   await createTopics(kafka, [output], opts.partitions);
   const metrics = new RedfenceMetrics();
   let processor: Processor<Order> | undefined;
-  const base = await timed(label, output, async () => {
+  const timing = await timed(label, output, async () => {
     const p = new Processor<Order>({
       definition: defineProcessor<Order>({
         input,
         output,
         deadLetter,
         store,
-        operation: (o) => ({ op: 'add', by: o.amount }),
-        emit: 'state',
+        ...(shape === 'operation'
+          ? { operation: (o: Order) => ({ op: 'add' as const, by: o.amount }), emit: 'state' as const }
+          : {
+              reduce: (total: unknown, o: Order) => {
+                const state = ((total as number | null) ?? 0) + o.amount;
+                return { state, output: String(state) };
+              },
+            }),
       }),
+      ...(shape === 'reducer-read' ? { ownerCache: false as const } : {}),
       redis,
       mode,
       groupId: `bench-proc-${run}-${tag}`,
@@ -244,7 +263,7 @@ async function redfence(mode: ProcessingMode, commitIntervalMs = opts.commitInte
   const batches = h.redfence_batch_records?.count ?? 0;
   await dropStore(redis, store);
   return {
-    ...base,
+    ...timing,
     batches,
     avgBatch: batches > 0 ? (h.redfence_batch_records?.sum ?? 0) / batches : 0,
     metrics: h,
@@ -301,6 +320,15 @@ async function main(): Promise<void> {
     // the default, as Kafka Streams' exactly_once_v2 (commit.interval.ms 100)
     ['redfence exactly-once (default: commit interval 100 ms)', () => redfence('exactly-once', 100)],
     ['redfence exactly-once, commit interval 0 ms', () => redfence('exactly-once', 0)],
+    // the JS reducer path, with and without owner-local state (its read skipped for keys it last wrote)
+    [
+      'redfence exactly-once (default: commit interval 100 ms), reducer (owner-local state)',
+      () => redfence('exactly-once', 100, 'reducer'),
+    ],
+    [
+      'redfence exactly-once (default: commit interval 100 ms), reducer (owner-local state off)',
+      () => redfence('exactly-once', 100, 'reducer-read'),
+    ],
   ];
   const results: Result[] = [];
   for (const [label, fn] of configs) {

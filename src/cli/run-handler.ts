@@ -29,6 +29,7 @@ const PROCESSOR_ONLY = [
   'transaction-timeout',
   'user-retries',
   'sweep-every',
+  'owner-cache',
   'wait-replicas',
   'replication-factor',
   'allow-eviction',

@@ -127,6 +127,13 @@ export const RUN_OPTIONS = {
     min: 0,
     max: 100,
   }),
+  'owner-cache': numberOption('<bytes>', {
+    description:
+      "owner-local state: keep up to this many bytes of the owned keys' state (a reducer's, a topology's reduce and aggregate) and fold without reading Redis; 0: off",
+    env: 'REDFENCE_OWNER_CACHE',
+    defaultText: '16777216',
+    min: 0,
+  }),
   'sweep-every': numberOption('<n>', {
     description: 'sweep pending outputs of keys not written again every n committed batches per partition',
     env: 'REDFENCE_SWEEP_EVERY',

@@ -73,6 +73,7 @@ export function topologySettings(
     ...(p.createTopics === undefined ? {} : { createTopics: p.createTopics }),
     ...(p.replicationFactor === undefined ? {} : { replicationFactor: p.replicationFactor }),
     ...(p.tracing === undefined ? {} : { tracing: p.tracing }),
+    ...(p.ownerCache === undefined ? {} : { ownerCache: p.ownerCache }),
   };
 }
 

@@ -54,6 +54,8 @@ export function processorSettings(
   if (o['partitions-in-flight'] !== undefined) s.partitionsInFlight = o['partitions-in-flight'];
   if (o['user-retries'] !== undefined) s.userRetries = o['user-retries'];
   if (o['sweep-every'] !== undefined) s.sweepEvery = o['sweep-every'];
+  if (o['owner-cache'] !== undefined)
+    s.ownerCache = o['owner-cache'] === 0 ? false : { maxBytes: o['owner-cache'] };
   if (o['wait-replicas'] !== undefined)
     s.waitReplicas = { replicas: o['wait-replicas'], timeoutMs: o['wait-timeout'] };
   if (o['create-topics']) s.createTopics = true;

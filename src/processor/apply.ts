@@ -19,6 +19,7 @@ import type { OperationProcessor, ProcessorDefinition } from '../definition/defi
 import { RedfenceError } from '../errors/index.js';
 import { BatchResults, type Fence, type FenceToken, type Operation } from '../fence/index.js';
 import { backoffMs, delay } from '../runtime/backoff.js';
+import type { OwnerState } from './owner-state.js';
 import type { Planned } from './plan.js';
 import { firstThrow, type UserCall, type UserResult } from './user-call.js';
 import { checkOperation, checkReduction } from './user-result.js';
@@ -33,6 +34,8 @@ export interface ApplyContext {
   redisStep<T>(what: string, fn: () => Promise<T>): Promise<T>;
   readonly callUser: UserCall;
   readonly signal: AbortSignal;
+  /** Owner-local state of a reducer's keys (owner-state.ts); absent: every key is read. */
+  readonly owner?: OwnerState;
 }
 
 /** Where the batch is applied: its partition, the owner's epoch and the committed offset (prune watermark). */
@@ -95,7 +98,17 @@ export async function applyAll(
   const results = new BatchResults(planned.length);
   const applied: Applied = { results, outputs: [], deadFromUser: new Map() };
   if (ctx.definition.operation) await applyOperations(ctx, target, planned, groups, applied);
-  else await applyReductions(ctx, target, planned, groups, applied);
+  else {
+    const tp = `${target.topic}/${target.partition}`;
+    try {
+      await applyReductions(ctx, target, planned, groups, applied);
+    } catch (error) {
+      // an unknown outcome (some keys may have applied): what this owner knows of them is gone
+      ctx.owner?.dropPartition(tp);
+      throw error;
+    }
+    if (results.fenced) ctx.owner?.dropPartition(tp);
+  }
   if (results.fenced)
     return { outputs: applied.outputs, deadFromUser: applied.deadFromUser, results: 'FENCED' };
   return applied;
@@ -162,6 +175,9 @@ async function applyReductions(
   const results = applied.results as BatchResults;
   const { outputs, deadFromUser } = applied;
   const { partition } = target;
+  const tp = `${target.topic}/${partition}`;
+  /** Per group: the state's JSON text and the key's token after its records (owner-local state). */
+  const after: [string | null, FenceToken | null][] = [];
   const groupOf = new Map<string, number>();
   for (let g = 0; g < groups.keys.length; g++) groupOf.set(groups.keys[g] as string, g);
   let pending = groups.keys.map((_, g) => g);
@@ -174,14 +190,22 @@ async function applyReductions(
       );
     // another writer is on these keys: let it finish before reading again
     if (round > 0) await delay(backoffMs(round - 1, 5, 200), ctx.signal);
+    const owner = round === 0 ? ctx.owner : undefined;
     const states = await ctx.redisStep('read', () =>
-      Promise.all(pending.map((g) => ctx.fence.read(groups.keys[g] as string))),
+      Promise.all(
+        pending.map((g) => {
+          const key = groups.keys[g] as string;
+          const first = (planned[groups.first[g] as number] as Planned).meta.offset;
+          return owner?.stored(tp, partition, target.epoch, key, first) ?? ctx.fence.read(key);
+        }),
+      ),
     );
     const batch = ctx.fence.batch(target.topic, partition, target.epoch, target.committed);
     for (let j = 0; j < pending.length; j++) {
       const g = pending[j] as number;
       const stored = states[j] ?? null;
-      let current: unknown = stored?.value == null ? null : JSON.parse(stored.value.toString('utf8'));
+      let text: string | null = stored?.value == null ? null : stored.value.toString('utf8');
+      let current: unknown = text === null ? null : JSON.parse(text);
       // a generation (a writer outside the owner, e.g. reconcile --repair) stays in the key's token
       const generation = stored?.generation === undefined ? {} : { generation: stored.generation };
       let token: FenceToken | null =
@@ -220,10 +244,44 @@ async function applyReductions(
         else if (output === null) batch.cas(i, p.meta.offset, token, json, 3);
         else batch.cas(i, p.meta.offset, token, json, 1, output);
         current = checked.state;
+        text = json;
         token = { partition, offset: p.meta.offset, ...generation };
       }
+      after[g] = [text, token];
     }
     const conflicts = await ctx.redisStep('apply', () => ctx.fence.applyKeys(batch, results));
-    pending = conflicts.map((k) => groupOf.get(batch.userKeys[k] as string) as number).sort((a, b) => a - b);
+    const again = conflicts.map((k) => groupOf.get(batch.userKeys[k] as string) as number);
+    if (ctx.owner !== undefined)
+      keepOwned(ctx.owner, tp, target.epoch, groups, pending, again, after, results);
+    pending = again.sort((a, b) => a - b);
+  }
+}
+
+/** Verdict letters a reducer's record may have and leave the key as the fold computed it. */
+const SETTLED = new Set([65, 66, 82, 83, 0]); // APPLY, REBASE, REEMIT, SKIP, not sent (dead-lettered)
+
+/**
+ * After a round: each sent key whose records all settled keeps the state its fold left and its new
+ * token; a key sent again (CONFLICT) or with another verdict is forgotten.
+ */
+function keepOwned(
+  owner: OwnerState,
+  tp: string,
+  epoch: number,
+  groups: Groups,
+  sent: readonly number[],
+  again: readonly number[],
+  after: readonly [string | null, FenceToken | null][],
+  results: BatchResults,
+): void {
+  const conflicted = new Set(again);
+  for (const g of sent) {
+    const key = groups.keys[g] as string;
+    const [json, token] = after[g] ?? [null, null];
+    let settled = !conflicted.has(g) && token !== null;
+    for (let i = groups.first[g] as number; settled && i >= 0; i = groups.next[i] as number)
+      settled = SETTLED.has(results.verdicts[i] as number);
+    if (settled && token !== null) owner.keep(tp, epoch, key, json, token);
+    else owner.forget(tp, key);
   }
 }

@@ -74,6 +74,14 @@ export interface ProcessorOptions<T = unknown, S = unknown> extends Omit<Runtime
   /** Refuse to start unless Redis' maxmemory-policy is noeviction. Default true. */
   requireNoEviction?: boolean;
   /**
+   * Owner-local state of a reducer (docs/operations.md, "Owner-local state"): while this process owns a
+   * partition it keeps each key's state and token after its last call, up to `maxBytes`, and folds the
+   * key's next records without reading Redis; the compare-and-set still carries the token, so a key
+   * changed elsewhere is read again. Default `{ maxBytes: 16 MiB }`; `false` turns it off. Operation
+   * processors never read, so it does not apply to them.
+   */
+  ownerCache?: OwnerCacheOptions | false;
+  /**
    * After each cycle's Redis writes and each epoch INCR, WAIT for this many replicas before committing.
    * On Redis Cluster the WAIT runs on every master.
    */
@@ -140,6 +148,7 @@ export interface ResolvedOptions extends Pick<ResolvedRuntimeOptions, Shared> {
   readonly fencing: FencingMode;
   readonly userRetries: number;
   readonly requireNoEviction: boolean;
+  readonly ownerCache: OwnerCacheOptions | undefined;
   readonly waitReplicas: WaitReplicasOptions | undefined;
   readonly sweepEvery: number;
   readonly sweepIntervalMs: number;
@@ -173,6 +182,7 @@ const OWN: Record<Exclude<keyof ProcessorOptions, Shared>, true> = {
   fencing: true,
   userRetries: true,
   requireNoEviction: true,
+  ownerCache: true,
   waitReplicas: true,
   sweepEvery: true,
   sweepIntervalMs: true,
@@ -190,6 +200,24 @@ const WATCHDOG_NAMES: Record<keyof WatchdogOptions, true> = {
   maxRecoveries: true,
 };
 const WAIT_NAMES: Record<keyof WaitReplicasOptions, true> = { replicas: true, timeoutMs: true };
+/** Owner-local state's bound (a processor's reducer, a topology's reduce and aggregate). */
+export interface OwnerCacheOptions {
+  /** The keys' and values' lengths plus a fixed amount per entry, at most. */
+  maxBytes: number;
+}
+
+/** The owner cache's default bound: about 16 MiB of keys and state. */
+export const OWNER_CACHE_BYTES = 16 * 1024 * 1024;
+
+/** The `ownerCache` option, checked: undefined when `false` (off); the default bound when absent. */
+export function ownerCacheOption(v: unknown): OwnerCacheOptions | undefined {
+  if (v === false) return undefined;
+  if (v === undefined) return { maxBytes: OWNER_CACHE_BYTES };
+  if (!isObject(v) || v.maxBytes === undefined || Object.keys(v).some((k) => k !== 'maxBytes'))
+    throw invalid('option "ownerCache" must be { maxBytes: n } or false');
+  return { maxBytes: integer('ownerCache.maxBytes', v.maxBytes, 1, Number.MAX_SAFE_INTEGER, 1) };
+}
+
 /** The `watchdog` option of a processor or topology processor, checked (RF_INVALID_OPTIONS naming it). */
 export function watchdogOptions(v: unknown): Required<WatchdogOptions> | undefined {
   if (v === false) return undefined;
@@ -263,6 +291,7 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     fencing,
     userRetries: integer('userRetries', o.userRetries, 0, 1000, 3),
     requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
+    ownerCache: ownerCacheOption(o.ownerCache),
     waitReplicas: waitOptions(o.waitReplicas),
     sweepEvery: integer('sweepEvery', o.sweepEvery, 1, Number.MAX_SAFE_INTEGER, 20),
     sweepIntervalMs: integer('sweepIntervalMs', o.sweepIntervalMs, 1, MAX_TIMER_MS, 5000),

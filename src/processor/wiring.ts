@@ -15,6 +15,7 @@ import type { CommitPipeline } from './commit-pipeline.js';
 import type { Counts } from './counts.js';
 import type { InputPartitions } from './input-partitions.js';
 import type { ResolvedOptions } from './options.js';
+import { OwnerState } from './owner-state.js';
 import type { OwnedPartition, PartitionTable } from './partition-table.js';
 import { jsonDecode } from './plan.js';
 import type { RebalanceContext } from './rebalance.js';
@@ -156,6 +157,10 @@ export function batchContextOf(s: Stages, accepting: () => boolean): BatchContex
       redisStep: s.redisStep,
       callUser: s.callUser,
       signal: s.signal,
+      // a reducer's keys: owner-local state (operations never read)
+      ...(o.ownerCache === undefined || o.definition.operation !== undefined
+        ? {}
+        : { owner: new OwnerState(o.ownerCache.maxBytes) }),
     },
     emit: {
       outputTopic: o.definition.output,

@@ -28,6 +28,8 @@ export interface ChildOptions {
   /** Default 6000 (the broker's minimum). */
   sessionTimeoutMs?: number;
   shutdownTimeoutMs?: number;
+  /** --owner-cache: bytes of owner-local state; 0: off (every key read, as a test gating HGETALL needs). */
+  ownerCacheBytes?: number;
   redisUrl?: string;
   /** Default 'info'. */
   log?: 'debug' | 'info' | 'warn' | 'error';
@@ -128,6 +130,7 @@ export async function startProcessorChild(options: ChildOptions): Promise<Proces
     ...(options.shutdownTimeoutMs === undefined
       ? []
       : ['--shutdown-timeout', String(options.shutdownTimeoutMs)]),
+    ...(options.ownerCacheBytes === undefined ? [] : ['--owner-cache', String(options.ownerCacheBytes)]),
   ];
   return new ProcessorChild(options.instance, metricsPort, args, {
     ...process.env,

@@ -345,6 +345,8 @@ describe('faults', { timeout: 240_000 }, () => {
           mode,
           instance: 'A',
           redisUrl: `redis://127.0.0.1:${await gate.listen()}`,
+          // every batch reads its keys (owner-local state would skip the read the gate holds)
+          ownerCacheBytes: 0,
         });
         assert.deepEqual((await a.log.waitAssigned()).sort(), [0, 1, 2, 3], 'A owns every partition');
         feeder.start(100, 20); // keeps A busy
@@ -570,6 +572,8 @@ describe('faults', { timeout: 240_000 }, () => {
         instance: 'A',
         shutdownTimeoutMs: deadline,
         redisUrl: `redis://127.0.0.1:${await gate.listen()}`,
+        // every batch reads its keys (owner-local state would skip the read the gate holds)
+        ownerCacheBytes: 0,
       });
       assert.deepEqual((await a.log.waitAssigned()).sort(), [0, 1, 2, 3]);
       feeder.start(100, 20);

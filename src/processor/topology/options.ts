@@ -15,6 +15,8 @@ import type { BuiltTopology } from '../../topology/types.js';
 import type { CrashHook } from '../crash-points.js';
 import {
   defaultCommitIntervalMs,
+  type OwnerCacheOptions,
+  ownerCacheOption,
   PROCESSING_MODES,
   type ProcessingMode,
   type WatchdogOptions,
@@ -60,7 +62,7 @@ export interface TopologyProcessorOptions
    * them without reading Redis; each write still carries the key's token, so a key changed elsewhere
    * is read again. Default `{ maxBytes: 16 MiB }`; `false` turns it off.
    */
-  ownerCache?: { maxBytes: number } | false;
+  ownerCache?: OwnerCacheOptions | false;
   /** Refuse to start unless Redis' maxmemory-policy is noeviction. Default true. */
   requireNoEviction?: boolean;
   /** Group commit, as the processor's (src/processor/options.ts). Default 2000. */
@@ -206,15 +208,4 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
     watchdog: watchdogOptions(o.watchdog),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
-}
-
-/** The owner cache's default bound: about 16 MiB of keys and aggregates. */
-export const OWNER_CACHE_BYTES = 16 * 1024 * 1024;
-
-function ownerCacheOption(v: unknown): { maxBytes: number } | undefined {
-  if (v === false) return undefined;
-  if (v === undefined) return { maxBytes: OWNER_CACHE_BYTES };
-  if (!isObject(v) || v.maxBytes === undefined || Object.keys(v).some((k) => k !== 'maxBytes'))
-    throw invalid('option "ownerCache" must be { maxBytes: n } or false');
-  return { maxBytes: integer('ownerCache.maxBytes', v.maxBytes, 1, Number.MAX_SAFE_INTEGER, 1) };
 }

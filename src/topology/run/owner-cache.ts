@@ -19,6 +19,8 @@
  * const cache = new OwnerCache(16 * 1024 * 1024);
  * const answer = cache.answer('orders/0', group, request); // undefined: read Redis
  */
+
+import { LruBytes } from '../../runtime/lru-bytes.js';
 import type { KeyRecordResult, StateStamp, StoreReadAnswer, StoreReadRequest } from '../../store/index.js';
 import type { KeyGroup } from './steps.js';
 
@@ -45,12 +47,13 @@ const NOTHING: readonly never[] = Object.freeze([]);
 
 export class OwnerCache {
   /** By `<topic>/<partition>` then NUL then the fence key's hex; Map order is recency. */
-  readonly #entries = new Map<string, Entry>();
-  #bytes = 0;
+  readonly #entries: LruBytes<Entry>;
   hits = 0;
   misses = 0;
 
-  constructor(readonly maxBytes: number) {}
+  constructor(readonly maxBytes: number) {
+    this.#entries = new LruBytes(maxBytes);
+  }
 
   /** Keys held. */
   get size(): number {
@@ -59,7 +62,7 @@ export class OwnerCache {
 
   /** Bytes counted for the keys held (an estimate of the memory they take), at most maxBytes. */
   get bytes(): number {
-    return this.#bytes;
+    return this.#entries.bytes;
   }
 
   /**
@@ -69,7 +72,7 @@ export class OwnerCache {
    */
   answer(tp: string, g: KeyGroup, partition: number, request: StoreReadRequest): StoreReadAnswer | undefined {
     const id = entryId(tp, g);
-    const e = this.#entries.get(id);
+    const e = this.#entries.peek(id);
     const known =
       e !== undefined &&
       e.stamp.partition === partition &&
@@ -83,8 +86,7 @@ export class OwnerCache {
       return undefined;
     }
     this.hits++;
-    this.#entries.delete(id); // most recently used last
-    this.#entries.set(id, e);
+    this.#entries.get(id); // the most recently used
     return {
       stamp: e.stamp,
       kv: (request.kv ?? NOTHING).map((s) => e.kv.get(s) ?? null),
@@ -119,8 +121,8 @@ export class OwnerCache {
       last !== undefined &&
       results.length === g.records.length &&
       results.every((r) => r.verdict === 'APPLY' || r.verdict === 'REBASE');
-    const old = this.#entries.get(id);
-    this.#drop(id);
+    const old = this.#entries.peek(id);
+    this.#entries.delete(id);
     if (!applied) return;
     // the key's generation stays (only a writer outside the owner changes it)
     const generation = (folded === undefined ? old?.stamp : folded.read.stamp)?.generation;
@@ -131,7 +133,7 @@ export class OwnerCache {
       ...(generation === undefined ? {} : { generation }),
     };
     if (folded === undefined) {
-      if (old !== undefined) this.#keep(id, { stamp, kv: old.kv, bytes: old.bytes });
+      if (old !== undefined) this.#entries.set(id, { stamp, kv: old.kv, bytes: old.bytes }, old.bytes);
       return;
     }
     const { read, request, written } = folded;
@@ -144,31 +146,13 @@ export class OwnerCache {
       kv.set(s, read.kv[i] ?? null);
     });
     for (const [s, v] of written) kv.set(s, v);
-    this.#keep(id, { stamp, kv, bytes: sizeOf(id, kv) });
+    const bytes = sizeOf(id, kv);
+    this.#entries.set(id, { stamp, kv, bytes }, bytes);
   }
 
   /** Drops a topic-partition's entries (its batch failed, or it was assigned or revoked). */
   dropPartition(tp: string): void {
-    const prefix = `${tp}\0`;
-    for (const id of this.#entries.keys()) if (id.startsWith(prefix)) this.#drop(id);
-  }
-
-  #keep(id: string, e: Entry): void {
-    if (e.bytes > this.maxBytes) return;
-    this.#entries.set(id, e);
-    this.#bytes += e.bytes;
-    // least recently used first
-    for (const oldest of this.#entries.keys()) {
-      if (this.#bytes <= this.maxBytes) break;
-      this.#drop(oldest);
-    }
-  }
-
-  #drop(id: string): void {
-    const e = this.#entries.get(id);
-    if (e === undefined) return;
-    this.#entries.delete(id);
-    this.#bytes -= e.bytes;
+    this.#entries.dropPrefix(`${tp}\0`);
   }
 }
 
