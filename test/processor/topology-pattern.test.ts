@@ -1,0 +1,206 @@
+/**
+ * A topology source reading a pattern, on the real broker and Redis (exactly-once): the pattern is
+ * resolved at start to the topics it matches as a whole (`<ns>-orders-eu2`, with records, is not one of
+ * them: the model's rule), their records go through a stateless part (their amounts) and a
+ * `repartition()` into a count per customer. A topic made while the processor runs is not read (its
+ * group never commits it) until the next start, which also leaves out the repartition topic the first
+ * start made (the pattern matches its name). Each key lives in one input topic (its records have one
+ * order in the model and the runtime). What the output topics hold (read_committed) must equal the
+ * reference model's outputs per topic and key, every input and repartition record committed once.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { TopologyProcessor } from '../../src/processor/topology/processor.js';
+import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
+import { type ModelInput, runModel } from '../../src/topology/model.js';
+import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
+import {
+  committedOffsets,
+  createTopics,
+  pollUntil,
+  produce,
+  readToEnd,
+  waitCommitted,
+} from '../helpers/kafka.js';
+import { generateInput, START_MS } from '../topology/scenarios.js';
+import { perKey } from './topology-helpers.js';
+
+const s = serdes.string();
+const MIN = 60_000;
+const PARTITIONS = 3;
+
+/** Orders of every region topic: their amounts, and a count per customer across regions. */
+function regions(ns: string): BuiltTopology {
+  const escaped = ns.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const t = topology({ applicationId: ns });
+  const orders = t.stream<string, { amount: number }>(new RegExp(`${escaped}-orders-[a-z-]+`), {
+    key: s,
+    name: 'orders',
+  });
+  orders.mapValues((o) => o?.amount ?? null).to(`${ns}-amounts`, { key: s });
+  orders
+    .repartition({ name: 'orders-all', key: s })
+    .groupByKey()
+    .count({ name: 'per-customer' })
+    .toStream()
+    .to(`${ns}-counts`, { key: s });
+  return t.build();
+}
+
+const write = (topic: string, records: readonly ModelInput[]) =>
+  produce(
+    topic,
+    records
+      .filter((r) => r.topic === topic)
+      .map((r) => ({
+        key: r.key?.toString() ?? null,
+        value: r.value,
+        partition: r.partition,
+        timestamp: String(r.timestamp),
+      })),
+  );
+
+/** Every topic committed past its end, the repartition topic past its last records (markers follow them). */
+async function allCommitted(groupId: string, inputs: readonly string[], repartition: string): Promise<void> {
+  for (const topic of inputs) await waitCommitted(groupId, topic, 120_000);
+  const last = new Map<number, number>();
+  for (const r of await readToEnd(repartition))
+    last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
+  await pollUntil(
+    'the repartition topic committed past its last records',
+    async () => {
+      const at = await committedOffsets(groupId, repartition).catch(() => new Map<number, number>());
+      return [...last].every(([partition, offset]) => (at.get(partition) ?? -1) >= offset + 1);
+    },
+    120_000,
+  );
+}
+
+describe('topology processor: a source reading a pattern', { timeout: 300_000 }, () => {
+  let redis: Redis;
+  before(() => {
+    redis = standalone();
+  });
+  after(() => redis.disconnect());
+
+  it('reads the topics it matched at start, a newer one after a restart; outputs equal the model per key', async () => {
+    const ns = uniqueName('tppat');
+    const [eu, us, ca] = [`${ns}-orders-eu`, `${ns}-orders-us`, `${ns}-orders-ca`];
+    const partial = `${ns}-orders-eu2`; // the pattern matches a part of its name only
+    const outputs = [`${ns}-amounts`, `${ns}-counts`];
+    const repartition = `${ns}-orders-all-repartition`;
+    const keep = { 'retention.ms': '-1' };
+    const cleanup = await createTopics([
+      ...[eu, us, partial, ...outputs].map((topic) => ({ topic, partitions: PARTITIONS, config: keep })),
+      { topic: `${ns}.DLT`, partitions: 1, config: keep },
+    ]);
+    let dropCa: () => Promise<void> = async () => undefined;
+    try {
+      const built = regions(ns);
+      const generated = generateInput(77, {
+        keys: 9,
+        records: 360,
+        partitions: PARTITIONS,
+        startMs: START_MS,
+        spanMs: 30 * MIN,
+        outOfOrderFraction: 0.2,
+        lateFraction: 0,
+        nullKeyFraction: 0,
+        disorderMs: 60_000,
+        lateByMs: 0,
+      });
+      // key k<i> lives in topic i % 3 (eu, us, ca), in the partition the generator gave it
+      const topics = [eu, us, ca];
+      const next = new Map<string, number>();
+      const records: ModelInput[] = generated.map((r) => {
+        const topic = topics[Number((r.key as string).slice(1)) % topics.length] as string;
+        const at = `${topic}/${r.partition}`;
+        const offset = next.get(at) ?? 0;
+        next.set(at, offset + 1);
+        return {
+          topic,
+          partition: r.partition,
+          offset,
+          key: Buffer.from(r.key as string),
+          value: Buffer.from(JSON.stringify({ amount: r.amount })),
+          timestamp: r.timestamp,
+        };
+      });
+      for (const topic of topics)
+        assert.ok(records.filter((r) => r.topic === topic).length > 50, `${topic} gets records`);
+      // the model reads all three (ca's records after the others': each key is in one topic)
+      const ordered = [...records.filter((r) => r.topic !== ca), ...records.filter((r) => r.topic === ca)];
+      const model = runModel(built, ordered, {
+        partitions: Object.fromEntries(topics.map((t) => [t, PARTITIONS])),
+      });
+      assert.ok(model.outputs.filter((o) => o.topic === `${ns}-counts`).length > 100, 'counts are emitted');
+      await write(eu, records);
+      await write(us, records);
+      await produce(partial, [{ key: 'k0', value: '{"amount":1}', partition: 0 }]);
+
+      const resolved: unknown[] = [];
+      const start = () =>
+        new TopologyProcessor({
+          topology: built,
+          redis,
+          mode: 'exactly-once',
+          createTopics: true,
+          repartitionPurgeIntervalMs: 60 * MIN,
+          kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 40 },
+          logger: {
+            debug: () => undefined,
+            info: (fields, msg) => {
+              if (msg?.startsWith('topology source pattern resolved')) resolved.push(fields);
+            },
+            warn: () => undefined,
+            error: () => undefined,
+          },
+        });
+      const first = start();
+      await first.start();
+      try {
+        assert.equal(first.deadLetterTopic, `${ns}.DLT`, "a pattern's dead letters: <applicationId>.DLT");
+        await allCommitted(first.groupId, [eu, us], repartition);
+        // made while it runs: not read by it (its group never commits it), as the first start resolved
+        dropCa = await createTopics([{ topic: ca, partitions: PARTITIONS, config: keep }]);
+        await write(ca, records);
+      } finally {
+        await first.close();
+      }
+      assert.equal((await committedOffsets(first.groupId, ca)).size, 0, 'the running processor never read ca');
+      assert.equal((await committedOffsets(first.groupId, partial)).size, 0, 'nor the partial match');
+
+      const second = start();
+      await second.start();
+      try {
+        await allCommitted(second.groupId, topics, repartition);
+      } finally {
+        await second.close();
+      }
+      assert.deepEqual(resolved, [
+        { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [eu, us] },
+        // the repartition topic (made by the first start) matches too, and is left out
+        { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [ca, eu, us] },
+      ]);
+      assert.equal(
+        first.counts().records + second.counts().records,
+        2 * records.length,
+        'every input and repartition record committed once',
+      );
+      const got: { topic: string; key: string | null; value: string | null; ts: string }[] = [];
+      for (const topic of outputs)
+        for (const r of await readToEnd(topic)) got.push({ topic, key: r.key, value: r.value, ts: r.timestamp });
+      const want = model.outputs.map((o) => ({
+        topic: o.topic,
+        key: o.key?.toString() ?? null,
+        value: o.value?.toString() ?? null,
+        ts: String(o.timestamp),
+      }));
+      assert.deepEqual(perKey(got), perKey(want), 'output records per topic and key');
+    } finally {
+      await dropCa();
+      await cleanup();
+    }
+  });
+});
