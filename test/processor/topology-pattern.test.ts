@@ -11,9 +11,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
+import { RedfenceError } from '../../src/errors/index.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
+import { MemoryKafka } from '../../src/testing/index.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
 import { type ModelInput, runModel } from '../../src/topology/model.js';
+import { TopologyState } from '../../src/topology/state/state.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import {
   committedOffsets,
@@ -30,9 +33,12 @@ const s = serdes.string();
 const MIN = 60_000;
 const PARTITIONS = 3;
 
+/** `ns` as a pattern matching it literally. */
+const literal = (ns: string) => ns.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 /** Orders of every region topic: their amounts, and a count per customer across regions. */
 function regions(ns: string): BuiltTopology {
-  const escaped = ns.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const escaped = literal(ns);
   const t = topology({ applicationId: ns });
   const orders = t.stream<string, { amount: number }>(new RegExp(`${escaped}-orders-[a-z-]+`), {
     key: s,
@@ -168,7 +174,11 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
       } finally {
         await first.close();
       }
-      assert.equal((await committedOffsets(first.groupId, ca)).size, 0, 'the running processor never read ca');
+      assert.equal(
+        (await committedOffsets(first.groupId, ca)).size,
+        0,
+        'the running processor never read ca',
+      );
       assert.equal((await committedOffsets(first.groupId, partial)).size, 0, 'nor the partial match');
 
       const second = start();
@@ -190,7 +200,8 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
       );
       const got: { topic: string; key: string | null; value: string | null; ts: string }[] = [];
       for (const topic of outputs)
-        for (const r of await readToEnd(topic)) got.push({ topic, key: r.key, value: r.value, ts: r.timestamp });
+        for (const r of await readToEnd(topic))
+          got.push({ topic, key: r.key, value: r.value, ts: r.timestamp });
       const want = model.outputs.map((o) => ({
         topic: o.topic,
         key: o.key?.toString() ?? null,
@@ -198,9 +209,74 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
         ts: String(o.timestamp),
       }));
       assert.deepEqual(perKey(got), perKey(want), 'output records per topic and key');
+      // queryable state over a pattern's topology: each key's count is its last output
+      const state = new TopologyState(built, { redis });
+      assert.deepEqual(
+        state.stores.map((x) => [x.name, x.topic, x.space]),
+        [['per-customer', repartition, null]],
+      );
+      const last = new Map(
+        want.filter((w) => w.topic === `${ns}-counts`).map((w) => [w.key, Number(w.value)]),
+      );
+      assert.equal(last.size, 9, 'every key counted');
+      for (const [key, n] of last)
+        assert.equal(
+          (await state.keyValueStore<string, number>('per-customer').get(key as string)).value,
+          n,
+          key ?? '',
+        );
     } finally {
       await dropCa();
       await cleanup();
     }
+  });
+
+  it('no topic matched, or several into a count: start() refuses naming the node, before anything is consumed', async () => {
+    const ns = uniqueName('tppatno');
+    // only the application's own topics match the pattern
+    const kafka = new MemoryKafka({
+      topics: {
+        [`${ns}-amounts`]: 1,
+        [`${ns}-counts`]: 1,
+        [`${ns}-orders-all-repartition`]: 1,
+        [`${ns}-orders-x.DLT`]: 1,
+      },
+    });
+    const port = kafka.port({ groupId: ns });
+    const p = new TopologyProcessor({ topology: regions(ns), redis, kafka: port });
+    await assert.rejects(
+      p.start(),
+      (err: unknown) =>
+        RedfenceError.is(err, 'RF_TOPIC_PATTERN_UNMATCHED') &&
+        (err.details as { node: string }).node === 'orders' &&
+        err.message.includes(`its pattern /${ns}-orders-[a-z-]+/ matches no topic`) &&
+        err.message.includes('create a topic it matches'),
+    );
+    await p.close();
+    assert.deepEqual([port.calls.listTopics, port.calls.start], [1, 0], 'listed, never joined the group');
+
+    const app = `${ns}-agg`;
+    const t = topology({ applicationId: app });
+    t.stream<string, number>(new RegExp(`${literal(ns)}-sales-.*`), { key: s, name: 'sales' })
+      .groupByKey()
+      .count({ name: 'n' })
+      .toStream()
+      .to(`${ns}-sold`);
+    const built = t.build();
+    const agg = built.nodes.find((n) => n.kind === 'aggregate')?.name as string;
+    kafka.createTopic(`${ns}-sales-us`, 1);
+    kafka.createTopic(`${ns}-sales-eu`, 1);
+    const port2 = kafka.port({ groupId: app });
+    const q = new TopologyProcessor({ topology: built, redis, kafka: port2 }); // one stand-in topic: it plans
+    await assert.rejects(
+      q.start(),
+      (err: unknown) =>
+        RedfenceError.is(err, 'RF_TOPOLOGY_UNSUPPORTED') &&
+        (err.details as { node: string }).node === agg &&
+        err.message.includes(`the pattern /${ns}-sales-.*/ of sales matched 2 topics`) &&
+        err.message.includes('put repartition() between'),
+    );
+    await q.close();
+    assert.equal(port2.calls.start, 0, 'never joined the group');
   });
 });

@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
 import { defaultDeadLetterTopic, resolveSources } from '../../src/processor/topology/sources.js';
 import { MemoryKafka } from '../../src/testing/index.js';
@@ -14,6 +15,7 @@ import { type BuiltTopology, serdes, topology } from '../../src/topology/index.j
 import { runModel } from '../../src/topology/model.js';
 import { hasPatterns, patternStandIns, readsTopic, resolvePatterns } from '../../src/topology/patterns.js';
 import { planTopology } from '../../src/topology/run/plan.js';
+import { TopologyState } from '../../src/topology/state/state.js';
 
 const s = serdes.string();
 
@@ -181,6 +183,44 @@ describe('topology runtime: a source reading a pattern', () => {
       (err: unknown) =>
         RedfenceError.is(err, 'RF_TOPOLOGY_INVALID') &&
         err.message.includes('matches topic orders-eu, which source eu reads too'),
+    );
+  });
+
+  it("queryable state: a pattern stands for its topics unless a store's fence space is its topic; `topics` resolves it", (ctx) => {
+    const t = topology({ applicationId: 'st' });
+    t.stream<string, number>('payments', { key: s })
+      .groupByKey()
+      .count({ name: 'paid' })
+      .toStream()
+      .to('paid');
+    t.stream<string, number>(/sales-.*/, { key: s, name: 'sales' })
+      .groupByKey()
+      .count({ name: 'sold' })
+      .toStream()
+      .to('sold');
+    const built = t.build();
+    const redis = new Redis({ lazyConnect: true }); // never connected: nothing is read here
+    ctx.after(() => redis.disconnect());
+    assert.throws(
+      () => new TopologyState(built, { redis }),
+      (err: unknown) =>
+        RedfenceError.is(err, 'RF_INVALID_OPTIONS') &&
+        err.message.includes(
+          'store sold keeps its keys in the fence space of the topic its pattern /sales-.*/ matched',
+        ),
+    );
+    const state = new TopologyState(built, { redis, topics: ['payments', 'sales-eu', 'paid', 'sold'] });
+    assert.deepEqual(
+      state.stores.map((x) => [x.name, x.topic, x.space]),
+      [
+        ['paid', 'payments', null],
+        ['sold', 'sales-eu', 'sales-eu'],
+      ],
+    );
+    // after a repartition the store's space and topic do not depend on what the pattern matched
+    assert.deepEqual(
+      new TopologyState(regions(), { redis }).stores.map((x) => [x.name, x.topic, x.space]),
+      [['per-customer', 'orders-orders-all-repartition', null]],
     );
   });
 });
