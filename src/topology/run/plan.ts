@@ -152,8 +152,8 @@ function subPlansOf(built: BuiltTopology, byName: ReadonlyMap<string, TopologyNo
       if (s.topics === null)
         throw unsupported(
           s.name,
-          `its pattern ${patternText(s.pattern as RegExp)} is not resolved: the Redis runtime runs a pattern as the topics it matched at start ` +
-            '(TopologyProcessor resolves it; for a plan of your own, resolvePatterns(built, await port.listTopics()))',
+          `its pattern ${patternText(s.pattern as RegExp)} is not resolved: the Redis runtime runs a pattern as the topics it matches at start ` +
+            '(TopologyProcessor lists them; patterns.ts resolvePatterns)',
         );
       for (const t of s.topics) if (!topics.includes(t)) topics.push(t);
     }
