@@ -9,7 +9,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
-import { defaultDeadLetterTopic, resolveSources } from '../../src/processor/topology/sources.js';
+import {
+  defaultDeadLetterTopic,
+  ExecutorAtStart,
+  LOOK_EVERY_MS,
+  resolveSources,
+} from '../../src/processor/topology/sources.js';
 import { MemoryKafka } from '../../src/testing/index.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
@@ -222,5 +227,33 @@ describe('topology runtime: a source reading a pattern', () => {
       new TopologyState(regions(), { redis }).stores.map((x) => [x.name, x.topic, x.space]),
       [['per-customer', 'orders-orders-all-repartition', null]],
     );
+  });
+
+  it('a topic made after the start: a warning naming it once (read from the next start), one listing a minute', async (ctx) => {
+    const kafka = new MemoryKafka({ topics: { 'orders-eu': 1, 'orders-us': 1 } });
+    const port = kafka.port({ groupId: 'g' });
+    ctx.after(() => port.stop());
+    const warned: object[] = [];
+    const log = { ...silent, warn: (fields: object) => warned.push(fields) };
+    const redis = new Redis({ lazyConnect: true }); // never connected: no batch runs here
+    ctx.after(() => redis.disconnect());
+    const run = new ExecutorAtStart(regions(), { redis });
+    assert.throws(
+      () => run.executor,
+      (err: unknown) => RedfenceError.is(err, 'RF_INVALID_STATE'),
+    );
+    await run.newer(port, log, 0);
+    assert.equal(port.calls.listTopics, 0, 'nothing to compare before the start');
+    assert.deepEqual((await run.start(port, 'orders.DLT', log)).plan.inputs, ['orders-eu', 'orders-us']);
+    await run.newer(port, log, 0);
+    assert.deepEqual(warned, [], 'nothing new');
+    kafka.createTopic('orders-ca', 1);
+    kafka.createTopic('orders.DLT', 1); // the application's own: never a match
+    await run.newer(port, log, LOOK_EVERY_MS - 1);
+    assert.deepEqual([warned, port.calls.listTopics], [[], 2], 'at most one listing a minute');
+    await run.newer(port, log, LOOK_EVERY_MS);
+    await run.newer(port, log, 2 * LOOK_EVERY_MS);
+    assert.deepEqual(warned, [{ node: 'orders', pattern: '/orders-\\D+/', topics: ['orders-ca'] }], 'once');
+    assert.deepEqual(run.executor.plan.inputs, ['orders-eu', 'orders-us'], 'still read as at start');
   });
 });

@@ -107,11 +107,7 @@ export class TopologyProcessor {
     this.instanceId = o.instanceId ?? randomBytes(4).toString('hex');
     this.#log = o.logger;
     const app = o.topology.applicationId;
-    this.#run = new ExecutorAtStart(o.topology, {
-      redis: o.redis,
-      ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
-      ...(o.retentionMs === undefined ? {} : { retentionMs: o.retentionMs }),
-    });
+    this.#run = new ExecutorAtStart(o.topology, o);
     this.#nodes = new NodeMetrics(o.metrics, this.#run.checked);
     this.#deadLetterTopic = o.deadLetterTopic ?? defaultDeadLetterTopic(this.#run.checked);
     // the partition epochs of the topology's input, keyed by its applicationId (the key calls' app)
@@ -160,6 +156,7 @@ export class TopologyProcessor {
       batchInFlight: () => this.#liveness.batchInFlight,
       redisOutage: () => this.#guard.outage,
       giveUp: () => this.#liveness.giveUp(),
+      look: () => this.#run.newer(kafka, log),
       log,
     });
     const redisStep = redisStepOf(this.#guard, o.redis);

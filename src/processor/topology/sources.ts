@@ -13,6 +13,7 @@ import { invalid } from '../../options/checks.js';
 import type { Logger } from '../../runtime/logger.js';
 import {
   hasPatterns,
+  type PatternMatch,
   patternStandIns,
   type ResolvedTopology,
   resolvePatterns,
@@ -20,6 +21,7 @@ import {
 import { TopologyExecutor, type TopologyExecutorOptions } from '../../topology/run/executor.js';
 import { planTopology, type RunPlan } from '../../topology/run/plan.js';
 import type { BuiltTopology } from '../../topology/types.js';
+import type { ResolvedTopologyOptions } from './options.js';
 
 /**
  * The dead-letter topic when none is given, from the plan checked at construction.
@@ -66,7 +68,7 @@ export async function resolveSources(
  * one reading a pattern (after the resolution). `checked` is the plan checked at construction.
  *
  * @example
- * const run = new ExecutorAtStart(built, { redis });
+ * const run = new ExecutorAtStart(built, { redis }); // and the processor's tenant and retentionMs
  * await run.start(port, 'fraud.DLT', log); // resolves the patterns, if any
  * run.executor.plan.inputs; // ['orders-eu', 'orders-us']
  */
@@ -75,11 +77,26 @@ export class ExecutorAtStart {
   readonly #built: BuiltTopology;
   readonly #options: TopologyExecutorOptions;
   #executor: TopologyExecutor | undefined;
+  /** What each pattern matched at start, the dead-letter topic left out then, and the topics warned of since. */
+  #matches: readonly PatternMatch[] = [];
+  #deadLetterTopic = '';
+  readonly #warned = new Set<string>();
+  #lastLook = Number.NEGATIVE_INFINITY;
 
-  constructor(built: BuiltTopology, options: TopologyExecutorOptions) {
+  /** `o`: the processor's options the executor takes. */
+  constructor(
+    built: BuiltTopology,
+    o: Pick<ResolvedTopologyOptions, 'redis'> &
+      Partial<Pick<ResolvedTopologyOptions, 'tenant' | 'retentionMs'>>,
+  ) {
     // RF_TOPOLOGY_UNSUPPORTED now, but for what the patterns' topics decide (checked again at start)
     this.checked = planTopology(patternStandIns(built));
     this.#built = built;
+    const options: TopologyExecutorOptions = {
+      redis: o.redis,
+      ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
+      ...(o.retentionMs === undefined ? {} : { retentionMs: o.retentionMs }),
+    };
     this.#options = options;
     if (!hasPatterns(built)) this.#executor = new TopologyExecutor(built, options);
   }
@@ -94,9 +111,48 @@ export class ExecutorAtStart {
   /** Resolves the patterns (if any: resolveSources) and makes the executor. */
   async start(port: KafkaPort, deadLetterTopic: string, log: Logger): Promise<TopologyExecutor> {
     if (this.#executor === undefined) {
-      const { built } = await resolveSources(port, this.#built, deadLetterTopic, log);
+      const { built, matches } = await resolveSources(port, this.#built, deadLetterTopic, log);
       this.#executor = new TopologyExecutor(built, this.#options);
+      this.#matches = matches;
+      this.#deadLetterTopic = deadLetterTopic;
     }
     return this.#executor;
   }
+
+  /**
+   * A warning, once per topic, for a topic a pattern matches now that it did not match at start (read
+   * from the next start); at most one listing per LOOK_EVERY_MS. Never throws: a failed listing is
+   * looked at again next time.
+   *
+   * @example
+   * await run.newer(port, log); // warn: topics made since the start match a pattern source ...
+   */
+  async newer(port: KafkaPort, log: Logger, now = Date.now()): Promise<void> {
+    if (
+      this.#matches.length === 0 ||
+      typeof port.listTopics !== 'function' ||
+      now - this.#lastLook < LOOK_EVERY_MS
+    )
+      return;
+    this.#lastLook = now;
+    try {
+      const listed = await port.listTopics();
+      const { matches } = resolvePatterns(this.#built, listed, { exclude: [this.#deadLetterTopic] });
+      for (const m of matches) {
+        const had = this.#matches.find((x) => x.node === m.node)?.topics ?? [];
+        const fresh = m.topics.filter((t) => !had.includes(t) && !this.#warned.has(t));
+        for (const t of fresh) this.#warned.add(t);
+        if (fresh.length > 0)
+          log.warn(
+            { node: m.node, pattern: m.pattern, topics: fresh },
+            'topics made since the start match a pattern source: they are read from the next start (restart every instance)',
+          );
+      }
+    } catch (err) {
+      log.debug({ err: (err as Error).message }, 'could not look for newer pattern matches');
+    }
+  }
 }
+
+/** How often a running processor lists the topics to look for newer pattern matches (a full metadata request). */
+export const LOOK_EVERY_MS = 60_000;
