@@ -34,6 +34,7 @@ import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
+import { resolvePatterns } from '../../src/topology/patterns.js';
 import { planTopology } from '../../src/topology/run/plan.js';
 import { standalone } from '../helpers/env.js';
 import {
@@ -48,7 +49,7 @@ import { processor } from '../processor/topology-helpers.js';
 import { type KafkaStreamsTopics, readOutput, runKafkaStreams } from './kstreams.js';
 import { PINNED } from './pinned.js';
 import { scenarioTopology } from './scenario-model.js';
-import { CASES, inputFor, type OutRecord, type Scenario } from './scenarios.js';
+import { CASES, inputFor, inputTopics, type OutRecord, type Scenario } from './scenarios.js';
 
 const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
 const NO_JAVA = java.error === undefined ? undefined : `no java on PATH (${java.error.message})`;
@@ -59,10 +60,13 @@ const NO_JAVA = java.error === undefined ? undefined : `no java on PATH (${java.
  */
 const AT_LEAST_SCENARIOS = 30;
 
-/** Why planTopology refuses a scenario's topology (RF_TOPOLOGY_UNSUPPORTED), or undefined when it runs it. */
+/**
+ * Why planTopology refuses a scenario's topology (RF_TOPOLOGY_UNSUPPORTED), or undefined when it runs it;
+ * a pattern resolved against the scenario's input topics, as the processor resolves it at start.
+ */
 function refusal(sc: Scenario): string | undefined {
   try {
-    planTopology(scenarioTopology(sc));
+    planTopology(resolvePatterns(scenarioTopology(sc), inputTopics(sc, 'in')).built);
     return undefined;
   } catch (err) {
     if (!RedfenceError.is(err, 'RF_TOPOLOGY_UNSUPPORTED')) throw err;
