@@ -15,19 +15,12 @@ import { RedfenceError } from '../../src/errors/index.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import { MemoryKafka } from '../../src/testing/index.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
-import { type ModelInput, runModel } from '../../src/topology/model.js';
+import { runModel } from '../../src/topology/model.js';
 import { TopologyState } from '../../src/topology/state/state.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
-import {
-  committedOffsets,
-  createTopics,
-  pollUntil,
-  produce,
-  readToEnd,
-  waitCommitted,
-} from '../helpers/kafka.js';
-import { generateInput, START_MS } from '../topology/scenarios.js';
-import { perKey } from './topology-helpers.js';
+import { committedOffsets, createTopics, produce, waitCommitted } from '../helpers/kafka.js';
+
+import { assertOutputsPerKey, overTopics, produceTopic, waitReadPast } from './topology-helpers.js';
 
 const s = serdes.string();
 const MIN = 60_000;
@@ -54,33 +47,10 @@ function regions(ns: string): BuiltTopology {
   return t.build();
 }
 
-const write = (topic: string, records: readonly ModelInput[]) =>
-  produce(
-    topic,
-    records
-      .filter((r) => r.topic === topic)
-      .map((r) => ({
-        key: r.key?.toString() ?? null,
-        value: r.value,
-        partition: r.partition,
-        timestamp: String(r.timestamp),
-      })),
-  );
-
-/** Every topic committed past its end, the repartition topic past its last records (markers follow them). */
+/** Every input committed to its end, the repartition topic past its last records. */
 async function allCommitted(groupId: string, inputs: readonly string[], repartition: string): Promise<void> {
   for (const topic of inputs) await waitCommitted(groupId, topic, 120_000);
-  const last = new Map<number, number>();
-  for (const r of await readToEnd(repartition))
-    last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
-  await pollUntil(
-    'the repartition topic committed past its last records',
-    async () => {
-      const at = await committedOffsets(groupId, repartition).catch(() => new Map<number, number>());
-      return [...last].every(([partition, offset]) => (at.get(partition) ?? -1) >= offset + 1);
-    },
-    120_000,
-  );
+  await waitReadPast(groupId, repartition);
 }
 
 describe('topology processor: a source reading a pattern', { timeout: 300_000 }, () => {
@@ -104,35 +74,9 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
     let dropCa: () => Promise<void> = async () => undefined;
     try {
       const built = regions(ns);
-      const generated = generateInput(77, {
-        keys: 9,
-        records: 360,
-        partitions: PARTITIONS,
-        startMs: START_MS,
-        spanMs: 30 * MIN,
-        outOfOrderFraction: 0.2,
-        lateFraction: 0,
-        nullKeyFraction: 0,
-        disorderMs: 60_000,
-        lateByMs: 0,
-      });
       // key k<i> lives in topic i % 3 (eu, us, ca), in the partition the generator gave it
       const topics = [eu, us, ca];
-      const next = new Map<string, number>();
-      const records: ModelInput[] = generated.map((r) => {
-        const topic = topics[Number((r.key as string).slice(1)) % topics.length] as string;
-        const at = `${topic}/${r.partition}`;
-        const offset = next.get(at) ?? 0;
-        next.set(at, offset + 1);
-        return {
-          topic,
-          partition: r.partition,
-          offset,
-          key: Buffer.from(r.key as string),
-          value: Buffer.from(JSON.stringify({ amount: r.amount })),
-          timestamp: r.timestamp,
-        };
-      });
+      const records = overTopics(77, 360, topics);
       for (const topic of topics)
         assert.ok(records.filter((r) => r.topic === topic).length > 50, `${topic} gets records`);
       // the model reads all three (ca's records after the others': each key is in one topic)
@@ -141,8 +85,8 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
         partitions: Object.fromEntries(topics.map((t) => [t, PARTITIONS])),
       });
       assert.ok(model.outputs.filter((o) => o.topic === `${ns}-counts`).length > 100, 'counts are emitted');
-      await write(eu, records);
-      await write(us, records);
+      await produceTopic(eu, records);
+      await produceTopic(us, records);
       await produce(partial, [{ key: 'k0', value: '{"amount":1}', partition: 0 }]);
 
       const resolved: unknown[] = [];
@@ -170,7 +114,7 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
         await allCommitted(first.groupId, [eu, us], repartition);
         // made while it runs: not read by it (its group never commits it), as the first start resolved
         dropCa = await createTopics([{ topic: ca, partitions: PARTITIONS, config: keep }]);
-        await write(ca, records);
+        await produceTopic(ca, records);
       } finally {
         await first.close();
       }
@@ -198,17 +142,7 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
         2 * records.length,
         'every input and repartition record committed once',
       );
-      const got: { topic: string; key: string | null; value: string | null; ts: string }[] = [];
-      for (const topic of outputs)
-        for (const r of await readToEnd(topic))
-          got.push({ topic, key: r.key, value: r.value, ts: r.timestamp });
-      const want = model.outputs.map((o) => ({
-        topic: o.topic,
-        key: o.key?.toString() ?? null,
-        value: o.value?.toString() ?? null,
-        ts: String(o.timestamp),
-      }));
-      assert.deepEqual(perKey(got), perKey(want), 'output records per topic and key');
+      await assertOutputsPerKey(outputs, model);
       // queryable state over a pattern's topology: each key's count is its last output
       const state = new TopologyState(built, { redis });
       assert.deepEqual(
@@ -216,7 +150,9 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
         [['per-customer', repartition, null]],
       );
       const last = new Map(
-        want.filter((w) => w.topic === `${ns}-counts`).map((w) => [w.key, Number(w.value)]),
+        model.outputs
+          .filter((o) => o.topic === `${ns}-counts`)
+          .map((o) => [o.key?.toString() ?? null, Number(o.value?.toString())]),
       );
       assert.equal(last.size, 9, 'every key counted');
       for (const [key, n] of last)
