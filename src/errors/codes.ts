@@ -78,6 +78,11 @@ export const ERROR_CODES = {
     summary:
       "A repartition topic exists with another partition count than the topology's repartition() asks for (numberOfPartitions).",
   },
+  RF_TOPIC_PATTERN_UNMATCHED: {
+    retriable: false,
+    summary:
+      "A topology source's pattern matched no topic at start (the application's own topics left out); the message names the node and the pattern.",
+  },
   RF_CAS_CONFLICT: {
     retriable: true,
     summary: 'A compare-and-set on a key kept conflicting: another writer changes it concurrently.',

@@ -9,7 +9,7 @@ import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { configError } from './client-config.js';
 import { AuthWatch } from './connect.js';
-import type { CommittedOffset, TopicSpec } from './types.js';
+import { BROKER_TOPICS, type CommittedOffset, type TopicSpec } from './types.js';
 
 type Admin = KafkaJS.Admin;
 
@@ -116,6 +116,12 @@ export class KafkaAdmin {
     else rest.unshift(first);
     await this.#guard((admin) => Promise.all(rest.map((topic) => one(admin, topic))));
     return out;
+  }
+
+  /** The cluster's topic names, sorted, the broker's internal topics left out (KafkaPort.listTopics). */
+  async listTopics(): Promise<string[]> {
+    const names = await this.#guard((admin) => admin.listTopics());
+    return names.filter((t) => !BROKER_TOPICS.has(t)).sort();
   }
 
   async createTopics(topics: readonly TopicSpec[]): Promise<void> {

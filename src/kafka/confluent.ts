@@ -519,6 +519,10 @@ export class ConfluentKafka implements KafkaPort {
     return this.#admin.describeTopics(topics);
   }
 
+  listTopics(): Promise<string[]> {
+    return this.#admin.listTopics();
+  }
+
   createTopics(topics: readonly TopicSpec[]): Promise<void> {
     return this.#admin.createTopics(topics);
   }

@@ -125,6 +125,13 @@ export interface KafkaPort {
    */
   describeTopics(topics: readonly string[]): Promise<Map<string, number>>;
   /**
+   * The names of the cluster's topics, sorted, the broker's own (`__consumer_offsets`,
+   * `__transaction_state`, `__share_group_state`) left out, as a consumer subscribing to a pattern
+   * leaves them out. Works before start(). Optional for a port of your own: only a topology source
+   * reading a pattern needs it (it resolves the pattern at start) and says so when it is missing.
+   */
+  listTopics?(): Promise<string[]>;
+  /**
    * Creates topics. One that exists already (made meanwhile by another instance) is not an error.
    * Works before start().
    */
@@ -149,6 +156,19 @@ export interface KafkaPort {
   /** Stops consuming (after the batch in flight), disconnects every client. Idempotent. */
   stop(): Promise<void>;
 }
+
+/**
+ * The broker's own topics, which a consumer subscribing to a pattern never reads (its
+ * exclude.internal.topics): KafkaPort.listTopics leaves them out.
+ *
+ * @example
+ * BROKER_TOPICS.has('__consumer_offsets'); // true
+ */
+export const BROKER_TOPICS: ReadonlySet<string> = new Set([
+  '__consumer_offsets',
+  '__transaction_state',
+  '__share_group_state',
+]);
 
 export function tpKey(topic: string, partition: number): string {
   return `${topic}/${partition}`;

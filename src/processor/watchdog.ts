@@ -58,6 +58,8 @@ export interface WatchdogContext {
   redisOutage(): boolean;
   /** Stops reporting liveness; false when it had already stopped. */
   giveUp(): boolean;
+  /** Something else to look at on each look while running (a topology's newer pattern matches); never throws. */
+  look?(): Promise<void>;
   readonly log: Logger;
 }
 
@@ -97,6 +99,7 @@ export class Watchdog {
   async check(): Promise<void> {
     const ctx = this.#ctx;
     const partitions = ctx.partitions();
+    if (ctx.running()) await ctx.look?.();
     if (!ctx.running() || partitions.length === 0) return;
     try {
       let lag = 0;

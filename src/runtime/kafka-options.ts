@@ -96,9 +96,9 @@ const KAFKA_NAMES: Record<keyof KafkaOptions, true> = {
   producerConfig: true,
 };
 const SSL_NAMES: Record<keyof KafkaSsl, true> = { ca: true, cert: true, key: true, keyPassword: true };
-// committedWithMetadata, deleteRecords and lowWatermarks are optional (a port of one's own written before them still works)
+// committedWithMetadata, deleteRecords, lowWatermarks and listTopics are optional (a port of one's own written before them still works)
 const PORT_METHODS: Record<
-  Exclude<keyof KafkaPort, 'committedWithMetadata' | 'deleteRecords' | 'lowWatermarks'>,
+  Exclude<keyof KafkaPort, 'committedWithMetadata' | 'deleteRecords' | 'lowWatermarks' | 'listTopics'>,
   true
 > = {
   start: true,

@@ -86,6 +86,11 @@ export class Cluster {
     return this.#topics.get(topic)?.length;
   }
 
+  /** The names of its topics, in the order they were made. */
+  topicNames(): string[] {
+    return [...this.#topics.keys()];
+  }
+
   log(topic: string, partition: number): PartitionLog | undefined {
     return this.#topics.get(topic)?.[partition];
   }

@@ -20,6 +20,7 @@ export type PortStep =
   | 'committed'
   | 'partitionCount'
   | 'describeTopics'
+  | 'listTopics'
   | 'createTopics'
   | 'highWatermarks';
 
@@ -32,6 +33,7 @@ const STEPS = new Set<string>([
   'committed',
   'partitionCount',
   'describeTopics',
+  'listTopics',
   'createTopics',
   'highWatermarks',
 ]);

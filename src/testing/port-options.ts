@@ -45,6 +45,7 @@ export function noCalls(): PortCalls {
     committedWithMetadata: 0,
     partitionCount: 0,
     describeTopics: 0,
+    listTopics: 0,
     createTopics: 0,
     highWatermarks: 0,
     seek: 0,

@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { RedfenceError } from '../errors/index.js';
 import { checkCommitMetadata } from '../kafka/commit-metadata.js';
 import {
+  BROKER_TOPICS,
   type CommitOffset,
   type CommittedOffset,
   type ConsumerHandlers,
@@ -298,6 +299,15 @@ export class MemoryKafkaPort implements KafkaPort {
       if (n !== undefined) out.set(t, n);
     }
     return out;
+  }
+
+  /** As the broker's: sorted, the broker's own topics left out. */
+  async listTopics(): Promise<string[]> {
+    await this.#admin('listTopics');
+    return this.#cluster
+      .topicNames()
+      .filter((t) => !BROKER_TOPICS.has(t))
+      .sort();
   }
 
   async createTopics(topics: readonly TopicSpec[]): Promise<void> {

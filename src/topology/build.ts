@@ -5,6 +5,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import type { Graph } from './graph.js';
+import { readsTopic } from './patterns.js';
 import type { BuiltTopology, StoreSpec, SubTopology, TopologyNode } from './types.js';
 import { windowProblem } from './windows.js';
 
@@ -62,7 +63,7 @@ function check(graph: Graph): void {
     if (sink.kind !== 'sink') continue;
     for (const src of sources) {
       if (src.kind !== 'source') continue;
-      if (src.topics?.includes(sink.topic) || src.pattern?.test(sink.topic)) {
+      if (readsTopic(src, sink.topic)) {
         throw invalid(sink.name, `writes to ${sink.topic}, which source ${src.name} reads`);
       }
     }

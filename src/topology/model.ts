@@ -23,6 +23,7 @@ import type {
   ModelSource,
 } from './model-types.js';
 import { TableAggregate, TimeWindowAggregate } from './model-window.js';
+import { matchesWhole, readsTopic } from './patterns.js';
 import { fromBytes, toBytes } from './serdes.js';
 import { nodeThrew, STORED, StoredUnreadable } from './threw.js';
 import type { BuiltTopology, TopologyNode } from './types.js';
@@ -89,10 +90,7 @@ class Run {
   /** The sources reading a topic (external sources by name or pattern; internal ones by name). */
   private sourcesOf(topic: string, internal: boolean): TopologyNode[] {
     return this.built.nodes.filter(
-      (n) =>
-        n.kind === 'source' &&
-        n.internal === internal &&
-        (n.topics?.includes(topic) === true || n.pattern?.test(topic) === true),
+      (n) => n.kind === 'source' && n.internal === internal && readsTopic(n, topic),
     );
   }
 
@@ -256,7 +254,8 @@ class Run {
     let count = 1;
     for (const [topic, n] of this.partitions) {
       const reads =
-        sub?.sourceTopics.includes(topic) === true || sub?.sourcePatterns.some((p) => p.test(topic)) === true;
+        sub?.sourceTopics.includes(topic) === true ||
+        sub?.sourcePatterns.some((p) => matchesWhole(p, topic)) === true;
       if (reads) count = Math.max(count, n);
     }
     this.partitions.set(sink.topic, count);

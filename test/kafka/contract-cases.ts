@@ -7,7 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import type { CommitOffset, OutRecord, TopicPartition } from '../../src/kafka/types.js';
+import {
+  BROKER_TOPICS,
+  type CommitOffset,
+  type OutRecord,
+  type TopicPartition,
+} from '../../src/kafka/types.js';
 import { partitionFor } from '../../src/partitioner/index.js';
 import { uniqueName } from '../helpers/env.js';
 import { metadataCases } from './contract-metadata.js';
@@ -200,6 +205,29 @@ export function contractCases(side: ContractSide): void {
 
   rebalanceCase(side);
   metadataCases(side);
+
+  it("listTopics: every topic by name, sorted, before start, the broker's own left out", async (t) => {
+    const ns = uniqueName('contract-ls');
+    // made in reverse order: the listing sorts them
+    await side.topics(t, [
+      { topic: `${ns}-b`, partitions: 2 },
+      { topic: `${ns}-a`, partitions: 1 },
+    ]);
+    const port = side.port(t, { groupId: uniqueName('contract-ls-g') });
+    assert.ok(port.listTopics, 'the port lists topics');
+    const list = port.listTopics.bind(port);
+    let names: string[] = [];
+    await waitFor(side, 'both topics listed', async () => {
+      names = await list();
+      return names.filter((n) => n.startsWith(ns)).length === 2;
+    });
+    assert.deepEqual(
+      names.filter((n) => n.startsWith(ns)),
+      [`${ns}-a`, `${ns}-b`],
+    );
+    assert.deepEqual(names, [...names].sort(), 'sorted');
+    for (const own of BROKER_TOPICS) assert.ok(!names.includes(own), `${own} left out`);
+  });
 
   it('seek: seeking a partition back delivers again from that offset', async (t) => {
     const topic = uniqueName('contract-sk');

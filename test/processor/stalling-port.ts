@@ -38,6 +38,7 @@ export class StallingPort implements KafkaPort {
     return this.inner.lowWatermarks(t);
   };
   describeTopics: KafkaPort['describeTopics'] = (t) => this.inner.describeTopics(t);
+  listTopics = () => this.inner.listTopics();
   createTopics: KafkaPort['createTopics'] = (t) => this.inner.createTopics(t);
   pause: KafkaPort['pause'] = (p) => this.inner.pause(p);
   resume: KafkaPort['resume'] = (p) => this.inner.resume(p);

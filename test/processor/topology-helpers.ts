@@ -20,8 +20,16 @@ import {
 } from '../../src/topology/index.js';
 import { type ModelInput, type ModelResult, runModel } from '../../src/topology/model.js';
 import { KAFKA_BROKERS } from '../helpers/env.js';
-import { createTopics, kafka, produce, type ReadRecord, readToEnd } from '../helpers/kafka.js';
-import { generateInput, type InputOptions, START_MS } from '../topology/scenarios.js';
+import {
+  committedOffsets,
+  createTopics,
+  kafka,
+  pollUntil,
+  produce,
+  type ReadRecord,
+  readToEnd,
+} from '../helpers/kafka.js';
+import { generateInput, type InputOptions, type InRecord, START_MS } from '../topology/scenarios.js';
 import { twoStages } from './fixtures/two-stages.js';
 
 const s = serdes.string();
@@ -230,8 +238,26 @@ export function perKey(
  * offset and partition). Returns how many output records were read.
  */
 export async function assertOutputsEqualModel(c: Case, ns: string, model: ModelResult): Promise<number> {
+  const read = await assertOutputsPerKey(c.outputs(ns), model);
+  const dead = await readToEnd(`${ns}-orders.DLT`);
+  const where = (p: number, o: string | number) => `${p}/${o}`;
+  const deadAt = dead.map((r) => {
+    const h = readDeadLetterHeaders(r.headers);
+    assert.equal(h.reason, 'late');
+    return where(h.originalPartition, h.originalOffset.toString());
+  });
+  const wantDead = model.deadLetters.map((d) => where(d.source.partition, d.source.offset));
+  assert.deepEqual(deadAt.sort(), wantDead.sort(), 'one dead letter per late record');
+  return read;
+}
+
+/**
+ * Reads every output topic to its end (read_committed) and compares it with the model's outputs per
+ * topic and key, in order. Returns how many output records were read.
+ */
+export async function assertOutputsPerKey(outputs: readonly string[], model: ModelResult): Promise<number> {
   const got: { topic: string; key: string | null; value: string | null; ts: string }[] = [];
-  for (const topic of c.outputs(ns)) {
+  for (const topic of outputs) {
     const rows: ReadRecord[] = await readToEnd(topic);
     for (const r of rows) got.push({ topic, key: r.key, value: r.value, ts: r.timestamp });
   }
@@ -242,16 +268,76 @@ export async function assertOutputsEqualModel(c: Case, ns: string, model: ModelR
     ts: String(o.timestamp),
   }));
   assert.deepEqual(perKey(got), perKey(want), 'output records per topic and key');
-  const dead = await readToEnd(`${ns}-orders.DLT`);
-  const where = (p: number, o: string | number) => `${p}/${o}`;
-  const deadAt = dead.map((r) => {
-    const h = readDeadLetterHeaders(r.headers);
-    assert.equal(h.reason, 'late');
-    return where(h.originalPartition, h.originalOffset.toString());
-  });
-  const wantDead = model.deadLetters.map((d) => where(d.source.partition, d.source.offset));
-  assert.deepEqual(deadAt.sort(), wantDead.sort(), 'one dead letter per late record');
   return got.length;
+}
+
+/**
+ * Generated input spread over several topics: 9 keys over PARTITIONS partitions in 30 minutes, a fifth
+ * out of order, none late and none without a key; key k<i> in topics[i % n], in the partition the
+ * generator gave it (offsets 0.. per topic and partition), its amount as the value. Each key is in one
+ * topic, so its records have one order in the model and in the runtime.
+ */
+export function overTopics(seed: number, records: number, topics: readonly string[]): ModelInput[] {
+  const generated: InRecord[] = generateInput(seed, {
+    keys: 9,
+    records,
+    partitions: PARTITIONS,
+    startMs: START_MS,
+    spanMs: 30 * MIN,
+    outOfOrderFraction: 0.2,
+    lateFraction: 0,
+    nullKeyFraction: 0,
+    disorderMs: 60_000,
+    lateByMs: 0,
+  });
+  const next = new Map<string, number>();
+  return generated.map((r) => {
+    const topic = topics[Number((r.key as string).slice(1)) % topics.length] as string;
+    const at = `${topic}/${r.partition}`;
+    const offset = next.get(at) ?? 0;
+    next.set(at, offset + 1);
+    return {
+      topic,
+      partition: r.partition,
+      offset,
+      key: Buffer.from(r.key as string),
+      value: Buffer.from(JSON.stringify({ amount: r.amount })),
+      timestamp: r.timestamp,
+    };
+  });
+}
+
+/** Produces the records of `topic` among `records`, in order, as the model is given them. */
+export function produceTopic(topic: string, records: readonly ModelInput[]): Promise<void> {
+  return produce(
+    topic,
+    records
+      .filter((r) => r.topic === topic)
+      .map((r) => ({
+        key: r.key?.toString() ?? null,
+        value: r.value,
+        partition: r.partition,
+        timestamp: String(r.timestamp),
+      })),
+  );
+}
+
+/**
+ * Waits (up to 120 s) until the group has committed `topic` (a repartition topic) past its last records:
+ * transaction markers follow them, so its end offsets are not the mark.
+ */
+export async function waitReadPast(groupId: string, topic: string): Promise<void> {
+  const last = new Map<number, number>();
+  for (const r of await readToEnd(topic))
+    last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
+  await pollUntil(
+    `${topic} committed past its last records`,
+    async () => {
+      const at = await committedOffsets(groupId, topic).catch(() => new Map<number, number>());
+      return [...last].every(([partition, offset]) => (at.get(partition) ?? -1) >= offset + 1);
+    },
+    120_000,
+  );
 }
 
 /** The group's committed offsets and metadata of the input topic. */

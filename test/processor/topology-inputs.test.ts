@@ -16,18 +16,11 @@ import type { Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
-import { type ModelInput, runModel } from '../../src/topology/model.js';
+import { runModel } from '../../src/topology/model.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
-import {
-  committedOffsets,
-  createTopics,
-  pollUntil,
-  produce,
-  readToEnd,
-  waitCommitted,
-} from '../helpers/kafka.js';
-import { generateInput, START_MS } from '../topology/scenarios.js';
-import { perKey } from './topology-helpers.js';
+import { createTopics, readToEnd, waitCommitted } from '../helpers/kafka.js';
+
+import { assertOutputsPerKey, overTopics, produceTopic, waitReadPast } from './topology-helpers.js';
 
 const s = serdes.string();
 const MIN = 60_000;
@@ -72,34 +65,8 @@ describe('topology processor: several input topics', { timeout: 300_000 }, () =>
     ]);
     try {
       const built = channels(ns);
-      const generated = generateInput(51, {
-        keys: 9,
-        records: 450,
-        partitions: PARTITIONS,
-        startMs: START_MS,
-        spanMs: 30 * MIN,
-        outOfOrderFraction: 0.2,
-        lateFraction: 0,
-        nullKeyFraction: 0,
-        disorderMs: 60_000,
-        lateByMs: 0,
-      });
       // key k<i> lives in input i % 3, in the partition the generator gave it
-      const next = new Map<string, number>();
-      const records: ModelInput[] = generated.map((r) => {
-        const topic = inputs[Number((r.key as string).slice(1)) % inputs.length] as string;
-        const at = `${topic}/${r.partition}`;
-        const offset = next.get(at) ?? 0;
-        next.set(at, offset + 1);
-        return {
-          topic,
-          partition: r.partition,
-          offset,
-          key: Buffer.from(r.key as string),
-          value: Buffer.from(JSON.stringify({ amount: r.amount })),
-          timestamp: r.timestamp,
-        };
-      });
+      const records = overTopics(51, 450, inputs);
       for (const topic of inputs)
         assert.ok(records.filter((r) => r.topic === topic).length > 50, `${topic} gets records`);
       const model = runModel(built, records, {
@@ -107,18 +74,7 @@ describe('topology processor: several input topics', { timeout: 300_000 }, () =>
       });
       assert.equal(model.deadLetters.length, 0, 'no record is late');
       assert.ok(model.outputs.filter((o) => o.topic === `${ns}-counts`).length > 50, 'counts are emitted');
-      for (const topic of inputs)
-        await produce(
-          topic,
-          records
-            .filter((r) => r.topic === topic)
-            .map((r) => ({
-              key: r.key?.toString() ?? null,
-              value: r.value,
-              partition: r.partition,
-              timestamp: String(r.timestamp),
-            })),
-        );
+      for (const topic of inputs) await produceTopic(topic, records);
 
       const p = new TopologyProcessor({
         topology: built,
@@ -135,17 +91,7 @@ describe('topology processor: several input topics', { timeout: 300_000 }, () =>
         for (const topic of inputs) await waitCommitted(p.groupId, topic, 120_000);
         const rows = await readToEnd(repartition);
         assert.equal(rows.length, records.length, 'each input record is in the repartition topic once');
-        // committed past each partition's last record (transaction markers follow it)
-        const last = new Map<number, number>();
-        for (const r of rows) last.set(r.partition, Math.max(last.get(r.partition) ?? -1, Number(r.offset)));
-        await pollUntil(
-          'the repartition topic committed past its last records',
-          async () => {
-            const at = await committedOffsets(p.groupId, repartition).catch(() => new Map<number, number>());
-            return [...last].every(([partition, offset]) => (at.get(partition) ?? -1) >= offset + 1);
-          },
-          120_000,
-        );
+        await waitReadPast(p.groupId, repartition);
       } finally {
         await p.close();
       }
@@ -154,17 +100,7 @@ describe('topology processor: several input topics', { timeout: 300_000 }, () =>
         2 * records.length,
         'every input and repartition record committed once',
       );
-      const got: { topic: string; key: string | null; value: string | null; ts: string }[] = [];
-      for (const topic of outputs)
-        for (const r of await readToEnd(topic))
-          got.push({ topic, key: r.key, value: r.value, ts: r.timestamp });
-      const want = model.outputs.map((o) => ({
-        topic: o.topic,
-        key: o.key?.toString() ?? null,
-        value: o.value?.toString() ?? null,
-        ts: String(o.timestamp),
-      }));
-      assert.deepEqual(perKey(got), perKey(want), 'output records per topic and key');
+      await assertOutputsPerKey(outputs, model);
     } finally {
       await cleanup();
     }

@@ -14,8 +14,8 @@ import { PINNED } from './pinned.js';
 import { runScenario } from './scenario-model.js';
 import { CASES, inputFor, type OutRecord, regroupKey, START_MS as T, type WindowSpec } from './scenarios.js';
 
-/** Scenarios the model is compared on (17 generated, 12 pinned): fewer is a silent shrink, and fails. */
-const AT_LEAST_SCENARIOS = 29;
+/** Scenarios the model is compared on (18 generated, 12 pinned): fewer is a silent shrink, and fails. */
+const AT_LEAST_SCENARIOS = 30;
 
 const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
 const NO_JAVA = java.error === undefined ? undefined : `no java on PATH (${java.error.message})`;

@@ -184,7 +184,7 @@ describe('topology runtime: refusals', () => {
 
     const c = topology({ applicationId: 'refused' });
     c.stream(/^in-.*/).to('out');
-    refusedAt(c.build(), c.build().nodes[0]?.name ?? 'none', /pattern/);
+    refusedAt(c.build(), c.build().nodes[0]?.name ?? 'none', /its pattern \/\^in-\.\*\/ is not resolved/);
   });
 
   it('a bad batch is refused before anything is sent', async () => {

@@ -19,6 +19,7 @@ import { input, outputs } from './model-helpers.js';
 import {
   type InRecord,
   inputIndex,
+  inputPattern,
   inputTopics,
   type OutRecord,
   regroupKey,
@@ -71,12 +72,15 @@ export interface ScenarioTopics {
 
 /**
  * A scenario as a topology: the shape the comparison's glue is expected to take. Several input topics
- * are one source of the list of them.
+ * are one source of the list of them (or of inputPattern, for a `pattern` scenario).
  */
 export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTopology {
   const t = topology({ applicationId: at.applicationId ?? sc.name });
   const output = at.output ?? 'out';
-  let orders = t.stream<string, Order>(inputTopics(sc, at.input ?? 'in'), { key: s });
+  const first = at.input ?? 'in';
+  let orders = t.stream<string, Order>(sc.pattern === true ? inputPattern(first) : inputTopics(sc, first), {
+    key: s,
+  });
   const min = sc.minAmount;
   if (min !== undefined) orders = orders.filter((_k, o) => o.amount > min);
   if (sc.repartition !== undefined)

@@ -34,6 +34,11 @@ export interface Scenario {
    */
   inputs?: number;
   /**
+   * The inputs read by a pattern matching exactly their names (inputPattern) instead of a list: Kafka
+   * Streams subscribes to it, the Redis runtime resolves it at start to the same topics.
+   */
+  pattern?: boolean;
+  /**
    * A second aggregation across a repartition: the first one's updates (after minCount) re-keyed to
    * `k<p>`, p the input partition of their key (regroupKey), grouped (a repartition topic of
    * `partitions` partitions) and summed (a reduce of their values); the output is the sums' table,
@@ -145,6 +150,14 @@ export function generateInput(seed: number, o: InputOptions): InRecord[] {
 /** A scenario's input topics: the first (the run's input topic), then `<first>-2`, `<first>-3`, ... */
 export function inputTopics(sc: Scenario, first: string): string[] {
   return Array.from({ length: sc.inputs ?? 1 }, (_, i) => (i === 0 ? first : `${first}-${i + 1}`));
+}
+
+/**
+ * The pattern a `pattern` scenario reads, as text both sides compile (Kafka Streams:
+ * Pattern.quote(first) + "(-[0-9]+)?"): the first input and every `<first>-<n>`, whole names only.
+ */
+export function inputPattern(first: string): RegExp {
+  return new RegExp(`${first.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(-[0-9]+)?`);
 }
 
 /**
@@ -331,6 +344,21 @@ export const CASES: readonly ScenarioCase[] = [
       partitions: 3,
     },
     input: base(3),
+  },
+  {
+    // table-sum-inputs' shape with the two input topics read by a pattern, and a count: Kafka Streams
+    // subscribes to the pattern, the runtime resolves it at start (both inputs exist before either starts)
+    scenario: {
+      name: 'table-count-pattern',
+      window: null,
+      aggregate: 'count',
+      emit: 'update',
+      repartition: 2,
+      inputs: 2,
+      pattern: true,
+      partitions: 2,
+    },
+    input: base(2),
   },
   {
     // two aggregations across a repartition: the tumbling counts' updates summed per input partition

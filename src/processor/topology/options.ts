@@ -50,7 +50,7 @@ export interface TopologyProcessorOptions
   redis: Redis | Cluster;
   /** Default 'exactly-once': outputs, dead letters, offsets and stream time in one transaction. */
   mode?: ProcessingMode;
-  /** Where late and refused records go. Default `<first input topic>.DLT`. */
+  /** Where late and refused records go. Default `<first input topic>.DLT`; `<applicationId>.DLT` when the first source reads a pattern. */
   deadLetterTopic?: string;
   /** Part of every Redis key (`rf:t=<tenant>:...`). Default: none. */
   tenant?: string;

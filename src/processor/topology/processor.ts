@@ -23,7 +23,6 @@ import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
 import { Tracing } from '../../telemetry/tracing.js';
-import { TopologyExecutor } from '../../topology/run/executor.js';
 import { layoutCheck } from '../../topology/run/stored.js';
 import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
@@ -43,6 +42,7 @@ import {
   type TopologyProcessorOptions,
 } from './options.js';
 import { RepartitionPurger } from './purge.js';
+import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
 import { decodeStreamTime, PartitionTimes } from './stream-time.js';
 import { prepareTopics } from './topics.js';
 
@@ -73,7 +73,8 @@ export class TopologyProcessor {
   readonly mode: ProcessingMode;
   readonly groupId: string;
   readonly instanceId: string;
-  readonly #executor: TopologyExecutor;
+  /** The executor, made at construction or, for a topology reading a pattern, at start (sources.ts). */
+  readonly #run: ExecutorAtStart;
   readonly #o: ResolvedTopologyOptions;
   readonly #kafka: KafkaPort;
   readonly #log: Logger;
@@ -106,15 +107,9 @@ export class TopologyProcessor {
     this.instanceId = o.instanceId ?? randomBytes(4).toString('hex');
     this.#log = o.logger;
     const app = o.topology.applicationId;
-    this.#executor = new TopologyExecutor(o.topology, {
-      redis: o.redis,
-      ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
-      ...(o.retentionMs === undefined ? {} : { retentionMs: o.retentionMs }),
-      ...(o.ownerCache === undefined ? {} : { ownerCache: o.ownerCache }),
-    });
-    const input = this.#executor.plan.topic;
-    this.#nodes = new NodeMetrics(o.metrics, this.#executor.plan);
-    this.#deadLetterTopic = o.deadLetterTopic ?? `${input}.DLT`;
+    this.#run = new ExecutorAtStart(o.topology, o);
+    this.#nodes = new NodeMetrics(o.metrics, this.#run.checked);
+    this.#deadLetterTopic = o.deadLetterTopic ?? defaultDeadLetterTopic(this.#run.checked);
     // the partition epochs of the topology's input, keyed by its applicationId (the key calls' app)
     this.#fence = new Fence({
       redis: o.redis,
@@ -161,6 +156,7 @@ export class TopologyProcessor {
       batchInFlight: () => this.#liveness.batchInFlight,
       redisOutage: () => this.#guard.outage,
       giveUp: () => this.#liveness.giveUp(),
+      look: () => this.#run.newer(kafka, log),
       log,
     });
     const redisStep = redisStepOf(this.#guard, o.redis);
@@ -176,10 +172,13 @@ export class TopologyProcessor {
       ...(o.crashHook ? { crash: o.crashHook } : {}),
       committed: (b) => this.#committed(b),
     });
+    const run = this.#run;
     this.#batch = {
       table,
       accepting: () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
-      executor: this.#executor,
+      get executor() {
+        return run.executor;
+      },
       times: (topic) => this.#timesOf(topic),
       redisStep,
       pipeline: this.#pipeline,
@@ -213,7 +212,7 @@ export class TopologyProcessor {
     return this.#table.active().map(topicPartition);
   }
 
-  /** The topic dead letters go to (`deadLetterTopic`, default `<first input>.DLT`). */
+  /** The topic dead letters go to (`deadLetterTopic`, default `<first input>.DLT`, `<applicationId>.DLT` when the first source reads a pattern). */
   get deadLetterTopic(): string {
     return this.#deadLetterTopic;
   }
@@ -270,11 +269,11 @@ export class TopologyProcessor {
       assigned: () => this.#watchdog?.assigned(),
       restore: (tp, committed) => {
         const times = decodeStreamTime(committed.metadata, tpKey(tp.topic, tp.partition));
-        this.#executor.setStreamTime(tp.partition, times, tp.topic);
+        this.#run.executor.setStreamTime(tp.partition, times, tp.topic);
         this.#timesOf(tp.topic).restore(tp.partition, committed.offset, times);
       },
       forget: (tp) => {
-        this.#executor.forget(tp.partition, tp.topic);
+        this.#run.executor.forget(tp.partition, tp.topic);
         this.#timesOf(tp.topic).forget(tp.partition);
       },
       metrics: o.metrics,
@@ -290,9 +289,10 @@ export class TopologyProcessor {
     o.health?.setReady('redis', true);
     await loadFenceScripts(o.redis);
     o.health?.setReady('scripts', true);
-    const plan = this.#executor.plan;
+    const executor = await this.#run.start(this.#kafka, this.#deadLetterTopic, this.#log);
+    const plan = executor.plan;
     // before any partition is taken: state in another layout is refused (RF_STATE_LAYOUT), never misread
-    await this.#executor.store.checkLayout(layoutCheck(plan, true));
+    await executor.store.checkLayout(layoutCheck(plan, true));
     this.#inputPartitions = await prepareTopics(this.#kafka, plan, {
       topology: o.topology,
       deadLetterTopic: this.#deadLetterTopic,
@@ -361,7 +361,7 @@ export class TopologyProcessor {
     this.#timesOf(topic).committed(partition, next);
     this.#purger.committed(topic, partition, next);
     try {
-      await this.#executor.committed(topic, partition, next);
+      await this.#run.executor.committed(topic, partition, next);
     } catch (err) {
       // a later commit drops them (the bound only grows)
       this.#log.debug({ topic, partition, err: (err as Error).message }, 'close-index pruning failed');

@@ -5,7 +5,8 @@
  * call (from the store's name: {@link storeIdOf}). A sub-topology reading several topics runs when it
  * keeps no state: a key's fence holds one partition's offset order, so an aggregation reads one topic
  * (`merge(...).repartition()` before the grouping gives it one). Anything the Redis runtime does not run
- * yet is RF_TOPOLOGY_UNSUPPORTED naming the node, before any record is read.
+ * yet is RF_TOPOLOGY_UNSUPPORTED naming the node, before any record is read. A source reading a pattern
+ * runs once resolved (patterns.ts: its `topics` are then the ones it matched, sorted), as if it listed them.
  *
  * Fence spaces: each stateful sub-topology's keys follow the offset order of the one topic it reads, so
  * each has its own fence hashes. The first one in plan order (inputs first, then repartition topics as
@@ -15,6 +16,7 @@
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { AggregateNode } from '../model-io.js';
+import { patternText } from '../patterns.js';
 import type { BuiltTopology, TopologyNode } from '../types.js';
 
 /** An aggregation as the key calls see it. */
@@ -117,9 +119,29 @@ function checkChain(
   }
 }
 
+/** An aggregation in a sub-topology reading several topics (a pattern's matches among them, named). */
+function severalTopics(
+  agg: string,
+  sources: readonly SourceNode[],
+  topics: readonly string[],
+): RedfenceError {
+  const patterns = sources.flatMap((s) =>
+    s.pattern === null || s.topics === null
+      ? []
+      : [
+          `the pattern ${patternText(s.pattern)} of ${s.name} matched ${s.topics.length} topic${s.topics.length === 1 ? '' : 's'}`,
+        ],
+  );
+  return unsupported(
+    agg,
+    `an aggregation in a sub-topology reading several topics (${topics.join(', ')}${patterns.length > 0 ? `: ${patterns.join(', ')}` : ''}) does not run on Redis yet: ` +
+      "a key's fence holds one offset order; put repartition() between the merge and the grouping, so the aggregation reads one topic",
+  );
+}
+
 /**
- * Each topic a sub-topology reads, as the sub-topology's view of it; RF_TOPOLOGY_UNSUPPORTED for patterns
- * and for an aggregation in a sub-topology reading several topics.
+ * Each topic a sub-topology reads, as the sub-topology's view of it; RF_TOPOLOGY_UNSUPPORTED for a pattern
+ * not resolved yet (patterns.ts) and for an aggregation in a sub-topology reading several topics.
  */
 function subPlansOf(built: BuiltTopology, byName: ReadonlyMap<string, TopologyNode>): SubPlan[] {
   return built.subTopologies.flatMap((sub) => {
@@ -127,20 +149,16 @@ function subPlansOf(built: BuiltTopology, byName: ReadonlyMap<string, TopologyNo
     const sources = nodes.filter((n): n is SourceNode => n.kind === 'source');
     const topics: string[] = [];
     for (const s of sources) {
-      if (s.pattern !== null || s.topics === null)
+      if (s.topics === null)
         throw unsupported(
           s.name,
-          'a source reading a pattern does not run on Redis yet (a list of topics does)',
+          `its pattern ${patternText(s.pattern as RegExp)} is not resolved: the Redis runtime runs a pattern as the topics it matches at start ` +
+            '(TopologyProcessor lists them; patterns.ts resolvePatterns)',
         );
       for (const t of s.topics) if (!topics.includes(t)) topics.push(t);
     }
     const agg = nodes.find((n) => n.kind === 'aggregate');
-    if (topics.length > 1 && agg !== undefined)
-      throw unsupported(
-        agg.name,
-        `an aggregation in a sub-topology reading several topics (${topics.join(', ')}) does not run on Redis yet: ` +
-          "a key's fence holds one offset order; put repartition() between the merge and the grouping, so the aggregation reads one topic",
-      );
+    if (topics.length > 1 && agg !== undefined) throw severalTopics(agg.name, sources, topics);
     const writes = nodes.flatMap((n) => (n.kind === 'sink' && n.internal ? [n.topic] : []));
     return topics.map((topic) => {
       const reading = sources.filter((s) => s.topics?.includes(topic));

@@ -17,6 +17,7 @@ import { RedfenceError } from '../../errors/index.js';
 import type { KeyEncoding } from '../../keys/index.js';
 import { KeyStore } from '../../store/index.js';
 import { isBuiltTopology } from '../build.js';
+import { hasPatterns, patternStandIns, resolvePatterns } from '../patterns.js';
 import { type AggregatePlan, planTopology, type RunPlan } from '../run/plan.js';
 import { layoutCheck } from '../run/stored.js';
 import type { BuiltTopology, StoreSpec } from '../types.js';
@@ -45,9 +46,39 @@ export interface TopologyStateOptions {
   readonly tenant?: string;
   /** The `keyEncoding` the executor runs with (default `auto`). */
   readonly keyEncoding?: KeyEncoding;
+  /**
+   * The cluster's topic names (`await port.listTopics()`), for a topology with a source reading a
+   * pattern: its patterns are then resolved as the processor resolves them at start (patterns.ts).
+   * Without it, each pattern stands for its topics (a store's `topic` shows the pattern), which reads
+   * the same keys unless a store's fence space is a pattern's topic (RF_INVALID_OPTIONS then).
+   */
+  readonly topics?: readonly string[];
 }
 
-const OPTION_KEYS: readonly (keyof TopologyStateOptions)[] = ['redis', 'tenant', 'keyEncoding'];
+const OPTION_KEYS: readonly (keyof TopologyStateOptions)[] = ['redis', 'tenant', 'keyEncoding', 'topics'];
+
+/** The executor's plan; with patterns, resolved against `topics` or planned with stand-ins (see `topics`). */
+function planOf(built: BuiltTopology, topics: readonly string[] | undefined): RunPlan {
+  if (!hasPatterns(built)) return planTopology(built);
+  if (topics !== undefined) {
+    if (!Array.isArray(topics) || topics.some((t) => typeof t !== 'string'))
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        'TopologyState: option "topics" must be an array of topic names',
+      );
+    return planTopology(resolvePatterns(built, topics).built);
+  }
+  const plan = planTopology(patternStandIns(built));
+  const standIns = new Set(plan.inputs.filter((t) => t.startsWith('/'))); // no topic name has a '/'
+  for (const a of plan.aggregates.values())
+    if (a.space !== null && standIns.has(a.space))
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `TopologyState: store ${a.node.store} keeps its keys in the fence space of the topic its pattern ${a.space} matched: ` +
+          'pass option "topics" (await port.listTopics()) to resolve it',
+      );
+  return plan;
+}
 
 const READER: Record<StoreSpec['kind'], string> = {
   'key-value': 'keyValueStore',
@@ -83,7 +114,7 @@ export class TopologyState {
     for (const k of Object.keys(options))
       if (!OPTION_KEYS.includes(k as keyof TopologyStateOptions))
         throw new RedfenceError('RF_INVALID_OPTIONS', `TopologyState: unknown option ${JSON.stringify(k)}`);
-    const plan = planTopology(topology);
+    const plan = planOf(topology, options.topics);
     const { redis, tenant, keyEncoding } = options;
     const storeOf = (space: string | null) =>
       new KeyStore({

@@ -8,7 +8,7 @@
  * at most `concurrency` at once, all in this one JVM.
  *
  * The topology of a scenario (see the Scenario type in test/topology/scenarios.ts):
- *   stream(inputs: one source of the list) [.filter(amount > minAmount)] [.repartition(numberOfPartitions = repartition)] .groupByKey() [.windowedBy(window) [.emitStrategy(onWindowClose)]]
+ *   stream(inputs: one source of the list, or with "pattern" of Pattern.quote(inputs[0]) + "(-[0-9]+)?") [.filter(amount > minAmount)] [.repartition(numberOfPartitions = repartition)] .groupByKey() [.windowedBy(window) [.emitStrategy(onWindowClose)]]
  *     .count() | .aggregate(0, + amount [, merger: +]) .toStream()
  *     .map((key or windowed key, v) -> (key, {"start","end","value"}))   // start = end = -1 unwindowed
  *     [.filter(value > minCount)]
@@ -36,6 +36,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -112,7 +113,13 @@ public final class StreamsScenarios {
   /** The scenario's topology, from the input topics (one source of them all) to the output topic. */
   static StreamsBuilder topology(JsonNode sc, List<String> inputs, String output) {
     StreamsBuilder b = new StreamsBuilder();
-    KStream<String, String> in = b.stream(inputs, Consumed.with(Serdes.String(), Serdes.String()));
+    JsonNode pattern = sc.get("pattern");
+    KStream<String, String> in =
+        pattern != null && pattern.asBoolean()
+            ? b.stream(
+                Pattern.compile(Pattern.quote(inputs.get(0)) + "(-[0-9]+)?"),
+                Consumed.with(Serdes.String(), Serdes.String()))
+            : b.stream(inputs, Consumed.with(Serdes.String(), Serdes.String()));
     JsonNode minAmount = sc.get("minAmount");
     if (minAmount != null && !minAmount.isNull()) {
       long min = minAmount.asLong();
