@@ -113,6 +113,7 @@ export type { ProcessorCounts } from './processor/counts.js';
 export {
   type ClientConfig,
   type KafkaOptions,
+  type OwnerCacheOptions,
   PROCESSING_MODES,
   type ProcessingMode,
   type ProcessorOptions,
