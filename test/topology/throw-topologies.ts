@@ -113,3 +113,55 @@ export function throwingSlidingReduce(app: string, emit: 'update' | 'final' = 'f
     .to('slide-totals', { key: s });
   return t.build();
 }
+
+/** What the nodes downstream of an aggregation throw: a TypeError naming no value. */
+export const refusedDownstream = () => new TypeError('refused downstream');
+
+/**
+ * A count whose updates go to `n` first, then through a mapValues that throws on every third count of
+ * a key (downstream of the count: the record's count stays, that update's `n` output goes with it), and
+ * a reduce of the same grouped stream whose updates pass a filter that throws on a total of 7.
+ */
+export function throwingAfterCount(app: string): BuiltTopology {
+  const t = topology({ applicationId: app });
+  const g = t.stream<string, Order>('in', { key: s }).groupByKey();
+  const counts = g.count({ name: 'n' }).toStream();
+  counts.to('n', { key: s });
+  counts
+    .mapValues((n) => {
+      if (n % 3 === 0) throw refusedDownstream();
+      return n * 10;
+    })
+    .to('n10', { key: s });
+  g.reduce((a, b) => ({ amount: a.amount + b.amount }), { name: 'totals' })
+    .toStream()
+    .filter((_k, o) => {
+      if (o.amount === 7) throw new RangeError('a total of seven is refused downstream');
+      return true;
+    })
+    .to('totals', { key: s });
+  return t.build();
+}
+
+/**
+ * A hopping-window count (HOP) whose updates, or final results with emit final, are mapped by a
+ * function that throws on a count of 2 in a window starting at a multiple of 10, after a sink wrote them.
+ */
+export function throwingAfterHoppingCount(app: string, emit: 'update' | 'final' = 'final'): BuiltTopology {
+  const t = topology({ applicationId: app });
+  const results = t
+    .stream<string, Order | null>('in', { key: s })
+    .groupByKey()
+    .windowedBy(TimeWindows.ofSizeAndGrace(HOP.sizeMs, HOP.graceMs).advanceBy(HOP.advanceMs))
+    .emit(emit)
+    .count({ name: 'hop-n' })
+    .toStream();
+  results.map((wk, n) => [wk.key, `${wk.start}:${n}` as string] as const).to('hop-n', { key: s, value: s });
+  results
+    .map((wk, n) => {
+      if (n === 2 && wk.start % 10 === 0) throw refusedDownstream();
+      return [wk.key, `${wk.start}:${n * 10}` as string] as const;
+    })
+    .to('hop-n10', { key: s, value: s });
+  return t.build();
+}
