@@ -95,7 +95,8 @@ export function forwardSteps(steps: readonly PlacedStep[], ctx: ForwardContext, 
         'arrival' in step ? step.arrival.agg.node.name : 'closes' in step ? step.closes.node.name : '';
       const at = { topic, partition: source.partition, offset: source.offset };
       if (error instanceof StoredUnreadable) throw nodeThrew(node, at, error.error, STORED);
-      throw nodeThrew(sink.at || node, at, error, 'downstream of an aggregation');
+      // walkOn makes a throw of the walk on a dead letter: what is left is the aggregation's reading of its results
+      throw nodeThrew(node, at, error, 'reading its results');
     }
   }
   sink.flush();
