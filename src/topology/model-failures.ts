@@ -20,11 +20,9 @@ export interface DownstreamThrown extends Thrown {
   readonly agg: string;
 }
 
-/** The throws of a record's walk kept until it is over (the model's `threw`). */
+/** The throw of an aggregation's own code kept until the record's walk is over (the model's `threw`). */
 export interface Threw {
   fold: (Thrown & { readonly stored: boolean }) | null;
-  /** Every update or final result of the record whose walk on threw, in order. */
-  readonly downstream: DownstreamThrown[];
 }
 
 /** A record's walk threw at `node` (not an Error: never seen outside runModel). */
@@ -36,11 +34,15 @@ export class WalkThrow {
   ) {}
 }
 
-/** Nodes downstream of the record's aggregations threw (`steps`, the first one first): run again. */
-export class StepsThrew {
+/**
+ * A node downstream of the record's aggregation threw on `step`: run again at once, without it. At once,
+ * not at the end of the record: a step not walked on takes its repartition records away from the
+ * sub-topology reading them, so what a try learns after it (a later record's throw there) may not hold.
+ */
+export class StepThrew {
   constructor(
     readonly path: string,
-    readonly steps: readonly DownstreamThrown[],
+    readonly step: DownstreamThrown,
   ) {}
 }
 
@@ -50,12 +52,13 @@ export class RunFails {
 }
 
 /** One of the model's own throws, which pass through every catch of a user's code to runModel. */
-export function isModelThrow(e: unknown): e is WalkThrow | StepsThrew | RunFails {
-  return e instanceof WalkThrow || e instanceof StepsThrew || e instanceof RunFails;
+export function isModelThrow(e: unknown): e is WalkThrow | StepThrew | RunFails {
+  return e instanceof WalkThrow || e instanceof StepThrew || e instanceof RunFails;
 }
 
 /**
- * What the tries so far learned: records that are dead letters and nothing else (their walk or
+ * What the tries so far learned, each at the first place a try differed from the one before (every
+ * throw starts a new try at once but an aggregation's own code, which stays within its record): records that are dead letters and nothing else (their walk or
  * aggregation threw), and the updates or final results not to walk on (a node downstream threw) with
  * their records, dead letters marked `stateApplied`.
  *
@@ -88,17 +91,17 @@ export class Failures {
   }
 
   /** Learns a try's throw; false when it is not new (the model would run the same try again). */
-  learn(t: WalkThrow | StepsThrew): boolean {
+  learn(t: WalkThrow | StepThrew): boolean {
     if (t instanceof WalkThrow) {
       if (this.#dead.has(t.path)) return false;
       this.#dead.set(t.path, { node: t.node, error: t.error });
       return true;
     }
-    const fresh = t.steps.filter((s) => !this.#skipped.has(s.step));
-    for (const s of fresh) this.#skipped.add(s.step);
-    const first = t.steps[0];
-    if (first !== undefined && !this.#applied.has(t.path)) this.#applied.set(t.path, first);
-    return fresh.length > 0;
+    if (this.#skipped.has(t.step.step)) return false;
+    this.#skipped.add(t.step.step);
+    // the record's first throw names its dead letter
+    if (!this.#applied.has(t.path)) this.#applied.set(t.path, t.step);
+    return true;
   }
 }
 

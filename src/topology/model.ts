@@ -14,7 +14,7 @@ import {
   isModelThrow,
   RunFails,
   recordId,
-  StepsThrew,
+  StepThrew,
   type Threw,
   WalkThrow,
 } from './model-failures.js';
@@ -87,12 +87,12 @@ class Run {
   /** The node whose code runs (a user function or a serde): the one a throw names. */
   private at = '';
   /**
-   * What threw while the current record is walked, kept until its walk is over, in the runtime's order
-   * (the walk, then every aggregation's fold, then the forwarding: run/executor.ts): the first throw of
-   * an aggregation's own code (`stored`: its serde reading stored state), and each update or final
-   * result whose walk on threw. A throw of the walk itself comes first (thrown at once).
+   * The first throw of an aggregation's own code while the current record is walked (`stored`: its
+   * serde reading stored state), kept until its walk is over: on Redis every fold comes after the walk
+   * (run/executor.ts), so a later throw of the walk wins. A throw of the walk itself, or downstream of
+   * an aggregation, starts a new try at once.
    */
-  private threw: Threw = { fold: null, downstream: [] };
+  private threw: Threw = { fold: null };
   /** Where a repartition record is written: the record's walk or one of its steps (its path), and how many so far. */
   private scope = { path: '', takes: 0 };
 
@@ -131,8 +131,8 @@ class Run {
   /**
    * A record entering its task through `sources`: a dead letter if its walk threw before (runModel runs
    * again without it: all or nothing), else walked; a throw of its walk becomes a WalkThrow naming it.
-   * Walks on of its updates that threw downstream: a StepsThrew (run again without them, its state
-   * kept); in the try without them, its dead letter comes after what the record made.
+   * A walk on of one of its updates that throws downstream: a StepThrew (run again without it, its
+   * state kept); in the try without them, its dead letter comes after what the record made.
    */
   private take(rec: ModelInput, sources: readonly TopologyNode[], path: string): void {
     const dead = this.book.dead(path);
@@ -142,11 +142,12 @@ class Run {
     }
     const outer = this.threw;
     const scope = this.scope;
-    const threw: Threw = { fold: null, downstream: [] };
+    const threw: Threw = { fold: null };
+    const forwards = new Map<string, number>();
     this.threw = threw;
     this.scope = { path, takes: 0 };
     try {
-      for (const s of sources) this.enter(s, rec, path);
+      for (const s of sources) this.enter(s, rec, path, forwards);
     } catch (error) {
       if (isModelThrow(error)) throw error;
       throw new WalkThrow(path, this.at, error);
@@ -154,19 +155,18 @@ class Run {
       this.threw = outer;
       this.scope = scope;
     }
-    const { fold, downstream } = threw;
+    const { fold } = threw;
     if (fold?.stored === true) throw new RunFails(nodeThrew(fold.node, rec, fold.error, STORED));
     // its aggregation's own code: a dead letter, all or nothing (nothing of the batch is written yet)
     if (fold !== null) throw new WalkThrow(path, fold.node, fold.error);
-    if (downstream.length > 0) throw new StepsThrew(path, downstream);
     const applied = this.book.applied(path, rec);
     if (applied !== null) this.failed.push(applied);
   }
 
-  private enter(source: TopologyNode, rec: ModelInput, path: string): void {
+  private enter(source: TopologyNode, rec: ModelInput, path: string, forwards: Map<string, number>): void {
     if (source.kind !== 'source') return;
     this.at = source.name;
-    const ctx: Ctx = { partition: rec.partition, source: rec, path, forwards: new Map() };
+    const ctx: Ctx = { partition: rec.partition, source: rec, path, forwards };
     const key = fromBytes(source.keySerde, rec.key, rec.topic);
     const value = fromBytes(source.valueSerde, rec.value, rec.topic);
     this.forward(source.name, { key, value, timestamp: rec.timestamp }, ctx);
@@ -321,7 +321,7 @@ class Run {
         } catch (error) {
           // another task's record (a repartition), or a run failing already: theirs
           if (isModelThrow(error)) throw error;
-          this.threw.downstream.push({ step, agg: n.name, node: this.at, error });
+          throw new StepThrew(ctx.path, { step, agg: n.name, node: this.at, error });
         } finally {
           this.scope = scope;
         }
@@ -376,7 +376,7 @@ export function runModel(
       return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped, failed: run.failed };
     } catch (error) {
       if (error instanceof RunFails) throw error.error;
-      if (!(error instanceof WalkThrow || error instanceof StepsThrew) || !book.learn(error)) throw error;
+      if (!(error instanceof WalkThrow || error instanceof StepThrew) || !book.learn(error)) throw error;
     }
   }
 }

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
+import { type BuiltTopology, serdes, TimeWindows, topology } from '../../src/topology/index.js';
 import { type ModelErrorDeadLetter, runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import type { TopologyDeadLetter } from '../../src/topology/run/types.js';
@@ -135,6 +135,46 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         'the repartition record of count 2 is not written',
       );
       assert.deepEqual(values(got.outputs.filter((o) => o.topic === 'out')), ['out 1', 'out 3']);
+    });
+
+    it("the model: an update not walked on takes its repartition record away before a later update's is judged", () => {
+      const t = topology({ applicationId: appName() });
+      const hop = TimeWindows.ofSizeAndGrace(HOP.sizeMs, HOP.graceMs).advanceBy(HOP.advanceMs);
+      const updates = t
+        .stream<string, { amount: number }>('in', { key: serdes.string() })
+        .groupByKey()
+        .windowedBy(hop)
+        .count({ name: 'hop-n' })
+        .toStream();
+      // every update goes to one key of a repartition topic, counted there: a second one throws downstream
+      updates
+        .map((wk): [string, number] => ['all', wk.start])
+        .repartition({ name: 'all', key: serdes.string() })
+        .groupByKey()
+        .count({ name: 'all-n' })
+        .toStream()
+        .mapValues((n) => {
+          if (n === 2) throw new RangeError('a second one is refused');
+          return n;
+        })
+        .to('all-out', { key: serdes.string() });
+      // after that branch: the first window's update throws, its repartition record written already
+      updates
+        .filter((wk) => {
+          if (wk.start === 0) throw new TypeError('window 0 is refused');
+          return true;
+        })
+        .map((wk, n): [string, number] => [wk.key, n])
+        .to('out', { key: serdes.string() });
+      const built = t.build();
+      const filter = built.nodes.find((n) => n.kind === 'filter')?.name;
+      // at 7: windows [0, 10) (its update throws, its repartition record goes) and [5, 15) (the only one counted)
+      const model = runModel(built, [rec(0, 'k', 1, 7)]);
+      assert.deepEqual(
+        model.failed.map((d) => [d.source.topic, d.node, d.stateApplied]),
+        [['in', filter, true]],
+      );
+      assert.deepEqual(values(model.outputs), ['all-out 1', 'out 1']);
     });
   });
 }

@@ -220,6 +220,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       ['update', false],
       ['final', false],
       ['update', 'fold'],
+      ['update', 'downstream'],
       ['final', 'downstream'],
     ] as const)
       it(`windowed count -> re-key -> count and windowed reduce (emit ${emit}${throwing === 'fold' ? ', the reduce throwing on some records' : throwing === 'downstream' ? ', nodes downstream of the counts throwing' : ''}): outputs equal the model's; replays re-emit`, async () => {
