@@ -14,8 +14,13 @@ import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import type { TopologyDeadLetter } from '../../src/topology/run/types.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
-import { assertGeneratedEqualModel, HOP, amountAt as rec } from './run-helpers.js';
-import { throwingAfterCount, throwingAfterHoppingCount } from './throw-topologies.js';
+import { HOP } from './run-helpers.js';
+import {
+  assertGeneratedEqualModel,
+  amountAt as rec,
+  throwingAfterCount,
+  throwingAfterHoppingCount,
+} from './throw-topologies.js';
 
 const RUNS = Number(process.env.RF_TOPOLOGY_RUN_RUNS ?? 30);
 const appName = () => uniqueName('td').replace(/-/g, '_');

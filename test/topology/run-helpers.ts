@@ -16,13 +16,7 @@ import {
   TimeWindows,
   topology,
 } from '../../src/topology/index.js';
-import {
-  type ModelDrop,
-  type ModelHeaders,
-  type ModelInput,
-  type ModelResult,
-  runModel,
-} from '../../src/topology/model.js';
+import type { ModelDrop, ModelHeaders, ModelInput, ModelResult } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import type { TopologyDeadLetter, TopologyOutput } from '../../src/topology/run/types.js';
 import { timeWindowsFor } from '../../src/topology/windows.js';
@@ -500,44 +494,3 @@ export function assertEqualToModel(model: ModelResult, got: RunTotals): void {
     'drops',
   );
 }
-
-/**
- * Runs `make`'s topology on `runs` generated inputs, on Redis (batches cut and replayed) and in the
- * model, equal on each; `count` checks a run's dead letters and gives how many of them it looks for.
- * Some outputs, some such dead letters (`what` says which) and some replays must have happened.
- */
-export async function assertGeneratedEqualModel(
-  redis: Redis | Cluster,
-  make: () => BuiltTopology,
-  window: typeof HOP | null,
-  runs: number,
-  what: string,
-  count: (built: BuiltTopology, got: RunTotals) => number,
-): Promise<void> {
-  const seen = { counted: 0, outputs: 0, replays: 0 };
-  await fc.assert(
-    fc.asyncProperty(generated(4, 20, 1), async (g) => {
-      const built = make();
-      const model = runModel(built, g.input, { partitions: { in: g.partitions } });
-      const got = await runOnRedis(redis, built, g, window);
-      assertEqualToModel(model, got);
-      seen.counted += count(built, got);
-      seen.outputs += got.outputs.length;
-      seen.replays += got.replays;
-    }),
-    { numRuns: runs },
-  );
-  assert.ok(seen.outputs > 0, 'some outputs');
-  assert.ok(seen.counted > 0, what);
-  assert.ok(seen.replays > 0, 'some batches were replayed');
-}
-
-/** A record of topic `in`, partition 0, key `key`, value `{ amount }` (timestamp: offset + 1 unless given). */
-export const amountAt = (offset: number, key: string, amount: number, timestamp = offset + 1) => ({
-  topic: 'in',
-  partition: 0,
-  offset,
-  key: Buffer.from(key),
-  value: Buffer.from(JSON.stringify({ amount })),
-  timestamp,
-});

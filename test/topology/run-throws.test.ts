@@ -17,14 +17,10 @@ import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import { planTopology } from '../../src/topology/run/plan.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
+import { HOP, interfering, reduceAndCount } from './run-helpers.js';
 import {
   assertGeneratedEqualModel,
-  HOP,
-  interfering,
   amountAt as rec,
-  reduceAndCount,
-} from './run-helpers.js';
-import {
   throwingHoppingAggregate,
   throwingReduceAndCount,
   throwingSessionAggregate,

@@ -2,8 +2,13 @@
  * Topologies whose aggregations' own code throws on some records (a reducer, an aggregator, a merger),
  * for the run-equals-model tests of "A record that cannot be walked" (docs/streams.md): each throw
  * depends on the state it meets, so a record made a dead letter changes whether later ones throw.
- * Amount 7 is the value they refuse (the generated inputs' amounts are 0 to 12).
+ * Amount 7 is the value they refuse (the generated inputs' amounts are 0 to 12). Also topologies whose
+ * nodes downstream of an aggregation throw, and the generated-input check the throw tests share.
  */
+
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import type { Cluster, Redis } from 'ioredis';
 import {
   type BuiltTopology,
   SessionWindows,
@@ -12,7 +17,8 @@ import {
   TimeWindows,
   topology,
 } from '../../src/topology/index.js';
-import { HOP } from './run-helpers.js';
+import { runModel } from '../../src/topology/model.js';
+import { assertEqualToModel, generated, HOP, type RunTotals, runOnRedis } from './run-helpers.js';
 import { SLIDE } from './sliding-topologies.js';
 
 const s = serdes.string();
@@ -165,3 +171,44 @@ export function throwingAfterHoppingCount(app: string, emit: 'update' | 'final' 
     .to('hop-n10', { key: s, value: s });
   return t.build();
 }
+
+/**
+ * Runs `make`'s topology on `runs` generated inputs, on Redis (batches cut and replayed) and in the
+ * model, equal on each; `count` checks a run's dead letters and gives how many of them it looks for.
+ * Some outputs, some such dead letters (`what` says which) and some replays must have happened.
+ */
+export async function assertGeneratedEqualModel(
+  redis: Redis | Cluster,
+  make: () => BuiltTopology,
+  window: typeof HOP | null,
+  runs: number,
+  what: string,
+  count: (built: BuiltTopology, got: RunTotals) => number,
+): Promise<void> {
+  const seen = { counted: 0, outputs: 0, replays: 0 };
+  await fc.assert(
+    fc.asyncProperty(generated(4, 20, 1), async (g) => {
+      const built = make();
+      const model = runModel(built, g.input, { partitions: { in: g.partitions } });
+      const got = await runOnRedis(redis, built, g, window);
+      assertEqualToModel(model, got);
+      seen.counted += count(built, got);
+      seen.outputs += got.outputs.length;
+      seen.replays += got.replays;
+    }),
+    { numRuns: runs },
+  );
+  assert.ok(seen.outputs > 0, 'some outputs');
+  assert.ok(seen.counted > 0, what);
+  assert.ok(seen.replays > 0, 'some batches were replayed');
+}
+
+/** A record of topic `in`, partition 0, key `key`, value `{ amount }` (timestamp: offset + 1 unless given). */
+export const amountAt = (offset: number, key: string, amount: number, timestamp = offset + 1) => ({
+  topic: 'in',
+  partition: 0,
+  offset,
+  key: Buffer.from(key),
+  value: Buffer.from(JSON.stringify({ amount })),
+  timestamp,
+});
