@@ -123,6 +123,10 @@ const REPLAY = {
     pattern: TOPIC,
   }),
   'dry-run': switchOption({ description: 'report what would be sent; send nothing, write no marker' }),
+  'include-state-applied': switchOption({
+    description:
+      'also send dead letters whose state changes were made (redfence-state-applied: a count would count them twice)',
+  }),
   rate: numberOption('<n/s>', {
     description: 'at most this many records per second',
     min: 0.01,
@@ -155,7 +159,7 @@ const ABOUT = {
   ],
   replay: [
     'redfence dlq replay --topic <dlt> [filters] [--to <topic>] [--dry-run] [--rate n] [options]',
-    'Sends the matching dead letters to their original topic (or --to), with lineage headers, once each:\na marker per dead letter in Redis (docs/dead-letters.md). Exit 1 when some name no topic to go to.',
+    'Sends the matching dead letters to their original topic (or --to), with lineage headers, once each:\na marker per dead letter in Redis (docs/dead-letters.md). Dead letters whose state changes were made\n(redfence-state-applied: true) are left out unless --include-state-applied. Exit 1 when some name no\ntopic to go to.',
     REPLAY,
   ],
 } as const satisfies Record<string, readonly [string, string, Table]>;
@@ -330,6 +334,7 @@ async function replayDeadLetters({ topic, client, json, parsed, read, out }: Dlq
   const r = parsed.values as unknown as {
     to: string | undefined;
     'dry-run': boolean;
+    'include-state-applied': boolean;
     rate: number | undefined;
     batch: number;
     'marker-ttl': number;
@@ -357,6 +362,7 @@ async function replayDeadLetters({ topic, client, json, parsed, read, out }: Dlq
       ...(producer === undefined ? {} : { producer }),
       ...(r.to === undefined ? {} : { to: r.to }),
       dryRun: r['dry-run'],
+      includeStateApplied: r['include-state-applied'],
       ...(r.rate === undefined ? {} : { rate: r.rate }),
       batch: r.batch,
       markerTtlSeconds: r['marker-ttl'],
@@ -367,7 +373,8 @@ async function replayDeadLetters({ topic, client, json, parsed, read, out }: Dlq
     else
       out(
         `${r['dry-run'] ? 'would replay' : 'replayed'} ${result.published} of ${result.matched} matching dead letters` +
-          ` (${result.alreadyReplayed} already replayed, ${result.noTopic} without an original topic)` +
+          ` (${result.alreadyReplayed} already replayed, ${result.noTopic} without an original topic,` +
+          ` ${result.stateApplied} left out: their state changes were made, --include-state-applied sends them)` +
           `${Object.entries(result.byTopic)
             .map(([t, n]) => `\n  ${String(n).padStart(8)}  -> ${t}`)
             .join('')}\n`,

@@ -72,6 +72,11 @@ export interface DeadLetterInput {
   reason: DeadLetterReason;
   /** What was thrown, if anything: usually an `Error`, sometimes a string or another value. */
   error?: unknown;
+  /**
+   * The record's state changes were made before it failed: writes `redfence-state-applied: true`
+   * (`dlq replay` leaves such a record out unless told: docs/dead-letters.md).
+   */
+  stateApplied?: boolean;
 }
 
 /** The record to produce to the dead-letter topic. */
@@ -102,6 +107,7 @@ const REPLACED_HEADERS: ReadonlySet<string> = new Set([
   H.exceptionMessage,
   H.exceptionStacktrace,
   H.reason,
+  H.stateApplied,
 ]);
 
 const DEFAULT_MAX_STACK_TRACE_BYTES = 8192;
@@ -342,6 +348,7 @@ export function buildDeadLetter(input: DeadLetterInput, options: DeadLetterOptio
   append(H.originalTimestampType, utf8(TIMESTAMP_TYPE_TEXT[timestampType]));
   append(H.consumerGroup, utf8(consumerGroup));
   headers.set(H.reason, utf8(reason));
+  if (input.stateApplied === true) headers.set(H.stateApplied, utf8('true'));
 
   // Object.fromEntries defines own properties, so a header named "__proto__" stays a header.
   return { key, value, headers: Object.fromEntries(headers) };

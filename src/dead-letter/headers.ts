@@ -52,6 +52,7 @@ export const DEAD_LETTER_HEADERS = {
   exceptionMessage: 'kafka_dlt-exception-message',
   exceptionStacktrace: 'kafka_dlt-exception-stacktrace',
   reason: 'redfence-reason',
+  stateApplied: 'redfence-state-applied',
 } as const;
 
 export const REASON_TEXT: Readonly<Record<DeadLetterReason, string>> = {
@@ -95,6 +96,16 @@ export const SPRING = {
 
 export const REDFENCE_REASON = DEAD_LETTER_HEADERS.reason;
 
+/**
+ * `redfence-state-applied: true`: the record's state changes were made before it failed (a topology
+ * node threw downstream of an aggregation, docs/streams.md "A record that cannot be walked"). Sending it
+ * back would apply them again (a count counted twice): `dlq replay` leaves it out unless told.
+ *
+ * @example
+ * const applied = r.headers.get(STATE_APPLIED)?.at(-1)?.toString() === 'true';
+ */
+export const STATE_APPLIED = DEAD_LETTER_HEADERS.stateApplied;
+
 /** Kafka Connect's `DeadLetterQueueReporter` (`errors.deadletterqueue.context.headers.enable`). */
 
 export const CONNECT = {
@@ -124,6 +135,7 @@ export function isDeadLetterHeader(name: string): boolean {
   return (
     name.startsWith('kafka_dlt-') ||
     name === REDFENCE_REASON ||
+    name === STATE_APPLIED ||
     name.startsWith('__connect.errors.') ||
     name.startsWith('__streams.errors.')
   );

@@ -17,6 +17,7 @@ export const MAX_DEAD_LETTER_BYTES = 900_000;
 /**
  * A consumed record's dead letter for `topic`, in Spring Kafka's format (build.ts), capped in
  * size. Shared with the handler runtime (src/handler/), which dead-letters the same way.
+ * `stateApplied`: the record's state changes were made (header `redfence-state-applied`).
  */
 export function deadLetterRecord(
   topic: string,
@@ -24,6 +25,7 @@ export function deadLetterRecord(
   record: InRecord,
   reason: DeadLetterReason,
   error: unknown,
+  stateApplied = false,
 ): OutRecord {
   const dl = buildDeadLetter({
     source: {
@@ -38,6 +40,7 @@ export function deadLetterRecord(
     consumerGroup: groupId,
     reason,
     error,
+    ...(stateApplied ? { stateApplied } : {}),
   });
   const headers = dl.headers as Record<string, Buffer | string | Array<Buffer | string>>;
   let size = (dl.key?.length ?? 0) + (dl.value?.length ?? 0);

@@ -12,7 +12,7 @@
  * only its own retries within one run, not this.
  */
 import type { OutRecord } from '../kafka/types.js';
-import { isDeadLetterHeader } from './headers.js';
+import { isDeadLetterHeader, STATE_APPLIED } from './headers.js';
 import type { DltRecord } from './read.js';
 
 /** Lineage headers every replayed record carries (UTF-8 text). */
@@ -138,6 +138,17 @@ export function replayRecord(r: DltRecord, dltTopic: string, topic: string, at: 
   return { topic, key: r.key, value: r.value, headers };
 }
 
+/**
+ * Whether a dead letter's state changes were made before it failed (its last `redfence-state-applied`
+ * is `true`): a replay leaves it out unless told.
+ *
+ * @example
+ * const skipped = records.filter(isStateApplied).length;
+ */
+export function isStateApplied(r: Pick<DltRecord, 'headers'>): boolean {
+  return r.headers.get(STATE_APPLIED)?.at(-1)?.toString('utf8') === 'true';
+}
+
 /** What replay needs of Redis (ioredis Redis and Cluster both have these). */
 export interface MarkerRedis {
   mget(keys: string[]): Promise<(string | null)[]>;
@@ -167,6 +178,11 @@ export interface ReplayOptions {
   /** How long a marker is kept, in seconds. */
   markerTtlSeconds: number;
   onProgress?: (done: number, total: number) => void;
+  /**
+   * Also send the dead letters whose state changes were made (`redfence-state-applied: true`); left
+   * out by default, as sending one back applies its state again (a count counted twice).
+   */
+  includeStateApplied?: boolean;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
 }
@@ -180,6 +196,8 @@ export interface ReplayResult {
   alreadyReplayed: number;
   /** Skipped: no --to and the headers name no original topic. */
   noTopic: number;
+  /** Skipped: their state changes were made (`redfence-state-applied`), and `includeStateApplied` is off. */
+  stateApplied: number;
   /** Destination topic -> records sent (or, with dryRun, to send). */
   byTopic: Record<string, number>;
 }
@@ -193,6 +211,7 @@ export async function replay(records: readonly DltRecord[], o: ReplayOptions): P
     published: 0,
     alreadyReplayed: 0,
     noTopic: 0,
+    stateApplied: 0,
     byTopic: {},
   };
   const started = now();
@@ -206,6 +225,10 @@ export async function replay(records: readonly DltRecord[], o: ReplayOptions): P
     batch.forEach((r, j) => {
       if (marks[j] !== null && marks[j] !== undefined) {
         result.alreadyReplayed++;
+        return;
+      }
+      if (o.includeStateApplied !== true && isStateApplied(r)) {
+        result.stateApplied++;
         return;
       }
       const topic = o.to ?? r.info?.originalTopic;

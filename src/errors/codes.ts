@@ -195,7 +195,7 @@ export const ERROR_CODES = {
   RF_TOPOLOGY_NODE_THREW: {
     retriable: false,
     summary:
-      "A topology's function or serde threw where the record cannot be a dead letter (downstream of an aggregation, a later read-then-write round, stored state its serde cannot read); the message names the node and the record's topic, partition and offset.",
+      "A topology's function or serde threw where the record cannot be a dead letter (a later read-then-write round, stored state its serde cannot read); the message names the node and the record's topic, partition and offset.",
   },
   RF_STORE_UNKNOWN: {
     retriable: false,

@@ -1,9 +1,11 @@
 /**
  * What the model's aggregation processors share: the record they get, the way they forward, report late
  * and dropped records, and the store codec (every aggregate is stored as its serde's bytes and read back,
- * as a Kafka Streams store does, so a user aggregate that does not survive its serde shows it here).
+ * as a Kafka Streams store does, so a user aggregate that does not survive its serde shows it here);
+ * and the check of runModel's input.
  */
-import type { ModelHeaders, WindowBounds } from './model-types.js';
+import { RedfenceError } from '../errors/index.js';
+import type { ModelHeaders, ModelInput, WindowBounds } from './model-types.js';
 import { readStored } from './threw.js';
 import type { AggregateParams, TopologyNode } from './types.js';
 
@@ -131,4 +133,41 @@ export function withHeaders<T extends object>(
   headers: ModelHeaders | undefined,
 ): T & { headers?: ModelHeaders } {
   return headers === undefined ? o : { ...o, headers };
+}
+
+const isHeaderValue = (v: unknown) => typeof v === 'string' || Buffer.isBuffer(v);
+
+function isHeaders(h: unknown): boolean {
+  if (h === null || typeof h !== 'object' || Array.isArray(h)) return false;
+  return Object.values(h).every((v) => isHeaderValue(v) || (Array.isArray(v) && v.every(isHeaderValue)));
+}
+
+/**
+ * Checks runModel's input; gives each input topic's partition count (its largest partition plus one).
+ *
+ * @example
+ * checkInput([{ topic: 'in', partition: 2, offset: 0, key: null, value: null, timestamp: 0 }]); // Map { 'in' => 3 }
+ */
+export function checkInput(input: readonly ModelInput[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  input.forEach((r, i) => {
+    const ok =
+      typeof r.topic === 'string' &&
+      Number.isSafeInteger(r.partition) &&
+      r.partition >= 0 &&
+      Number.isSafeInteger(r.offset) &&
+      Number.isSafeInteger(r.timestamp) &&
+      r.timestamp >= 0 &&
+      (r.key === null || Buffer.isBuffer(r.key)) &&
+      (r.value === null || Buffer.isBuffer(r.value)) &&
+      (r.headers === undefined || isHeaders(r.headers));
+    if (!ok) {
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `runModel: input[${i}] needs a topic, a partition >= 0, an offset, a timestamp >= 0, Buffer|null key and value, and headers (if any) of Buffer or string values`,
+      );
+    }
+    counts.set(r.topic, Math.max(counts.get(r.topic) ?? 0, r.partition + 1));
+  });
+  return counts;
 }

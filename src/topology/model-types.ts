@@ -66,8 +66,17 @@ export interface ModelDeadLetter {
  * split predicate or peek that throws, a sink's serde that cannot write what reached it), or whose
  * aggregation's own code threw (its key serde, reducer, aggregator, initializer, merger, or its store
  * serde writing the new aggregate): none of its effects is made, and the rest of its partition goes on.
- * A throw downstream of an aggregation, or of a store serde reading stored state, fails the run instead
- * (RF_TOPOLOGY_NODE_THREW).
+ *
+ * Or (`stateApplied`) a record one of whose aggregation's updates or final results threw downstream
+ * (a filter, map or sink serde after `toStream()`): its state changes were made, the outputs of each
+ * update or final result that threw were not (all or nothing per update: what it made in another branch,
+ * a repartition record too), its other updates went on; `node` is the first node that threw. Kafka
+ * Streams' ProcessingExceptionHandler answering CONTINUE (KIP-1033) does the same. A store serde that
+ * cannot read stored state fails the run instead (RF_TOPOLOGY_NODE_THREW).
+ *
+ * @example
+ * const r = runModel(built, input);
+ * for (const f of r.failed) if (f.stateApplied) console.log(f.source.offset, f.node, 'after', f.downstreamOf);
  */
 export interface ModelErrorDeadLetter {
   readonly reason: 'processing-error';
@@ -76,6 +85,10 @@ export interface ModelErrorDeadLetter {
   /** What it threw. */
   readonly error: unknown;
   readonly source: ModelSource;
+  /** The record's state changes were made: a node downstream of an aggregation threw (absent otherwise). */
+  readonly stateApplied?: true;
+  /** With `stateApplied`: the aggregation whose update or final result the throwing node was walking. */
+  readonly downstreamOf?: string;
 }
 
 /** A record an aggregation or a repartition dropped, as Kafka Streams drops it (a warning and a metric there). */
@@ -89,7 +102,10 @@ export interface ModelResult {
   /** Every sink record, in the order the sinks wrote them. */
   readonly outputs: readonly ModelOutput[];
   readonly deadLetters: readonly ModelDeadLetter[];
-  /** Records whose walk threw, in the order they came: dead letters of reason `processing-error`. */
+  /**
+   * Records whose walk threw, in the order they came, or (`stateApplied`) a node downstream of their
+   * aggregation: dead letters of reason `processing-error`.
+   */
   readonly failed: readonly ModelErrorDeadLetter[];
   readonly dropped: readonly ModelDrop[];
 }

@@ -9,7 +9,23 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import { murmur2, toPositive } from '../partitioner/index.js';
-import { type AggIO, type AggregateNode, type ModelRecord, storeKey, withHeaders } from './model-io.js';
+import {
+  Failures,
+  isModelThrow,
+  RunFails,
+  recordId,
+  StepThrew,
+  type Threw,
+  WalkThrow,
+} from './model-failures.js';
+import {
+  type AggIO,
+  type AggregateNode,
+  checkInput,
+  type ModelRecord,
+  storeKey,
+  withHeaders,
+} from './model-io.js';
 import { SessionAggregate } from './model-session.js';
 import { SlidingAggregate } from './model-sliding.js';
 import type {
@@ -47,12 +63,15 @@ interface Aggregator {
 
 /**
  * What a record carries through a task: the task's partition and the record that entered it; `bare`
- * for a session window's updates, which carry no headers.
+ * for a session window's updates, which carry no headers; `path` names the record (model-failures.ts)
+ * and `forwards` counts its updates and final results per aggregation (each one's name: `<path>><agg>#<n>`).
  */
 interface Ctx {
   readonly partition: number;
   readonly source: ModelSource;
   readonly bare?: true;
+  readonly path: string;
+  readonly forwards: Map<string, number>;
 }
 
 class Run {
@@ -69,18 +88,20 @@ class Run {
   /** The node whose code runs (a user function or a serde): the one a throw names. */
   private at = '';
   /**
-   * What threw while the current record is walked, kept until its walk is over, in the runtime's order
-   * (the walk, then every aggregation's fold, then the forwarding: run/executor.ts): the first throw of
-   * an aggregation's own code (`stored`: its serde reading stored state), and the first throw
-   * downstream of one. A throw of the walk itself comes first (thrown at once).
+   * The first throw of an aggregation's own code while the current record is walked (`stored`: its
+   * serde reading stored state), kept until its walk is over: on Redis every fold comes after the walk
+   * (run/executor.ts), so a later throw of the walk wins. A throw of the walk itself, or downstream of
+   * an aggregation, starts a new try at once.
    */
-  private threw: Threw = { fold: null, downstream: null };
+  private threw: Threw = { fold: null };
+  /** Where a repartition record is written: the record's walk or one of its steps (its path), and how many so far. */
+  private scope = { path: '', takes: 0 };
 
   constructor(
     private readonly built: BuiltTopology,
     private readonly partitions: Map<string, number>,
-    /** Records (`recordId`) whose walk threw in an earlier try: dead letters now, and nothing else. */
-    private readonly dead: ReadonlyMap<string, { readonly node: string; readonly error: unknown }>,
+    /** What the earlier tries learned: dead letters, and the updates not walked on (model-failures.ts). */
+    private readonly book: Failures,
   ) {
     for (const n of built.nodes) this.byName.set(n.name, n);
     for (const e of built.edges) this.children.set(e.from, [...(this.children.get(e.from) ?? []), e.to]);
@@ -102,43 +123,48 @@ class Run {
         `runModel: no source of the topology reads ${rec.topic}`,
       );
     }
-    this.take(rec, sources);
+    this.take(rec, sources, recordId(rec));
   }
 
   /**
    * A record entering its task through `sources`: a dead letter if its walk threw before (runModel runs
    * again without it: all or nothing), else walked; a throw of its walk becomes a WalkThrow naming it.
+   * A walk on of one of its updates that throws downstream: a StepThrew (run again without it, its
+   * state kept); in the try without them, its dead letter comes after what the record made.
    */
-  private take(rec: ModelInput, sources: readonly TopologyNode[]): void {
-    const id = recordId(rec);
-    const dead = this.dead.get(id);
+  private take(rec: ModelInput, sources: readonly TopologyNode[], path: string): void {
+    const dead = this.book.dead(path);
     if (dead !== undefined) {
       this.failed.push({ reason: 'processing-error', node: dead.node, error: dead.error, source: rec });
       return;
     }
     const outer = this.threw;
-    const threw: Threw = { fold: null, downstream: null };
+    const scope = this.scope;
+    const threw: Threw = { fold: null };
+    const forwards = new Map<string, number>();
     this.threw = threw;
+    this.scope = { path, takes: 0 };
     try {
-      for (const s of sources) this.enter(s, rec);
+      for (const s of sources) this.enter(s, rec, path, forwards);
     } catch (error) {
-      if (error instanceof WalkThrow || error instanceof RunFails) throw error;
-      throw new WalkThrow(id, this.at, error);
+      if (isModelThrow(error)) throw error;
+      throw new WalkThrow(path, this.at, error);
     } finally {
       this.threw = outer;
+      this.scope = scope;
     }
-    const { fold, downstream } = threw;
+    const { fold } = threw;
     if (fold?.stored === true) throw new RunFails(nodeThrew(fold.node, rec, fold.error, STORED));
     // its aggregation's own code: a dead letter, all or nothing (nothing of the batch is written yet)
-    if (fold !== null) throw new WalkThrow(id, fold.node, fold.error);
-    if (downstream !== null)
-      throw new RunFails(nodeThrew(downstream.node, rec, downstream.error, 'downstream of an aggregation'));
+    if (fold !== null) throw new WalkThrow(path, fold.node, fold.error);
+    const applied = this.book.applied(path, rec);
+    if (applied !== null) this.failed.push(applied);
   }
 
-  private enter(source: TopologyNode, rec: ModelInput): void {
+  private enter(source: TopologyNode, rec: ModelInput, path: string, forwards: Map<string, number>): void {
     if (source.kind !== 'source') return;
     this.at = source.name;
-    const ctx: Ctx = { partition: rec.partition, source: rec };
+    const ctx: Ctx = { partition: rec.partition, source: rec, path, forwards };
     const key = fromBytes(source.keySerde, rec.key, rec.topic);
     const value = fromBytes(source.valueSerde, rec.value, rec.topic);
     this.forward(source.name, { key, value, timestamp: rec.timestamp }, ctx);
@@ -205,7 +231,7 @@ class Run {
           this.aggregatorFor(n, ctx).process(r);
         } catch (error) {
           // a record of another task that threw in its own walk (a repartition) stays that record's
-          if (error instanceof WalkThrow || error instanceof RunFails) throw error;
+          if (isModelThrow(error)) throw error;
           // its own code (initializer, aggregator, merger, store serde): the record's fate once walked
           const stored = error instanceof StoredUnreadable;
           this.threw.fold ??= { node: name, error: stored ? error.error : error, stored };
@@ -241,7 +267,9 @@ class Run {
       { topic: n.topic, partition, offset, key, value, timestamp: r.timestamp },
       headers,
     );
-    this.take(rec, this.sourcesOf(n.topic, true));
+    // named by where it was written (its offset moves when an earlier one is not written)
+    const path = `${this.scope.path}>${n.name}#${this.scope.takes++}`;
+    this.take(rec, this.sourcesOf(n.topic, true), path);
   }
 
   /** repartition()'s numberOfPartitions, else the largest partition count among the inputs of the sink's sub-topology (kept as the topic's count). */
@@ -280,12 +308,21 @@ class Run {
       node: n,
       forward: (key, value, timestamp, bare) => {
         const ctx = this.ctx();
+        const nth = ctx.forwards.get(n.name) ?? 0;
+        ctx.forwards.set(n.name, nth + 1);
+        const step = `${ctx.path}>${n.name}#${nth}`;
+        // its walk on threw in an earlier try: none of it is made (the state it came from stays)
+        if (this.book.skipped(step)) return;
+        const scope = this.scope;
+        this.scope = { path: step, takes: 0 };
         try {
           this.forward(n.name, { key, value, timestamp }, bare === true ? { ...ctx, bare } : ctx);
         } catch (error) {
           // another task's record (a repartition), or a run failing already: theirs
-          if (error instanceof WalkThrow || error instanceof RunFails) throw error;
-          this.threw.downstream ??= { node: this.at, error };
+          if (isModelThrow(error)) throw error;
+          throw new StepThrew(ctx.path, { step, agg: n.name, node: this.at, error });
+        } finally {
+          this.scope = scope;
         }
       },
       late: (windows) => {
@@ -304,37 +341,6 @@ class Run {
   private ctx(): Ctx {
     return this.current as Ctx;
   }
-}
-
-const isHeaderValue = (v: unknown) => typeof v === 'string' || Buffer.isBuffer(v);
-
-function isHeaders(h: unknown): boolean {
-  if (h === null || typeof h !== 'object' || Array.isArray(h)) return false;
-  return Object.values(h).every((v) => isHeaderValue(v) || (Array.isArray(v) && v.every(isHeaderValue)));
-}
-
-function checkInput(input: readonly ModelInput[]): Map<string, number> {
-  const counts = new Map<string, number>();
-  input.forEach((r, i) => {
-    const ok =
-      typeof r.topic === 'string' &&
-      Number.isSafeInteger(r.partition) &&
-      r.partition >= 0 &&
-      Number.isSafeInteger(r.offset) &&
-      Number.isSafeInteger(r.timestamp) &&
-      r.timestamp >= 0 &&
-      (r.key === null || Buffer.isBuffer(r.key)) &&
-      (r.value === null || Buffer.isBuffer(r.value)) &&
-      (r.headers === undefined || isHeaders(r.headers));
-    if (!ok) {
-      throw new RedfenceError(
-        'RF_INVALID_ARGUMENT',
-        `runModel: input[${i}] needs a topic, a partition >= 0, an offset, a timestamp >= 0, Buffer|null key and value, and headers (if any) of Buffer or string values`,
-      );
-    }
-    counts.set(r.topic, Math.max(counts.get(r.topic) ?? 0, r.partition + 1));
-  });
-  return counts;
 }
 
 /**
@@ -359,39 +365,17 @@ export function runModel(
     partitions.set(topic, Math.max(n, partitions.get(topic) ?? 0));
   }
   // a record whose walk or aggregation throws is run again from the start without it, until none throws
-  // (all or nothing: what it did before the throw, in another branch too, is not kept)
-  const dead = new Map<string, { node: string; error: unknown }>();
+  // (all or nothing: what it did before the throw, in another branch too, is not kept); an update whose
+  // walk on threw downstream, without that walk (its state kept)
+  const book = new Failures();
   for (;;) {
-    const run = new Run(built, new Map(partitions), dead);
+    const run = new Run(built, new Map(partitions), book);
     try {
       for (const r of input) run.input(r);
       return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped, failed: run.failed };
     } catch (error) {
       if (error instanceof RunFails) throw error.error;
-      if (!(error instanceof WalkThrow) || dead.has(error.id)) throw error;
-      dead.set(error.id, { node: error.node, error: error.error });
+      if (!(error instanceof WalkThrow || error instanceof StepThrew) || !book.learn(error)) throw error;
     }
   }
 }
-
-/** A record's walk threw at `node` (not an Error: never seen outside runModel). */
-class WalkThrow {
-  constructor(
-    readonly id: string,
-    readonly node: string,
-    readonly error: unknown,
-  ) {}
-}
-
-/** The throws of a record's walk kept until it is over (Run.threw). */
-interface Threw {
-  fold: { readonly node: string; readonly error: unknown; readonly stored: boolean } | null;
-  downstream: { readonly node: string; readonly error: unknown } | null;
-}
-
-/** A throw that cannot be a dead letter (RF_TOPOLOGY_NODE_THREW): runModel fails with it. */
-class RunFails {
-  constructor(readonly error: Error) {}
-}
-
-const recordId = (r: ModelSource) => `${r.topic}/${r.partition}/${r.offset}`;

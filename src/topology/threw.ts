@@ -61,7 +61,7 @@ export function describeThrown(error: unknown, where = ''): string {
  * dead letter.
  *
  * @example
- * throw nodeThrew('KSTREAM-MAP-0000000005', { topic: 'in', partition: 0, offset: 7 }, err, 'downstream of an aggregation');
+ * throw nodeThrew('KSTREAM-AGGREGATE-0000000002', { topic: 'in', partition: 0, offset: 7 }, err, STORED);
  */
 export function nodeThrew(node: string, at: ThrewAt, error: unknown, where: string): RedfenceError {
   return new RedfenceError(

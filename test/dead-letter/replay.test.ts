@@ -1,13 +1,23 @@
 /**
  * replay() and the filters on crafted dead letters: pacing under --rate (an injected clock), the
- * filters one by one, and the record a replay sends (headers stripped, lineage added). Markers are
- * read from the real Redis.
+ * filters one by one, the record a replay sends (headers stripped, lineage added), and dead letters
+ * whose state changes were made (`redfence-state-applied`: left out unless told). Markers are read
+ * from the real Redis.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { buildDeadLetter } from '../../src/dead-letter/build.js';
 import { decodeDeadLetter } from '../../src/dead-letter/decode.js';
+import { STATE_APPLIED } from '../../src/dead-letter/headers.js';
 import type { DltRecord } from '../../src/dead-letter/read.js';
-import { LINEAGE, matches, replay, replayMarkerKey, replayRecord } from '../../src/dead-letter/replay.js';
+import {
+  isStateApplied,
+  LINEAGE,
+  matches,
+  replay,
+  replayMarkerKey,
+  replayRecord,
+} from '../../src/dead-letter/replay.js';
 import { standalone, uniqueName } from '../helpers/env.js';
 import { connectHeaders, type HeaderList, redfenceHeaders, springHeaders, toMap } from './fixtures.js';
 
@@ -122,5 +132,59 @@ describe('dlq replay: filters, pacing and the replayed record', () => {
     assert.deepEqual(sent, ['k0', 'k2']);
     const ttl = await redis.ttl(replayMarkerKey(dlt, 0, 2));
     assert.ok(ttl > 0 && ttl <= 60, `marker TTL ${ttl}`);
+  });
+
+  it('a dead letter whose state was applied is left out unless told; sent, it loses the header', async () => {
+    const dlt = uniqueName('dlt-applied');
+    const built = (offset: number, stateApplied: boolean): HeaderList => {
+      const d = buildDeadLetter({
+        source: { topic: 't', partition: 0, offset, timestamp: 1, key: null, value: null, headers: {} },
+        consumerGroup: 'g',
+        reason: 'processing-error',
+        error: new TypeError('refused'),
+        stateApplied,
+      });
+      return Object.entries(d.headers).flatMap(([n, v]) =>
+        (Array.isArray(v) ? v : [v]).map((b): [string, Buffer] => [n, b]),
+      );
+    };
+    const plain = letter(0, built(0, false));
+    const applied = letter(1, built(1, true));
+    assert.deepEqual([isStateApplied(plain), isStateApplied(applied)], [false, true]);
+    // dead-lettered again (the record replayed, then failing otherwise): the header is the new failure's
+    const again = buildDeadLetter({
+      source: {
+        topic: 't',
+        partition: 0,
+        offset: 2,
+        timestamp: 1,
+        key: null,
+        value: null,
+        headers: { [STATE_APPLIED]: 'true' },
+      },
+      consumerGroup: 'g',
+      reason: 'rejected',
+    });
+    assert.equal(again.headers[STATE_APPLIED], undefined);
+    after(() => redis.del(replayMarkerKey(dlt, 0, 0), replayMarkerKey(dlt, 0, 1)));
+    const sent: Record<string, Buffer[]>[] = [];
+    const base = {
+      dltTopic: dlt,
+      redis,
+      dryRun: false,
+      batch: 10,
+      markerTtlSeconds: 60,
+      producer: {
+        produce: async (out: readonly { headers?: unknown }[]) => {
+          for (const x of out) sent.push(x.headers as Record<string, Buffer[]>);
+        },
+      },
+    };
+    const first = await replay([plain, applied], base);
+    assert.deepEqual([first.published, first.stateApplied, sent.length], [1, 1, 1]);
+    const told = await replay([plain, applied], { ...base, includeStateApplied: true });
+    assert.deepEqual([told.published, told.alreadyReplayed, told.stateApplied], [1, 1, 0]);
+    assert.equal(sent.length, 2);
+    assert.equal(sent[1]?.[STATE_APPLIED], undefined, 'the replayed record does not carry the header');
   });
 });

@@ -14,8 +14,8 @@ import { readDeadLetterHeaders } from '../../src/dead-letter/read-headers.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
 import { type ModelInput, runModel } from '../../src/topology/model.js';
 import { standalone, uniqueName } from '../helpers/env.js';
-import { createTopics, produce, readToEnd, waitCommitted } from '../helpers/kafka.js';
-import { perKey, processor } from './topology-helpers.js';
+import { createTopics, produce, readToEnd } from '../helpers/kafka.js';
+import { modelRows, perKey, runToCommitted, topicRows } from './topology-helpers.js';
 
 const s = serdes.string();
 const T0 = Date.UTC(2026, 0, 1);
@@ -87,29 +87,15 @@ describe('topology processor: a record its reducer throws on is a dead letter, a
         ],
         'the model: the two 13s met on an odd total',
       );
-      const p = processor(built, redis, 'exactly-once');
-      await p.start();
-      try {
-        await waitCommitted(p.groupId, orders, 60_000);
-      } finally {
-        await p.close();
-      }
-      const read = async (topic: string) =>
-        (await readToEnd(topic)).map((r) => ({ ...r, topic, ts: r.timestamp }));
-      const rows = [...(await read(`${ns}-totals`)), ...(await read(`${ns}-counts`))];
-      const expected = model.outputs.map((o) => ({
-        topic: o.topic,
-        key: o.key?.toString() ?? null,
-        value: o.value?.toString() ?? null,
-        ts: String(o.timestamp),
-      }));
-      assert.deepEqual(perKey(rows), perKey(expected), 'totals and counts equal the model');
+      await runToCommitted(built, redis, orders, 'exactly-once');
+      const rows = await topicRows([`${ns}-totals`, `${ns}-counts`]);
+      assert.deepEqual(perKey(rows), perKey(modelRows(model)), 'totals and counts equal the model');
       assert.deepEqual(
-        (await read(`${ns}-totals`)).map((r) => JSON.parse(r.value ?? 'null').amount),
+        rows.filter((r) => r.topic === `${ns}-totals`).map((r) => JSON.parse(r.value ?? 'null').amount),
         [1, 5, 7, 10, 23],
       );
       assert.deepEqual(
-        (await read(`${ns}-counts`)).map((r) => r.value),
+        rows.filter((r) => r.topic === `${ns}-counts`).map((r) => r.value),
         ['1', '2', '3', '4', '5'],
         'the refused records counted nothing beside their reduce',
       );

@@ -28,6 +28,7 @@ import {
   produce,
   type ReadRecord,
   readToEnd,
+  waitCommitted,
 } from '../helpers/kafka.js';
 import { generateInput, type InputOptions, type InRecord, START_MS } from '../topology/scenarios.js';
 import { twoStages } from './fixtures/two-stages.js';
@@ -219,10 +220,51 @@ export function processor(
   });
 }
 
+/** Runs a processor of `built` until its group committed every partition of `topic` to its end, then closes it. */
+export async function runToCommitted(
+  built: BuiltTopology,
+  redis: Redis,
+  topic: string,
+  mode: ProcessingMode,
+  maxBatchSize?: number,
+): Promise<void> {
+  const p = processor(built, redis, mode, maxBatchSize);
+  await p.start();
+  try {
+    await waitCommitted(p.groupId, topic, 60_000);
+  } finally {
+    await p.close();
+  }
+}
+
+/** A row as {@link perKey} takes it. */
+export interface Row {
+  readonly topic: string;
+  readonly key: string | null;
+  readonly value: string | null;
+  readonly ts: string;
+}
+
+/** The records of the topics (read_committed, each to its end), as rows. */
+export async function topicRows(topics: readonly string[]): Promise<(ReadRecord & Row)[]> {
+  const rows: (ReadRecord & Row)[] = [];
+  for (const topic of topics)
+    for (const r of await readToEnd(topic)) rows.push({ ...r, topic, ts: r.timestamp });
+  return rows;
+}
+
+/** The model's outputs as rows. */
+export function modelRows(model: ModelResult): Row[] {
+  return model.outputs.map((o) => ({
+    topic: o.topic,
+    key: o.key?.toString() ?? null,
+    value: o.value?.toString() ?? null,
+    ts: String(o.timestamp),
+  }));
+}
+
 /** `topic key -> [value @timestamp]...`: records without a key (from every partition) sorted. */
-export function perKey(
-  rows: readonly { topic: string; key: string | null; value: string | null; ts: string }[],
-) {
+export function perKey(rows: readonly Row[]) {
   const m = new Map<string, string[]>();
   for (const r of rows) {
     const k = `${r.topic} ${r.key ?? '-'}`;
@@ -256,18 +298,8 @@ export async function assertOutputsEqualModel(c: Case, ns: string, model: ModelR
  * topic and key, in order. Returns how many output records were read.
  */
 export async function assertOutputsPerKey(outputs: readonly string[], model: ModelResult): Promise<number> {
-  const got: { topic: string; key: string | null; value: string | null; ts: string }[] = [];
-  for (const topic of outputs) {
-    const rows: ReadRecord[] = await readToEnd(topic);
-    for (const r of rows) got.push({ topic, key: r.key, value: r.value, ts: r.timestamp });
-  }
-  const want = model.outputs.map((o) => ({
-    topic: o.topic,
-    key: o.key?.toString() ?? null,
-    value: o.value?.toString() ?? null,
-    ts: String(o.timestamp),
-  }));
-  assert.deepEqual(perKey(got), perKey(want), 'output records per topic and key');
+  const got = await topicRows(outputs);
+  assert.deepEqual(perKey(got), perKey(modelRows(model)), 'output records per topic and key');
   return got.length;
 }
 

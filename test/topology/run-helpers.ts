@@ -497,8 +497,9 @@ function perPartition(
 /** The executor's outputs equal the model's per output topic and key, in order; dead letters and drops per partition. */
 export function assertEqualToModel(model: ModelResult, got: RunTotals): void {
   assert.deepEqual(perKey(got.outputs), perKey(model.outputs), 'outputs per topic and key');
-  // a late record's windows; a record whose walk threw: what it threw
-  const detail = (x: { windows?: unknown; error?: unknown }) => x.windows ?? x.error ?? null;
+  // a late record's windows; a record whose walk threw: what it threw (downstream: its state applied)
+  const detail = (x: { windows?: unknown; error?: unknown; stateApplied?: true; downstreamOf?: string }) =>
+    x.stateApplied === true ? [x.error, x.downstreamOf] : (x.windows ?? x.error ?? null);
   const byOffset = <T extends { source: ModelInput }>(xs: readonly T[]) =>
     [...xs].sort((a, b) => a.source.partition - b.source.partition || a.source.offset - b.source.offset);
   assert.deepEqual(

@@ -38,12 +38,15 @@ type Order = { amount: number };
  */
 const region = (key: string): string => (key.charCodeAt(0) % 2 === 1 ? 'a' : 'b');
 
+/** Which code throws: none, the region reduce's reducer, or nodes downstream of the counts. */
+type Throwing = false | 'fold' | 'downstream';
+
 /**
  * in -> windowed count per key (tumbling 10, grace 3, emit as given) -> its updates re-keyed by region
  * (`repartition()` to `<app>-by-region-repartition`) -> a count of the updates per region, and a tumbling-window sum of
  * them (size 20, grace 2: updates late for it are common, emit as given) per region.
  */
-function twoStages(app: string, emit: 'update' | 'final', throwing = false): BuiltTopology {
+function twoStages(app: string, emit: 'update' | 'final', throwing: Throwing = false): BuiltTopology {
   const t = topology({ applicationId: app });
   const updates = t
     .stream<string, Order | null>('in', { key: s })
@@ -58,14 +61,31 @@ function twoStages(app: string, emit: 'update' | 'final', throwing = false): Bui
     .map((wk, n) => [region(wk.key), n] as const)
     .repartition({ name: 'by-region', key: s })
     .groupByKey();
-  byRegion.count({ name: 'region-updates' }).toStream().to('region-updates', { key: s });
+  byRegion
+    .count({ name: 'region-updates' })
+    .toStream()
+    .mapValues((n) => {
+      // downstream: every fourth update of a region throws (the repartition record a dead letter, its count kept)
+      if (throwing === 'downstream' && n % 4 === 0) throw new TypeError('a fourth update is refused');
+      return n;
+    })
+    .to('region-updates', { key: s });
+  if (throwing === 'downstream')
+    // after the repartition branch: an update that throws here takes its repartition record back
+    updates
+      .filter((_wk, n) => {
+        if (n === 3) throw new RangeError('a count of three is refused');
+        return true;
+      })
+      .map((wk, n) => [wk.key, n] as const)
+      .to('not-three', { key: s });
   byRegion
     .windowedBy(TimeWindows.ofSizeAndGrace(20, 2))
     .emit(emit)
     .reduce(
       (a, b) => {
         // throwing: a 3 on an odd sum is refused (the repartition record a dead letter, its effects none)
-        if (throwing && b === 3 && a % 2 === 1) throw new RangeError('3 on an odd sum is refused');
+        if (throwing === 'fold' && b === 3 && a % 2 === 1) throw new RangeError('3 on an odd sum is refused');
         return a + b;
       },
       { name: 'region-sums' },
@@ -175,7 +195,8 @@ function perSource(items: readonly { source: ModelInput; node: string; reason: s
   const sorted = [...items].sort((a, b) => a.source.offset - b.source.offset);
   for (const x of sorted) {
     const k = `${x.source.topic}/${x.source.partition}`;
-    m.set(k, [...(m.get(k) ?? []), `${x.source.offset} ${x.node} ${x.reason}`]);
+    const applied = (x as { stateApplied?: true }).stateApplied === true ? ' state-applied' : '';
+    m.set(k, [...(m.get(k) ?? []), `${x.source.offset} ${x.node} ${x.reason}${applied}`]);
   }
   return m;
 }
@@ -198,9 +219,11 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
     for (const [emit, throwing] of [
       ['update', false],
       ['final', false],
-      ['update', true],
+      ['update', 'fold'],
+      ['update', 'downstream'],
+      ['final', 'downstream'],
     ] as const)
-      it(`windowed count -> re-key -> count and windowed reduce (emit ${emit}${throwing ? ', the reduce throwing on some records' : ''}): outputs equal the model's; replays re-emit`, async () => {
+      it(`windowed count -> re-key -> count and windowed reduce (emit ${emit}${throwing === 'fold' ? ', the reduce throwing on some records' : throwing === 'downstream' ? ', nodes downstream of the counts throwing' : ''}): outputs equal the model's; replays re-emit`, async () => {
         const seen = {
           outputs: 0,
           regions: 0,
@@ -210,6 +233,8 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           repartitioned: 0,
           threw: 0,
         };
+        // the topics whose records threw downstream (their state applied)
+        const applied = new Set<string>();
         await fc.assert(
           fc.asyncProperty(generated(4, 20, 1), async (g) => {
             const app = appName();
@@ -227,6 +252,9 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
             seen.replays += got.replays;
             seen.repartitioned += got.repartitioned;
             seen.threw += model.failed.filter((d) => d.source.topic === rep).length;
+            for (const d of model.failed)
+              if (d.stateApplied === true)
+                applied.add(d.source.topic === rep ? 'repartition' : d.source.topic);
           }),
           { numRuns: RUNS },
         );
@@ -234,7 +262,13 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         assert.ok(seen.replays > 0, 'some batches were replayed');
         assert.ok(seen.late > 0, 'some records were late');
         if (emit === 'update') assert.ok(seen.lateDownstream > 0, 'some updates were late for the regions');
-        if (throwing) assert.ok(seen.threw > 0, 'some repartition records threw in the reduce');
+        if (throwing !== false) assert.ok(seen.threw > 0, 'some repartition records threw');
+        if (throwing === 'downstream')
+          assert.deepEqual(
+            [...applied].sort(),
+            ['in', 'repartition'],
+            'updates threw downstream in both sub-topologies',
+          );
       });
 
     it('the second aggregation keys its own fence space, fenced by the repartition partition’s epoch', async () => {

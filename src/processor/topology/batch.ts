@@ -221,7 +221,10 @@ function outRecords(
     const source = byOffset.get(d.source.offset);
     if (source === undefined) continue; // the executor dead-letters only the batch's own records
     ctx.metrics?.deadLetter(d.reason);
-    out.push(deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, source, d.reason, deadLetterError(d)));
+    const applied = d.reason === 'processing-error' && d.stateApplied === true;
+    out.push(
+      deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, source, d.reason, deadLetterError(d), applied),
+    );
   }
   return out;
 }
@@ -230,8 +233,13 @@ function outRecords(
 function deadLetterError(d: TopologyDeadLetter): Error {
   if (d.reason === 'rejected')
     return new Error(`topology node ${d.node} (store ${d.store}) refused the record: ${d.message}`);
+  // what it threw is the cause: its class and message go to the dead letter's headers, as Spring writes them
+  if (d.reason === 'processing-error' && d.stateApplied === true)
+    return new Error(
+      `topology node ${d.node} threw downstream of ${d.downstreamOf}; the record's state changes were made, its outputs from there were not`,
+      { cause: d.error },
+    );
   if (d.reason === 'processing-error')
-    // what it threw is the cause: its class and message go to the dead letter's headers, as Spring writes them
     return new Error(`topology node ${d.node} threw; the record's effects were not made`, { cause: d.error });
   const windows = d.windows.map((w) => `[${w.start},${w.end})`).join(' ');
   return new Error(`late for topology node ${d.node} (store ${d.store}): windows ${windows} had closed`);

@@ -21,7 +21,8 @@
  *  4. per record again, in order, the results (APPLY, REBASE, REEMIT) are forwarded down the graph
  *     (toStream, filters, maps, sinks): updates, a session's tombstones, or final results once: the
  *     outputs come in the model's order (forward.ts). SKIP gives nothing, REJECT a dead letter, FENCE
- *     stops the batch (RF_TOPOLOGY_FENCED) with nothing forwarded.
+ *     stops the batch (RF_TOPOLOGY_FENCED) with nothing forwarded. A node that throws downstream makes
+ *     its record a dead letter marked `stateApplied`, without that update's outputs (forward.ts).
  *
  * A replay of a batch (the same records before their commit, the stream time of the commit) re-emits the
  * same outputs from the pending results and changes no state.

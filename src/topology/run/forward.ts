@@ -3,10 +3,16 @@
  * graph from their aggregation (toStream, filters, maps, sinks): updates (APPLY, REBASE, REEMIT), final
  * results, a session's tombstones and merged session, or its lateness; outputs, drops and dead letters
  * in the model's order. SKIP gives nothing, REJECT a dead letter.
+ *
+ * A node that throws while one update or final result is walked on (downstream of the aggregation: the
+ * batch's state is written by then) takes that walk's outputs and drops back, all of them, and its
+ * record becomes a dead letter marked `stateApplied` (once, after the record's other steps: the first
+ * throw's node); the record's other updates and the batch go on. A replay (REEMIT) walks the same
+ * pending results and throws the same way.
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, KeyRecordResult } from '../../store/index.js';
-import type { ModelDrop, ModelOutput, ModelSource } from '../model.js';
+import type { ModelDrop, ModelErrorDeadLetter, ModelOutput, ModelSource } from '../model.js';
 import { type ModelRecord, withHeaders } from '../model-io.js';
 import { nodeThrew, STORED, StoredUnreadable } from '../threw.js';
 import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
@@ -36,6 +42,8 @@ class ForwardSink implements WalkSink {
   /** A session window's updates: walked on without the record's headers, as Kafka Streams forwards them. */
   bare = false;
   at = '';
+  /** The current record's dead letter: a node downstream of an aggregation threw on it (walkOn). */
+  threw: ModelErrorDeadLetter | null = null;
   readonly tally: FlowTally;
   readonly #ctx: ForwardContext;
 
@@ -57,15 +65,25 @@ class ForwardSink implements WalkSink {
   dropNullKey(name: string): void {
     this.#ctx.dropped.push({ reason: 'null-key', node: name, source: this.source as ModelSource });
   }
+
+  /** The current record's downstream dead letter, if any, after its other steps. */
+  flush(): void {
+    if (this.threw === null) return;
+    this.#ctx.deadLetters.push(this.threw);
+    this.threw = null;
+  }
 }
 
 /**
  * Forwards the placed steps, in order. The batch's state is written by now: a throw downstream of an
- * aggregation (or of a store serde reading a result) fails the batch with RF_TOPOLOGY_NODE_THREW.
+ * aggregation makes its record a dead letter, its state kept ({@link walkOn}); a store serde that
+ * cannot read a result fails the batch with RF_TOPOLOGY_NODE_THREW.
  */
 export function forwardSteps(steps: readonly PlacedStep[], ctx: ForwardContext, topic: string): void {
   const sink = new ForwardSink(ctx);
   for (const step of steps) {
+    // a record's downstream dead letter comes after its other steps (the model's order)
+    if (sink.threw !== null && offsetOf(step) !== sink.threw.source.offset) sink.flush();
     sink.at = '';
     try {
       forwardStep(step, ctx, sink);
@@ -77,15 +95,47 @@ export function forwardSteps(steps: readonly PlacedStep[], ctx: ForwardContext, 
         'arrival' in step ? step.arrival.agg.node.name : 'closes' in step ? step.closes.node.name : '';
       const at = { topic, partition: source.partition, offset: source.offset };
       if (error instanceof StoredUnreadable) throw nodeThrew(node, at, error.error, STORED);
-      throw nodeThrew(sink.at || node, at, error, 'downstream of an aggregation');
+      // walkOn makes a throw of the walk on a dead letter: what is left is the aggregation's reading of its results
+      throw nodeThrew(node, at, error, 'reading its results');
     }
   }
+  sink.flush();
 }
 
-/** An update of aggregation `node` walked on from it. */
+/** The input offset a placed step belongs to. */
+function offsetOf(step: PlacedStep): number {
+  if ('out' in step) return step.out.offset;
+  if ('drop' in step) return step.drop.source.offset;
+  if ('dead' in step) return step.dead.source.offset;
+  return step.source.offset;
+}
+
+/**
+ * An update (or final result) of aggregation `node` walked on from it: all or nothing. A throw takes
+ * back the outputs and drops this walk made (a repartition record too) and makes the record a dead
+ * letter once; the state the update came from stays.
+ */
 function walkOn(ctx: ForwardContext, node: string, u: ModelRecord, sink: ForwardSink): void {
   ctx.tally.out(node);
-  walkFrom(ctx.plan, node, u, sink);
+  const outputs = ctx.outputs.length;
+  const dropped = ctx.dropped.length;
+  sink.at = '';
+  try {
+    walkFrom(ctx.plan, node, u, sink);
+  } catch (error) {
+    if (error instanceof StoredUnreadable) throw error;
+    ctx.outputs.length = outputs;
+    ctx.dropped.length = dropped;
+    const source = sink.source as ModelSource;
+    sink.threw ??= {
+      reason: 'processing-error',
+      node: sink.at || node,
+      error,
+      source,
+      stateApplied: true,
+      downstreamOf: node,
+    };
+  }
 }
 
 /** Forwards one placed step. */
