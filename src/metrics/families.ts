@@ -46,7 +46,7 @@ export const NAMES = [
   'topology_late_records_total',
   'topology_dropped_records_total',
   'topology_repartition_lag_records',
-  'topology_owner_cache_reads_total',
+  'owner_cache_reads_total',
 ] as const;
 
 /** The node reading a topology's repartition topic (the repartition lag's labels). */
@@ -178,10 +178,10 @@ export function registerFamilies(
       "Records a topology node dropped, by reason (null-key, null-value, late with onLate('drop')), in committed batches.",
       ['application_id', 'topology_node', 'reason'],
     ),
-    topologyOwnerCache: counter(
-      'topology_owner_cache_reads_total',
-      'Reduce and aggregate keys a topology batch folded from owner-local state (result="hit") or read from Redis first (result="miss").',
-      ['application_id', 'result'],
+    ownerCache: counter(
+      'owner_cache_reads_total',
+      'Keys a batch folded from owner-local state (result="hit") or read from Redis first (result="miss"): a reducer processor\'s keys (store: its store) and a topology\'s reduce and aggregate keys (store: its application id).',
+      ['store', 'result'],
     ),
     topologyRepartitionLag: new Gauge({
       name: `${prefix}topology_repartition_lag_records`,

@@ -306,18 +306,19 @@ export class RedfenceMetrics {
   }
 
   /**
-   * Counts a topology batch's reduce and aggregate keys folded from owner-local state (`hits`) or read
-   * from Redis (`misses`) (docs/streams.md, "Owner-local state").
+   * Counts keys folded from owner-local state (`hits`) or read from Redis first (`misses`)
+   * (docs/operations.md, "Owner-local state"): a reducer processor's (`store`: its store) or a
+   * topology's reduce and aggregate (`store`: its application id).
    *
    * @example
-   * metrics.topologyOwnerCache('totals', 480, 20); // redfence_topology_owner_cache_reads_total{application_id="totals",result="hit"} 480
+   * metrics.ownerCache('totals', 480, 20); // redfence_owner_cache_reads_total{store="totals",result="hit"} 480
    */
-  topologyOwnerCache(application: string, hits: number, misses: number): void {
+  ownerCache(store: string, hits: number, misses: number): void {
     checkCount('hits', hits);
     checkCount('misses', misses);
-    const application_id = checkName('application', application);
-    if (hits > 0) this.#m.topologyOwnerCache.inc(this.#labels({ application_id, result: 'hit' }), hits);
-    if (misses > 0) this.#m.topologyOwnerCache.inc(this.#labels({ application_id, result: 'miss' }), misses);
+    const name = checkName('store', store);
+    if (hits > 0) this.#m.ownerCache.inc(this.#labels({ store: name, result: 'hit' }), hits);
+    if (misses > 0) this.#m.ownerCache.inc(this.#labels({ store: name, result: 'miss' }), misses);
   }
 
   /** Counts `n` records of a committed topology batch that were late for a windowed aggregation. */

@@ -78,6 +78,9 @@ export async function processBatch(
     applied = await trace.redis(() => applyAll(ctx.apply, entry, planned));
     if (applied.results === 'FENCED' || (await ctx.replication.confirm(mark))) break;
   }
+  const owned = ctx.apply.owner?.drain();
+  if (owned !== undefined && owned.hits + owned.misses > 0)
+    ctx.metrics?.ownerCache(ctx.apply.definition.store, owned.hits, owned.misses);
   if (applied.results === 'FENCED') {
     entry.fenced = true;
     trace.fenced();

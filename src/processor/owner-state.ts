@@ -32,6 +32,8 @@ export class OwnerState {
   readonly #entries: LruBytes<Entry>;
   hits = 0;
   misses = 0;
+  /** The counts at the last {@link drain}. */
+  #drained = { hits: 0, misses: 0 };
 
   constructor(maxBytes: number) {
     this.#entries = new LruBytes(maxBytes);
@@ -81,6 +83,13 @@ export class OwnerState {
   keep(tp: string, epoch: number, key: string, json: string | null, token: FenceToken): void {
     const id = `${tp}\0${key}`;
     this.#entries.set(id, { epoch, json, token }, ENTRY_BYTES + 2 * (id.length + (json?.length ?? 0)));
+  }
+
+  /** Hits and misses since the last drain (for the metrics, after each batch). */
+  drain(): { hits: number; misses: number } {
+    const since = { hits: this.hits - this.#drained.hits, misses: this.misses - this.#drained.misses };
+    this.#drained = { hits: this.hits, misses: this.misses };
+    return since;
   }
 
   /** Forgets a key (its call answered something other than applied). */

@@ -128,8 +128,8 @@ describe('RedfenceMetrics', () => {
     m.topologyNode('fraud', 'big', 5, 0);
     m.topologyLate('fraud', 'counts', 2);
     m.topologyDropped('fraud', 'counts', 'null-key', 3);
-    m.topologyOwnerCache('fraud', 480, 20);
-    m.topologyOwnerCache('fraud', 0, 5);
+    m.ownerCache('fraud', 480, 20);
+    m.ownerCache('fraud', 0, 5);
     m.lag('fraud-rep-repartition', 0, 7, { committed: 3, end: 10 });
     m.lag('fraud-rep-repartition', 1, 5, { committed: 15, end: 20 });
     m.lag('orders', 0, 100, { committed: 0, end: 100 }); // not a repartition topic
@@ -149,9 +149,9 @@ describe('RedfenceMetrics', () => {
         'redfence_topology_records_out_total{application_id="fraud",topology_node="src",env="test"} 0',
       ),
     );
-    assert.deepEqual(samples(text, 'redfence_topology_owner_cache_reads_total'), [
-      'redfence_topology_owner_cache_reads_total{application_id="fraud",result="hit",env="test"} 480',
-      'redfence_topology_owner_cache_reads_total{application_id="fraud",result="miss",env="test"} 25',
+    assert.deepEqual(samples(text, 'redfence_owner_cache_reads_total'), [
+      'redfence_owner_cache_reads_total{store="fraud",result="hit",env="test"} 480',
+      'redfence_owner_cache_reads_total{store="fraud",result="miss",env="test"} 25',
     ]);
     assert.deepEqual(samples(text, 'redfence_topology_late_records_total'), [
       'redfence_topology_late_records_total{application_id="fraud",topology_node="counts",env="test"} 2',

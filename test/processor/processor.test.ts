@@ -13,6 +13,7 @@ import {
   Processor,
   type ProcessorDefinition,
   partitionFor,
+  RedfenceMetrics,
 } from '../../src/index.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import {
@@ -76,11 +77,13 @@ function start<S>(
   redis: Redis,
   mode: ProcessingMode,
   definition?: ProcessorDefinition<Order, S>,
+  metrics?: RedfenceMetrics,
 ): Processor<Order> {
   return new Processor<Order>({
     definition: (definition ?? totalsDefinition(ns)) as unknown as ProcessorDefinition<Order>,
     redis,
     mode,
+    ...(metrics === undefined ? {} : { metrics }),
     groupId: `${ns}-group`,
     kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 100 },
   });
@@ -129,7 +132,8 @@ describe('processor', { timeout: 300_000 }, () => {
           { key: null, value: JSON.stringify({ customer: 'x', amount: 5 }) }, // null key
         ];
         await produce(`${ns}-orders`, [...messages.slice(0, 200), ...poison, ...messages.slice(200)]);
-        const p = start(ns, redis, mode);
+        const metrics = new RedfenceMetrics();
+        const p = start(ns, redis, mode, undefined, metrics);
         await p.start();
         try {
           await pollUntil(
@@ -139,6 +143,15 @@ describe('processor', { timeout: 300_000 }, () => {
         } finally {
           await p.close();
         }
+        // owner-local state (the default): customers seen in an earlier batch were not read again
+        const cache = await metrics.metricsText();
+        const reads = (result: string) =>
+          Number(
+            new RegExp(`redfence_owner_cache_reads_total\\{[^}]*result="${result}"[^}]*\\} (\\d+)`).exec(
+              cache,
+            )?.[1] ?? 0,
+          );
+        assert.ok(reads('hit') > 0 && reads('miss') >= 15, `hits ${reads('hit')}, misses ${reads('miss')}`);
         const outputs = await readToEnd(`${ns}-totals`);
         // each customer's outputs count 1..n exactly once (read_committed), no other key
         assertPerKey('one output per valid order', outputs, countOf, countsOf(perCustomer));

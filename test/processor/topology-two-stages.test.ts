@@ -104,7 +104,7 @@ describe('topology processor: aggregations in two sub-topologies', { timeout: 60
       const p = processor(built, redis, metrics);
       const rows = await runToEnd(p, `${name}-orders`, repartition);
       // the aggregate's three keys were folded from owner-local state after their first batch
-      const cached = /redfence_topology_owner_cache_reads_total\{[^}]*result="hit"[^}]*\} (\d+)/.exec(
+      const cached = /redfence_owner_cache_reads_total\{[^}]*result="hit"[^}]*\} (\d+)/.exec(
         await metrics.metricsText(),
       );
       assert.ok(Number(cached?.[1] ?? 0) > 0, 'some keys were folded from owner-local state');

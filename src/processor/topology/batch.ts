@@ -108,7 +108,7 @@ export async function runTopologyBatch(
     }
   if (result.dropped.length > 0) ctx.dropped(result.dropped.length);
   const { hits, misses } = result.ownerCache;
-  if (hits + misses > 0) ctx.metrics?.topologyOwnerCache(ctx.executor.plan.built.applicationId, hits, misses);
+  if (hits + misses > 0) ctx.metrics?.ownerCache(ctx.executor.plan.built.applicationId, hits, misses);
   trace.annotate(() => batchAttributes(ctx, topic, result));
   const out = trace.stamp(outRecords(ctx, records, result));
   const next = entry.delivered;
