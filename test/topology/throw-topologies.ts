@@ -186,18 +186,22 @@ export async function assertGeneratedEqualModel(
   count: (built: BuiltTopology, got: RunTotals) => number,
 ): Promise<void> {
   const seen = { counted: 0, outputs: 0, replays: 0 };
-  await fc.assert(
-    fc.asyncProperty(generated(4, 20, 1), async (g) => {
-      const built = make();
-      const model = runModel(built, g.input, { partitions: { in: g.partitions } });
-      const got = await runOnRedis(redis, built, g, window);
-      assertEqualToModel(model, got);
-      seen.counted += count(built, got);
-      seen.outputs += got.outputs.length;
-      seen.replays += got.replays;
-    }),
-    { numRuns: runs },
-  );
+  // the generated inputs reach a throw only now and then (a sliding reduce: an amount of 7 onto a
+  // window already above 3): more runs, up to four times as many, until one did, so the check below
+  // asserts what the runs did rather than what the dice gave
+  for (let round = 0; round < 4 && (round === 0 || seen.counted === 0 || seen.replays === 0); round++)
+    await fc.assert(
+      fc.asyncProperty(generated(4, 20, 1), async (g) => {
+        const built = make();
+        const model = runModel(built, g.input, { partitions: { in: g.partitions } });
+        const got = await runOnRedis(redis, built, g, window);
+        assertEqualToModel(model, got);
+        seen.counted += count(built, got);
+        seen.outputs += got.outputs.length;
+        seen.replays += got.replays;
+      }),
+      { numRuns: runs },
+    );
   assert.ok(seen.outputs > 0, 'some outputs');
   assert.ok(seen.counted > 0, what);
   assert.ok(seen.replays > 0, 'some batches were replayed');
