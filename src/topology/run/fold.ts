@@ -27,6 +27,7 @@ import type {
   KeyStore,
   StateStamp,
   StoreReadAnswer,
+  StoreReadRequest,
   StoreToken,
 } from '../../store/index.js';
 import { nodeThrew, STORED } from '../threw.js';
@@ -297,6 +298,15 @@ export async function callGroups(
   };
   let conflicts = 0;
   const cache = { hits: 0, misses: 0 };
+  // a group's read request depends only on its arrivals: made once, used by every read and the cache
+  const requests = new Map<KeyGroup, StoreReadRequest>();
+  const requestOf = (g: KeyGroup): StoreReadRequest => {
+    const known = requests.get(g);
+    if (known !== undefined) return known;
+    const r = readRequest(g, byGroup.get(g) ?? []);
+    requests.set(g, r);
+    return r;
+  };
   const sendFolded = async () => {
     let pending = groups.map((g, i) => [g, i] as const).filter(([g]) => byGroup.has(g));
     for (let round = 0; pending.length > 0; round++) {
@@ -311,7 +321,7 @@ export async function callGroups(
       const readOf = ([g]: readonly [KeyGroup, number]) => {
         const ahead = round === 0 ? ctx.ahead?.get(g.key.toString('hex')) : undefined;
         if (ahead !== undefined) return ahead;
-        const request = readRequest(g, byGroup.get(g) ?? []);
+        const request = requestOf(g);
         // owner-local state: round 0 only (a CONFLICT means the cache was wrong about the key)
         if (round > 0 || ctx.owner === undefined) return store.readParts(request);
         const cached = ctx.owner.answer(tp, g, batch.partition, request);
@@ -331,8 +341,7 @@ export async function callGroups(
           );
         await Promise.all(
           pending.map(async (p, j) => {
-            if (answers[j] === null)
-              answers[j] = await store.readParts(readRequest(p[0], byGroup.get(p[0]) ?? []));
+            if (answers[j] === null) answers[j] = await store.readParts(requestOf(p[0]));
           }),
         );
       }
@@ -376,7 +385,7 @@ export async function callGroups(
         if (ctx.owner !== undefined && f !== undefined)
           ctx.owner.after(tp, g, batch.partition, batch.epoch, r, {
             read: answer,
-            request: readRequest(g, byGroup.get(g) ?? []),
+            request: requestOf(g),
             written: f.written,
           });
         if (c > 0 && ctx.ahead?.has(g.key.toString('hex')) === true)
