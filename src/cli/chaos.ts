@@ -194,8 +194,8 @@ async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
 /**
  * A topology module (its default export a built topology) and its records; undefined for a processor
  * module. Its instances take crash points as a processor's do (--crashes, --points: the topology
- * processor calls the same hooks at the same points); WAIT does not apply (`redfence run` refuses
- * --wait-replicas for a topology): asked for, it is refused before any connection.
+ * processor calls the same hooks at the same points); WAIT is not judged for a topology's chaos run yet
+ * (`redfence run` takes --wait-replicas for one): asked for, it is refused before any connection.
  */
 async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefined> {
   const { loadChaosTopology, topologyInput } = await import('../chaos/topology-module.js');
@@ -203,7 +203,10 @@ async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefin
   const m = await loadChaosTopology(parsed.module as string);
   if (m === undefined) return undefined;
   if (parsed.options.waitReplicas !== undefined)
-    throw new RedfenceError('RF_INVALID_OPTIONS', '--wait-replicas does not apply to a topology');
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      '--wait-replicas is not run by redfence chaos for a topology yet (redfence run takes it)',
+    );
   parsed.options.seed ??= randomSeed();
   const records =
     parsed.input === undefined

@@ -3,7 +3,7 @@
  * a TopologyProcessor with the processor's Kafka, group, mode and commit flags, its state in the Redis
  * target, until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a second signal
  * exits at once). --tracing sets `tracing: true`, as for a processor (run.ts checks the API first).
- * Flags a topology does not take (the processor's fence, sweep, snapshot and WAIT flags, the handler's)
+ * Flags a topology does not take (the processor's fence, sweep and snapshot flags, the handler's)
  * are refused before any connection. With --workers n each of the n worker processes the supervisor
  * forks (workers.ts) runs one TopologyProcessor in the one group, as a processor's workers do.
  * --console mounts the console on its metrics server (its group and dead-letter topic), as for a
@@ -23,8 +23,6 @@ const NOT_FOR_TOPOLOGIES = [
   'user-retries',
   'partitions-in-flight',
   'sweep-every',
-  'wait-replicas',
-  'wait-timeout',
   'snapshot-interval',
   'snapshot-topic',
   'snapshot-rate',
@@ -74,6 +72,7 @@ export function topologySettings(
     ...(p.replicationFactor === undefined ? {} : { replicationFactor: p.replicationFactor }),
     ...(p.tracing === undefined ? {} : { tracing: p.tracing }),
     ...(p.ownerCache === undefined ? {} : { ownerCache: p.ownerCache }),
+    ...(p.waitReplicas === undefined ? {} : { waitReplicas: p.waitReplicas }),
   };
 }
 

@@ -232,7 +232,8 @@ export function watchdogOptions(v: unknown): Required<WatchdogOptions> | undefin
   };
 }
 
-function waitOptions(v: unknown): WaitReplicasOptions | undefined {
+/** Checks `waitReplicas` (the processor's and the topology processor's): RF_INVALID_OPTIONS naming the field. */
+export function waitReplicasOption(v: unknown): WaitReplicasOptions | undefined {
   if (v === undefined) return undefined;
   if (!isObject(v)) throw invalid(`option "waitReplicas" must be { replicas, timeoutMs }, got ${shown(v)}`);
   checkKeys('waitReplicas', v, WAIT_NAMES);
@@ -292,7 +293,7 @@ export function resolveOptions<T, S>(options: ProcessorOptions<T, S>): ResolvedO
     userRetries: integer('userRetries', o.userRetries, 0, 1000, 3),
     requireNoEviction: bool('requireNoEviction', o.requireNoEviction, true),
     ownerCache: ownerCacheOption(o.ownerCache),
-    waitReplicas: waitOptions(o.waitReplicas),
+    waitReplicas: waitReplicasOption(o.waitReplicas),
     sweepEvery: integer('sweepEvery', o.sweepEvery, 1, Number.MAX_SAFE_INTEGER, 20),
     sweepIntervalMs: integer('sweepIntervalMs', o.sweepIntervalMs, 1, MAX_TIMER_MS, 5000),
     groupCommitRecords: integer('groupCommitRecords', o.groupCommitRecords, 0, Number.MAX_SAFE_INTEGER, 2000),

@@ -63,7 +63,11 @@ export function redisStepOf(guard: RedisGuard, redis: ResolvedOptions['redis']):
  * With `waitReplicas`, a batch's writes are confirmed by WAIT, and made again when a Redis connection
  * closed since them (its writes may be lost with it); without, every write is confirmed at once.
  */
-export function replicationOf(o: ResolvedOptions, redisStep: RedisStep, log: Logger): Replication {
+export function replicationOf(
+  o: Pick<ResolvedOptions, 'waitReplicas' | 'redis'>,
+  redisStep: RedisStep,
+  log: Logger,
+): Replication {
   const wait = o.waitReplicas;
   const closes = wait ? connectionCloses(o.redis) : () => 0;
   return {

@@ -157,7 +157,7 @@ describe('redfence chaos <topology module>: options a topology does not take exi
   const offline = ['--brokers', '127.0.0.1:1', '--quiet'];
   for (const [flag, message] of [
     [['--points', 'after-comit'], /unknown crash point "after-comit"/],
-    [['--wait-replicas', '1'], /--wait-replicas does not apply to a topology/],
+    [['--wait-replicas', '1'], /--wait-replicas is not run by redfence chaos for a topology yet/],
   ] as const)
     it(flag.join(' '), async () => {
       const r = await chaos([join(FIXTURES, 'windowed-count.ts'), ...flag, ...offline]);

@@ -17,7 +17,7 @@ import { type BatchTrace, NO_TRACING, type TraceAttributes } from '../../telemet
 import type { ModelHeaders, ModelInput } from '../../topology/model.js';
 import type { TopologyExecutor } from '../../topology/run/executor.js';
 import type { TopologyBatchResult, TopologyDeadLetter } from '../../topology/run/types.js';
-import { countHoles } from '../batch.js';
+import { countHoles, type Replication } from '../batch.js';
 import type { CommitPipeline, QueuedBatch } from '../commit-pipeline.js';
 import type { Counts } from '../counts.js';
 import type { CrashHook } from '../crash-points.js';
@@ -34,6 +34,8 @@ export interface TopologyBatchContext {
   /** The stream times of a topic's owned partitions (the input's, or a repartition topic's). */
   times(topic: string): PartitionTimes;
   readonly redisStep: RedisStep;
+  /** WAIT for replicas after the batch's key calls (src/processor/batch.ts' Replication). */
+  readonly replication: Replication;
   readonly pipeline: Pick<CommitPipeline, 'enqueue'>;
   readonly kafka: Pick<KafkaPort, 'pause'>;
   readonly deadLetterTopic: string;
@@ -74,18 +76,26 @@ export async function runTopologyBatch(
   let result: TopologyBatchResult;
   try {
     // An outage pauses the owned partitions and retries: a batch run again is a replay (the key calls
-    // answer REEMIT for what they applied, the index adds are idempotent).
-    result = await ctx.redisStep('topology batch', () =>
-      trace.redis(() =>
-        ctx.executor.runBatch({
-          topic,
-          partition,
-          epoch: entry.epoch,
-          committedOffset: entry.committed,
-          records: inputs,
-        }),
-      ),
-    );
+    // answer REEMIT for what they applied, the index adds are idempotent). With waitReplicas, run again
+    // until WAIT confirms it on the connection that carried it: after a failover the key calls answer
+    // REEMIT for what survived and APPLY for what the promoted replica never had.
+    for (;;) {
+      const mark = ctx.replication.mark();
+      result = await ctx.redisStep('topology batch', () =>
+        trace.redis(() =>
+          ctx.executor.runBatch({
+            topic,
+            partition,
+            epoch: entry.epoch,
+            committedOffset: entry.committed,
+            records: inputs,
+          }),
+        ),
+      );
+      if (await ctx.replication.confirm(mark)) break;
+      // from the batch's first record again: its stream time there (owner-local state dropped with it)
+      ctx.executor.setStreamTime(partition, ctx.times(topic).at(partition, first), topic);
+    }
   } catch (err) {
     if (!RedfenceError.is(err, 'RF_TOPOLOGY_FENCED')) throw err;
     entry.fenced = true;

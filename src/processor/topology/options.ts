@@ -19,7 +19,9 @@ import {
   ownerCacheOption,
   PROCESSING_MODES,
   type ProcessingMode,
+  type WaitReplicasOptions,
   type WatchdogOptions,
+  waitReplicasOption,
   watchdogOptions,
 } from '../options.js';
 
@@ -72,6 +74,12 @@ export interface TopologyProcessorOptions
   /** Replication factor of topics made by `createTopics`: 1..32767, or -1 (default) for the broker's. */
   replicationFactor?: number;
   /**
+   * After each batch's key calls and each epoch taken, WAIT for this many Redis replicas (on Redis
+   * Cluster: of every master) before producing and committing, as the processor's `waitReplicas`; a
+   * batch whose connection closed meanwhile is run again. Default: no WAIT.
+   */
+  waitReplicas?: WaitReplicasOptions;
+  /**
    * Least time between two purges of a repartition partition (its committed records deleted), as Kafka
    * Streams' `repartition.purge.interval.ms`. Default 30000; 0: after every commit.
    */
@@ -103,6 +111,7 @@ export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Sh
   readonly groupCommitRecords: number;
   readonly commitIntervalMs: number;
   readonly replicationFactor: number;
+  readonly waitReplicas: WaitReplicasOptions | undefined;
   readonly repartitionPurgeIntervalMs: number;
   readonly watchdog: Required<WatchdogOptions> | undefined;
   readonly crashHook: CrashHook | undefined;
@@ -131,6 +140,7 @@ const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   groupCommitRecords: true,
   commitIntervalMs: true,
   replicationFactor: true,
+  waitReplicas: true,
   repartitionPurgeIntervalMs: true,
   watchdog: true,
   crashHook: true,
@@ -198,6 +208,7 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
       defaultCommitIntervalMs(mode),
     ),
     replicationFactor: rf === undefined ? -1 : (rf as number),
+    waitReplicas: waitReplicasOption(o.waitReplicas),
     repartitionPurgeIntervalMs: integer(
       'repartitionPurgeIntervalMs',
       o.repartitionPurgeIntervalMs,

@@ -33,7 +33,7 @@ import { assign, type RebalanceContext, revoke } from '../rebalance.js';
 import { RedisGuard } from '../redis-guard.js';
 import { checkRedis, loadFenceScripts } from '../redis-setup.js';
 import type { Watchdog } from '../watchdog.js';
-import { kafkaPort, redisStepOf, watchdogOf, watermarkReads } from '../wiring.js';
+import { kafkaPort, redisStepOf, replicationOf, watchdogOf, watermarkReads } from '../wiring.js';
 import { runTopologyBatch, type TopologyBatchContext } from './batch.js';
 import { NodeMetrics } from './node-metrics.js';
 import {
@@ -160,6 +160,7 @@ export class TopologyProcessor {
       log,
     });
     const redisStep = redisStepOf(this.#guard, o.redis);
+    const replication = replicationOf(o, redisStep, log);
     this.#pipeline = new CommitPipeline({
       mode: o.mode,
       kafka,
@@ -181,6 +182,7 @@ export class TopologyProcessor {
       },
       times: (topic) => this.#timesOf(topic),
       redisStep,
+      replication,
       pipeline: this.#pipeline,
       kafka,
       deadLetterTopic: this.#deadLetterTopic,
@@ -194,7 +196,7 @@ export class TopologyProcessor {
       log,
       ...(o.crashHook ? { crash: o.crashHook } : {}),
     };
-    this.#rebalance = this.#rebalanceContext(redisStep);
+    this.#rebalance = this.#rebalanceContext(redisStep, replication);
     this.#purger = new RepartitionPurger({
       port: kafka,
       topics: new Set(o.topology.repartitionTopics),
@@ -254,7 +256,10 @@ export class TopologyProcessor {
     return kafkaPort(o, this.groupId, this.instanceId);
   }
 
-  #rebalanceContext(redisStep: RebalanceContext['redisStep']): RebalanceContext {
+  #rebalanceContext(
+    redisStep: RebalanceContext['redisStep'],
+    replication: RebalanceContext['replication'],
+  ): RebalanceContext {
     const o = this.#o;
     return {
       kafka: this.#kafka,
@@ -262,7 +267,7 @@ export class TopologyProcessor {
       table: this.#table,
       redisStep,
       redisOutage: () => this.#guard.outage,
-      replication: { mark: () => 0, confirm: async () => true },
+      replication,
       partitionCount: async () => 0,
       drain: () => this.#pipeline.drain(),
       sweepAll: async () => undefined,
