@@ -11,6 +11,7 @@ import { deadLetterRecord } from '../../dead-letter/record.js';
 import { RedfenceError } from '../../errors/index.js';
 import type { InRecord, KafkaPort, OutRecord } from '../../kafka/types.js';
 import type { RedfenceMetrics } from '../../metrics/index.js';
+import { misplacedMessage } from '../../partitioner/index.js';
 import type { Logger } from '../../runtime/logger.js';
 import { ATTR } from '../../telemetry/semconv.js';
 import { type BatchTrace, NO_TRACING, type TraceAttributes } from '../../telemetry/tracing.js';
@@ -47,6 +48,14 @@ export interface TopologyBatchContext {
   readonly log: Logger;
   /** Fault tests' crash points (src/processor/crash-points.ts); none by default. */
   readonly crash?: CrashHook;
+  /**
+   * The topic's partition counts for the partition check (now, and every count recorded while the
+   * application wrote state), read when unknown or below `atLeast`; null for a topic not checked.
+   */
+  partitionCounts(
+    topic: string,
+    atLeast: number,
+  ): Promise<{ count: number; counts: readonly number[] } | null>;
 }
 
 export async function runTopologyBatch(
@@ -71,6 +80,8 @@ export async function runTopologyBatch(
   countHoles(ctx, entry, records);
   trace.begin(topic, partition, entry.epoch, records);
   const inputs = records.map(modelInput);
+  // before the Redis step: a failed read fails the batch, delivered again
+  const placed = await ctx.partitionCounts(topic, partition + 1);
   let result: TopologyBatchResult;
   try {
     // An outage pauses the owned partitions and retries: a batch run again is a replay (the key calls
@@ -83,6 +94,7 @@ export async function runTopologyBatch(
           epoch: entry.epoch,
           committedOffset: entry.committed,
           records: inputs,
+          ...(placed === null ? {} : { partitionCount: placed.count, partitionCounts: placed.counts }),
         }),
       ),
     );
@@ -241,6 +253,9 @@ function deadLetterError(d: TopologyDeadLetter): Error {
     );
   if (d.reason === 'processing-error')
     return new Error(`topology node ${d.node} threw; the record's effects were not made`, { cause: d.error });
+  // the processor's partition check, its words (src/processor/plan.ts)
+  if (d.reason === 'wrong-partition')
+    return new Error(misplacedMessage(d.expected, d.partitions, d.source.partition));
   const windows = d.windows.map((w) => `[${w.start},${w.end})`).join(' ');
   return new Error(`late for topology node ${d.node} (store ${d.store}): windows ${windows} had closed`);
 }

@@ -9,6 +9,7 @@ import type {
   ModelDrop,
   ModelErrorDeadLetter,
   ModelInput,
+  ModelMisplaced,
   ModelOutput,
   ModelSource,
 } from '../model.js';
@@ -26,6 +27,14 @@ export interface TopologyBatch {
   readonly committedOffset: number;
   /** The records, offsets strictly increasing; each record's topic and partition are the batch's. */
   readonly records: readonly ModelInput[];
+  /**
+   * The topic's partition count now: given, the partition check applies (docs/streams.md, "The partition
+   * check"): a keyed record of a sub-topology keeping state per key, or of a repartition topic, whose key
+   * murmur2 places on another partition is a dead letter (`wrong-partition`), not walked. Absent: no check.
+   */
+  readonly partitionCount?: number;
+  /** Every count the topic had while the application's state was written (a key placed under one passes). */
+  readonly partitionCounts?: readonly number[];
 }
 
 /** A sink record, with the input offset that caused it (its batch's records produce in offset order). */
@@ -44,8 +53,8 @@ export interface RejectedDeadLetter {
   readonly source: ModelSource;
 }
 
-/** A late record or one whose walk threw (as the model's), or a refused one. */
-export type TopologyDeadLetter = ModelDeadLetter | ModelErrorDeadLetter | RejectedDeadLetter;
+/** A late record, one whose walk threw or one the partition check refused (as the model's), or a refused one. */
+export type TopologyDeadLetter = ModelDeadLetter | ModelErrorDeadLetter | ModelMisplaced | RejectedDeadLetter;
 
 /**
  * A partition's stream time: per windowed aggregation node, its clock (the largest timestamp it has
