@@ -233,7 +233,7 @@ function outRecords(
     const source = byOffset.get(d.source.offset);
     if (source === undefined) continue; // the executor dead-letters only the batch's own records
     ctx.metrics?.deadLetter(d.reason);
-    const applied = d.reason === 'processing-error' && d.stateApplied === true;
+    const applied = (d.reason === 'processing-error' || d.reason === 'rejected') && d.stateApplied === true;
     out.push(
       deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, source, d.reason, deadLetterError(d), applied),
     );
@@ -243,8 +243,18 @@ function outRecords(
 
 /** What a dead letter says about itself (node and store names, windows: never a value). */
 function deadLetterError(d: TopologyDeadLetter): Error {
-  if (d.reason === 'rejected')
-    return new Error(`topology node ${d.node} (store ${d.store}) refused the record: ${d.message}`);
+  if (d.reason === 'rejected') {
+    const refused = `topology node ${d.node} (store ${d.store}) refused the record: ${d.message}`;
+    if (d.stateApplied !== true) return new Error(refused);
+    // one dead letter for both failures: what the downstream node threw is the cause
+    const { downstream } = d;
+    if (downstream === undefined)
+      return new Error(`${refused}; its state changes on its other keys were made`);
+    return new Error(
+      `${refused}; and topology node ${downstream.node} threw downstream of ${downstream.downstreamOf}; the record's state changes on its other keys were made, its outputs from there were not`,
+      { cause: downstream.error },
+    );
+  }
   // what it threw is the cause: its class and message go to the dead letter's headers, as Spring writes them
   if (d.reason === 'processing-error' && d.stateApplied === true)
     return new Error(

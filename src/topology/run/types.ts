@@ -42,7 +42,10 @@ export interface TopologyOutput extends ModelOutput {
   readonly offset: number;
 }
 
-/** A record whose effects the store refused (REJECT, e.g. a count beyond 2^53): none of them was made. */
+/**
+ * A record whose effects on a fence key the store refused (REJECT, e.g. a count beyond 2^53): none of
+ * those was made. One dead letter per record: with `stateApplied` when its effects on other keys were.
+ */
 export interface RejectedDeadLetter {
   readonly reason: 'rejected';
   /** The first aggregation of the record on the fence key. */
@@ -51,6 +54,13 @@ export interface RejectedDeadLetter {
   /** The store's reason (never a value). */
   readonly message: string;
   readonly source: ModelSource;
+  /**
+   * Some of the record's state changes were made: its effects on another fence key applied (another
+   * aggregation's key serde, a window it closed). Its one dead letter then carries `redfence-state-applied`.
+   */
+  readonly stateApplied?: true;
+  /** A node downstream of one of its applied aggregations threw too: that walk's outputs were not made. */
+  readonly downstream?: { readonly node: string; readonly downstreamOf: string; readonly error: unknown };
 }
 
 /** A late record, one whose walk threw or one the partition check refused (as the model's), or a refused one. */
