@@ -189,6 +189,7 @@ export {
   type ModelErrorDeadLetter,
   type ModelHeaders,
   type ModelInput,
+  type ModelMisplaced,
   type ModelOptions,
   type ModelOutput,
   type ModelResult,

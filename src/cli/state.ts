@@ -10,7 +10,7 @@
 import { RedfenceError } from '../errors/index.js';
 import type { TopologyStamp } from '../index.js';
 import { jsonLogger } from './log.js';
-import { helpText, Invalid, type OptionSpec, parseOptions, switchOption } from './options.js';
+import { helpText, Invalid, listOption, type OptionSpec, parseOptions, switchOption } from './options.js';
 import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
 
 const DAY_MS = 86_400_000;
@@ -40,6 +40,13 @@ const COMMON = {
       "read <key> as JSON before the store's key serde (for keys that are numbers or objects); otherwise the key is the text itself",
   }),
   json: switchOption({ description: 'print the answer as one JSON document' }),
+  topics: listOption('<list>', {
+    description:
+      "the cluster's topic names (kafka-topics.sh --list), for a topology whose source is a pattern: resolved as the running processor resolves it at start",
+    default: undefined,
+    allowed: 'topic names, comma-separated',
+    item: (t) => (/^[A-Za-z0-9._-]{1,249}$/.test(t) ? t : undefined),
+  }),
 };
 
 export const STATE_GET_OPTIONS = COMMON;
@@ -154,7 +161,7 @@ async function run(verb: Verb, args: readonly string[], out: (s: string) => void
   const { TopologyState } = await import('../index.js');
   const redis = await redisClient(target, jsonLogger('error', '-'));
   try {
-    const state = new TopologyState(built, { redis });
+    const state = stateOf(TopologyState, built, redis, o.topics);
     const kind = state.kindOf(store);
     if ((verb === 'get') !== (kind === 'key-value'))
       throw new RedfenceError(
@@ -211,5 +218,28 @@ async function run(verb: Verb, args: readonly string[], out: (s: string) => void
     return windows.length === 0 ? 3 : 0;
   } finally {
     redis.disconnect();
+  }
+}
+
+/**
+ * The topology's state reader; a store in the fence space of a topic a pattern matched needs the
+ * cluster's topics to resolve it (TopologyStateOptions.topics): without `--topics`, RF_INVALID_OPTIONS
+ * saying so (exit 2), before any connection.
+ */
+function stateOf(
+  TopologyState: typeof import('../index.js').TopologyState,
+  built: import('../topology/types.js').BuiltTopology,
+  redis: import('../index.js').TopologyStateOptions['redis'],
+  topics: readonly string[] | undefined,
+) {
+  try {
+    return new TopologyState(built, { redis, ...(topics === undefined ? {} : { topics }) });
+  } catch (err) {
+    if (topics !== undefined || !RedfenceError.is(err, 'RF_INVALID_OPTIONS')) throw err;
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      `${(err as Error).message.replace(/pass option "topics".*$/, '')}pass --topics with the cluster's topic names (kafka-topics.sh --list), which redfence state resolves the pattern against as the running processor does`,
+      { cause: err },
+    );
   }
 }

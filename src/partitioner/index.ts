@@ -1,2 +1,8 @@
 export { murmur2, toPositive } from './murmur2.js';
-export { keyBytes, type PartitionKey, partitionFor } from './partition-for.js';
+export {
+  keyBytes,
+  misplacedKey,
+  misplacedMessage,
+  type PartitionKey,
+  partitionFor,
+} from './partition-for.js';

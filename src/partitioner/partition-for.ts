@@ -33,3 +33,26 @@ export function partitionFor(key: PartitionKey, partitionCount: number): number 
   }
   return toPositive(murmur2(keyBytes(key))) % partitionCount;
 }
+
+/**
+ * The partition check of a record read from `partition` (docs/architecture.md, the fence decision
+ * table): null when murmur2 places `key` there, under `partitionCount` (the topic's count now) or one
+ * of `earlier` (every count the topic had while its state was written: a key placed before partitions
+ * were added is on the right partition too); else the partition the key hashes to under the count now.
+ */
+export function misplacedKey(
+  key: Uint8Array,
+  partition: number,
+  partitionCount: number,
+  earlier: readonly number[] = [],
+): number | null {
+  const expected = partitionFor(key, partitionCount);
+  if (expected === partition) return null;
+  for (const n of earlier) if (n > partition && partitionFor(key, n) === partition) return null;
+  return expected;
+}
+
+/** The dead-letter message of a record the partition check refuses (the processor's and a topology's). */
+export function misplacedMessage(expected: number, partitionCount: number, partition: number): string {
+  return `key hashes to partition ${expected} of ${partitionCount}, record is on ${partition}`;
+}

@@ -7,7 +7,7 @@
 import type { DeadLetterReason } from '../dead-letter/build.js';
 import type { RecordMeta } from '../definition/definition.js';
 import type { InRecord } from '../kafka/types.js';
-import { partitionFor } from '../partitioner/index.js';
+import { misplacedKey, misplacedMessage } from '../partitioner/index.js';
 import { firstThrow, type UserCall } from './user-call.js';
 
 export interface Planned {
@@ -56,11 +56,9 @@ export async function plan(
       out.push({ record, meta, dead: { reason: 'null-key', error: new Error('record has a null key') } });
       continue;
     }
-    const expected = partitionFor(record.key, ctx.partitionCount);
-    if (expected !== partition && !placedEarlier(ctx.partitionCounts, record.key, partition)) {
-      const error = new Error(
-        `key hashes to partition ${expected} of ${ctx.partitionCount}, record is on ${partition}`,
-      );
+    const expected = misplacedKey(record.key, partition, ctx.partitionCount, ctx.partitionCounts);
+    if (expected !== null) {
+      const error = new Error(misplacedMessage(expected, ctx.partitionCount, partition));
       out.push({ record, meta, dead: { reason: 'wrong-partition', error } });
       continue;
     }
@@ -81,10 +79,4 @@ export async function plan(
     out.push({ record, meta, value });
   }
   return out;
-}
-
-/** True when murmur2 put `key` on `partition` under one of the earlier partition counts. */
-function placedEarlier(counts: readonly number[], key: Buffer, partition: number): boolean {
-  for (const n of counts) if (n > partition && partitionFor(key, n) === partition) return true;
-  return false;
 }

@@ -91,6 +91,23 @@ export interface ModelErrorDeadLetter {
   readonly downstreamOf?: string;
 }
 
+/**
+ * A record the partition check refused (docs/streams.md, "The partition check"): its key does not hash
+ * (murmur2) to the partition it was read from, and its sub-topology keeps state per key (or it was read
+ * from a repartition topic), so it is a dead letter of reason `wrong-partition`, none of its effects made
+ * and no function of yours called on it, as the processor's partition check does.
+ */
+export interface ModelMisplaced {
+  readonly reason: 'wrong-partition';
+  /** The source reading its topic. */
+  readonly node: string;
+  /** The partition its key hashes to under the topic's count. */
+  readonly expected: number;
+  /** The topic's partition count the check used. */
+  readonly partitions: number;
+  readonly source: ModelSource;
+}
+
 /** A record an aggregation or a repartition dropped, as Kafka Streams drops it (a warning and a metric there). */
 export interface ModelDrop {
   readonly reason: 'null-key' | 'null-value' | 'late';
@@ -107,10 +124,18 @@ export interface ModelResult {
    * aggregation: dead letters of reason `processing-error`.
    */
   readonly failed: readonly ModelErrorDeadLetter[];
+  /** Records the partition check refused, in the order they came: dead letters of reason `wrong-partition`. */
+  readonly misplaced: readonly ModelMisplaced[];
   readonly dropped: readonly ModelDrop[];
 }
 
 export interface ModelOptions {
-  /** Partition counts of input topics (default: the largest partition seen in the input, plus one). A repartition topic has its `repartition()` numberOfPartitions, else the largest count of its sub-topology's inputs, as Kafka Streams makes it. */
+  /**
+   * Partition counts of input topics (default: the largest partition seen in the input, plus one). A
+   * repartition topic has its `repartition()` numberOfPartitions, else the largest count of its
+   * sub-topology's inputs, as Kafka Streams makes it. An input topic given here is partition-checked
+   * where its records' keys decide state ({@link ModelMisplaced}); one left to the default is not (its
+   * count is a guess).
+   */
   readonly partitions?: Readonly<Record<string, number>>;
 }

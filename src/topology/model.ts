@@ -26,6 +26,7 @@ import {
   storeKey,
   withHeaders,
 } from './model-io.js';
+import { Placement } from './model-placement.js';
 import { SessionAggregate } from './model-session.js';
 import { SlidingAggregate } from './model-sliding.js';
 import type {
@@ -33,6 +34,7 @@ import type {
   ModelDrop,
   ModelErrorDeadLetter,
   ModelInput,
+  ModelMisplaced,
   ModelOptions,
   ModelOutput,
   ModelResult,
@@ -50,6 +52,7 @@ export type {
   ModelErrorDeadLetter,
   ModelHeaders,
   ModelInput,
+  ModelMisplaced,
   ModelOptions,
   ModelOutput,
   ModelResult,
@@ -83,7 +86,9 @@ class Run {
   readonly outputs: ModelOutput[] = [];
   readonly deadLetters: ModelDeadLetter[] = [];
   readonly failed: ModelErrorDeadLetter[] = [];
+  readonly misplaced: ModelMisplaced[] = [];
   readonly dropped: ModelDrop[] = [];
+  private readonly placement: Placement;
 
   /** The node whose code runs (a user function or a serde): the one a throw names. */
   private at = '';
@@ -102,10 +107,13 @@ class Run {
     private readonly partitions: Map<string, number>,
     /** What the earlier tries learned: dead letters, and the updates not walked on (model-failures.ts). */
     private readonly book: Failures,
+    /** The input topics whose partition count was given: partition-checked (ModelOptions.partitions). */
+    counted: ReadonlySet<string>,
   ) {
     for (const n of built.nodes) this.byName.set(n.name, n);
     for (const e of built.edges) this.children.set(e.from, [...(this.children.get(e.from) ?? []), e.to]);
     for (const s of built.subTopologies) for (const n of s.nodes) this.subOf.set(n, s.id);
+    this.placement = new Placement(built, counted);
   }
 
   /** The sources reading a topic (external sources by name or pattern; internal ones by name). */
@@ -133,6 +141,12 @@ class Run {
    * state kept); in the try without them, its dead letter comes after what the record made.
    */
   private take(rec: ModelInput, sources: readonly TopologyNode[], path: string): void {
+    const misplaced = this.placement.check(rec, sources, this.partitions.get(rec.topic));
+    if (misplaced !== null) {
+      // never walked: none of its effects, no function of yours called on it
+      this.misplaced.push(misplaced);
+      return;
+    }
     const dead = this.book.dead(path);
     if (dead !== undefined) {
       this.failed.push({ reason: 'processing-error', node: dead.node, error: dead.error, source: rec });
@@ -364,15 +378,17 @@ export function runModel(
       throw new RedfenceError('RF_INVALID_ARGUMENT', `runModel: partitions.${topic} must be an integer >= 1`);
     partitions.set(topic, Math.max(n, partitions.get(topic) ?? 0));
   }
+  const counted = new Set(Object.keys(options.partitions ?? {}));
   // a record whose walk or aggregation throws is run again from the start without it, until none throws
   // (all or nothing: what it did before the throw, in another branch too, is not kept); an update whose
   // walk on threw downstream, without that walk (its state kept)
   const book = new Failures();
   for (;;) {
-    const run = new Run(built, new Map(partitions), book);
+    const run = new Run(built, new Map(partitions), book, counted);
     try {
       for (const r of input) run.input(r);
-      return { outputs: run.outputs, deadLetters: run.deadLetters, dropped: run.dropped, failed: run.failed };
+      const { outputs, deadLetters, dropped, failed, misplaced } = run;
+      return { outputs, deadLetters, dropped, failed, misplaced };
     } catch (error) {
       if (error instanceof RunFails) throw error.error;
       if (!(error instanceof WalkThrow || error instanceof StepThrew) || !book.learn(error)) throw error;

@@ -6,7 +6,8 @@
  * timestamps, several records per key per batch, null keys and values, offset holes, batches cut at
  * random points). Its outputs must equal the reference model's per output topic and key, in order, its
  * dead letters and drops per partition; replayed batches (a new owner before the commit) re-emit the
- * same outputs and change nothing in Redis; a batch with a lower epoch after a higher one is fenced. A
+ * same outputs and change nothing in Redis; a record on a partition its key does not hash to is a dead
+ * letter (wrong-partition) on both sides, with none of its effects; a batch with a lower epoch after a higher one is fenced. A
  * record whose walk throws (the hopping count's flatMapValues at amount 6, after its first record reached
  * the count) is a dead letter on both sides, with none of its effects.
  */
@@ -82,10 +83,11 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           partitions: 0,
           pruned: 0,
           failed: 0,
+          misplaced: 0,
           cacheHits: 0,
         };
         await fc.assert(
-          fc.asyncProperty(generated(step, jitter, unit), async (g) => {
+          fc.asyncProperty(generated(step, jitter, unit, true), async (g) => {
             const built = make(appName());
             const model = runModel(built, g.input, { partitions: { in: g.partitions } });
             const got = await runOnRedis(
@@ -100,6 +102,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
             seen.outputs += got.outputs.length;
             seen.late += model.deadLetters.length;
             seen.failed += model.failed.length;
+            seen.misplaced += model.misplaced.length;
             seen.lateDrops += model.dropped.filter((d) => d.reason === 'late').length;
             seen.tombstones += got.outputs.filter((o) => o.value?.includes('"n":null') === true).length;
             seen.deleted += got.outputs.filter((o) => o.value?.includes('"a":null') === true).length;
@@ -113,6 +116,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         assert.ok(seen.outputs > 0, 'some outputs');
         assert.ok(seen.replays > 0 && seen.reemits > 0, 'some batches were replayed');
         assert.ok(seen.partitions > 1, 'several partitions');
+        assert.ok(seen.misplaced > 0, 'some records were on a partition their key does not hash to');
         if (make !== plainCount && make !== reduceAndCount)
           assert.ok(seen.late + seen.lateDrops > 0, 'some records were late');
         if (name.startsWith('a session')) assert.ok(seen.tombstones > 0, 'some sessions merged');

@@ -250,9 +250,15 @@ export interface Generated {
 /**
  * Inputs: a few keys (some null), each on its murmur2 partition; timestamps in multiples of `unit` (so
  * window bounds are hit exactly), rising by up to `step` units (now and then by 4 steps more), some
- * going back up to `jitter` units (out of order, some late); offset holes.
+ * going back up to `jitter` units (out of order, some late); offset holes. `misplace`: about one keyed
+ * record in 40 is on the partition after its key's (the partition check's dead letters).
  */
-export function generated(step: number, jitter: number, unit: number): fc.Arbitrary<Generated> {
+export function generated(
+  step: number,
+  jitter: number,
+  unit: number,
+  misplace = false,
+): fc.Arbitrary<Generated> {
   const rec = fc.record({
     key: fc.constantFrom('a', 'b', 'c', 'd', 'e', null),
     dt: fc.integer({ min: 0, max: step }),
@@ -279,7 +285,11 @@ export function generated(step: number, jitter: number, unit: number): fc.Arbitr
       const input = recs.map((r, i) => {
         t += r.dt + r.jump * step; // now and then a jump past several windows
         const key = r.key === null ? null : Buffer.from(r.key);
-        const partition = key === null ? r.spare % partitions : partitionFor(key, partitions);
+        const wrong = misplace && key !== null && partitions > 1 && r.hole === 2 && r.spare === 7;
+        const partition =
+          key === null
+            ? r.spare % partitions
+            : (partitionFor(key, partitions) + (wrong ? 1 : 0)) % partitions;
         const offset = next.get(partition) ?? r.spare;
         next.set(partition, offset + 1 + r.hole);
         const value = r.nullValue ? null : Buffer.from(JSON.stringify({ amount: r.amount }));
@@ -426,7 +436,14 @@ export async function runOnRedis(
   for (const b of batchesOf(g)) {
     const epoch = epochs.get(b.partition) ?? 1;
     const committedOffset = b.records[0]?.offset ?? -1;
-    const batch = { topic: 'in', partition: b.partition, epoch, committedOffset, records: b.records };
+    const batch = {
+      topic: 'in',
+      partition: b.partition,
+      epoch,
+      committedOffset,
+      records: b.records,
+      partitionCount: g.partitions,
+    };
     // everything before the batch is committed: the emit-final index drops what no replay can need
     totals.pruned += await exec.committed('in', b.partition, committedOffset);
     const before = exec.streamTime(b.partition);
@@ -497,14 +514,26 @@ function perPartition(
 /** The executor's outputs equal the model's per output topic and key, in order; dead letters and drops per partition. */
 export function assertEqualToModel(model: ModelResult, got: RunTotals): void {
   assert.deepEqual(perKey(got.outputs), perKey(model.outputs), 'outputs per topic and key');
-  // a late record's windows; a record whose walk threw: what it threw (downstream: its state applied)
-  const detail = (x: { windows?: unknown; error?: unknown; stateApplied?: true; downstreamOf?: string }) =>
-    x.stateApplied === true ? [x.error, x.downstreamOf] : (x.windows ?? x.error ?? null);
+  // a late record's windows; a record whose walk threw: what it threw (downstream: its state applied);
+  // a misplaced one: where its key hashes to
+  const detail = (x: {
+    windows?: unknown;
+    error?: unknown;
+    stateApplied?: true;
+    downstreamOf?: string;
+    expected?: number;
+    partitions?: number;
+  }) =>
+    x.stateApplied === true
+      ? [x.error, x.downstreamOf]
+      : x.expected !== undefined
+        ? [x.expected, x.partitions]
+        : (x.windows ?? x.error ?? null);
   const byOffset = <T extends { source: ModelInput }>(xs: readonly T[]) =>
     [...xs].sort((a, b) => a.source.partition - b.source.partition || a.source.offset - b.source.offset);
   assert.deepEqual(
     perPartition(byOffset(got.deadLetters), detail),
-    perPartition(byOffset([...model.deadLetters, ...model.failed]), detail),
+    perPartition(byOffset([...model.deadLetters, ...model.failed, ...model.misplaced]), detail),
     'dead letters',
   );
   assert.deepEqual(

@@ -11,6 +11,7 @@ import { deadLetterRecord } from '../../dead-letter/record.js';
 import { RedfenceError } from '../../errors/index.js';
 import type { InRecord, KafkaPort, OutRecord } from '../../kafka/types.js';
 import type { RedfenceMetrics } from '../../metrics/index.js';
+import { misplacedMessage } from '../../partitioner/index.js';
 import type { Logger } from '../../runtime/logger.js';
 import { ATTR } from '../../telemetry/semconv.js';
 import { type BatchTrace, NO_TRACING, type TraceAttributes } from '../../telemetry/tracing.js';
@@ -49,6 +50,14 @@ export interface TopologyBatchContext {
   readonly log: Logger;
   /** Fault tests' crash points (src/processor/crash-points.ts); none by default. */
   readonly crash?: CrashHook;
+  /**
+   * The topic's partition counts for the partition check (now, and every count recorded while the
+   * application wrote state), read when unknown or below `atLeast`; null for a topic not checked.
+   */
+  partitionCounts(
+    topic: string,
+    atLeast: number,
+  ): Promise<{ count: number; counts: readonly number[] } | null>;
 }
 
 export async function runTopologyBatch(
@@ -73,6 +82,8 @@ export async function runTopologyBatch(
   countHoles(ctx, entry, records);
   trace.begin(topic, partition, entry.epoch, records);
   const inputs = records.map(modelInput);
+  // before the Redis step: a failed read fails the batch, delivered again
+  const placed = await ctx.partitionCounts(topic, partition + 1);
   let result: TopologyBatchResult;
   try {
     // An outage pauses the owned partitions and retries: a batch run again is a replay (the key calls
@@ -89,6 +100,7 @@ export async function runTopologyBatch(
             epoch: entry.epoch,
             committedOffset: entry.committed,
             records: inputs,
+            ...(placed === null ? {} : { partitionCount: placed.count, partitionCounts: placed.counts }),
           }),
         ),
       );
@@ -231,7 +243,7 @@ function outRecords(
     const source = byOffset.get(d.source.offset);
     if (source === undefined) continue; // the executor dead-letters only the batch's own records
     ctx.metrics?.deadLetter(d.reason);
-    const applied = d.reason === 'processing-error' && d.stateApplied === true;
+    const applied = (d.reason === 'processing-error' || d.reason === 'rejected') && d.stateApplied === true;
     out.push(
       deadLetterRecord(ctx.deadLetterTopic, ctx.groupId, source, d.reason, deadLetterError(d), applied),
     );
@@ -241,8 +253,18 @@ function outRecords(
 
 /** What a dead letter says about itself (node and store names, windows: never a value). */
 function deadLetterError(d: TopologyDeadLetter): Error {
-  if (d.reason === 'rejected')
-    return new Error(`topology node ${d.node} (store ${d.store}) refused the record: ${d.message}`);
+  if (d.reason === 'rejected') {
+    const refused = `topology node ${d.node} (store ${d.store}) refused the record: ${d.message}`;
+    if (d.stateApplied !== true) return new Error(refused);
+    // one dead letter for both failures: what the downstream node threw is the cause
+    const { downstream } = d;
+    if (downstream === undefined)
+      return new Error(`${refused}; its state changes on its other keys were made`);
+    return new Error(
+      `${refused}; and topology node ${downstream.node} threw downstream of ${downstream.downstreamOf}; the record's state changes on its other keys were made, its outputs from there were not`,
+      { cause: downstream.error },
+    );
+  }
   // what it threw is the cause: its class and message go to the dead letter's headers, as Spring writes them
   if (d.reason === 'processing-error' && d.stateApplied === true)
     return new Error(
@@ -251,6 +273,9 @@ function deadLetterError(d: TopologyDeadLetter): Error {
     );
   if (d.reason === 'processing-error')
     return new Error(`topology node ${d.node} threw; the record's effects were not made`, { cause: d.error });
+  // the processor's partition check, its words (src/processor/plan.ts)
+  if (d.reason === 'wrong-partition')
+    return new Error(misplacedMessage(d.expected, d.partitions, d.source.partition));
   const windows = d.windows.map((w) => `[${w.start},${w.end})`).join(' ');
   return new Error(`late for topology node ${d.node} (store ${d.store}): windows ${windows} had closed`);
 }

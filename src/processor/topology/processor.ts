@@ -41,6 +41,7 @@ import {
   resolveTopologyOptions,
   type TopologyProcessorOptions,
 } from './options.js';
+import { Placements } from './placement.js';
 import { RepartitionPurger } from './purge.js';
 import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
 import { decodeStreamTime, PartitionTimes } from './stream-time.js';
@@ -174,6 +175,13 @@ export class TopologyProcessor {
       committed: (b) => this.#committed(b),
     });
     const run = this.#run;
+    const placements = new Placements({
+      kafka,
+      fence: this.#fence,
+      redisStep,
+      log,
+      plan: () => run.executor.plan,
+    });
     this.#batch = {
       table,
       accepting: () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
@@ -195,6 +203,7 @@ export class TopologyProcessor {
       nodes: this.#nodes,
       log,
       ...(o.crashHook ? { crash: o.crashHook } : {}),
+      partitionCounts: (topic, atLeast) => placements.counts(topic, atLeast),
     };
     this.#rebalance = this.#rebalanceContext(redisStep, replication);
     this.#purger = new RepartitionPurger({

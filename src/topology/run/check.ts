@@ -58,6 +58,15 @@ export function checkBatch(plan: RunPlan, b: TopologyBatch): void {
   if (!int(b.epoch, 0)) throw bad('epoch must be an integer >= 0');
   if (!int(b.committedOffset, -1)) throw bad('committedOffset must be an integer >= -1');
   if (!Array.isArray(b.records)) throw bad('records must be an array');
+  if (b.partitionCount !== undefined && !(int(b.partitionCount, 1) && b.partitionCount > b.partition))
+    throw bad('partitionCount must be an integer above the partition');
+  if (
+    b.partitionCounts !== undefined &&
+    (b.partitionCount === undefined ||
+      !Array.isArray(b.partitionCounts) ||
+      !b.partitionCounts.every((n) => int(n, 1)))
+  )
+    throw bad('partitionCounts needs partitionCount and must hold integers >= 1');
   let last = -1;
   b.records.forEach((r, i) => {
     const ok =

@@ -28,6 +28,7 @@
  * same outputs from the pending results and changes no state.
  */
 import { RedfenceError } from '../../errors/index.js';
+import { misplacedKey } from '../../partitioner/index.js';
 import {
   CloseIndex,
   type CloseIndexRedis,
@@ -36,6 +37,7 @@ import {
   type KeyRecordResult,
   KeyStore,
 } from '../../store/index.js';
+import type { ModelInput, ModelMisplaced } from '../model.js';
 import type { BuiltTopology } from '../types.js';
 import { checkBatch, options, type TopologyExecutorOptions } from './check.js';
 import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } from './final.js';
@@ -243,7 +245,16 @@ export class TopologyExecutor {
     const sources = this.plan.subs.get(batch.topic)?.sources ?? [];
     const store = this.storeFor(batch.topic);
     const tally = new FlowTally();
-    const walked = walkBatch(this.plan, sources, batch.records, clocks, expireAt, tally, failed);
+    const walked = walkBatch(
+      this.plan,
+      sources,
+      batch.records,
+      clocks,
+      expireAt,
+      tally,
+      failed,
+      misplacedIn(this.plan, batch),
+    );
     // emit-final sessions and sliding windows: their bounds follow from the keys' reads, folded before
     // any index or call
     let ahead: FoldedAhead | undefined;
@@ -340,6 +351,26 @@ export class TopologyExecutor {
         );
     }
   }
+}
+
+/**
+ * The batch's partition check (docs/streams.md, "The partition check"), when its count is given: a keyed
+ * record of a sub-topology keeping state per key, or of a repartition topic, whose key murmur2 places on
+ * another partition.
+ */
+function misplacedIn(plan: RunPlan, batch: TopologyBatch): (rec: ModelInput) => ModelMisplaced | null {
+  const sub = plan.subs.get(batch.topic);
+  const count = batch.partitionCount;
+  const node = sub?.sources[0]?.name;
+  if (count === undefined || node === undefined || !(sub?.stateful === true || sub?.internal === true))
+    return () => null;
+  const earlier = batch.partitionCounts ?? [];
+  return (rec) => {
+    if (rec.key === null) return null;
+    const expected = misplacedKey(rec.key, rec.partition, count, earlier);
+    if (expected === null) return null;
+    return { reason: 'wrong-partition', node, expected, partitions: count, source: rec };
+  };
 }
 
 /** A topic-partition's key in the executor's maps. */

@@ -20,7 +20,13 @@ import type { FlowTally } from './flows.js';
 import { partResult } from './note.js';
 import type { RunPlan } from './plan.js';
 import { type KeyGroup, lateStep, type Placed, type PlacedStep } from './steps.js';
-import type { TopologyBatch, TopologyDeadLetter, TopologyOutput, VerdictCounts } from './types.js';
+import type {
+  RejectedDeadLetter,
+  TopologyBatch,
+  TopologyDeadLetter,
+  TopologyOutput,
+  VerdictCounts,
+} from './types.js';
 import { type WalkSink, walkFrom } from './walk.js';
 
 export type Verdicts = Record<keyof VerdictCounts, number>;
@@ -66,12 +72,43 @@ class ForwardSink implements WalkSink {
     this.#ctx.dropped.push({ reason: 'null-key', node: name, source: this.source as ModelSource });
   }
 
-  /** The current record's downstream dead letter, if any, after its other steps. */
+  /**
+   * The current record's downstream dead letter, if any, after its other steps; or, when a key call
+   * REJECTed it too, its one dead letter (`rejected`) marked with the state its other keys applied and
+   * the downstream throw (docs/streams.md, "A record refused and thrown on").
+   */
   flush(): void {
+    const rejected = this.rejected;
+    this.rejected = null;
+    if (rejected !== null) {
+      const { i, dead, applied } = rejected;
+      const threw = this.threw;
+      this.threw = null;
+      if (threw === null && !applied) return;
+      const downstream =
+        threw === null
+          ? {}
+          : {
+              downstream: {
+                node: threw.node,
+                downstreamOf: threw.downstreamOf as string,
+                error: threw.error,
+              },
+            };
+      this.#ctx.deadLetters[i] = { ...dead, stateApplied: true, ...downstream };
+      return;
+    }
     if (this.threw === null) return;
     this.#ctx.deadLetters.push(this.threw);
     this.threw = null;
   }
+
+  /** The current record's REJECT dead letter (its index) and whether another of its key records applied. */
+  rejected: { i: number; dead: RejectedDeadLetter; applied: boolean } | null = null;
+  /** Whether the current record applied state on some key before its REJECT was seen. */
+  applied = false;
+  /** The input offset of the steps being forwarded. */
+  offset = -1;
 }
 
 /**
@@ -83,7 +120,11 @@ export function forwardSteps(steps: readonly PlacedStep[], ctx: ForwardContext, 
   const sink = new ForwardSink(ctx);
   for (const step of steps) {
     // a record's downstream dead letter comes after its other steps (the model's order)
-    if (sink.threw !== null && offsetOf(step) !== sink.threw.source.offset) sink.flush();
+    if (offsetOf(step) !== sink.offset) {
+      sink.flush();
+      sink.offset = offsetOf(step);
+      sink.applied = false;
+    }
     sink.at = '';
     try {
       forwardStep(step, ctx, sink);
@@ -155,8 +196,11 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new Fo
   const node = 'arrival' in step ? step.arrival.agg.node : step.closes.node;
   sink.source = step.source;
   if ('arrival' in step) {
-    const results = resultsOf(step.placed, step.source, ctx);
+    const results = resultsOf(step.placed, step.source, ctx, sink);
     if (results === null) return;
+    // its own state changes on this key were made (a window it closes elsewhere is not its state)
+    sink.applied = true;
+    if (sink.rejected !== null) sink.rejected.applied = true;
     const final = node.emit === 'final' && node.window !== null;
     if (step.arrival.sliding) {
       // as the model: the window updates (emit final: none), then the windows the record was too late for
@@ -190,7 +234,7 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new Fo
     return;
   }
   for (const { window, placed } of step.windows) {
-    const results = resultsOf(placed, step.source, ctx);
+    const results = resultsOf(placed, step.source, ctx, sink);
     const u = results === null ? null : finalUpdate(step.closes, window, results);
     if (u !== null) walkOn(ctx, node.name, u, sink);
   }
@@ -204,6 +248,7 @@ function resultsOf(
   placed: Placed,
   source: TopologyBatch['records'][number],
   ctx: ForwardContext,
+  sink: ForwardSink,
 ): readonly EffectResult[] | null {
   const { group, record, part } = placed;
   const r = ctx.byGroup.get(group)?.[record];
@@ -217,7 +262,11 @@ function resultsOf(
   if (r.verdict === 'REJECT' || (r.verdict === 'REEMIT' && 'deadLetter' in r)) {
     const message = r.verdict === 'REJECT' ? r.reason : (r as { deadLetter: string }).deadLetter;
     const store = ctx.plan.aggregates.get(kr.node)?.node.store ?? '';
-    if (once) ctx.deadLetters.push({ reason: 'rejected', node: kr.node, store, message, source });
+    if (once && sink.rejected === null) {
+      const dead: RejectedDeadLetter = { reason: 'rejected', node: kr.node, store, message, source };
+      sink.rejected = { i: ctx.deadLetters.length, dead, applied: sink.applied };
+      ctx.deadLetters.push(dead);
+    }
     return null;
   }
   if (r.verdict === 'SKIP' || r.verdict === 'FENCE') return null;

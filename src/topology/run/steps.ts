@@ -5,7 +5,7 @@
  * effects in the record that closed it, in offset order per key.
  */
 import type { Effect } from '../../store/index.js';
-import type { ModelDrop, ModelInput } from '../model.js';
+import type { ModelDrop, ModelInput, ModelMisplaced } from '../model.js';
 import { type WindowBounds, withHeaders } from '../model-io.js';
 import { fromBytes } from '../serdes.js';
 import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
@@ -43,7 +43,7 @@ export type FailedRecords = ReadonlyMap<number, { readonly node: string; readonl
  * Step 1: every record through the stateless nodes from `sources` (its sub-topology's); counts decided
  * against `clocks` (moved); each node's records in and out counted in `tally`. A record in `failed` is
  * its dead letter and nothing else (not walked); a record whose walk throws too (a stateless node, or
- * an aggregation's key serde).
+ * an aggregation's key serde); so is a record `misplaced` refuses (the partition check).
  */
 export function walkBatch(
   plan: RunPlan,
@@ -53,6 +53,7 @@ export function walkBatch(
   expireAt: (windowEnd: number, graceMs: number) => number,
   tally: FlowTally,
   failed: FailedRecords = new Map(),
+  misplaced: (rec: ModelInput) => ModelMisplaced | null = () => null,
 ): Walked {
   const w: Walked = { steps: [] };
   // one sink for the batch: `rec` is the record being walked
@@ -102,6 +103,12 @@ export function walkBatch(
   };
   for (let i = 0; i < records.length; i++) {
     rec = records[i] as ModelInput;
+    // the partition check: not walked, none of its effects (as the model's model-placement.ts)
+    const wrong = misplaced(rec);
+    if (wrong !== null) {
+      w.steps.push({ dead: wrong });
+      continue;
+    }
     const threw = failed.get(rec.offset);
     if (threw !== undefined) {
       w.steps.push({

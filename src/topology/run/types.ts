@@ -9,6 +9,7 @@ import type {
   ModelDrop,
   ModelErrorDeadLetter,
   ModelInput,
+  ModelMisplaced,
   ModelOutput,
   ModelSource,
 } from '../model.js';
@@ -26,6 +27,14 @@ export interface TopologyBatch {
   readonly committedOffset: number;
   /** The records, offsets strictly increasing; each record's topic and partition are the batch's. */
   readonly records: readonly ModelInput[];
+  /**
+   * The topic's partition count now: given, the partition check applies (docs/streams.md, "The partition
+   * check"): a keyed record of a sub-topology keeping state per key, or of a repartition topic, whose key
+   * murmur2 places on another partition is a dead letter (`wrong-partition`), not walked. Absent: no check.
+   */
+  readonly partitionCount?: number;
+  /** Every count the topic had while the application's state was written (a key placed under one passes). */
+  readonly partitionCounts?: readonly number[];
 }
 
 /** A sink record, with the input offset that caused it (its batch's records produce in offset order). */
@@ -33,7 +42,10 @@ export interface TopologyOutput extends ModelOutput {
   readonly offset: number;
 }
 
-/** A record whose effects the store refused (REJECT, e.g. a count beyond 2^53): none of them was made. */
+/**
+ * A record whose effects on a fence key the store refused (REJECT, e.g. a count beyond 2^53): none of
+ * those was made. One dead letter per record: with `stateApplied` when its effects on other keys were.
+ */
 export interface RejectedDeadLetter {
   readonly reason: 'rejected';
   /** The first aggregation of the record on the fence key. */
@@ -42,10 +54,17 @@ export interface RejectedDeadLetter {
   /** The store's reason (never a value). */
   readonly message: string;
   readonly source: ModelSource;
+  /**
+   * Some of the record's state changes were made: its effects on another fence key applied (another
+   * aggregation's key serde, a window it closed). Its one dead letter then carries `redfence-state-applied`.
+   */
+  readonly stateApplied?: true;
+  /** A node downstream of one of its applied aggregations threw too: that walk's outputs were not made. */
+  readonly downstream?: { readonly node: string; readonly downstreamOf: string; readonly error: unknown };
 }
 
-/** A late record or one whose walk threw (as the model's), or a refused one. */
-export type TopologyDeadLetter = ModelDeadLetter | ModelErrorDeadLetter | RejectedDeadLetter;
+/** A late record, one whose walk threw or one the partition check refused (as the model's), or a refused one. */
+export type TopologyDeadLetter = ModelDeadLetter | ModelErrorDeadLetter | ModelMisplaced | RejectedDeadLetter;
 
 /**
  * A partition's stream time: per windowed aggregation node, its clock (the largest timestamp it has
