@@ -6,7 +6,7 @@
  * Values are text. Float arithmetic follows JS doubles, so it matches Redis' HINCRBYFLOAT (long
  * double) only for values both represent exactly; integer addition is exact 64-bit, like HINCRBY.
  */
-import { tokenText } from './codec.js';
+import { parseToken, tokenText } from './codec.js';
 import type { FenceRecord, FencingMode, RecordResult } from './types.js';
 
 /** A pending entry: the record's output text (null: a tombstone output), or its dead-letter reason. */
@@ -18,6 +18,8 @@ export interface ModelState {
   partition: number;
   offset: number;
   epoch: number;
+  /** The key's generation (field g): bumped by a writer outside the owner (reconcile --repair); absent: 0. */
+  generation?: number;
   /** offset -> entry: { output: text | null } or { deadLetter: reason } */
   pending: Map<number, PendingEntry>;
 }
@@ -112,7 +114,14 @@ function operate(s: ModelState | null, op: FenceRecord['operation']): OperationO
     case 'delete':
       return { value: null };
     case 'cas': {
-      const token = s === null ? '-' : tokenText({ partition: s.partition, offset: s.offset });
+      const token =
+        s === null
+          ? '-'
+          : tokenText({
+              partition: s.partition,
+              offset: s.offset,
+              ...(s.generation === undefined ? {} : { generation: s.generation }),
+            });
       if (token !== tokenText(op.expected)) return { value, conflict: token };
       return { value: text(op.value) };
     }
@@ -120,14 +129,7 @@ function operate(s: ModelState | null, op: FenceRecord['operation']): OperationO
 }
 
 function conflictResult(off: number, conflict: string): RecordResult {
-  return {
-    verdict: 'CONFLICT',
-    offset: off,
-    current:
-      conflict === '-'
-        ? null
-        : { partition: Number(conflict.split(':')[0]), offset: Number(conflict.split(':')[1]) },
-  };
+  return { verdict: 'CONFLICT', offset: off, current: parseToken(conflict) };
 }
 
 /**
@@ -149,6 +151,8 @@ function advance(
     partition: at.partition,
     offset: off,
     epoch: at.epoch,
+    // writes by the owner keep the key's generation (the scripts never touch field g)
+    ...(s?.generation === undefined ? {} : { generation: s.generation }),
     pending,
   };
   if (reason !== undefined) {

@@ -1,10 +1,10 @@
 /**
  * A history simulator for the fence: one partition, owners with epochs, crashes, zombies, replays,
- * at-least-once and exactly-once commit semantics, run against a real Redis through a pluggable
+ * at-least-once and exactly-once commit semantics, writers outside the owner (`reconcile --repair`),
+ * owners folding in JS with or without owner-local state, run against a real Redis through a pluggable
  * fence implementation. fast-check generates the schedules; `runHistory` executes one and returns
  * what a verifier needs. The verifier (`violations`) shares no code with the scripts or the model.
  */
-import fc from 'fast-check';
 import type { FenceRecord, RecordResult } from '../../src/index.js';
 
 export type Mode = 'alo' | 'eos';
@@ -18,8 +18,9 @@ export interface Rec {
 }
 
 export interface Action {
-  kind: 'step' | 'newOwner' | 'crash';
-  owner: number; // index into owners (mod count)
+  /** repair: a writer outside the owner rewrites one of the keys with a committed record (owner picks it) */
+  kind: 'step' | 'newOwner' | 'crash' | 'repair';
+  owner: number; // index into owners (mod count), or the key of a repair
   batch: number; // batch size for a fetch step
 }
 
@@ -28,15 +29,43 @@ export interface History {
   staleCommitsLand: boolean;
   records: Rec[];
   actions: Action[];
+  /** Owners fold in JS (the processor's reducer path, compare-and-set) instead of sending operations. */
+  reduce?: boolean;
+  /** Per owner (index mod length), with reduce: it keeps owner-local state (the processor's cache). */
+  cached?: boolean[];
+}
+
+/** Which owner calls, and whether it keeps owner-local state (a new owner starts with none). */
+export interface OwnerRef {
+  id: number;
+  cached: boolean;
+}
+
+/** A repair's look at the key: where its fence was and what it held (decoded), or nothing repaired. */
+export interface RepairOutcome {
+  repaired: boolean;
+  found?: { offset: number; value: string | null };
 }
 
 /** What the simulator needs from a fence implementation. */
 export interface FenceUnderTest {
   acquireEpoch(): Promise<number>;
   /** All records of one key from one batch, in offset order. */
-  applyKey(key: string, records: Rec[], epoch: number, watermark: number): Promise<RecordResult[]>;
+  applyKey(
+    key: string,
+    records: Rec[],
+    epoch: number,
+    watermark: number,
+    owner: OwnerRef,
+  ): Promise<RecordResult[]>;
   /** The stored value of a key (null when absent or deleted). */
   readValue(key: string): Promise<string | null>;
+  /**
+   * A writer outside the owner: rewrites the key, when its fence is below the committed offset (its
+   * pending entries are then all below it too, so dropping them is a prune), to `valueAt(fence)`
+   * through reconcile --repair's script, bumping its generation. Absent: the implementation has none.
+   */
+  repair?(key: string, committed: number, valueAt: (offset: number) => string | null): Promise<RepairOutcome>;
 }
 
 export interface Emission {
@@ -51,43 +80,17 @@ export interface Trace {
   writes: Map<string, number[]>;
   finalValues: Map<string, string | null>;
   calls: Array<{ key: string; epoch: number; watermark: number; records: Rec[]; results: RecordResult[] }>;
+  /** Keys rewritten by a repair. */
+  repairs: number;
+  /** A key a repair found holding something other than the fold at its fence (a violation). */
+  drift: string[];
 }
 
-const KEYS = ['a', 'b', 'c'];
+export { cachedHistoryArb, historyArb, recordsArb } from './history-arbs.js';
 
-export function recordsArb(opts: { ops?: Rec['op'][]; outputs?: Rec['output'][] } = {}): fc.Arbitrary<Rec[]> {
-  const ops = opts.ops ?? ['add', 'add', 'set', 'max', 'del'];
-  const outputs = opts.outputs ?? ['state', 'bytes', 'none'];
-  const one = fc.record({
-    gap: fc.integer({ min: 1, max: 3 }),
-    key: fc.constantFrom(...KEYS),
-    op: fc.constantFrom(...ops),
-    n: fc.integer({ min: -5, max: 9 }),
-    text: fc.constantFrom('x', 'y', '7', '12'),
-    output: fc.constantFrom(...outputs),
-  });
-  return fc.array(one, { minLength: 2, maxLength: 8 }).map((rows) => {
-    let offset = 0;
-    return rows.map((r) => {
-      offset += r.gap; // holes: transaction markers and compaction
-      const arg = r.op === 'set' ? r.text : String(r.n);
-      return { offset, key: r.key, op: r.op, arg, output: r.output };
-    });
-  });
-}
-
-export function historyArb(recs: fc.Arbitrary<Rec[]> = recordsArb()): fc.Arbitrary<History> {
-  const action = fc.record({
-    kind: fc.constantFrom<Action['kind']>('step', 'step', 'step', 'step', 'newOwner', 'crash'),
-    owner: fc.integer({ min: 0, max: 2 }),
-    batch: fc.integer({ min: 1, max: 5 }),
-  });
-  return fc.record({
-    mode: fc.constantFrom<Mode>('alo', 'eos'),
-    staleCommitsLand: fc.boolean(),
-    records: recs,
-    actions: fc.array(action, { maxLength: 24 }),
-  });
+/** The fold of a key's records up to `offset` (its value at that fence). */
+function foldAt(records: Rec[], key: string, offset: number): string | null {
+  return expectedFold(records.filter((r) => r.key === key && r.offset <= offset)).final.get(key) ?? null;
 }
 
 export function toFenceRecords(recs: Rec[]): FenceRecord[] {
@@ -115,13 +118,21 @@ interface Owner {
   position: number; // next offset to fetch
   watermark: number; // committed offset as this owner knows it
   phase: 'idle' | 'applied' | 'produced';
+  cached: boolean;
   batch: Rec[];
   pendingOut: Emission[];
 }
 
 /** Executes one history. Throws only on infrastructure errors. */
 export async function runHistory(h: History, fence: FenceUnderTest): Promise<Trace> {
-  const trace: Trace = { emitted: [], writes: new Map(), finalValues: new Map(), calls: [] };
+  const trace: Trace = {
+    emitted: [],
+    writes: new Map(),
+    finalValues: new Map(),
+    calls: [],
+    repairs: 0,
+    drift: [],
+  };
   const end = (h.records.at(-1)?.offset ?? 0) + 1;
   let committed = 0;
   const owners: Owner[] = [];
@@ -135,6 +146,7 @@ export async function runHistory(h: History, fence: FenceUnderTest): Promise<Tra
       position: committed,
       watermark: committed,
       phase: 'idle',
+      cached: h.reduce === true && (h.cached?.[owners.length % (h.cached.length || 1)] ?? false),
       batch: [],
       pendingOut: [],
     });
@@ -152,7 +164,7 @@ export async function runHistory(h: History, fence: FenceUnderTest): Promise<Tra
       for (const r of batch) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r]);
       const results = new Map<number, RecordResult>();
       for (const [key, recs] of byKey) {
-        const res = await fence.applyKey(key, recs, o.epoch, o.watermark);
+        const res = await fence.applyKey(key, recs, o.epoch, o.watermark, { id: i, cached: o.cached });
         trace.calls.push({ key, epoch: o.epoch, watermark: o.watermark, records: recs, results: res });
         for (const r of res) {
           results.set(r.offset, r);
@@ -224,9 +236,26 @@ export async function runHistory(h: History, fence: FenceUnderTest): Promise<Tra
     }
   };
 
+  const repair = async (key: string) => {
+    if (fence.repair === undefined) return;
+    const r = await fence.repair(key, committed, (offset) => foldAt(h.records, key, offset));
+    if (!r.repaired || r.found === undefined) return;
+    trace.repairs++;
+    const want = foldAt(h.records, key, r.found.offset);
+    if (r.found.value !== want)
+      trace.drift.push(
+        `key ${key}: held ${JSON.stringify(r.found.value)} at offset ${r.found.offset} before a repair, the fold is ${JSON.stringify(want)}`,
+      );
+  };
+
   await assign();
   for (const a of h.actions) {
-    if (a.kind === 'newOwner') {
+    if (a.kind === 'repair') {
+      // one of the keys with a committed record (a key whose fence is above the committed offset is
+      // not repaired: its pending outputs may not be out yet)
+      const keys = [...new Set(h.records.filter((r) => r.offset < committed).map((r) => r.key))];
+      if (keys.length > 0) await repair(keys[a.owner % keys.length] as string);
+    } else if (a.kind === 'newOwner') {
       if (owners.length < 3) await assign();
     } else if (a.kind === 'crash') {
       const o = owners[a.owner % owners.length];
@@ -286,7 +315,7 @@ export function expectedFold(records: Rec[]): {
 
 /** Every way the trace breaks the contract; empty when it holds. */
 export function violations(h: History, t: Trace): string[] {
-  const out: string[] = [];
+  const out: string[] = [...t.drift];
   const { final, emissions } = expectedFold(h.records);
   for (const [key, value] of final) {
     const got = t.finalValues.get(key) ?? null;
