@@ -10,13 +10,15 @@
  * Env: BENCH_RECORDS (200000), BENCH_KEYS (10000), BENCH_BATCH (500), BENCH_SPAN_MS (900000),
  * BENCH_TOPOLOGY (fraud,windowed-count,count; also total, an unwindowed reduce, and total-owned, the same with
  * owner-local state for every key), REDIS_URL (redis://127.0.0.1:16379), BENCH_FROM (src). Use a
- * Redis no one else uses: its CPU is read as a whole.
+ * Redis no one else uses: its CPU is read as a whole. BENCH_CLUSTER=<port,port,...>: a Redis Cluster
+ * of the test's own on 127.0.0.1 instead (its masters' CPU and script calls summed; the keys of a run
+ * are left there: use a cluster you can flush).
  *
  * BENCH_FROM=dist runs the build (`npm run build` first) instead of the sources through tsx: tsx's
  * esbuild transform keeps function names by a `__name` call on every closure it creates, at run time,
  * which the build does not do; on a closure-heavy path that shows in the Node µs per record.
  */
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type * as Api from '../../src/index.js';
 import type { ModelInput } from '../../src/topology/model.js';
 import type * as Exec from '../../src/topology/run/executor.js';
@@ -35,7 +37,14 @@ const opts = {
   topologies: (process.env.BENCH_TOPOLOGY ?? 'fraud,windowed-count,count').split(','),
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:16379',
 };
-const redis = new Redis(opts.redisUrl);
+const clusterPorts = (process.env.BENCH_CLUSTER ?? '').split(',').filter((p) => p !== '');
+const redis: Redis | Cluster =
+  clusterPorts.length > 0
+    ? new Cluster(clusterPorts.map((port) => ({ host: '127.0.0.1', port: Number(port) })))
+    : new Redis(opts.redisUrl);
+if (redis instanceof Cluster) await new Promise((ready) => redis.once('ready', ready));
+/** Each server to read CPU and calls from: the masters of a Cluster, else the one Redis. */
+const servers = (): Redis[] => (redis instanceof Cluster ? redis.nodes('master') : [redis]);
 const orders = orderMaker(opts.keys);
 const t0 = Math.floor((Date.now() - opts.spanMs - 3_600_000) / 3_600_000) * 3_600_000;
 const records: ModelInput[] = [];
@@ -78,10 +87,18 @@ function built(shape: string, app: string) {
 }
 
 async function scriptCalls(): Promise<number> {
-  const info = await redis.info('commandstats');
   let n = 0;
-  for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) n += Number(m[1]);
+  for (const server of servers()) {
+    const info = await server.info('commandstats');
+    for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) n += Number(m[1]);
+  }
   return n;
+}
+
+async function serversCpu(): Promise<number> {
+  let s = 0;
+  for (const server of servers()) s += await redisCpuSeconds(server);
+  return s;
 }
 
 async function one(shape: string): Promise<string> {
@@ -92,7 +109,7 @@ async function one(shape: string): Promise<string> {
   });
   let outputs = 0;
   const cpu0 = process.cpuUsage();
-  const r0 = await redisCpuSeconds(redis);
+  const r0 = await serversCpu();
   const c0 = await scriptCalls();
   const w0 = performance.now();
   for (let i = 0; i < records.length; i += opts.batch) {
@@ -108,9 +125,9 @@ async function one(shape: string): Promise<string> {
   }
   const wall = (performance.now() - w0) / 1000;
   const cpu = process.cpuUsage(cpu0);
-  const rcpu = (await redisCpuSeconds(redis)) - r0;
+  const rcpu = (await serversCpu()) - r0;
   const calls = (await scriptCalls()) - c0;
-  await dropStore(redis, app);
+  if (!(redis instanceof Cluster)) await dropStore(redis, app);
   const n = records.length;
   const us = (s: number) => ((s / n) * 1e6).toFixed(1);
   return `| ${shape} | ${n} | ${outputs} | ${us((cpu.user + cpu.system) / 1e6)} | ${us(rcpu)} | ${(calls / n).toFixed(4)} | ${Math.round(n / wall)} |`;
