@@ -123,10 +123,16 @@ export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): Re
     if (output === 'state') {
       mode = '2';
     } else if (output !== undefined) {
-      if (output === null || typeof output !== 'object' || !('value' in output)) {
-        throw bad(`records[${i}].output must be omitted, 'state', or { value: bytes | string | null }`);
-      }
-      if (output.value === null) {
+      if (output !== null && typeof output === 'object' && 'deadLetter' in output) {
+        if (typeof output.deadLetter !== 'string')
+          throw bad(`records[${i}].output.deadLetter must be a string (the dead letter's reason)`);
+        mode = '4';
+        out = output.deadLetter;
+      } else if (output === null || typeof output !== 'object' || !('value' in output)) {
+        throw bad(
+          `records[${i}].output must be omitted, 'state', { value: bytes | string | null } or { deadLetter: string }`,
+        );
+      } else if (output.value === null) {
         mode = '3';
       } else {
         mode = '1';

@@ -17,8 +17,9 @@ function bad(message: string): RedfenceError {
 }
 
 /** What a record emits: 0 nothing, 1 the given bytes, 2 the key's value after it, 3 a null (tombstone). */
-export type OutputMode = 0 | 1 | 2 | 3;
-const MODE_TEXT = ['0', '1', '2', '3'] as const;
+/** 0 none, 1 the given bytes, 2 the state after the record, 3 a null, 4 a dead letter (its reason given). */
+export type OutputMode = 0 | 1 | 2 | 3 | 4;
+const MODE_TEXT = ['0', '1', '2', '3', '4'] as const;
 
 /** Verdict letters as the scripts reply them (and as {@link BatchResults.verdicts} holds them; 0: none). */
 export const V = {
@@ -193,8 +194,8 @@ export class KeyBatch {
     out: string | Uint8Array | undefined,
     i: number,
   ): void {
-    if (mode === 1) {
-      if (out === undefined) throw bad(`records[${i}].output: mode 1 needs its bytes`);
+    if (mode === 1 || mode === 4) {
+      if (out === undefined) throw bad(`records[${i}].output: mode ${mode} needs its bytes`);
       this.args.push(bytes(out, i, 'output.value'));
     }
     if (mode !== 0) this.topOutput[this.topOutput.length - 1] = offset;

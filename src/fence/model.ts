@@ -163,7 +163,7 @@ function advance(
   if (r.output === 'state') {
     stateOutput = value;
     pending.set(off, { output: value });
-  } else if (r.output !== undefined) {
+  } else if (r.output !== undefined && 'value' in r.output) {
     pending.set(off, { output: r.output.value === null ? null : text(r.output.value) });
   }
   const output =
@@ -212,12 +212,20 @@ export function decideApply(
       if (epoch > cur.epoch) cur.epoch = epoch;
       continue;
     }
-    const outcome = operate(s, r.operation);
+    // a dead letter the caller made: the value kept, its reason stored (a cas checks its token first)
+    const dead = typeof r.output === 'object' && 'deadLetter' in r.output ? r.output.deadLetter : undefined;
+    const outcome =
+      dead !== undefined && r.operation.op !== 'cas'
+        ? { value: s === null ? null : s.value }
+        : operate(s, r.operation);
     if (outcome.conflict !== undefined) {
       results.push(conflictResult(r.offset, outcome.conflict));
       continue;
     }
-    const next = advance(s, r, row, outcome, { partition, epoch });
+    const next = advance(s, r, row, dead === undefined ? outcome : { ...outcome, reason: dead }, {
+      partition,
+      epoch,
+    });
     s = next.state;
     results.push(next.result);
   }

@@ -46,9 +46,19 @@ export type Operation =
 
 /**
  * The output a record emits, kept pending in Redis until the partition's committed offset passes it:
- * given bytes, a null value (tombstone), or `'state'`: the key's value right after this record.
+ * given bytes, a null value (tombstone), or `'state'`: the key's value right after this record. Or
+ * `{ deadLetter: reason }`: the caller dead-letters the record itself (its reducer threw): the value
+ * is not changed (a `cas` still checks its token), the fence moves past it, the verdict is `REJECT`
+ * with this reason, and a replay of the offset is `REEMIT`ted as that dead letter, so a later record of
+ * the key moving the fence never hides it.
+ *
+ * @example
+ * await fence.apply({ ...request, records: [{ offset: 7, operation: { op: 'cas', expected, value: '' }, output: { deadLetter: 'reducer threw' } }] });
  */
-export type OutputSpec = { readonly value: string | Uint8Array | null } | 'state';
+export type OutputSpec =
+  | { readonly value: string | Uint8Array | null }
+  | 'state'
+  | { readonly deadLetter: string };
 
 export interface FenceRecord {
   /** The record's offset in its partition. */

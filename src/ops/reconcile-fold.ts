@@ -2,7 +2,8 @@
  * The expected side of reconciliation: each key's state and fence recomputed from the input log with
  * the processor's own definition, by the same rules the processor applies (src/processor/plan.ts and
  * apply.ts): a null key, a key that does not hash (murmur2) to its record's partition, a value the
- * decode throws on, or a user function that throws, is dead-lettered and never touches state; an
+ * decode throws on, or a user function that throws, is dead-lettered and never changes state (a
+ * reducer's throw still moves the key's fence: the fence keeps it as a dead letter); an
  * operation goes through the pure reference model of the fence (src/fence/model.ts), so REJECT moves
  * the fence and keeps the value, and integer arithmetic is exact 64-bit; a reducer's state is stored as
  * its JSON text and read back with JSON.parse, as the processor does between batches.
@@ -143,6 +144,11 @@ export class ExpectedFold {
     const after = await applyOne(this.definition, before, input, meta);
     if (after === 'dead') {
       this.dead['processing-error']++;
+      // a reducer's throw is kept by the fence: the value unchanged, the fence moved past it
+      // (docs/guarantees.md, "A reducer that throws"); an operation's is never sent
+      if (this.definition.reduce === undefined) return;
+      if (h.steps.length === 0) this.keys.set(id, h);
+      h.steps.push({ offset: r.offset, value: before?.value ?? null, input, meta });
       return;
     }
     if (h.steps.length === 0) this.keys.set(id, h);

@@ -21,6 +21,7 @@ import { BatchResults, type Fence, type FenceToken, type Operation } from '../fe
 import { backoffMs, delay } from '../runtime/backoff.js';
 import type { OwnerState } from './owner-state.js';
 import type { Planned } from './plan.js';
+import { storedDeadLetter } from './stored-dead-letter.js';
 import { firstThrow, type UserCall, type UserResult } from './user-call.js';
 import { checkOperation, checkReduction } from './user-result.js';
 
@@ -236,6 +237,10 @@ async function applyReductions(
         const checked = failed ? { ok: false as const, error } : checkReduction(red);
         if (!checked.ok) {
           deadFromUser.set(i, { reason: 'processing-error', error: checked.error });
+          // kept in Redis as a dead letter (the value unchanged, the fence past it): once a later record
+          // of the key moves the fence, a replay of the batch answers REEMIT with it, not SKIP
+          batch.cas(i, p.meta.offset, token, '', 4, storedDeadLetter(checked.error));
+          token = { partition, offset: p.meta.offset, ...generation };
           continue;
         }
         const { json, emit, output } = checked;
@@ -257,8 +262,11 @@ async function applyReductions(
   }
 }
 
-/** Verdict letters a reducer's record may have and leave the key as the fold computed it. */
-const SETTLED = new Set([65, 66, 82, 83, 0]); // APPLY, REBASE, REEMIT, SKIP, not sent (dead-lettered)
+/**
+ * Verdict letters a reducer's record may have and leave the key as the fold computed it (REJECT: the
+ * reducer threw, kept as a dead letter with the value unchanged).
+ */
+const SETTLED = new Set([65, 66, 82, 83, 88, 0]); // APPLY, REBASE, REEMIT, SKIP, REJECT, not sent
 
 /**
  * After a round: each sent key whose records all settled keeps the state its fold left and its new

@@ -14,6 +14,7 @@ import type { Logger } from '../runtime/logger.js';
 import type { Applied } from './apply.js';
 import type { Counts } from './counts.js';
 import type { Planned } from './plan.js';
+import { fromStoredDeadLetter } from './stored-dead-letter.js';
 
 export interface EmitContext {
   readonly outputTopic: string;
@@ -52,9 +53,11 @@ export function emit(
       if (value !== undefined) out.push(output(ctx, p.record, value));
     } else if (v === V.REEMIT) {
       const r = rare.size === 0 ? undefined : rare.get(i);
-      if (r?.verdict === 'REEMIT' && 'deadLetter' in r)
-        out.push(deadLetter(ctx, p.record, 'rejected', new Error(r.deadLetter)));
-      else {
+      if (r?.verdict === 'REEMIT' && 'deadLetter' in r) {
+        // a rejection, or a reducer's throw the fence kept (stored-dead-letter.ts)
+        const { reason, error } = fromStoredDeadLetter(r.deadLetter);
+        out.push(deadLetter(ctx, p.record, reason, error));
+      } else {
         const value = results.outputs[i];
         if (value !== undefined) out.push(output(ctx, p.record, value));
       }

@@ -14,7 +14,8 @@ export interface Rec {
   key: string;
   op: 'add' | 'set' | 'max' | 'del';
   arg: string; // integer text for add/max, value for set
-  output: 'state' | 'bytes' | 'none';
+  /** dead: the caller dead-letters it (output `{ deadLetter }`; the reducer path: its reducer throws). */
+  output: 'state' | 'bytes' | 'none' | 'dead';
 }
 
 export interface Action {
@@ -108,7 +109,9 @@ export function toFenceRecords(recs: Rec[]): FenceRecord[] {
       ? { output: 'state' as const }
       : r.output === 'bytes'
         ? { output: { value: `out-${r.offset}` } }
-        : {}),
+        : r.output === 'dead'
+          ? { output: { deadLetter: `dead-${r.offset}` } }
+          : {}),
   }));
 }
 
@@ -289,7 +292,8 @@ export function expectedFold(records: Rec[]): {
     const cur = values.get(r.key) ?? null;
     let next = cur;
     let reject: string | undefined;
-    if (r.op === 'set') next = r.arg;
+    if (r.output === 'dead') reject = 'dead';
+    else if (r.op === 'set') next = r.arg;
     else if (r.op === 'del') next = null;
     else if (r.op === 'add') {
       if (cur !== null && !/^-?(0|[1-9][0-9]*)$/.test(cur)) reject = 'add';

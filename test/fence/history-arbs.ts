@@ -12,7 +12,7 @@ export function recordsArb(
   opts: { ops?: Rec['op'][]; outputs?: Rec['output'][]; texts?: string[]; maxLength?: number } = {},
 ): fc.Arbitrary<Rec[]> {
   const ops = opts.ops ?? ['add', 'add', 'set', 'max', 'del'];
-  const outputs = opts.outputs ?? ['state', 'bytes', 'none'];
+  const outputs = opts.outputs ?? ['state', 'bytes', 'none', 'dead'];
   const texts = opts.texts ?? ['x', 'y', '7', '12'];
   const one = fc.record({
     gap: fc.integer({ min: 1, max: 3 }),

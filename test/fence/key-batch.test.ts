@@ -38,12 +38,14 @@ const outputArb = fc.oneof(
   fc.constant('state' as const),
   fc.constant({ value: null }),
   fc.string({ maxLength: 6 }).map((value) => ({ value })),
+  fc.string({ maxLength: 6 }).map((reason) => ({ deadLetter: `threw ${reason}` })),
 );
 
 /** The KeyBatch form of a record's output. */
 function modeOf(output: FenceRecord['output']): [OutputMode, (string | Uint8Array)?] {
   if (output === undefined) return [0];
   if (output === 'state') return [2];
+  if ('deadLetter' in output) return [4, output.deadLetter];
   if (output.value === null) return [3];
   return [1, output.value];
 }

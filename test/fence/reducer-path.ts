@@ -45,6 +45,8 @@ function reduceRec(state: number | null, r: Rec): Reduction<number | null> {
   else if (r.op === 'add') next = (state ?? 0) + n;
   else if (r.op === 'max') next = state === null || n > state ? n : state;
   else next = null;
+  // a record the caller dead-letters: the reducer throws (apply.ts keeps it in Redis as a dead letter)
+  if (r.output === 'dead') throw new TypeError(`dead-${r.offset}`);
   if (r.output === 'none') return { state: next, emit: false };
   if (r.output === 'bytes') return { state: next, output: `out-${r.offset}` };
   return { state: next, output: next === null ? null : String(next) };
@@ -74,7 +76,9 @@ function roundRecords(b: KeyBatch, k: number): FenceRecord[] {
           ? { output: 'state' as const }
           : mode === 3
             ? { output: { value: null } }
-            : {};
+            : mode === 4
+              ? { output: { deadLetter: txt(b.args[at++]) } }
+              : {};
     out.push({ offset: b.offsets[j] as number, operation: { op: 'cas', expected, value }, ...output });
   }
   return out;
@@ -190,7 +194,6 @@ export async function reduceKey(
     ...(owner === undefined ? {} : { owner }),
   };
   const applied = await applyAll(ctx, { topic: 'h', partition: 0, epoch, committed: watermark }, planned);
-  if (applied.deadFromUser.size > 0) throw new Error('the histories reducer never throws');
   const res = applied.results;
   if (res === 'FENCED')
     return recs.map((r): RecordResult => ({ verdict: 'FENCE', offset: r.offset, epoch: 0 }));

@@ -148,27 +148,47 @@ describe('plan -> apply -> emit on Redis', { timeout: 60_000 }, () => {
     assert.deepEqual(counts.snapshot().verdicts, { APPLY: 4 });
   });
 
-  // Known loss (open): a reducer's throw is not written to Redis, so once a later record of the same key
-  // moved the key's fence past it, a replay of the batch (its Kafka step failed or the process died
-  // before the commit) answers SKIP for it without calling the reducer, and its dead letter is never
-  // made again. The fix needs the fence to keep a dead-letter entry for it, as it does for REJECT.
-  it('reduce: a batch delivered again makes the throw of a key with later records a dead letter again', {
-    todo: 'the fence keeps no entry for a reducer throw: docs/guarantees.md, "A reducer that throws"',
-  }, async () => {
-    const fence = new Fence({ redis, store: uniqueName('ae'), mode: 'strict' });
-    const epoch = await fence.acquireEpoch(TOPIC, 0);
-    const definition = {
-      input: TOPIC,
-      output: 'out',
-      reduce: (state: { sum: number } | null, v: { n: unknown }) => {
-        if (typeof v.n !== 'number') throw new Error('not a number');
-        return { state: { sum: (state?.sum ?? 0) + v.n } };
-      },
-    } as unknown as ProcessorDefinition<unknown, unknown>;
-    const show = (o: { topic: string; key: unknown; value: unknown }) =>
-      `${o.topic}:${String(o.key)}:${String(o.value)}`;
-    const first = (await run(definition, fence, epoch, batch, new Counts())).map(show);
-    const replay = (await run(definition, fence, epoch, batch, new Counts())).map(show);
-    assert.deepEqual(replay, first);
-  });
+  // A reducer's throw is kept in Redis as a dead letter (the value unchanged, the fence past it): once a
+  // later record of the key moved the fence, a replay of the batch (its Kafka step failed, or the
+  // process died before the commit) answers REEMIT with it, where it answered SKIP and lost it before.
+  for (const mode of ['strict', 'cluster'] as const)
+    it(`reduce: a batch delivered again makes the throw of a key with later records a dead letter again (${mode})`, async () => {
+      const fence = new Fence({ redis, store: uniqueName('ae'), mode });
+      const epoch = await fence.acquireEpoch(TOPIC, 0);
+      const definition = {
+        input: TOPIC,
+        output: 'out',
+        reduce: (state: { sum: number } | null, v: { n: unknown }) => {
+          if (typeof v.n !== 'number') throw new TypeError('not a number');
+          return { state: { sum: (state?.sum ?? 0) + v.n } };
+        },
+      } as unknown as ProcessorDefinition<unknown, unknown>;
+      const show = (o: { topic: string; key: unknown; value: unknown; headers?: Record<string, unknown> }) =>
+        `${o.topic}:${String(o.key)}:${String(o.value)}${
+          o.topic === 'dlq'
+            ? ` ${String(o.headers?.['redfence-reason'])} ${String(o.headers?.['kafka_dlt-exception-fqcn'])} ${String(o.headers?.['kafka_dlt-exception-message'])}`
+            : ''
+        }`;
+      const counts = new Counts();
+      const first = (await run(definition, fence, epoch, batch, counts)).map(show);
+      assert.deepEqual(first, [
+        `out:${a}:{"sum":1}`,
+        `out:${b}:{"sum":2}`,
+        `dlq:${a}:{"n":"boom"} processing-error redfence.TypeError not a number`,
+        `dlq:${c}:{"n":"again"} processing-error redfence.TypeError not a number`,
+        `out:${b}:{"sum":5}`,
+        `out:${a}:{"sum":5}`,
+      ]);
+      assert.deepEqual(
+        counts.snapshot().verdicts,
+        { APPLY: 4 },
+        'the kept throws are not counted as verdicts',
+      );
+      // a's throw is below a's fence now: kept as a dead letter, the value unchanged by it
+      assert.equal((await fence.read(a))?.value?.toString(), '{"sum":5}');
+      const again = new Counts();
+      const replay = (await run(definition, fence, epoch, batch, again)).map(show);
+      assert.deepEqual(replay, first, 'the same outputs and dead letters, with the same headers');
+      assert.deepEqual(again.snapshot().verdicts, { REEMIT: 6 });
+    });
 });

@@ -29,16 +29,20 @@
         op (one letter): s set | a add (number = a canonical decimal integer) | f addf (a float)
               | x max | n min | d del | c cas; <number> is empty for s, d and c
         mode (one digit): '0' no output | '1' the given bytes | '2' the value after this record
-              | '3' a null output
+              | '3' a null output | '4' a dead letter the caller made (its reducer threw), the given
+              bytes its reason: the value is not changed, the fence moves, a 'd' entry is kept and the
+              verdict is X (a cas still checks its token first), so a replay re-emits the dead letter
       then the records' binary arguments, in record order: s -> the value; c -> the new value, then the
         expected fence token '<partition>:<offset>', '<partition>:<offset>:<generation>' (the key has
-        field g, written by a writer outside the owner: reconcile --repair) or '-'; mode 1 -> the output bytes (after those)
+        field g, written by a writer outside the owner: reconcile --repair) or '-'; mode 1 -> the output
+        bytes, mode 4 -> the dead letter's reason (after those)
   Returns, per key (the one-key scripts: that reply alone; the many-key scripts: one per key, in KEYS
   order): {verdicts, number, previousPartition, payload...}
     verdicts: one letter per record, in order:
       'A' APPLY    'B' REBASE   'S' SKIP   'R' REEMIT   'F' FENCE (then every letter is F)
       'C' CONFLICT (compare-and-set: the fence moved; nothing written for that record)
-      'X' REJECT   (the operation cannot apply to the stored value; the fence moves, a 'd' entry is kept)
+      'X' REJECT   (the operation cannot apply to the stored value, or mode 4; the fence moves, a 'd'
+                   entry is kept)
     number: with F, the newer epoch that fenced the caller; else the key's offset before the call (-1: none)
     previousPartition: the key's partition before the call (-1: none)
     payload: one per record that has one, in order: R -> the stored entry; A/B with mode '2' -> the
@@ -175,7 +179,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       end
     else
       local reason, conflict
-      if ob == 97 then -- a: add
+      if mb == 52 and ob ~= 99 then -- mode 4: a dead letter, the value kept (a cas checks its token below)
+        reason = given
+      elseif ob == 97 then -- a: add
         if vnum == nil then
           if v == nil then
             vnum = 0
@@ -249,6 +255,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
         end
         if token ~= expected then
           conflict = token
+        elseif mb == 52 then
+          reason = given
         else
           v = a1
           vnum = nil
@@ -373,7 +381,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
         ob, mb = string.byte(om, 1, 2)
       end
       local len = ob and RF_EXTRA[ob]
-      if not len or mb > 51 then
+      if not len or mb > 52 then
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
       pos = e + 1
@@ -390,7 +398,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
       c = c + len
       if mb ~= 48 then
         top = offStr
-        if mb == 49 then
+        if mb == 49 or mb == 52 then
           givens = givens or {}
           givens[j] = argv[c]
           c = c + 1
