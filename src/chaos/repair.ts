@@ -2,10 +2,13 @@
  * The `repair` fault: drift in the store while the instances run, and `redfence reconcile --repair`'s own
  * code (readLog, readStore, readEpochs, reconcile, planRepairs, applyRepairs: src/ops/) run on it.
  *
- * 1. Drift: a few keys whose fence is below their partition's committed offset (the coldest of them, so
- *    the owner is least likely to write them meanwhile) get a wrong value under the same fence fields
- *    (p, o, e kept; v replaced), as corruption would leave them; the write is a script that changes the
- *    key only if it is still as read.
+ * 1. Drift: a few keys whose fence is below their partition's committed offset get a wrong value under
+ *    the same fence fields (p, o, e kept; v replaced), as corruption would leave them; the write is a
+ *    script that changes the key only if it is still as read. All but one are among the coldest keys
+ *    (likely repaired before their owner writes them again); one is drawn from every key behind the
+ *    commits, hot ones included (likely written again soon: its owner's cached token then meets the
+ *    generation the repair bumped, or its owner rewrites it before the repair: `healed`, or between
+ *    reconcile's read and the repair's write: `changed`).
  * 2. Repair, up to ATTEMPTS times: wait until the group has committed past each drifted key's fence (its
  *    fence now: the owner may have written it since), reconcile the drifted keys' partitions, and apply
  *    the plans of the drifted keys whose stored fence is the key's last record under the committed
@@ -13,7 +16,9 @@
  *    committed offset, which a running owner never receives again) is held for the next attempt: a
  *    running processor is repaired only behind its commits. A key the script finds `changed` (the owner
  *    wrote it between the read and the write) is tried again.
- * 3. A drifted key the owner rewrote with its cached state (its token does not cover the value) is clean
+ * 3. The fault then waits (bounded) for the owners to write the repaired keys again (`rewritten`: the
+ *    fence moved past the repaired one), which goes through the CONFLICT of their cached tokens.
+ * 4. A drifted key the owner rewrote with its cached state (its token does not cover the value) is clean
  *    at the next reconcile: counted as healed, not repaired. Keys left (neither) are reported and fail the
  *    fault. Anomalies of keys the fault did not drift are counted by kind (a running processor's
  *    `stale-pending` entries are a lag; docs/operations.md) and never repaired here.
@@ -79,7 +84,10 @@ function wrongValue(v: Buffer): string {
   return JSON.stringify({ total: t.total + 1_000_003, count: t.count });
 }
 
-/** Drifts up to KEYS_PER_FAULT of the coldest keys fenced below their partition's committed offset. */
+/** How long the fault waits for the owners to write the repaired keys again. */
+const REWRITE_WAIT_MS = 10_000;
+
+/** Drifts up to KEYS_PER_FAULT keys fenced below their partition's committed offset (redis key -> partition). */
 async function drift(
   redis: Redis | Cluster,
   stored: readonly StoredKey[],
@@ -90,13 +98,15 @@ async function drift(
     'corrupt' in s.state || s.state.value === null
       ? -1
       : (committed.get(s.state.partition) ?? 0) - s.state.offset;
-  const cold = stored
+  const all = stored
     .filter((s) => behind(s) > 0)
-    .sort((a, b) => behind(b) - behind(a) || (a.redisKey < b.redisKey ? -1 : 1))
-    .slice(0, KEYS_PER_FAULT * 3);
+    .sort((a, b) => behind(b) - behind(a) || (a.redisKey < b.redisKey ? -1 : 1));
+  const cold = all.slice(0, KEYS_PER_FAULT * 3);
+  const any = all[pick % Math.max(1, all.length)];
+  const order = [...(any ? [any] : []), ...cold.map((_, i) => cold[(pick + i) % cold.length] as StoredKey)];
   const drifted = new Map<string, number>();
-  for (let i = 0; i < cold.length && drifted.size < KEYS_PER_FAULT; i++) {
-    const s = cold[(pick + i) % cold.length] as StoredKey;
+  for (const s of order) {
+    if (drifted.size >= KEYS_PER_FAULT) break;
     if ('corrupt' in s.state || s.state.value === null || drifted.has(s.redisKey)) continue;
     const st = s.state;
     const read = `${st.partition}:${st.offset}:${st.epoch}`;
@@ -133,6 +143,17 @@ async function commitsPast(
   }
 }
 
+/** How many repaired keys their owner wrote again (fence past the repaired one), waiting for all (bounded). */
+async function rewritten(redis: Redis | Cluster, repairedAt: ReadonlyMap<string, number>): Promise<number> {
+  const until = Date.now() + REWRITE_WAIT_MS;
+  for (;;) {
+    let n = 0;
+    for (const [k, at] of repairedAt) if (Number((await redis.hget(k, 'o')) ?? -1) > at) n++;
+    if (n === repairedAt.size || Date.now() > until) return n;
+    await sleep(250); // pacing: polling the repaired keys' fences
+  }
+}
+
 interface Round {
   fold: ExpectedFold;
   ranges: Map<number, PartitionRange>;
@@ -149,7 +170,7 @@ async function reconcileRound(
   partitions: readonly number[],
 ): Promise<Round> {
   const { names } = side;
-  const definition = customerTotals(names);
+  const definition = customerTotals({ input: names.input, output: names.output, store: names.store });
   let fold: ExpectedFold | undefined;
   let stored: StoredKey[] = [];
   const ranges = await readLog({
@@ -185,6 +206,7 @@ export async function repairFault(
     const outstanding = await drift(redis, await readStore(redis, keys), await side.committed(), f.pick);
     const facts: FaultFacts = { drifted: outstanding.size, repaired: 0, changed: 0, healed: 0, held: 0 };
     const others = new Map<string, number>();
+    const repairedAt = new Map<string, number>();
     let attempts = 0;
     while (outstanding.size > 0 && attempts < ATTEMPTS) {
       attempts++;
@@ -210,19 +232,22 @@ export async function repairFault(
       );
       facts.held = (facts.held ?? 0) + mine.length - behind.length;
       const { repaired, changed } = await applyRepairs(redis as never, behind);
+      for (const p of behind)
+        if (repaired.includes(p.redisKey)) repairedAt.set(p.redisKey, p.target?.offset ?? -1);
       for (const k of repaired) outstanding.delete(k);
       facts.repaired = (facts.repaired ?? 0) + repaired.length;
       facts.changed = (facts.changed ?? 0) + changed.length;
     }
     facts.unrepaired = outstanding.size;
     facts.attempts = attempts;
+    facts.rewritten = await rewritten(redis, repairedAt);
     const other = [...others].map(([k, n]) => `${k} ${n}`).join(', ');
     return {
       target: `${facts.drifted} keys`,
       outcome:
         `drifted ${facts.drifted}, repaired ${facts.repaired}, changed ${facts.changed} (retried), ` +
         `healed by their owner ${facts.healed}, held ${facts.held}, left ${facts.unrepaired} ` +
-        `in ${attempts} round(s)${other ? `; other keys' anomalies (not repaired): ${other}` : ''}`,
+        `in ${attempts} round(s); ${facts.rewritten} repaired written again by their owner within ${REWRITE_WAIT_MS} ms${other ? `; other keys' anomalies (not repaired): ${other}` : ''}`,
       facts,
     };
   } finally {

@@ -49,6 +49,8 @@ export interface FaultFacts {
   /** repair: drifted keys neither repaired nor healed after every round. */
   unrepaired?: number;
   attempts?: number;
+  /** repair: repaired keys their owner wrote again afterwards (within a bound; not judged). */
+  rewritten?: number;
 }
 
 /** What injecting one fault returns (src/chaos/faults.ts, failover.ts): the harness adds the rest. */
