@@ -16,17 +16,24 @@ interface Totals {
   count: number;
 }
 
-export default defineProcessor<Order, Totals>({
+/** The processor on the given topics and store (the chaos `repair` fault folds the log with it, as reconcile does). */
+export function customerTotals(names: { input: string; output: string; store: string }) {
+  return defineProcessor<Order, Totals>({
+    ...names,
+    decode: (value) => {
+      const order = JSON.parse(value?.toString('utf8') ?? '') as Order;
+      if (typeof order.amount !== 'number' || !Number.isInteger(order.amount))
+        throw new TypeError('amount must be an integer');
+      return order;
+    },
+    reduce: (state, order) => ({
+      state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 },
+    }),
+  });
+}
+
+export default customerTotals({
   input: process.env.ORDERS_TOPIC ?? 'orders',
   output: process.env.TOTALS_TOPIC ?? 'customer-totals',
   store: process.env.TOTALS_STORE ?? 'customer-totals',
-  decode: (value) => {
-    const order = JSON.parse(value?.toString('utf8') ?? '') as Order;
-    if (typeof order.amount !== 'number' || !Number.isInteger(order.amount))
-      throw new TypeError('amount must be an integer');
-    return order;
-  },
-  reduce: (state, order) => ({
-    state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 },
-  }),
 });

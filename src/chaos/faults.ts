@@ -9,6 +9,7 @@ import { redisCommand, redisInfo } from '../harness/redis-server.js';
 import { clusterFailover, sentinelFailover } from './failover.js';
 import type { Instance } from './instances.js';
 import type { RedisSide } from './redis-topology.js';
+import { type RepairSide, repairFault } from './repair.js';
 import type { Fault } from './schedule.js';
 import type { FaultFacts, Injected } from './verdict.js';
 
@@ -26,6 +27,8 @@ export interface FaultContext {
   sessionTimeoutMs: number;
   crashTimeoutMs: number;
   redis: RedisSide;
+  /** The orders workload's names and commits, for the repair fault (absent: a user's module). */
+  repair?: RepairSide;
   slots: Slot[];
   live(): Slot[];
   addInstance(): Promise<Slot>;
@@ -64,6 +67,8 @@ export async function inject(c: FaultContext, f: Fault): Promise<Injected> {
       return redisFailover(c, f);
     case 'scale':
       return scale(c, f);
+    case 'repair':
+      return repairFault(c.repair, c.redis, f);
   }
 }
 

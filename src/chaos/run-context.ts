@@ -200,6 +200,16 @@ export class ChaosRun {
       sessionTimeoutMs: o.sessionTimeoutMs,
       crashTimeoutMs: o.crashTimeoutMs,
       redis: r,
+      ...(this.user
+        ? {}
+        : {
+            repair: {
+              brokers: o.brokers,
+              ...(o.kafkaConfig ? { kafkaConfig: o.kafkaConfig } : {}),
+              names: this.names,
+              committed: () => this.kafka.committedOffsets(this.names.group, this.names.input),
+            },
+          }),
       slots: this.slots,
       live: this.live,
       addInstance: this.addInstance,

@@ -100,6 +100,7 @@ export const DEFAULTS: Omit<ChaosOptions, 'mode' | 'brokers'> = {
   zombies: 1,
   redisRestarts: 1,
   redisFailovers: 0,
+  repairs: 0,
   scale: [1, 3, 2],
   sessionTimeoutMs: 6000,
   drainTimeoutMs: 300_000,

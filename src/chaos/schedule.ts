@@ -23,7 +23,7 @@ export const ALL_POINTS = [
 ] as const;
 export type CrashPointName = (typeof ALL_POINTS)[number];
 
-export type FaultKind = 'crash' | 'kill' | 'zombie' | 'redis-restart' | 'redis-failover' | 'scale';
+export type FaultKind = 'crash' | 'kill' | 'zombie' | 'redis-restart' | 'redis-failover' | 'scale' | 'repair';
 export const FAULT_KINDS: readonly FaultKind[] = [
   'crash',
   'kill',
@@ -31,6 +31,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'redis-restart',
   'redis-failover',
   'scale',
+  'repair',
 ];
 
 export interface Fault {
@@ -43,7 +44,7 @@ export interface Fault {
   after?: number;
   /** scale: the instance count to reach. */
   to?: number;
-  /** Picks the target among the live instances (modulo their count). */
+  /** Picks the target among the live instances (modulo their count); repair: among the coldest keys. */
   pick: number;
   /** kill: ms before the restart; zombie: ms kept stopped after its partitions moved; redis: ms down. */
   pauseMs: number;
@@ -59,6 +60,8 @@ export interface ScheduleOptions {
   zombies: number;
   redisRestarts: number;
   redisFailovers: number;
+  /** Drift a few keys, then reconcile --repair them while the instances run (src/chaos/repair.ts). */
+  repairs?: number;
   /** Instance counts: the first is the start, each later one a scale fault. */
   scale: readonly number[];
   /** How long a Redis restart keeps Redis down: [min, max] ms. Default [2000, 14000]. */
@@ -94,6 +97,9 @@ export function makeSchedule(o: ScheduleOptions): Fault[] {
     });
   for (let i = 0; i < o.redisFailovers; i++)
     faults.push({ ...base(), kind: 'redis-failover', pauseMs: rng.range(0, 500) });
+  for (let i = 0; i < (o.repairs ?? 0); i++)
+    // while input flows, so owners write the repaired keys again (their cached tokens must CONFLICT)
+    faults.push({ ...base(), kind: 'repair', at: 0.05 + rng.next() * 0.5 });
   const steps = o.scale.slice(1);
   steps.forEach((to, i) => {
     const slot = (i + 0.5) / steps.length;

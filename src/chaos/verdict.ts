@@ -36,6 +36,21 @@ export interface FaultFacts {
   instances?: number;
   /** scale (down): every instance it stopped exited 0 after SIGTERM. */
   stoppedCleanly?: boolean;
+  /** repair: keys given a wrong value under their fence, and what became of them (src/chaos/repair.ts). */
+  drifted?: number;
+  /** repair: drifted keys rewritten by reconcile --repair's script. */
+  repaired?: number;
+  /** repair: answers `changed` (the owner wrote the key between reconcile's read and the write), retried. */
+  changed?: number;
+  /** repair: drifted keys their owner rewrote from its cached state before a repair reached them. */
+  healed?: number;
+  /** repair: plans held back because the owner had applied the key above the committed offset. */
+  held?: number;
+  /** repair: drifted keys neither repaired nor healed after every round. */
+  unrepaired?: number;
+  attempts?: number;
+  /** repair: repaired keys their owner wrote again afterwards (within a bound; not judged). */
+  rewritten?: number;
 }
 
 /** What injecting one fault returns (src/chaos/faults.ts, failover.ts): the harness adds the rest. */
@@ -93,6 +108,13 @@ export function judgeFault(f: Fault, x: FaultFacts): string | undefined {
     case 'scale':
       if (x.instances !== f.to) return `${x.instances ?? 0} live instances, not ${f.to}`;
       if (x.stoppedCleanly === false) return 'an instance it stopped did not exit 0 after SIGTERM';
+      return undefined;
+    case 'repair':
+      if ((x.drifted ?? 0) === 0) return 'no key drifted';
+      if ((x.unrepaired ?? 0) > 0)
+        return `${x.unrepaired} drifted keys neither repaired nor rewritten by their owner after ${x.attempts} rounds`;
+      if ((x.repaired ?? 0) === 0)
+        return `no drifted key repaired (${x.healed ?? 0} rewritten by their owner first)`;
       return undefined;
   }
 }

@@ -94,6 +94,10 @@ export const CHAOS_OPTIONS = {
     'SIGKILL the Redis primary (a cluster master with --redis-topology cluster) and promote its replica: by hand behind a proxy (standalone), by the Sentinels, or by the cluster; the killed one rejoins as a replica',
     DEFAULTS.redisFailovers,
   ),
+  repairs: count(
+    "give a few keys a wrong value under their fence, then run reconcile --repair's code on the store while the instances run (the built-in workload only)",
+    DEFAULTS.repairs ?? 0,
+  ),
   'redis-topology': choiceOption(TOPOLOGIES, {
     description:
       'the Redis the harness starts: one server (+ a replica with --redis-failovers), a primary + replica + 3 Sentinels, or a cluster of 3 masters + 3 replicas',
@@ -218,4 +222,4 @@ export const PROCESSOR_ONLY = [
 export const HANDLER_FLAGS = ['far-latency', 'far-failure-rate'] as const;
 
 /** Options of the built-in orders workload, refused with a module. */
-export const WORKLOAD_ONLY = ['customers', 'skew', 'poison-rate', 'large'] as const;
+export const WORKLOAD_ONLY = ['customers', 'skew', 'poison-rate', 'large', 'repairs'] as const;

@@ -105,6 +105,7 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     zombies: 'zombies',
     'redis-restarts': 'redisRestarts',
     'redis-failovers': 'redisFailovers',
+    repairs: 'repairs',
     'wait-replicas': 'waitReplicas',
     'wait-timeout': 'waitTimeoutMs',
     'replica-lag': 'replicaLagMs',
