@@ -6,6 +6,7 @@
  * (repaired or not, with --repair; or the run failed: Redis or Kafka unavailable); 2: bad options, module or topic. Every option is
  * checked and the module loaded before any connection.
  */
+import { RedfenceError } from '../errors/index.js';
 import { CONNECTION_OPTIONS, kafkaClient, loadProcessorModule, modulePositional } from './connection.js';
 import { jsonLogger } from './log.js';
 import { helpText, listOption, numberOption, parseOptions, switchOption, textOption } from './options.js';
@@ -43,6 +44,11 @@ export const RECONCILE_OPTIONS = {
       "rewrite each drifted key to the fold up to its last committed record, under its partition's current epoch, without pending entries (only if the key is unchanged since it was read); delete keys no record produced",
     env: 'REDFENCE_RECONCILE_REPAIR',
   }),
+  'repair-uncommitted': switchOption({
+    description:
+      'with --repair, also rewind keys whose fence is at a record past the committed offset (only while the processor is stopped: its next owner applies those records again)',
+    env: 'REDFENCE_RECONCILE_REPAIR_UNCOMMITTED',
+  }),
   json: switchOption({
     description: 'print the report as one JSON document',
     env: 'REDFENCE_RECONCILE_JSON',
@@ -68,6 +74,8 @@ export async function reconcileCommand(args: readonly string[], out: (s: string)
     out(RECONCILE_HELP);
     return 0;
   }
+  if (o['repair-uncommitted'] && !o.repair)
+    throw new RedfenceError('RF_INVALID_OPTIONS', '--repair-uncommitted applies to --repair; add --repair');
   const file = modulePositional('reconcile', positionals);
   const partitions =
     o.partitions === undefined ? undefined : [...new Set(o.partitions)].sort((a, b) => a - b);
@@ -112,7 +120,9 @@ export async function reconcileCommand(args: readonly string[], out: (s: string)
     let repair: import('../ops/reconcile-repair.js').RepairResult | undefined;
     if (o.repair && result.anomalies.length > 0) {
       const { applyRepairs, planRepairs } = await import('../ops/reconcile-repair.js');
-      const { plans, skipped } = planRepairs(f, ranges, stored, epochs, result);
+      const { plans, skipped } = planRepairs(f, ranges, stored, epochs, result, {
+        uncommitted: o['repair-uncommitted'],
+      });
       repair = { ...(await applyRepairs(redis as never, plans)), skipped };
     }
     const input = {

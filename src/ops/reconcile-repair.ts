@@ -1,8 +1,8 @@
 /**
  * `redfence reconcile --repair`: each drifted key is rewritten to what the committed progress implies:
  * the fold up to the key's last record under its partition's committed offset, fenced at that record,
- * under the partition's current epoch, without pending entries (records above the committed offset are
- * delivered to the processor again and applied then). A key with no record under the committed offset
+ * under the partition's current epoch, without pending entries. A key whose fence is at one of its
+ * records past the committed offset is left unless told the processor is stopped (planRepairs). A key with no record under the committed offset
  * and a key no record produced are deleted. Each write is one script (lua/repairKey-1.lua) that writes
  * only if the key is still exactly as reconcile read it, so a running processor is never overwritten.
  * Not repaired: keys that cannot be judged, hashes that cannot be decoded, keys of partitions not read.
@@ -37,12 +37,20 @@ export interface RepairResult {
 
 const sha1 = (b: Buffer) => createHash('sha1').update(b).digest('hex');
 
+/**
+ * The repairs of the keys with anomalies. A key whose fence is at one of its own records at or past
+ * its partition's committed offset was written by an owner that has not committed it yet (a running
+ * processor, or one that died): rewinding it to the committed fold would undo those records, which a
+ * running owner never receives again. It is skipped unless `uncommitted` (the processor is stopped:
+ * its next owner consumes from the committed offset and applies them again).
+ */
 export function planRepairs(
   fold: ExpectedFold,
   ranges: ReadonlyMap<number, PartitionRange>,
   stored: readonly StoredKey[],
   partitionEpochs: ReadonlyMap<number, number>,
   result: Reconciliation,
+  options: { readonly uncommitted?: boolean } = {},
 ): { plans: RepairPlan[]; skipped: RepairResult['skipped'] } {
   const byKey = new Map(stored.map((s) => [s.redisKey, s]));
   const ids = new Map<string, string>();
@@ -71,6 +79,19 @@ export function planRepairs(
     const range = ranges.get(h.partition);
     if (range === undefined || range.start > 0) {
       skipped.push({ key: redisKey, reason: `partition ${h.partition} was not read from offset 0` });
+      continue;
+    }
+    if (
+      options.uncommitted !== true &&
+      st !== null &&
+      st.partition === h.partition &&
+      st.offset >= range.committed &&
+      h.steps.some((x) => x.offset === st.offset)
+    ) {
+      skipped.push({
+        key: redisKey,
+        reason: `its fence is at offset ${st.offset}, a record of the key at or past the committed offset ${range.committed}: written by an owner that has not committed it (repair it once committed, or with --repair-uncommitted while the processor is stopped)`,
+      });
       continue;
     }
     let i = h.steps.length - 1;

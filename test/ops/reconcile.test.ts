@@ -232,6 +232,43 @@ describe('redfence reconcile', { timeout: 240_000 }, () => {
     assert.deepEqual(await redis.hgetall(keys.state('c-10')), before);
   });
 
+  it('--repair leaves a key whose fence is at a record past the committed offset (an owner not committed yet), unless --repair-uncommitted', async () => {
+    // a group that never committed: every partition's committed offset is its start, so every key's
+    // fence is at one of its records past it, as a running owner's uncommitted writes are
+    const c = 'c-15';
+    const saved = await redis.hgetall(keys.state(c));
+    const drifted = '{"total":1,"count":1}';
+    await redis.hset(keys.state(c), 'v', drifted);
+    try {
+      const group = ['--group', `${uniqueName('nobody')}`];
+      const held = await run(['--repair', ...group]);
+      assert.equal(held.code, 1);
+      const repair = (
+        held.report as unknown as {
+          repair: { repaired: string[]; skipped: { key: string; reason: string }[] };
+        }
+      ).repair;
+      assert.ok(!repair.repaired.includes(keys.state(c)), 'not rewound');
+      assert.match(
+        repair.skipped.find((k) => k.key === keys.state(c))?.reason ?? '',
+        /past the committed offset 0: written by an owner that has not committed it/,
+      );
+      assert.equal(await redis.hget(keys.state(c), 'v'), drifted, 'left as it was');
+      const bad = await reconcile([MODULE, ...common, '--repair-uncommitted']);
+      assert.equal(bad.code, 2);
+      assert.match(bad.err, /--repair-uncommitted applies to --repair/);
+      // told the processor is stopped: rewound to the fold under the committed offset (none: deleted)
+      const told = await run(['--repair', '--repair-uncommitted', ...group]);
+      const done = (told.report as unknown as { repair: { repaired: string[] } }).repair;
+      assert.ok(done.repaired.includes(keys.state(c)));
+      assert.equal(await redis.exists(keys.state(c)), 0);
+    } finally {
+      await redis.del(keys.state(c));
+      await redis.hset(keys.state(c), saved);
+    }
+    assert.deepEqual((await run()).report.anomalies, []);
+  });
+
   it('after the start of a partition is deleted: its keys cannot be judged (exit 0), a lost key still is found', async () => {
     const on0 = [...offsets.keys()].filter((c) => partitionFor(c, PARTITIONS) === 0);
     assert.ok(on0.length >= 2, 'keys on partition 0');
