@@ -61,7 +61,7 @@ describe('streams model: contract scenarios are expressible', () => {
   const records: InRecord[] = [
     { partition: 0, key: 'a', amount: 5, timestamp: 0 },
     { partition: 0, key: 'a', amount: 7, timestamp: 5 },
-    { partition: 1, key: 'b', amount: 1, timestamp: 3 },
+    { partition: 1, key: 'd', amount: 1, timestamp: 3 },
     { partition: 0, key: null, amount: 9, timestamp: 6 },
     { partition: 0, key: 'a', amount: 2, timestamp: 30 },
   ];
@@ -74,7 +74,7 @@ describe('streams model: contract scenarios are expressible', () => {
     assert.deepEqual(out, [
       { key: 'a', start: -1, end: -1, value: 5, timestamp: 0 },
       { key: 'a', start: -1, end: -1, value: 12, timestamp: 5 },
-      { key: 'b', start: -1, end: -1, value: 1, timestamp: 3 },
+      { key: 'd', start: -1, end: -1, value: 1, timestamp: 3 },
       { key: 'a', start: -1, end: -1, value: 14, timestamp: 30 },
     ]);
   });
