@@ -11,10 +11,9 @@
  *    reconcile's read and the repair's write: `changed`).
  * 2. Repair, up to ATTEMPTS times: wait until the group has committed past each drifted key's fence (its
  *    fence now: the owner may have written it since), reconcile the drifted keys' partitions, and apply
- *    the plans of the drifted keys whose stored fence is the key's last record under the committed
- *    offset. A plan that would move the fence back (the owner applied records of the key above the
- *    committed offset, which a running owner never receives again) is held for the next attempt: a
- *    running processor is repaired only behind its commits. A key the script finds `changed` (the owner
+ *    the plans of the drifted keys. planRepairs leaves a key whose fence is at a record past the
+ *    committed offset (repairing it would undo records a running owner never receives again): held
+ *    for the next attempt, so a running processor is repaired only behind its commits. A key the script finds `changed` (the owner
  *    wrote it between the read and the write) is tried again.
  * 3. The fault then waits (bounded) for the owners to write the repaired keys again (`rewritten`: the
  *    fence moved past the repaired one), which goes through the CONFLICT of their cached tokens.
@@ -221,16 +220,17 @@ export async function repairFault(
           outstanding.delete(v.redisKey);
           facts.healed = (facts.healed ?? 0) + 1;
         }
-      const { plans } = planRepairs(round.fold, round.ranges, round.stored, round.epochs, round.result);
-      const mine = plans.filter((p) => outstanding.has(p.redisKey));
-      // only a plan that keeps the stored fence: one below it would undo records the owner holds
-      const behind = mine.filter(
-        (p) =>
-          p.read !== null &&
-          p.target !== null &&
-          p.read.fence.startsWith(`${p.target.partition}:${p.target.offset}:`),
+      // planRepairs leaves a key whose fence is past the committed offset (it would undo records the
+      // running owner holds): held for the next round
+      const { plans, skipped } = planRepairs(
+        round.fold,
+        round.ranges,
+        round.stored,
+        round.epochs,
+        round.result,
       );
-      facts.held = (facts.held ?? 0) + mine.length - behind.length;
+      const behind = plans.filter((p) => outstanding.has(p.redisKey));
+      facts.held = (facts.held ?? 0) + skipped.filter((k) => outstanding.has(k.key)).length;
       const { repaired, changed } = await applyRepairs(redis as never, behind);
       for (const p of behind)
         if (repaired.includes(p.redisKey)) repairedAt.set(p.redisKey, p.target?.offset ?? -1);
