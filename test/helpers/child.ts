@@ -4,11 +4,13 @@
  * and exit awaitable. Every child started here is tracked; `killLeftovers()` (register it with
  * `afterEach`) SIGKILLs those still alive, and none outlives the test process.
  */
+import assert from 'node:assert/strict';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Child, freePort, LogBook as HarnessLogBook, type LogLine } from '../../src/harness/index.js';
 import type { Logger } from '../../src/runtime/logger.js';
 import { KAFKA_BROKERS, REDIS_URL } from './env.js';
+import { committedOffsets, pollUntil } from './kafka.js';
 
 export type { Exit } from '../../src/harness/index.js';
 export { freePort, type LogLine };
@@ -140,6 +142,35 @@ export async function startProcessorChild(options: ChildOptions): Promise<Proces
     REDFENCE_CRASH_AT: '',
     ...options.env,
   });
+}
+
+/**
+ * The instance that takes over in a crash test: once assigned, waits until `group` committed every
+ * partition of `topic` to its end in `ends`, reads its verdicts from /metrics, then stops it (SIGTERM)
+ * and asserts it exits 0. Returns the verdicts.
+ */
+export async function takesOverToTheEnd(
+  b: ProcessorChild,
+  group: string,
+  topic: string,
+  ends: ReadonlyMap<number, number>,
+): Promise<Map<string, number>> {
+  await b.log.waitAssigned(60_000);
+  await pollUntil(
+    'B committed the end offsets',
+    async () => {
+      if (!b.alive) throw new Error(`B exited ${JSON.stringify(b.exit)}`);
+      const now = await committedOffsets(group, topic);
+      return [...ends].every(([p, end]) => end === 0 || now.get(p) === end);
+    },
+    90_000,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message} ${b.tail()}`);
+  });
+  const v = await b.verdicts();
+  b.term();
+  assert.deepEqual(await b.waitExit(20_000), { code: 0, signal: null }, `B exits 0 ${b.tail()}`);
+  return v;
 }
 
 /** SIGKILLs every child still alive (continuing stopped ones is unnecessary: SIGKILL ends them). */

@@ -17,16 +17,9 @@ import { Redis } from 'ioredis';
 import { readDeadLetterHeaders } from '../../src/dead-letter/read-headers.js';
 import { Fence } from '../../src/index.js';
 import { partitionFor } from '../../src/partitioner/index.js';
-import { freePort, ProcessorChild } from '../helpers/child.js';
+import { freePort, ProcessorChild, takesOverToTheEnd } from '../helpers/child.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import {
-  committedOffsets,
-  createTopics,
-  endOffsets,
-  pollUntil,
-  produce,
-  readToEnd,
-} from '../helpers/kafka.js';
+import { committedOffsets, createTopics, endOffsets, produce, readToEnd } from '../helpers/kafka.js';
 
 const PARTITIONS = 2;
 const BATCH = 20;
@@ -133,21 +126,7 @@ describe('a reducer that throws, across a crash (exactly-once)', { timeout: 180_
 
     const b = await start(ns, 'B', {});
     children.push(b);
-    await b.log.waitAssigned(60_000);
-    await pollUntil(
-      'B committed the end offsets',
-      async () => {
-        if (!b.alive) throw new Error(`B exited ${JSON.stringify(b.exit)}`);
-        const now = await committedOffsets(ns, topic);
-        return [...ends].every(([p, end]) => end === 0 || now.get(p) === end);
-      },
-      90_000,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message} ${b.tail()}`);
-    });
-    const v = await b.verdicts();
-    b.term();
-    assert.deepEqual(await b.waitExit(20_000), { code: 0, signal: null }, `B exits 0 ${b.tail()}`);
+    const v = await takesOverToTheEnd(b, ns, topic, ends);
     assert.ok((v.get('REEMIT') ?? 0) > 0, `B re-emitted A's applied, uncommitted batch (${v.get('REEMIT')})`);
 
     const dead = await readToEnd(dlt);

@@ -24,17 +24,10 @@ import type { BuiltTopology } from '../../src/index.js';
 import type { CrashPoint } from '../../src/processor/crash-points.js';
 import { resolveTopologyOptions } from '../../src/processor/topology/options.js';
 import { runModel } from '../../src/topology/model.js';
-import { freePort, ProcessorChild } from '../helpers/child.js';
+import { freePort, ProcessorChild, takesOverToTheEnd } from '../helpers/child.js';
 import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import {
-  committedOffsets,
-  createTopics,
-  endOffsets,
-  pollUntil,
-  produce,
-  readToEnd,
-} from '../helpers/kafka.js';
+import { committedOffsets, createTopics, endOffsets, produce, readToEnd } from '../helpers/kafka.js';
 import { generateInput, START_MS } from '../topology/scenarios.js';
 
 const PARTITIONS = 3;
@@ -236,21 +229,7 @@ describe('topology processor crash points (exactly-once)', { timeout: 240_000, c
       // B: takes over once A's session expires, and finishes
       const b = await startFraud(env, 'B', {});
       children.push(b);
-      await b.log.waitAssigned(60_000);
-      await pollUntil(
-        'B committed the end offsets',
-        async () => {
-          if (!b.alive) throw new Error(`B exited ${JSON.stringify(b.exit)}`);
-          const now = await committedOffsets(ns, env.ORDERS_TOPIC);
-          return [...ends].every(([p, end]) => end === 0 || now.get(p) === end);
-        },
-        90_000,
-      ).catch((err: Error) => {
-        throw new Error(`${err.message} ${b.tail()}`);
-      });
-      const v = await b.verdicts();
-      b.term();
-      assert.deepEqual(await b.waitExit(20_000), { code: 0, signal: null }, `B exits 0 ${b.tail()}`);
+      const v = await takesOverToTheEnd(b, ns, env.ORDERS_TOPIC, ends);
       log(`[${point} ${at()}] B caught up; verdicts ${JSON.stringify(Object.fromEntries(v))}`);
 
       // where A died: the crashed batch was applied in Redis and not committed, so B re-emits it; after

@@ -21,16 +21,9 @@ import { readDeadLetterHeaders } from '../../src/dead-letter/read-headers.js';
 import { partitionFor } from '../../src/partitioner/index.js';
 import type { CrashPoint } from '../../src/processor/crash-points.js';
 import { type ModelInput, runModel } from '../../src/topology/model.js';
-import { freePort, ProcessorChild } from '../helpers/child.js';
+import { freePort, ProcessorChild, takesOverToTheEnd } from '../helpers/child.js';
 import { KAFKA_BROKERS, REDIS_URL, uniqueName } from '../helpers/env.js';
-import {
-  committedOffsets,
-  createTopics,
-  endOffsets,
-  pollUntil,
-  produce,
-  readToEnd,
-} from '../helpers/kafka.js';
+import { committedOffsets, createTopics, endOffsets, produce, readToEnd } from '../helpers/kafka.js';
 import { START_MS, seeded } from '../topology/scenarios.js';
 import { downstreamThrows } from './fixtures/downstream-throws.js';
 import { modelRows, perKey, topicRows } from './topology-helpers.js';
@@ -150,21 +143,7 @@ describe('downstream dead letters across crash points (exactly-once)', {
 
       const b = await start(ns, 'B', {});
       children.push(b);
-      await b.log.waitAssigned(60_000);
-      await pollUntil(
-        'B committed the end offsets',
-        async () => {
-          if (!b.alive) throw new Error(`B exited ${JSON.stringify(b.exit)}`);
-          const now = await committedOffsets(ns, orders);
-          return [...ends].every(([p, end]) => end === 0 || now.get(p) === end);
-        },
-        90_000,
-      ).catch((err: Error) => {
-        throw new Error(`${err.message} ${b.tail()}`);
-      });
-      const v = await b.verdicts();
-      b.term();
-      assert.deepEqual(await b.waitExit(20_000), { code: 0, signal: null }, `B exits 0 ${b.tail()}`);
+      const v = await takesOverToTheEnd(b, ns, orders, ends);
       assert.ok(
         (v.get('REEMIT') ?? 0) > 0,
         `B re-emitted A's applied, uncommitted batch (${v.get('REEMIT')})`,
