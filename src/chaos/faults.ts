@@ -196,7 +196,15 @@ async function zombie(c: FaultContext, f: Fault): Promise<Injected> {
     what = `woke, ${rejoined() ? `rejoined ${after}` : `not rejoined ${after}`}`;
     facts.woke = 'rebalanced';
   } else {
-    what = 'woke, nothing logged within 60 s';
+    // what it did log, and what it owned when stopped: the messages only (they carry no record values)
+    const since = s.inst.child.log.find(() => true, mark).map((l) => l.msg ?? '?');
+    const moves = (l: { msg?: string }) => l.msg === 'partitions assigned' || l.msg === 'partitions revoked';
+    const all = s.inst.child.log.find(moves);
+    const owned = all[all.length - s.inst.child.log.find(moves, mark).length - 1];
+    const before = owned
+      ? `last before the stop: ${owned.msg} ${JSON.stringify(owned.partitions)}`
+      : 'no assignment before the stop';
+    what = `woke, no FENCE or rebalance logged within 60 s (${before}; logged since: ${since.slice(-8).join(' | ') || 'nothing'})`;
     facts.woke = 'silent';
   }
   s.expecting = false;

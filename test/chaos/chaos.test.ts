@@ -328,7 +328,9 @@ describe('chaos, short', { timeout: 420_000, concurrency: 2 }, () => {
       assert.deepEqual(report.verify?.violations ?? ['not verified'], []);
       assert.equal(report.faults.length, report.schedule.length, 'every scheduled fault ran');
       assert.deepEqual(
-        report.faults.filter((f) => f.failure !== undefined).map((f) => `#${f.fault.index}: ${f.failure}`),
+        report.faults
+          .filter((f) => f.failure !== undefined)
+          .map((f) => `#${f.fault.index}: ${f.failure} (${f.outcome})`),
         [],
         'every fault did what it is meant to',
       );
