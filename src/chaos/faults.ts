@@ -47,6 +47,21 @@ export interface FaultContext {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** How long past its session timeout a zombie stays stopped, so the coordinator has surely dropped it. */
+const SESSION_MARGIN_MS = 2000;
+
+/** How many partitions an instance owns by its log: those assigned less those revoked (incremental). */
+function owned(inst: Instance): number {
+  let n = 0;
+  for (const l of inst.child.log.find(
+    (x) => x.msg === 'partitions assigned' || x.msg === 'partitions revoked',
+  )) {
+    const k = Array.isArray(l.partitions) ? l.partitions.length : 0;
+    n += l.msg === 'partitions assigned' ? k : -k;
+  }
+  return n;
+}
+
 function pickLive(c: FaultContext, f: Fault): Slot {
   const l = c.live().filter((s) => !s.expecting);
   if (l.length === 0) throw new Error('no live instance to inject a fault into');
@@ -128,8 +143,17 @@ async function crash(c: FaultContext, f: Fault): Promise<Injected> {
 async function zombie(c: FaultContext, f: Fault): Promise<Injected> {
   let helper: Slot | undefined;
   if (c.live().filter((s) => !s.expecting).length < 2) helper = await c.addInstance();
-  const candidates = c.live().filter((s) => !s.expecting && s !== helper);
-  const s = candidates[f.pick % candidates.length] as Slot;
+  // A zombie owns partitions when it is stopped: one with none (just started, its assignment still to
+  // come) would lose nothing, and wake with nothing to notice.
+  const candidates = () => c.live().filter((s) => !s.expecting && s !== helper);
+  await pollUntil(
+    'an instance owning partitions',
+    () => candidates().some((x) => owned(x.inst) > 0),
+    c.sessionTimeoutMs * 3 + 15_000,
+  ).catch(() => undefined);
+  const owners = candidates().filter((x) => owned(x.inst) > 0);
+  const pool = owners.length > 0 ? owners : candidates();
+  const s = pool[f.pick % pool.length] as Slot;
   const name = s.inst.name;
   s.expecting = true; // a zombie may die of its stale work (fatal Kafka error): not unexpected
   const others = c.live().filter((x) => x !== s);
@@ -151,10 +175,15 @@ async function zombie(c: FaultContext, f: Fault): Promise<Injected> {
     () => false,
   );
   const movedMs = Date.now() - stoppedAt;
-  await sleep(f.pauseMs); // pacing: the new owners work while it sleeps
+  // Pacing: the new owners work while it sleeps. It stays stopped past its session timeout too (its
+  // last heartbeat was before the SIGSTOP), so the coordinator has dropped it when it wakes: partitions
+  // seen moving may come from another rebalance (an instance just started or stopped) well before that,
+  // and a zombie woken inside its session keeps its membership and has nothing to notice.
+  await sleep(Math.max(f.pauseMs, stoppedAt + c.sessionTimeoutMs + SESSION_MARGIN_MS - Date.now()));
   const mark = s.inst.count;
   s.inst.signal('SIGCONT');
   const wokeAt = Date.now();
+  const stoppedMs = wokeAt - stoppedAt;
   const fenced = () => s.inst.seen((l) => /^FENCE/.test(l.msg ?? ''), mark);
   const rebalanced = () =>
     s.inst.seen((l) => l.msg === 'partitions revoked' || l.msg === 'partitions assigned', mark);
@@ -214,7 +243,7 @@ async function zombie(c: FaultContext, f: Fault): Promise<Injected> {
   }
   return {
     target: s.inst.name === name ? name : `${name} -> ${s.inst.name}`,
-    outcome: `${moved ? `partitions moved after ${movedMs} ms` : 'partitions did not move'}, ${what}${helper ? ' (helper instance added for it)' : ''}`,
+    outcome: `${moved ? `partitions moved after ${movedMs} ms` : 'partitions did not move'}, stopped ${stoppedMs} ms, ${what}${helper ? ' (helper instance added for it)' : ''}`,
     facts,
   };
 }
