@@ -24,6 +24,10 @@ export const ERROR_CODES = {
     retriable: true,
     summary: 'Redis could not be reached or answered with a transient error.',
   },
+  RF_REDIS_KEY_TYPE: {
+    retriable: false,
+    summary: 'A key redfence reads or writes holds another Redis type (WRONGTYPE): something else wrote it.',
+  },
   RF_REDIS_AUTH: {
     retriable: false,
     summary: 'Redis refused the credentials, or the TLS handshake with it failed on a certificate.',

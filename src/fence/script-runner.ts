@@ -9,8 +9,8 @@ function isNoScript(err: unknown): boolean {
 const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY)\b/;
 
 /**
- * Wraps a Redis error: script errors (bad input, bugs) and ACL refusals (RF_REDIS_AUTH) are final;
- * connection trouble is retriable.
+ * Wraps a Redis error: script errors (bad input, bugs), a key of another type (RF_REDIS_KEY_TYPE) and
+ * ACL refusals (RF_REDIS_AUTH) are final; connection trouble is retriable.
  */
 export function wrapRedisError(script: string, err: unknown): RedfenceError {
   if (RedfenceError.is(err)) return err;
@@ -20,6 +20,14 @@ export function wrapRedisError(script: string, err: unknown): RedfenceError {
     return new RedfenceError(
       'RF_REDIS_AUTH',
       `Redis refused ${script}: ${message} (grant the rule set of docs/operations.md, "Least-privilege ACL")`,
+      { cause: err },
+    );
+  }
+  // a key of ours holds another type: final (waiting does not change it), not an outage
+  if (/\bWRONGTYPE\b/.test(message)) {
+    return new RedfenceError(
+      'RF_REDIS_KEY_TYPE',
+      `Redis ${script} failed: a key it reads or writes holds another Redis type (WRONGTYPE): something other than redfence wrote it; calls on it fail until it is removed or restored`,
       { cause: err },
     );
   }
