@@ -23,6 +23,7 @@ import type { Logger } from '../runtime/logger.js';
 import { instanceRegistration as registration } from '../runtime/registry.js';
 import { Tracing } from '../telemetry/tracing.js';
 import { type BatchContext, processBatch } from './batch.js';
+import { type BatchBackoff, batchBackoffOf, batchFailed } from './batch-backoff.js';
 import { CommitPipeline } from './commit-pipeline.js';
 import { Counts, type ProcessorCounts } from './counts.js';
 import { InputPartitions } from './input-partitions.js';
@@ -81,6 +82,7 @@ export class Processor<T = unknown, S = unknown> {
   readonly #life: Lifecycle;
   readonly #liveness: Liveness;
   readonly #guard: RedisGuard;
+  readonly #backoff: BatchBackoff;
   #idleProbe: NodeJS.Timeout | undefined;
   readonly #pipeline: CommitPipeline;
   readonly #sweeper: Sweeper;
@@ -131,13 +133,15 @@ export class Processor<T = unknown, S = unknown> {
     this.#liveness = new Liveness(health);
     this.#guard = new RedisGuard({
       kafka,
-      owned: () => table.all().map(topicPartition),
+      // the end of an outage resumes them, but not one waiting out a failed batch's delay
+      owned: () => this.#backoff.notWaiting(table.all()).map(topicPartition),
       metrics,
       health,
       log,
       signal,
     });
     const guard = this.#guard;
+    this.#backoff = batchBackoffOf(o.watchdog, kafka, table, () => guard.outage);
     this.#input = new InputPartitions({
       input: o.definition.input,
       kafka,
@@ -205,7 +209,7 @@ export class Processor<T = unknown, S = unknown> {
       stages,
       () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
     );
-    this.#rebalance = rebalanceContextOf(stages);
+    this.#rebalance = { ...rebalanceContextOf(stages), forget: (tp) => this.#backoff.forget(tp) };
   }
 
   get state(): ProcessorState {
@@ -330,6 +334,7 @@ export class Processor<T = unknown, S = unknown> {
     clearInterval(this.#idleProbe);
     this.#watchdog?.stop();
     this.#sweeper.stop();
+    this.#backoff.stop();
     this.#o.health?.setReady('kafka', false);
   }
 
@@ -367,13 +372,10 @@ export class Processor<T = unknown, S = unknown> {
     try {
       await batch;
       done = true;
+      this.#backoff.succeeded({ topic, partition });
     } catch (err) {
       trace.failed(err);
-      const e = err as { code?: unknown; message?: unknown };
-      this.#log.warn(
-        { topic, partition, code: e?.code, err: String(e?.message) },
-        'batch failed: it is delivered again from its first record',
-      );
+      batchFailed(this.#backoff, this.#log, { topic, partition }, err, 'batch');
       // Redis refuses the user a command or key (its ACL): every delivery would fail the same way
       if (RedfenceError.is(err, 'RF_REDIS_AUTH')) this.#fatal(err as Error);
       throw err;
