@@ -1,7 +1,8 @@
 /**
  * The chaos harness, short: both modes at once (each with its own topics and its own redis-server), every
  * crash point of the mode once, two random SIGKILLs, one zombie, one Redis restart, scaling 1 -> 3 -> 2,
- * poison and two ~1 MB orders mixed in; the verifier must find nothing. Plus checks that need no
+ * poison (orders the reducer refuses among it) and two ~1 MB orders mixed in; the verifier must find
+ * nothing. Plus checks that need no
  * services: the schedule and workload are functions of the seed, the verifier's murmur2 matches Kafka's
  * vectors, bad CLI options are named, and the verifier does catch broken results.
  */
@@ -405,6 +406,9 @@ describe('chaos, short', { timeout: 420_000, concurrency: 2 }, () => {
           report.faults.some((f) => f.fault.kind === kind),
           `${kind} injected`,
         );
+      // orders the reducer refused were in the input, and each has its processing-error dead letter
+      // (the verifier checked it): only a throw in reduce gives that reason
+      assert.ok((report.verify?.poisonByReason.get('processing-error') ?? 0) > 0, 'refused orders');
       assert.deepEqual(report.failures, [], `seed ${report.seed}`);
       assert.equal(report.ok, true);
     });
