@@ -3,13 +3,16 @@
  * total and count, on the run's topics and store (ORDERS_TOPIC, TOTALS_TOPIC, TOTALS_STORE). The
  * verifier's model of it: a customer's state after its first n valid orders is exactly
  * `{"total":<sum>,"count":n}`; an order whose value is not JSON or whose amount is not an integer is
- * undecodable (dead-lettered).
+ * undecodable (dead-lettered); an order with `"refuse":true` decodes but its reducer throws: a
+ * `processing-error` dead letter that leaves the state as it was (the fence moves past it).
  */
 import { defineProcessor } from '../index.js';
 
 interface Order {
   customer: string;
   amount: number;
+  /** The chaos workload's `refused` orders: the reducer throws on them. */
+  refuse?: boolean;
 }
 interface Totals {
   total: number;
@@ -26,9 +29,10 @@ export function customerTotals(names: { input: string; output: string; store: st
         throw new TypeError('amount must be an integer');
       return order;
     },
-    reduce: (state, order) => ({
-      state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 },
-    }),
+    reduce: (state, order) => {
+      if (order.refuse === true) throw new RangeError('the order is marked to be refused');
+      return { state: { total: (state?.total ?? 0) + order.amount, count: (state?.count ?? 0) + 1 } };
+    },
   });
 }
 

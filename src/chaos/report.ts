@@ -142,6 +142,7 @@ export function formatReport(r: ChaosReport): string {
         ['  poison: undecodable', v?.poisonByReason.get('undecodable') ?? 0],
         ['  poison: null-key', v?.poisonByReason.get('null-key') ?? 0],
         ['  poison: wrong-partition', v?.poisonByReason.get('wrong-partition') ?? 0],
+        ['  poison: processing-error (refused)', v?.poisonByReason.get('processing-error') ?? 0],
         ['customers with orders', v?.customers ?? '-'],
         [
           `outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'})`,

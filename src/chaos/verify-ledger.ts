@@ -2,8 +2,9 @@
  * What the chaos verifier (src/chaos/verifier.ts) is given and returns, the tally its checks add
  * violations to, and the ledger of the input they all check against: the input read and classified
  * record by record (null key; key not on its murmur2 partition; value not JSON or amount not an integer;
- * else a valid order, kept per customer with the running totals of its orders), and matched against
- * what the workload produced. Shares no code with the processing path (see src/chaos/verifier.ts).
+ * `"refuse":true`, refused by the reducer; else a valid order, kept per customer with the running totals
+ * of its orders), and matched against what the workload produced. A refused order is poison
+ * (`processing-error`) that still moves its customer's fence, so the customer's ledger keeps its offset. Shares no code with the processing path (see src/chaos/verifier.ts).
  */
 import { type ConnectionConfig, readTopic } from './kafka.js';
 import { kafkaPartition } from './murmur2.js';
@@ -102,7 +103,12 @@ export type Violate = Tally['violate'];
 
 export interface CustomerLedger {
   partition: number;
+  /** Offsets of the customer's valid orders. */
   offsets: number[];
+  /** Offsets of its orders the reducer refuses (no state change, but the fence moves past them). */
+  refused: number[];
+  /** The offset of its last valid or refused order: where its fence must be at the end. */
+  last: number;
   /** prefix[c] = total after the first c orders. */
   prefix: number[];
   /** How many times each count 1..n was output. */
@@ -121,7 +127,7 @@ export interface PoisonRecord {
 export interface InputLedger {
   inputRecords: number;
   validRecords: number;
-  /** Valid orders by customer (the key). */
+  /** Valid and refused orders by customer (the key); a customer may have refused orders only. */
   customers: Map<string, CustomerLedger>;
   /** Poison by `<partition>/<offset>`. */
   poison: Map<string, PoisonRecord>;
@@ -135,7 +141,7 @@ function classify(
   value: Buffer | null,
   partition: number,
   partitions: number,
-): { reason: string } | { amount: number } {
+): { reason: string } | { amount: number; refused: boolean } {
   if (key === null) return { reason: 'null-key' };
   if (kafkaPartition(key, partitions) !== partition) return { reason: 'wrong-partition' };
   let order: unknown;
@@ -147,7 +153,17 @@ function classify(
   const amount = (order as { amount?: unknown } | null)?.amount;
   if (order === null || typeof amount !== 'number' || !Number.isInteger(amount))
     return { reason: 'undecodable' };
-  return { amount };
+  return { amount, refused: (order as { refuse?: unknown }).refuse === true };
+}
+
+/** The customer's ledger, made on its first valid or refused order. */
+function ledgerOf(customers: Map<string, CustomerLedger>, name: string, partition: number): CustomerLedger {
+  let l = customers.get(name);
+  if (!l) {
+    l = { partition, offsets: [], refused: [], last: -1, prefix: [0], seen: new Uint16Array(0) };
+    customers.set(name, l);
+  }
+  return l;
 }
 
 /** The input, classified on its own terms; then matched against what the workload produced, when given. */
@@ -164,24 +180,25 @@ export async function readInput(o: VerifyOptions, violate: Violate): Promise<Inp
     (m) => {
       inputRecords++;
       const c = classify(m.key, m.value, m.partition, o.partitions);
-      if ('reason' in c) {
+      const reason = 'reason' in c ? c.reason : c.refused ? 'processing-error' : undefined;
+      if (reason !== undefined) {
         poison.set(`${m.partition}/${m.offset}`, {
-          reason: c.reason,
+          reason,
           key: m.key,
           value: m.value && m.value.length <= 4096 ? m.value : null,
           dl: 0,
         });
-        poisonByReason.set(c.reason, (poisonByReason.get(c.reason) ?? 0) + 1);
+        poisonByReason.set(reason, (poisonByReason.get(reason) ?? 0) + 1);
+      }
+      if ('reason' in c) return;
+      const l = ledgerOf(customers, (m.key as Buffer).toString('utf8'), m.partition);
+      l.last = m.offset;
+      if (c.refused) {
+        l.refused.push(m.offset);
         return;
       }
       if ((m.value?.length ?? 0) > 100_000) byKind.large++;
       else byKind.valid++;
-      const name = (m.key as Buffer).toString('utf8');
-      let l = customers.get(name);
-      if (!l) {
-        l = { partition: m.partition, offsets: [], prefix: [0], seen: new Uint16Array(0) };
-        customers.set(name, l);
-      }
       l.offsets.push(m.offset);
       l.prefix.push((l.prefix.at(-1) as number) + c.amount);
     },
@@ -213,6 +230,7 @@ function checkProduced(
     ['undecodable poison', poisonByReason.get('undecodable') ?? 0, wantUndecodable],
     ['null-key poison', poisonByReason.get('null-key') ?? 0, want('null-key')],
     ['wrong-partition poison', poisonByReason.get('wrong-partition') ?? 0, want('wrong-partition')],
+    ['refused (processing-error) poison', poisonByReason.get('processing-error') ?? 0, want('refused')],
   ];
   for (const [what, got, wanted] of checks)
     if (got !== wanted) violate('input', `${what}: ${got} in the input topic, ${wanted} produced`);

@@ -4,8 +4,8 @@
  * - outputs: each is exactly the bytes `{"total":T,"count":C}` of its customer after its first C valid
  *   orders; every valid order has one (its count C), exactly one in exactly-once mode;
  * - dead letters: each poison record has one (exactly one in exactly-once mode) with the right
- *   `redfence-reason`, its original topic/partition/offset headers and its key and value bytes; no
- *   valid record is dead-lettered;
+ *   `redfence-reason` (`processing-error` for an order the reducer refuses), its original
+ *   topic/partition/offset headers and its key and value bytes; no valid record is dead-lettered;
  * - offsets: the group's committed offsets equal the input's end offsets;
  * - verdicts (when scraped): no REBASE, and no more APPLY than valid records.
  */
@@ -57,7 +57,7 @@ function checkOutput(m: ReadMessage, ledger: InputLedger, violate: Violate): boo
   const l = ledger.customers.get(name);
   const text = m.value?.toString('utf8') ?? '<null>';
   const where = `output ${m.partition}/${m.offset}`;
-  if (!l) {
+  if (!l || l.offsets.length === 0) {
     violate('output', `${where}: ${text} for ${name}, who has no valid order`, 'wrong output');
     return false;
   }

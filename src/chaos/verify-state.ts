@@ -1,9 +1,10 @@
 /**
  * The chaos verifier's check of the state in Redis (src/chaos/verifier.ts runs it), read with its own
  * client and its own reading of the hashes: each customer's hash `rf:{<store>:<customer>}` holds the
- * fold of all its valid orders applied once (`v`), its fence at its last valid order (`p`, `o`), a writer
- * epoch `e` no higher than its partition's epoch, no pending entry past the fence; no state for anyone
- * else. A cluster's keys are scanned master by master.
+ * fold of all its valid orders applied once (`v`; none for a customer whose orders were all refused: a
+ * refused order changes no state), its fence at its last valid or refused order (`p`, `o`: the fence
+ * moves past a refused order), a writer epoch `e` no higher than its partition's epoch, no pending entry
+ * past the fence; no state for anyone else. A cluster's keys are scanned master by master.
  */
 import { Cluster, Redis } from 'ioredis';
 import type { CustomerLedger, InputLedger, VerifyOptions, Violate } from './verify-ledger.js';
@@ -63,7 +64,11 @@ export async function checkState(
     for (const [name, l] of ledger.customers)
       if (!stored.has(name)) {
         counts.missingApplies += l.offsets.length;
-        violate('state', `${name}: no state stored for ${l.offsets.length} orders`, 'lost apply');
+        violate(
+          'state',
+          `${name}: no state stored for ${l.offsets.length} orders (${l.refused.length} refused besides)`,
+          l.offsets.length > 0 ? 'lost apply' : 'fence behind',
+        );
       }
   } finally {
     redis.disconnect();
@@ -101,7 +106,10 @@ function checkHash(
   checkPending(name, hash, field('o'), counts, violate);
 }
 
-/** The stored fold against all the customer's orders applied once; a count off counts applies extra or missing. */
+/**
+ * The stored fold against all the customer's valid orders applied once, its refused orders not at all
+ * (no value for a customer with refused orders only); a count off counts applies extra or missing.
+ */
 function checkValue(
   name: string,
   l: CustomerLedger,
@@ -110,7 +118,8 @@ function checkValue(
   violate: Violate,
 ): void {
   const n = l.offsets.length;
-  const want = `{"total":${l.prefix[n]},"count":${n}}`;
+  if (n === 0 && v === undefined) return;
+  const want = n === 0 ? 'no value (its orders were all refused)' : `{"total":${l.prefix[n]},"count":${n}}`;
   if (v === want) return;
   const count = Number(/"count":(-?\d+)/.exec(v ?? '')?.[1] ?? Number.NaN);
   const kind = count > n ? 'double apply' : count < n ? 'lost apply' : 'state differs';
@@ -119,7 +128,7 @@ function checkValue(
   violate('state', `${name}: value ${v}, expected ${want}`, kind);
 }
 
-/** The fence at the customer's last order: its partition and offset. */
+/** The fence at the customer's last order, valid or refused: its partition and offset. */
 function checkFence(
   name: string,
   l: CustomerLedger,
@@ -127,13 +136,12 @@ function checkFence(
   offset: string | undefined,
   violate: Violate,
 ): void {
-  const n = l.offsets.length;
   if (Number(p) !== l.partition) violate('state', `${name}: fence partition ${p}, expected ${l.partition}`);
-  if (Number(offset) !== l.offsets[n - 1])
+  if (Number(offset) !== l.last)
     violate(
       'state',
-      `${name}: fence offset ${offset}, expected ${l.offsets[n - 1]} (its last order)`,
-      Number(offset) < (l.offsets[n - 1] as number) ? 'fence behind' : 'other',
+      `${name}: fence offset ${offset}, expected ${l.last} (its last order${l.refused.at(-1) === l.last ? ', refused' : ''})`,
+      Number(offset) < l.last ? 'fence behind' : 'other',
     );
 }
 

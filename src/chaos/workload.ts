@@ -1,14 +1,25 @@
 /**
  * The chaos workload: `records` orders `{ customer, amount }` keyed by customer, customers drawn with a
  * Zipf-like skew (a few hot keys, so several records of one key land in one batch), poison records mixed
- * in, and a few valid orders padded to just under the broker's default max.message.bytes. Record i is a
- * pure function of the seed and i. The feeder produces them while the processors run, paced to a rate.
+ * in, and a few valid orders padded to just under the broker's default max.message.bytes. Poison is
+ * refused at every step of the way: by the key (null, or not on its murmur2 partition), by `decode` (not
+ * JSON, a non-integer amount, a null value), or by `reduce` (a `refused` order: a valid integer amount
+ * with `"refuse":true`, which no valid order has; src/chaos/customer-totals.ts throws on it, so it is a
+ * processing-error dead letter kept in the fence, drawn from the same skewed customers as the valid
+ * orders it shares batches with). Record i is a pure function of the seed and i. The feeder produces them while the processors run, paced to a rate.
  */
 import type { KafkaJS } from '@confluentinc/kafka-javascript';
 import { kafkaPartition } from './murmur2.js';
 import { Rng, Zipf } from './rng.js';
 
-export const POISON_KINDS = ['not-json', 'bad-amount', 'null-value', 'null-key', 'wrong-partition'] as const;
+export const POISON_KINDS = [
+  'not-json',
+  'bad-amount',
+  'null-value',
+  'null-key',
+  'wrong-partition',
+  'refused',
+] as const;
 export type PoisonKind = (typeof POISON_KINDS)[number];
 
 /** The dead-letter reason each poison kind must get (the `redfence-reason` header). */
@@ -18,6 +29,7 @@ export const EXPECTED_REASON: Readonly<Record<PoisonKind, string>> = {
   'null-value': 'undecodable',
   'null-key': 'null-key',
   'wrong-partition': 'wrong-partition',
+  refused: 'processing-error',
 };
 
 /** A value of this many bytes stays under the broker's default max.message.bytes (1048588) with overhead. */
@@ -166,6 +178,9 @@ export class Workload implements RecordSource {
               (home + 1 + rng.int(Math.max(1, this.options.partitions - 1))) % this.options.partitions,
             kind,
           };
+          break;
+        case 'refused':
+          r = { key: customer, value: Buffer.from(JSON.stringify({ customer, amount, refuse: true })), kind };
           break;
       }
     } else if (this.#largeAt.has(i)) {

@@ -1,7 +1,8 @@
 /**
  * The chaos harness, short: both modes at once (each with its own topics and its own redis-server), every
  * crash point of the mode once, two random SIGKILLs, one zombie, one Redis restart, scaling 1 -> 3 -> 2,
- * poison and two ~1 MB orders mixed in; the verifier must find nothing. Plus checks that need no
+ * poison (orders the reducer refuses among it) and two ~1 MB orders mixed in; the verifier must find
+ * nothing. Plus checks that need no
  * services: the schedule and workload are functions of the seed, the verifier's murmur2 matches Kafka's
  * vectors, bad CLI options are named, and the verifier does catch broken results.
  */
@@ -24,7 +25,7 @@ import {
 } from '../../src/chaos/index.js';
 import { ChaosKafka } from '../../src/chaos/kafka.js';
 import { kafkaMurmur2, kafkaPartition } from '../../src/chaos/murmur2.js';
-import { Workload } from '../../src/chaos/workload.js';
+import { EXPECTED_REASON, POISON_KINDS, Workload } from '../../src/chaos/workload.js';
 import { parseChaosArgs } from '../../src/cli/chaos.js';
 import { RedisServer } from '../../src/harness/index.js';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
@@ -60,7 +61,8 @@ describe('chaos harness without services', () => {
     const a = new Workload(w);
     const b = new Workload(w);
     for (let i = 0; i < 2000; i++) assert.deepEqual(a.next(), b.next());
-    assert.ok((a.counts.get('wrong-partition') ?? 0) > 0 && (a.counts.get('null-key') ?? 0) > 0);
+    for (const kind of POISON_KINDS) assert.ok((a.counts.get(kind) ?? 0) > 0, `${kind} in the workload`);
+    assert.equal(EXPECTED_REASON.refused, 'processing-error');
   });
 
   it("the verifier's murmur2 is Kafka's", () => {
@@ -183,7 +185,7 @@ describe('the verdict fails a run whose faults did not do what they were meant t
 });
 
 describe('the verifier catches broken results', { timeout: 120_000 }, () => {
-  it('flags a lost output, a duplicate, a double-applied state, a missing and a wrong dead letter, offsets', async () => {
+  it('flags a lost output, a duplicate, a double-applied state, missing, duplicate, extra and wrong dead letters, offsets', async () => {
     const ns = uniqueName('chaos-verifier');
     const names = { input: `${ns}-orders`, output: `${ns}-totals`, deadLetter: `${ns}-orders.DLT` };
     const kafka = new ChaosKafka(brokers);
@@ -198,7 +200,8 @@ describe('the verifier catches broken results', { timeout: 120_000 }, () => {
         { topic: names.deadLetter, partitions: 1 },
       ]);
       await producer.connect();
-      // input: a: 10, 20; b: 5; a null-key poison and a wrong-partition poison
+      // input: a: 10, 20; b: 5; a null-key poison and a wrong-partition poison; orders the reducer
+      // refuses (processing-error): one of b's, c's only order, d's only order
       const home = kafkaPartition('a', 2);
       await producer.send({
         topic: names.input,
@@ -208,6 +211,9 @@ describe('the verifier catches broken results', { timeout: 120_000 }, () => {
           { key: 'b', value: '{"customer":"b","amount":5}' },
           { key: null, value: '{"customer":"a","amount":1}', partition: 0 },
           { key: 'a', value: '{"customer":"a","amount":7}', partition: 1 - home },
+          { key: 'b', value: '{"customer":"b","amount":9,"refuse":true}' },
+          { key: 'c', value: '{"customer":"c","amount":4,"refuse":true}' },
+          { key: 'd', value: '{"customer":"d","amount":3,"refuse":true}' },
         ],
       });
       // outputs: a's second order is missing, b's is there twice
@@ -219,38 +225,67 @@ describe('the verifier catches broken results', { timeout: 120_000 }, () => {
           { key: 'b', value: '{"total":5,"count":1}' },
         ],
       });
-      // dead letters: the null-key one with the wrong reason; the wrong-partition one missing
-      const input = new Map<string, { partition: number; offset: number }>();
+      // dead letters: the null-key one with the wrong reason; the wrong-partition one and b's refused one
+      // missing; c's refused one twice; a processing-error one for a's first (valid) order; d's right
+      type Source = { key: Buffer | null; value: Buffer | null; partition: number; offset: number };
+      const input = new Map<string, Source>();
       const { readTopic } = await import('../../src/chaos/kafka.js');
       await readTopic(brokers, names.input, 'read_uncommitted', (m) => {
-        if (m.key === null) input.set('null', { partition: m.partition, offset: m.offset });
+        const value = m.value?.toString('utf8') ?? '';
+        // the first record of each kind per key: valid (on the key's partition), -wrong, -refused
+        const key = m.key?.toString('utf8');
+        const name =
+          key === undefined
+            ? 'null'
+            : value.includes('refuse')
+              ? `${key}-refused`
+              : kafkaPartition(key, 2) === m.partition
+                ? key
+                : `${key}-wrong`;
+        if (!input.has(name)) input.set(name, m);
       });
-      const nullKey = input.get('null');
-      assert.ok(nullKey);
-      const long = Buffer.alloc(8);
-      long.writeBigInt64BE(BigInt(nullKey.offset));
-      const int = Buffer.alloc(4);
-      int.writeInt32BE(nullKey.partition);
+      const source = (name: string): Source => {
+        const m = input.get(name);
+        assert.ok(m, name);
+        return m;
+      };
+      const deadLetter = (name: string, reason: string) => {
+        const m = source(name);
+        const long = Buffer.alloc(8);
+        long.writeBigInt64BE(BigInt(m.offset));
+        const int = Buffer.alloc(4);
+        int.writeInt32BE(m.partition);
+        return {
+          key: m.key,
+          value: m.value,
+          headers: {
+            'kafka_dlt-original-topic': names.input,
+            'kafka_dlt-original-partition': int,
+            'kafka_dlt-original-offset': long,
+            'redfence-reason': reason,
+          },
+        };
+      };
       await producer.send({
         topic: names.deadLetter,
         messages: [
-          {
-            key: null,
-            value: '{"customer":"a","amount":1}',
-            headers: {
-              'kafka_dlt-original-topic': names.input,
-              'kafka_dlt-original-partition': int,
-              'kafka_dlt-original-offset': long,
-              'redfence-reason': 'undecodable',
-            },
-          },
+          deadLetter('null', 'undecodable'),
+          deadLetter('c-refused', 'processing-error'),
+          deadLetter('c-refused', 'processing-error'),
+          deadLetter('a', 'processing-error'),
+          deadLetter('d-refused', 'processing-error'),
         ],
       });
-      // state: a applied twice (35 instead of 30)
+      // state: a applied twice (35 instead of 30); c's fence at its refused order, no value (right);
+      // d's refused order applied (a value where there must be none)
       const redis = new Redis(server.url);
       const store = 'verifier_test';
       await redis.hset(`rf:{${store}:a}`, { v: '{"total":40,"count":3}', p: home, o: 1, e: 1 });
-      await redis.set(`rf:{${store}:${names.input}:${home}}:epoch`, '1');
+      const c = source('c-refused');
+      await redis.hset(`rf:{${store}:c}`, { p: c.partition, o: c.offset, e: 1, [`#${c.offset}`]: 'dx' });
+      const d = source('d-refused');
+      await redis.hset(`rf:{${store}:d}`, { v: '{"total":3,"count":1}', p: d.partition, o: d.offset, e: 1 });
+      for (const p of [0, 1]) await redis.set(`rf:{${store}:${names.input}:${p}}:epoch`, '1');
       redis.disconnect();
 
       const result = await verify({
@@ -271,10 +306,38 @@ describe('the verifier catches broken results', { timeout: 120_000 }, () => {
       expect(/\[state\] b: no state stored/);
       expect(/\[dead-letter\] .* reason undecodable, expected null-key/);
       expect(/\[dead-letter\] poison .* \(wrong-partition\) has no dead letter/);
+      // an order the reducer refuses: its dead letter missing, twice, or given to a valid order; its
+      // state effect
+      expect(
+        new RegExp(
+          `poison ${source('b-refused').partition}/${source('b-refused').offset} \\(processing-error\\) has no dead letter`,
+        ),
+      );
+      expect(new RegExp(`poison ${c.partition}/${c.offset} dead-lettered 2 times under read_committed`));
+      expect(
+        /\[dead-letter\] .*: valid record \d+\/0 \(a\) dead-lettered \(reason processing-error\) and applied/,
+      );
+      expect(/\[state\] d: value \{"total":3,"count":1\}, expected no value/);
+      assert.doesNotMatch(text, /\[state\] c:/, "c's fence at its refused order and no value are right");
+      assert.doesNotMatch(
+        text,
+        new RegExp(`poison ${c.partition}/${c.offset} \\(processing-error\\) has no`),
+      );
+      assert.doesNotMatch(
+        text,
+        new RegExp(`poison ${d.partition}/${d.offset} `),
+        "d's one dead letter is right",
+      );
+      assert.equal(result.poisonByReason.get('processing-error'), 3);
+      assert.equal(result.duplicateDeadLetters, 1, "c's second dead letter");
       expect(/\[offsets\] partition 0: committed -1/);
       // the same violations by what they mean
-      assert.equal(result.kinds.get('double apply'), 1, 'a: count 3 for 2 orders');
-      assert.equal(result.extraApplies, 1);
+      assert.equal(
+        result.kinds.get('double apply'),
+        2,
+        'a: count 3 for 2 orders; d: a refused order applied',
+      );
+      assert.equal(result.extraApplies, 2);
       assert.equal(result.kinds.get('lost apply'), 1, 'b: no state');
       assert.ok((result.kinds.get('lost output') ?? 0) >= 1);
       assert.equal(result.kinds.get('duplicate output'), 1);
@@ -345,6 +408,9 @@ describe('chaos, short', { timeout: 420_000, concurrency: 2 }, () => {
           report.faults.some((f) => f.fault.kind === kind),
           `${kind} injected`,
         );
+      // orders the reducer refused were in the input, and each has its processing-error dead letter
+      // (the verifier checked it): only a throw in reduce gives that reason
+      assert.ok((report.verify?.poisonByReason.get('processing-error') ?? 0) > 0, 'refused orders');
       assert.deepEqual(report.failures, [], `seed ${report.seed}`);
       assert.equal(report.ok, true);
     });
