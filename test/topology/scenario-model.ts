@@ -86,7 +86,11 @@ export function scenarioTopology(sc: Scenario, at: ScenarioTopics = {}): BuiltTo
   if (sc.repartition !== undefined)
     orders = orders.repartition({ numberOfPartitions: sc.repartition, key: s });
   const g = orders.groupByKey();
-  const keep = (v: number | null) => sc.minCount === undefined || (v !== null && v > sc.minCount);
+  const every = sc.throwEvery;
+  const keep = (v: number | null) => {
+    if (every !== undefined && v !== null && v % every === 0) throw new Error('a multiple of throwEvery');
+    return sc.minCount === undefined || (v !== null && v > sc.minCount);
+  };
   const updates =
     sc.window === null
       ? (sc.aggregate === 'count'

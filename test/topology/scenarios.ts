@@ -25,6 +25,14 @@ export interface Scenario {
   minAmount?: number;
   /** after toStream: filter(aggregate > minCount) (the fraud topology) */
   minCount?: number;
+  /**
+   * after toStream (and minCount): a node that throws on an update (or final result) whose value is a
+   * multiple of throwEvery. Kafka Streams runs with `processing.exception.handler`
+   * LogAndContinueProcessingExceptionHandler (KIP-1033: CONTINUE drops the record at that node, the
+   * store keeps its update); redfence makes the record a dead letter with its state applied. The
+   * outputs must be equal.
+   */
+  throwEvery?: number;
   /** repartition({ numberOfPartitions: repartition }) (string serdes) before grouping */
   repartition?: number;
   /**
@@ -222,6 +230,28 @@ export const CASES: readonly ScenarioCase[] = [
       window: tumbling,
       aggregate: 'count',
       emit: 'update',
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    scenario: {
+      name: 'tumbling-count-throws-update',
+      window: tumbling,
+      aggregate: 'count',
+      emit: 'update',
+      throwEvery: 3,
+      partitions: 3,
+    },
+    input: base(3),
+  },
+  {
+    scenario: {
+      name: 'tumbling-count-throws-final',
+      window: tumbling,
+      aggregate: 'count',
+      emit: 'final',
+      throwEvery: 3,
       partitions: 3,
     },
     input: base(3),

@@ -53,6 +53,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyDescription;
+import org.apache.kafka.streams.errors.LogAndContinueProcessingExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
@@ -162,6 +163,17 @@ public final class StreamsScenarios {
       long min = minCount.asLong();
       result = result.filter((k, o) -> o.value() != null && o.value() > min);
     }
+    JsonNode throwEvery = sc.get("throwEvery");
+    if (throwEvery != null && !throwEvery.isNull()) {
+      long every = throwEvery.asLong();
+      result =
+          result.filter(
+              (k, o) -> {
+                if (o.value() != null && o.value() % every == 0)
+                  throw new IllegalStateException("a multiple of throwEvery");
+                return true;
+              });
+    }
     JsonNode regroup = sc.get("regroup");
     if (regroup != null && !regroup.isNull()) {
       boolean twice = regroup.asText().equals("sum-and-count");
@@ -243,7 +255,14 @@ public final class StreamsScenarios {
     File state = new File(spec.get("stateDir").asText(), appId);
     long t0 = System.currentTimeMillis();
     Topology topology = topology(r.get("scenario"), inputs, r.get("output").asText()).build();
-    KafkaStreams streams = new KafkaStreams(topology, props(spec.get("brokers").asText(), appId, state.getPath()));
+    Properties props = props(spec.get("brokers").asText(), appId, state.getPath());
+    JsonNode throwEvery = r.get("scenario").get("throwEvery");
+    if (throwEvery != null && !throwEvery.isNull())
+      // KIP-1033: a processor that throws drops its record at that node; the store keeps its update
+      props.put(
+          StreamsConfig.PROCESSING_EXCEPTION_HANDLER_CLASS_CONFIG,
+          LogAndContinueProcessingExceptionHandler.class.getName());
+    KafkaStreams streams = new KafkaStreams(topology, props);
     Throwable[] failed = new Throwable[1];
     streams.setUncaughtExceptionHandler(
         e -> {
