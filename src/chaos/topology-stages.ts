@@ -201,31 +201,29 @@ export function compareRepartition(
     const where = q === anywhere ? `${topic} (null keys, any partition)` : `${topic}/${q}`;
     const tasks = want.get(q) ?? new Map<string, Rec[]>();
     const records = got.get(q) ?? [];
+    let order = '';
     if (mode === 'exactly-once' && q !== anywhere) {
       const r = interleaving(tasks, records);
       if (r.ok) continue;
-      if (!r.ambiguous) {
-        c.differences.push(`${where}: ${records.length} records, the model ${sum(tasks)}; ${r.why(show)}`);
-        continue;
-      }
-      c.ambiguous++;
+      if (r.ambiguous) c.ambiguous++;
+      // out of order with the right records: the first record no task had next names it
+      else if (r.bad) order = `record #${r.bad.at} is out of its task's order (${show(r.bad.rec)})`;
     }
     const m = multisets(tasks, records, mode);
     c.duplicates += m.duplicates;
-    if (m.missing.length + m.strays.length > 0)
-      c.differences.push(
-        `${where}: ${records.length} records, the model ${sum(tasks)}; ` +
-          [
-            ...(m.missing.length > 0
-              ? [`${m.missing.length} model records missing (first ${show(m.missing[0] as Rec)})`]
-              : []),
-            ...(m.strays.length > 0
-              ? [
-                  `${m.strays.length} records ${mode === 'exactly-once' ? "not the model's or repeated" : "not the model's"} (first ${show(m.strays[0] as Rec)})`,
-                ]
-              : []),
-          ].join(', '),
-      );
+    const parts = [
+      ...(m.missing.length > 0
+        ? [`${m.missing.length} model records missing (first ${show(m.missing[0] as Rec)})`]
+        : []),
+      ...(m.strays.length > 0
+        ? [
+            `${m.strays.length} records ${mode === 'exactly-once' ? "not the model's or repeated" : "not the model's"} (first ${show(m.strays[0] as Rec)})`,
+          ]
+        : []),
+    ];
+    if (parts.length === 0 && order !== '') parts.push(order);
+    if (parts.length > 0)
+      c.differences.push(`${where}: ${records.length} records, the model ${sum(tasks)}; ${parts.join(', ')}`);
   }
   return c;
 }
@@ -238,6 +236,8 @@ const sum = (tasks: ReadonlyMap<string, readonly Rec[]>) =>
  * each record is taken as the next record of a task whose next one it is. When two tasks' next records
  * are the same (key, value and timestamp), the first task is taken, which another choice might have
  * contradicted: such a partition is `ambiguous` when it does not pass (compared as a multiset instead).
+ * `bad`: the first record no task had next (missing, repeated and stray records are then counted by
+ * the multiset comparison, which names what is wrong more precisely than the first place it shows).
  */
 function interleaving(tasks: ReadonlyMap<string, readonly Rec[]>, records: readonly Rec[]) {
   const heads = new Map<string, number>([...tasks.keys()].map((t) => [t, 0]));
@@ -253,23 +253,8 @@ function interleaving(tasks: ReadonlyMap<string, readonly Rec[]>, records: reado
     if (t === undefined || i === undefined) bad ??= { at, rec: x };
     else heads.set(t, i + 1);
   });
-  const missing: Rec[] = [];
-  for (const [t, i] of heads) missing.push(...(tasks.get(t) ?? []).slice(i));
-  return {
-    ok: bad === undefined && missing.length === 0,
-    ambiguous,
-    why: (show: (r: Rec) => string) =>
-      [
-        ...(bad
-          ? [
-              `record #${bad.at} is no writing task's next record (repeated, out of its task's order, or not the model's): ${show(bad.rec)}`,
-            ]
-          : []),
-        ...(missing.length > 0
-          ? [`${missing.length} model records missing (first ${show(missing[0] as Rec)})`]
-          : []),
-      ].join('; '),
-  };
+  const complete = [...heads].every(([t, i]) => i === (tasks.get(t)?.length ?? 0));
+  return { ok: bad === undefined && complete, ambiguous, bad };
 }
 
 /** Per record (key, value, timestamp): the model's count against the run's. */
