@@ -286,6 +286,11 @@ function topologySummary(r: ChaosReport): string[] {
     `| topology | \`${r.options.topology?.module}\`, ${n(r.options.topology?.records.length)} records, ${r.options.partitions} partitions |`,
     `| outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(t?.outputRecords)} (model ${n(t?.modelOutputs)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.duplicateOutputs)} in replays` : ''}; ${n(t?.keys)} keys |`,
     `| dead letters | ${n(t?.deadLetterRecords)} (model ${n(t?.modelDeadLetters)}); committed / end offsets ${t ? `${n(t.committed)} / ${n(t.endOffsets)}` : '-'} |`,
+    ...((r.options.topology?.built.repartitionTopics.length ?? 0) > 0
+      ? [
+          `| repartition records | ${n(t?.repartitionRecords)} (model ${n(t?.modelRepartitionRecords)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.repartitionDuplicates)} repeated` : ''}; ${n(t?.repartitionPurged)} purged during the run |`,
+        ]
+      : []),
     `| differences from the model | ${t ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(t.keysDiffering)} keys`) : 'not judged'} |`,
   ];
 }

@@ -87,7 +87,7 @@ export interface TopologyResult {
   inputRecords: number;
   modelOutputs: number;
   outputRecords: number;
-  /** Output keys (topic and key) compared; in order, and as multisets (outputs from several partitions). */
+  /** Output keys (topic and key) compared; in order, and as multisets (outputs from several tasks). */
   keys: number;
   keysUnordered: number;
   /** At-least-once: outputs in replays (allowed), and the replays. */
