@@ -38,10 +38,19 @@ export class ChaosKafka {
     return this.#admin;
   }
 
-  async createTopics(topics: Array<{ topic: string; partitions: number }>): Promise<void> {
+  async createTopics(
+    topics: Array<{ topic: string; partitions: number; config?: Record<string, string> }>,
+  ): Promise<void> {
     const admin = await this.admin();
     await admin.createTopics({
-      topics: topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: 1 })),
+      topics: topics.map((t) => ({
+        topic: t.topic,
+        numPartitions: t.partitions,
+        replicationFactor: 1,
+        ...(t.config
+          ? { configEntries: Object.entries(t.config).map(([name, value]) => ({ name, value })) }
+          : {}),
+      })),
     });
   }
 
@@ -54,6 +63,12 @@ export class ChaosKafka {
   async endOffsets(topic: string): Promise<Map<number, number>> {
     const rows = await (await this.admin()).fetchTopicOffsets(topic);
     return new Map(rows.map((r) => [r.partition, Number(r.high)]));
+  }
+
+  /** Partition -> first offset (log start: above 0 once records were deleted). */
+  async startOffsets(topic: string): Promise<Map<number, number>> {
+    const rows = await (await this.admin()).fetchTopicOffsets(topic);
+    return new Map(rows.map((r) => [r.partition, Number(r.low)]));
   }
 
   /** Partition -> committed offset of the group (-1: none). */

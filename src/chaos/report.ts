@@ -61,8 +61,18 @@ function topologyTables(r: ChaosReport, out: string[]): void {
       x((s) => `${s.outputRecords} / ${s.modelOutputs}`),
     ],
     ['output keys compared', x((s) => s.keys)],
-    ['  of them from several partitions (unordered)', x((s) => s.keysUnordered)],
+    ['  of them from several tasks (unordered)', x((s) => s.keysUnordered)],
   ];
+  if ((r.options.topology?.built.repartitionTopics.length ?? 0) > 0) {
+    rows.push([
+      `repartition records (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}, read live) / model`,
+      x((s) => `${s.repartitionRecords} / ${s.modelRepartitionRecords}`),
+    ]);
+    if (r.options.mode === 'at-least-once')
+      rows.push(['  repeated repartition records (allowed)', x((s) => s.repartitionDuplicates)]);
+    rows.push(['  partitions compared as multisets (ambiguous)', x((s) => s.repartitionAmbiguous)]);
+    rows.push(['  repartition records purged during the run', x((s) => s.repartitionPurged)]);
+  }
   if (r.options.mode === 'at-least-once') {
     rows.push([
       '  duplicate outputs in replays (allowed)',
@@ -75,7 +85,12 @@ function topologyTables(r: ChaosReport, out: string[]): void {
   for (const check of TOPOLOGY_CHECKS)
     rows.push([`differences: ${check}`, x((s) => s.counts.get(check) ?? 0)]);
   rows.push(['output keys that differ', x((s) => s.keysDiffering)]);
-  out.push(table('Compared with the model (runModel over the input read back)', rows));
+  out.push(
+    table(
+      'Compared with the model (runModel per task over the input and repartition topics read back)',
+      rows,
+    ),
+  );
 }
 
 /** A handler run: the far side's calls and effects, then the violations by kind. */
@@ -271,6 +286,11 @@ function topologySummary(r: ChaosReport): string[] {
     `| topology | \`${r.options.topology?.module}\`, ${n(r.options.topology?.records.length)} records, ${r.options.partitions} partitions |`,
     `| outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(t?.outputRecords)} (model ${n(t?.modelOutputs)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.duplicateOutputs)} in replays` : ''}; ${n(t?.keys)} keys |`,
     `| dead letters | ${n(t?.deadLetterRecords)} (model ${n(t?.modelDeadLetters)}); committed / end offsets ${t ? `${n(t.committed)} / ${n(t.endOffsets)}` : '-'} |`,
+    ...((r.options.topology?.built.repartitionTopics.length ?? 0) > 0
+      ? [
+          `| repartition records | ${n(t?.repartitionRecords)} (model ${n(t?.modelRepartitionRecords)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.repartitionDuplicates)} repeated` : ''}; ${n(t?.repartitionPurged)} purged during the run |`,
+        ]
+      : []),
     `| differences from the model | ${t ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(t.keysDiffering)} keys`) : 'not judged'} |`,
   ];
 }

@@ -12,10 +12,12 @@ import type { FaultContext, Slot } from './faults.js';
 import { type Instance, startInstance } from './instances.js';
 import { ChaosKafka } from './kafka.js';
 import { instanceRedisArgs, type RedisSide } from './redis-topology.js';
+import type { RepartitionLog } from './repartition-log.js';
 import { randomSeed } from './rng.js';
 import type { ChaosOptions, ChaosReport, UserProcessor } from './run-options.js';
 import { type Fault, makeSchedule } from './schedule.js';
-import { chaosTopics } from './topology-module.js';
+import { chaosTopics, onChaosTopics } from './topology-module.js';
+import { repartitionCounts } from './topology-stages.js';
 import type { Feeder } from './workload.js';
 
 export class ChaosRun {
@@ -28,6 +30,13 @@ export class ChaosRun {
   readonly names: ChaosReport['names'];
   /** The output topics: `names.output`, and a topology's further sinks (`<output>-1`, ...). */
   readonly outputTopics: string[];
+  /**
+   * A topology's repartition topics on the run's names -> partition count, in the order they are written
+   * (the harness makes them before the instances start); empty for any other run.
+   */
+  readonly repartitionTopics: Map<string, number>;
+  /** The harness's reader of the repartition topics (src/chaos/repartition-log.ts), while the run lasts. */
+  repartitionLog: RepartitionLog | undefined;
   readonly schedule: Fault[];
   readonly report: ChaosReport;
   readonly kafka: ChaosKafka;
@@ -64,6 +73,9 @@ export class ChaosRun {
     this.outputTopics = o.topology
       ? [...chaosTopics(o.topology.built, this.names.input, this.names.output).outputs.values()]
       : [this.names.output];
+    this.repartitionTopics = o.topology
+      ? repartitionCounts(this.topology(o.topology.built), o.partitions)
+      : new Map();
     const schedule = makeSchedule({ ...o, seed });
     this.schedule = schedule;
     this.report = {
@@ -99,6 +111,11 @@ export class ChaosRun {
           .join(' '),
     );
     this.kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
+  }
+
+  /** A topology on the run's topics and applicationId (what the instances run). */
+  topology(built: NonNullable<ChaosOptions['topology']>['built']) {
+    return onChaosTopics(built, chaosTopics(built, this.names.input, this.names.output), this.names.store);
   }
 
   /** A progress line, stamped with the seconds since the run started. */
@@ -233,14 +250,34 @@ export class ChaosRun {
     return true;
   }
 
-  /** The group has committed the input's end offsets on every partition. */
+  /**
+   * The group has committed the input's end offsets on every partition, and then (a topology's) every
+   * repartition partition past its last record, in the order they are written: a task's records are
+   * written before its commit, so a topic checked after the ones its writers read has all of them.
+   */
   caughtUp = async (): Promise<boolean> => {
     const { kafka, names } = this;
     const [committed, ends] = await Promise.all([
       kafka.committedOffsets(names.group, names.input),
       kafka.endOffsets(names.input),
     ]);
-    return committedToEnd(committed, ends);
+    if (!committedToEnd(committed, ends)) return false;
+    const log = this.repartitionLog;
+    // a reader that fell behind the purge never reaches the end: the verdict fails the run for it
+    if (log === undefined || log.failures.length > 0) return true;
+    for (const topic of this.repartitionTopics.keys()) {
+      const [done, high] = await Promise.all([
+        kafka.committedOffsets(names.group, topic),
+        kafka.endOffsets(topic),
+      ]);
+      for (const [p, end] of high) {
+        // read to the end (its markers too), and the group committed past the last record read
+        if (log.position(topic, p) < end && end > 0) return false;
+        const next = log.next(topic, p);
+        if (next > 0 && (done.get(p) ?? -1) < next) return false;
+      }
+    }
+    return true;
   };
 }
 

@@ -47,7 +47,23 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
     { topic: names.input, partitions: o.partitions },
     ...run.outputTopics.map((topic) => ({ topic, partitions: o.partitions })),
     { topic: names.deadLetter, partitions: 1 },
+    // as the runtime makes them (records keep their own timestamps; the purge deletes what is committed)
+    ...[...run.repartitionTopics].map(([topic, partitions]) => ({
+      topic,
+      partitions,
+      config: { 'cleanup.policy': 'delete', 'retention.ms': '-1' },
+    })),
   ]);
+  if (run.repartitionTopics.size > 0) {
+    const { RepartitionLog } = await import('./repartition-log.js');
+    run.repartitionLog = await RepartitionLog.open(
+      o.brokers,
+      run.repartitionTopics,
+      o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted',
+      o.kafkaConfig,
+    );
+    log(`repartition topics ${[...run.repartitionTopics.keys()].join(', ')}, read while the run lasts`);
+  }
   log(
     `topics ${names.input} (+ ${run.user ? 'output' : 'totals'}, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
       `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}` +
@@ -216,13 +232,12 @@ export async function readBack(run: ChaosRun): Promise<void> {
   if (o.topology) {
     log('judging outputs and dead letters against the model');
     const { judgeTopology } = await import('./topology-run.js');
-    const { chaosTopics, onChaosTopics } = await import('./topology-module.js');
-    const built = o.topology.built;
     report.topology = await judgeTopology({
       brokers: o.brokers,
       ...kafkaConfig,
       mode: o.mode,
-      built: onChaosTopics(built, chaosTopics(built, names.input, names.output), names.store),
+      built: run.topology(o.topology.built),
+      repartition: run.repartitionLog,
       input: names.input,
       outputs: run.outputTopics,
       deadLetter: names.deadLetter,
@@ -276,8 +291,14 @@ export async function cleanup(run: ChaosRun): Promise<void> {
   const { o, names, kafka } = run;
   if (run.redis) await stopRedisSide(run.redis);
   await run.farSide?.stop();
+  await run.repartitionLog?.close();
   if (!o.keep) {
-    await kafka.deleteTopics([names.input, ...run.outputTopics, names.deadLetter]);
+    await kafka.deleteTopics([
+      names.input,
+      ...run.outputTopics,
+      names.deadLetter,
+      ...run.repartitionTopics.keys(),
+    ]);
     await rm(run.dir, { recursive: true, force: true });
   }
   await kafka.close();

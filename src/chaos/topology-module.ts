@@ -48,8 +48,9 @@ export function topicsOf(built: BuiltTopology): { input: string[]; sinks: string
 
 /**
  * RF_MODULE_INVALID for a topology the harness cannot judge: more than one input topic or a pattern (the
- * run has one input topic), or a repartition topic (the model's order across a repartition is one of many
- * the runtime may take, so outputs downstream of it cannot be compared record for record).
+ * run has one input topic), or a repartition topic whose name does not start with the applicationId
+ * (the run renames `<applicationId>-<name>-repartition` to its own; src/chaos/topology-stages.ts judges
+ * the stages on both sides of a repartition topic).
  */
 export function checkChaosTopology(file: string, built: BuiltTopology): void {
   const { input, patterns } = topicsOf(built);
@@ -57,9 +58,10 @@ export function checkChaosTopology(file: string, built: BuiltTopology): void {
     throw moduleError(
       `${file}: redfence chaos runs a topology with one input topic (this one reads ${input.length} topics${patterns > 0 ? ' and a pattern' : ''})`,
     );
-  if (built.repartitionTopics.length > 0)
+  const foreign = built.repartitionTopics.filter((t) => !t.startsWith(`${built.applicationId}-`));
+  if (foreign.length > 0)
     throw moduleError(
-      `${file}: redfence chaos does not judge a topology with a repartition topic yet (${built.repartitionTopics.join(', ')})`,
+      `${file}: redfence chaos renames repartition topics <applicationId>-<name>-repartition to the run's; ${foreign.join(', ')} does not start with ${built.applicationId}-`,
     );
 }
 
@@ -71,15 +73,23 @@ export function chaosTopics(built: BuiltTopology, input: string, output: string)
 
 /**
  * The same topology on the run's topics, with `applicationId` (the Redis keys' prefix) the run's store
- * name: every node, edge, store and function is the module's; only topic names change.
+ * name: every node, edge, store and function is the module's; only topic names change (a repartition
+ * topic `<module's applicationId>-<name>-repartition` becomes `<app>-<name>-repartition`, as the
+ * runtime would name it for that applicationId).
  */
 export function onChaosTopics(built: BuiltTopology, topics: TopologyTopics, app: string): BuiltTopology {
   const [from] = topicsOf(built).input;
-  const rename = (t: string) => (t === from ? topics.input : (topics.outputs.get(t) ?? t));
+  const internal = new Set(built.repartitionTopics);
+  const rename = (t: string) =>
+    t === from
+      ? topics.input
+      : internal.has(t)
+        ? `${app}${t.slice(built.applicationId.length)}`
+        : (topics.outputs.get(t) ?? t);
   const nodes = built.nodes.map((n): TopologyNode => {
-    if (n.kind === 'source' && !n.internal && n.topics !== null)
+    if (n.kind === 'source' && n.topics !== null)
       return Object.freeze({ ...n, topics: Object.freeze(n.topics.map(rename)) });
-    if (n.kind === 'sink' && !n.internal) return Object.freeze({ ...n, topic: rename(n.topic) });
+    if (n.kind === 'sink') return Object.freeze({ ...n, topic: rename(n.topic) });
     return n;
   });
   const subTopologies = built.subTopologies.map((s) =>
@@ -94,6 +104,7 @@ export function onChaosTopics(built: BuiltTopology, topics: TopologyTopics, app:
     applicationId: app,
     nodes: Object.freeze(nodes),
     subTopologies: Object.freeze(subTopologies),
+    repartitionTopics: Object.freeze(built.repartitionTopics.map(rename)),
   });
 }
 

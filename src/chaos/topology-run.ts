@@ -7,7 +7,8 @@
 import type { ModelInput } from '../topology/model.js';
 import type { BuiltTopology } from '../topology/types.js';
 import { ChaosKafka, type ConnectionConfig, type ReadMessage, readTopic } from './kafka.js';
-import { judgeTopologyRun, type TopologyResult } from './topology-verdict.js';
+import type { RepartitionLog } from './repartition-log.js';
+import { judgeTopologyRun, type RepartitionRead, type TopologyResult } from './topology-verdict.js';
 
 export interface JudgeTopologyOptions {
   brokers: string[];
@@ -20,6 +21,8 @@ export interface JudgeTopologyOptions {
   deadLetter: string;
   group: string;
   produced: number;
+  /** The harness's reader of the repartition topics (a topology with any), read to their ends already. */
+  repartition?: RepartitionLog | undefined;
 }
 
 const TIMEOUT = 300_000;
@@ -57,8 +60,13 @@ export async function judgeTopology(o: JudgeTopologyOptions): Promise<TopologyRe
     await kafka.close();
     throw err;
   });
-  const ends = await kafka.endOffsets(o.input).finally(() => kafka.close());
+  const ends = await kafka.endOffsets(o.input).catch(async (err: Error) => {
+    await kafka.close();
+    throw err;
+  });
+  const repartition = await readRepartition(kafka, o).finally(() => kafka.close());
   return judgeTopologyRun({
+    ...(repartition ? { repartition } : {}),
     mode: o.mode,
     built: o.built,
     produced: o.produced,
@@ -68,4 +76,23 @@ export async function judgeTopology(o: JudgeTopologyOptions): Promise<TopologyRe
     committed,
     ends,
   });
+}
+
+/** What the reader holds of each repartition topic, the group's commits on them and what the purge deleted. */
+async function readRepartition(
+  kafka: ChaosKafka,
+  o: JudgeTopologyOptions,
+): Promise<RepartitionRead | undefined> {
+  const log = o.repartition;
+  if (!log) return undefined;
+  const counts = new Map(o.built.repartitionTopics.map((t) => [t, log.partitions(t)]));
+  const records = new Map<string, ReadMessage[]>();
+  const committed = new Map<string, Map<number, number>>();
+  let purged = 0;
+  for (const topic of counts.keys()) {
+    records.set(topic, log.records(topic));
+    committed.set(topic, await kafka.committedOffsets(o.group, topic));
+    for (const low of (await kafka.startOffsets(topic)).values()) purged += low;
+  }
+  return { counts, records, committed, purged, failures: log.failures };
 }

@@ -1,11 +1,14 @@
 /**
- * The verdict of a topology chaos run: what the run's output topics, dead-letter topic and committed
- * offsets hold, against the reference model (src/topology/model.ts `runModel`) over the input as it was
- * actually written (read back from the input topic, with its partitions, offsets and timestamps).
+ * The verdict of a topology chaos run: what the run's output topics, dead-letter topic, repartition
+ * topics and committed offsets hold, against the reference model (src/topology/model.ts `runModel`) over
+ * the input as it was actually written (read back from the input topic, with its partitions, offsets and
+ * timestamps).
  *
- * The model runs once per input partition (one task each: without a repartition topic, which the harness
- * refuses, a task's outputs depend on its partition's records only, so this is the model over the whole
- * input, with each output's input partition known). Per output topic and key (bytes), the outputs are
+ * The model runs once per task (src/chaos/topology-stages.ts): each partition of the input topic, and
+ * each partition of a repartition topic over its records as the harness read them during the run (the
+ * order in which a repartition partition receives several tasks' records is the run's to choose; that
+ * file says why this is exact, and what is checked of the repartition topics themselves). A task's
+ * outputs depend on its partition's records only. Per output topic and key (bytes), the outputs are
  * compared as records (value bytes and timestamp):
  *
  * - exactly-once (read_committed): the run's sequence equals the model's, in order, each once;
@@ -14,24 +17,49 @@
  *   furthest point reached is a replay (its outputs are counted as duplicates, allowed); an output no
  *   run can hold (a value the model never gives that key) is a difference.
  *
- * A key whose model outputs come from more than one input partition (a key changed by map or selectKey)
- * has no order across partitions: its outputs are compared as a multiset (counted apart). Dead letters
- * are compared by (input partition, offset, `redfence-reason`): exactly-once each of the model's once and
- * nothing else; at-least-once the same set, repeats counted as duplicates. Every input partition must be
- * committed to its end offset, and the input topic must hold every record produced.
+ * A key whose model outputs come from more than one task (a key changed by map or selectKey without a
+ * repartition after it) has no order across tasks: its outputs are compared as a multiset (counted
+ * apart). Dead letters are compared by (topic, partition, offset, `redfence-reason`) of the record they
+ * carry (an input record, or a repartition record): exactly-once each of the model's once and nothing
+ * else; at-least-once the same set, repeats counted as duplicates. Every input partition must be
+ * committed to its end offset, every repartition partition past its last record, and the input topic
+ * must hold every record produced.
  */
-import { type ModelInput, type ModelOutput, runModel } from '../topology/model.js';
+import type { ModelInput } from '../topology/model.js';
 import type { BuiltTopology } from '../topology/types.js';
 import type { ReadMessage } from './kafka.js';
+import {
+  asModelInput,
+  compareRepartition,
+  runStaged,
+  type StagedModel,
+  type TaskOutput,
+  tasksOf,
+} from './topology-stages.js';
 
-export type TopologyCheck = 'input' | 'model' | 'output' | 'dead-letter' | 'offsets';
+export type TopologyCheck = 'input' | 'model' | 'repartition' | 'output' | 'dead-letter' | 'offsets';
 export const TOPOLOGY_CHECKS: readonly TopologyCheck[] = [
   'input',
   'model',
+  'repartition',
   'output',
   'dead-letter',
   'offsets',
 ];
+
+/** The repartition topics as the harness read them during the run (src/chaos/repartition-log.ts). */
+export interface RepartitionRead {
+  /** Topic -> partition count, in the order they are written. */
+  counts: ReadonlyMap<string, number>;
+  /** Topic -> its records, partition by partition, in offset order. */
+  records: ReadonlyMap<string, readonly ReadMessage[]>;
+  /** Topic -> the group's committed offset per partition. */
+  committed: ReadonlyMap<string, ReadonlyMap<number, number>>;
+  /** Records the purge deleted (the partitions' first offsets at the end). */
+  purged: number;
+  /** The reader's failures (a partition that fell behind the purge): the downstream cannot be judged. */
+  failures: readonly string[];
+}
 
 export interface TopologyDifference {
   check: TopologyCheck;
@@ -51,18 +79,27 @@ export interface TopologyVerdictInput {
   deadLetters: readonly ReadMessage[];
   committed: ReadonlyMap<number, number>;
   ends: ReadonlyMap<number, number>;
+  /** With repartition topics: what they held. */
+  repartition?: RepartitionRead;
 }
 
 export interface TopologyResult {
   inputRecords: number;
   modelOutputs: number;
   outputRecords: number;
-  /** Output keys (topic and key) compared; in order, and as multisets (outputs from several partitions). */
+  /** Output keys (topic and key) compared; in order, and as multisets (outputs from several tasks). */
   keys: number;
   keysUnordered: number;
   /** At-least-once: outputs in replays (allowed), and the replays. */
   duplicateOutputs: number;
   replays: number;
+  /** Repartition records read (all topics) and the model's; at-least-once repeats (allowed). */
+  repartitionRecords: number;
+  modelRepartitionRecords: number;
+  repartitionDuplicates: number;
+  /** Repartition partitions whose tasks' records matched in more than one way (compared as multisets). */
+  repartitionAmbiguous: number;
+  repartitionPurged: number;
   modelDeadLetters: number;
   deadLetterRecords: number;
   duplicateDeadLetters: number;
@@ -76,7 +113,7 @@ export interface TopologyResult {
 /** At most this many differences of one check are listed (all are counted). */
 const LISTED = 20;
 
-type Out = { value: string; ts: number; partition: number };
+type Out = { value: string; ts: number; task: string };
 const id = (b: Buffer | null) => (b === null ? 'null' : b.toString('hex'));
 const same = (a: Out, b: Out) => a.value === b.value && a.ts === b.ts;
 const clip = (s: string, n = 120) => (s.length <= n ? s : `${s.slice(0, n)}... (${s.length} chars)`);
@@ -94,23 +131,12 @@ function push<T>(m: Map<string, T[]>, k: string, v: T): void {
   else m.set(k, [v]);
 }
 
-/** The model's outputs and dead letters over the input, task (input partition) by task. */
-function model(built: BuiltTopology, input: readonly ModelInput[]) {
-  const byPartition = new Map<number, ModelInput[]>();
-  for (const r of input) {
-    const list = byPartition.get(r.partition) ?? [];
-    if (list.length === 0) byPartition.set(r.partition, list);
-    list.push(r);
-  }
-  const outputs: Array<ModelOutput & { partition: number }> = [];
-  const deadLetters: string[] = [];
-  for (const [partition, records] of [...byPartition].sort((a, b) => a[0] - b[0])) {
-    const result = runModel(built, records);
-    for (const o of result.outputs) outputs.push({ ...o, partition });
-    for (const d of result.deadLetters)
-      deadLetters.push(`${d.source.partition}/${d.source.offset}/${d.reason}`);
-  }
-  return { outputs, deadLetters };
+/** The model per task: the input topic's partitions, then each repartition partition as read. */
+function model(x: TopologyVerdictInput): StagedModel {
+  const tasks = tasksOf(x.input);
+  for (const [topic, records] of x.repartition?.records ?? [])
+    for (const [task, list] of tasksOf(asModelInput(topic, records))) tasks.set(task, list);
+  return runStaged(x.built, tasks);
 }
 
 /** At-least-once: `actual` as runs of contiguous stretches of `expected`. */
@@ -171,6 +197,11 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
     keysUnordered: 0,
     duplicateOutputs: 0,
     replays: 0,
+    repartitionRecords: 0,
+    modelRepartitionRecords: 0,
+    repartitionDuplicates: 0,
+    repartitionAmbiguous: 0,
+    repartitionPurged: x.repartition?.purged ?? 0,
     modelDeadLetters: 0,
     deadLetterRecords: x.deadLetters.length,
     duplicateDeadLetters: 0,
@@ -182,14 +213,15 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
   };
   if (x.input.length !== x.produced)
     add('input', `the input topic holds ${x.input.length} records, ${x.produced} were produced`);
-  let m: ReturnType<typeof model>;
+  let m: StagedModel;
   try {
-    m = model(x.built, x.input);
+    m = model(x);
   } catch (err) {
     add('model', `the reference model refused the input: ${(err as Error).message}`);
-    m = { outputs: [], deadLetters: [] };
+    m = { outputs: [], repartition: [], deadLetters: [] };
   }
   result.modelOutputs = m.outputs.length;
+  if (x.repartition) judgeRepartitions(x, x.repartition, m.repartition, result, add);
   judgeOutputs(x, m.outputs, result, add);
   judgeDeadLetters(x, m.deadLetters, result, add);
   for (const [p, end] of x.ends) {
@@ -206,26 +238,18 @@ type Add = (check: TopologyCheck, message: string, key?: string) => void;
 
 function judgeOutputs(
   x: TopologyVerdictInput,
-  modelOutputs: ReadonlyArray<ModelOutput & { partition: number }>,
+  modelOutputs: readonly TaskOutput[],
   result: TopologyResult,
   add: Add,
 ): void {
   const expected = new Map<string, Out[]>();
   for (const o of modelOutputs)
-    push(expected, `${o.topic}\u0000${id(o.key)}`, {
-      value: id(o.value),
-      ts: o.timestamp,
-      partition: o.partition,
-    });
+    push(expected, `${o.topic}\u0000${id(o.key)}`, { value: id(o.value), ts: o.timestamp, task: o.task });
   const actual = new Map<string, Out[]>();
   for (const [topic, records] of x.outputs)
     for (const r of records) {
       result.outputRecords++;
-      push(actual, `${topic}\u0000${id(r.key)}`, {
-        value: id(r.value),
-        ts: r.timestamp,
-        partition: r.partition,
-      });
+      push(actual, `${topic}\u0000${id(r.key)}`, { value: id(r.value), ts: r.timestamp, task: '' });
     }
   const keys = new Set([...expected.keys(), ...actual.keys()]);
   result.keys = keys.size;
@@ -234,7 +258,7 @@ function judgeOutputs(
     const name = `${topic} key ${clip(shown(key), 60)}`;
     const want = expected.get(k) ?? [];
     const got = actual.get(k) ?? [];
-    const ordered = new Set(want.map((o) => o.partition)).size <= 1 && key !== 'null';
+    const ordered = new Set(want.map((o) => o.task)).size <= 1 && key !== 'null';
     if (!ordered) {
       result.keysUnordered++;
       const a = multiset(want);
@@ -250,7 +274,7 @@ function judgeOutputs(
       if (short + extra > 0)
         add(
           'output',
-          `${name} (outputs from several input partitions): ${short} model outputs missing, ${extra} not the model's`,
+          `${name} (outputs from several tasks): ${short} model outputs missing, ${extra} not the model's`,
           k,
         );
       continue;
@@ -308,19 +332,58 @@ function judgeDeadLetters(
   for (const d of modelDeadLetters) want.set(d, (want.get(d) ?? 0) + 1);
   const got = new Map<string, number>();
   for (const m of x.deadLetters) {
-    const p = int(m.headers.get('kafka_dlt-original-partition')?.[0]);
-    const o = int(m.headers.get('kafka_dlt-original-offset')?.[0]);
-    const reason = m.headers.get('redfence-reason')?.[0]?.toString('utf8') ?? '?';
-    const k = `${p ?? '?'}/${o ?? '?'}/${reason}`;
+    // the last of each (a record dead-lettered twice carries both hops' headers)
+    const t = m.headers.get('kafka_dlt-original-topic')?.at(-1)?.toString('utf8');
+    const p = int(m.headers.get('kafka_dlt-original-partition')?.at(-1));
+    const o = int(m.headers.get('kafka_dlt-original-offset')?.at(-1));
+    const reason = m.headers.get('redfence-reason')?.at(-1)?.toString('utf8') ?? '?';
+    const k = `${t ?? '?'}/${p ?? '?'}/${o ?? '?'}/${reason}`;
     got.set(k, (got.get(k) ?? 0) + 1);
   }
   for (const [k, n] of want) {
     const g = got.get(k) ?? 0;
-    if (g === 0) add('dead-letter', `input record ${k}: the model dead-letters it, the run did not`);
+    if (g === 0) add('dead-letter', `record ${k}: the model dead-letters it, the run did not`);
     else if (g > n && x.mode === 'exactly-once')
-      add('dead-letter', `input record ${k}: ${g} dead letters, the model ${n}`);
+      add('dead-letter', `record ${k}: ${g} dead letters, the model ${n}`);
     else if (g > n) result.duplicateDeadLetters += g - n;
   }
   for (const [k, g] of got)
-    if (!want.has(k)) add('dead-letter', `input record ${k}: ${g} dead letters, none in the model`);
+    if (!want.has(k)) add('dead-letter', `record ${k}: ${g} dead letters, none in the model`);
+}
+
+/**
+ * Each repartition topic against the model's records for it (src/chaos/topology-stages.ts), its
+ * partitions committed past their last record, and the reader's failures.
+ */
+function judgeRepartitions(
+  x: TopologyVerdictInput,
+  r: RepartitionRead,
+  modelRecords: readonly TaskOutput[],
+  result: TopologyResult,
+  add: Add,
+): void {
+  for (const f of r.failures) add('repartition', `the harness's reader of the repartition topics: ${f}`);
+  const show = (o: { value: string; ts: number; key: string }) =>
+    `${clip(shown(o.key), 60)} -> ${showOut({ value: o.value, ts: o.ts, task: '' })}`;
+  for (const [topic, partitions] of r.counts) {
+    const records = r.records.get(topic) ?? [];
+    const want = modelRecords.filter((o) => o.topic === topic);
+    const c = compareRepartition(x.mode, topic, partitions, want, records, show);
+    result.repartitionRecords += c.records;
+    result.modelRepartitionRecords += c.modelRecords;
+    result.repartitionDuplicates += c.duplicates;
+    result.repartitionAmbiguous += c.ambiguous;
+    for (const d of c.differences) add('repartition', d);
+    const committed = r.committed.get(topic);
+    for (let p = 0; p < partitions; p++) {
+      const last = records.filter((m) => m.partition === p).at(-1);
+      if (last === undefined) continue;
+      const at = committed?.get(p) ?? -1;
+      if (at <= last.offset)
+        add(
+          'offsets',
+          `repartition partition ${topic}/${p}: committed ${at}, its last record at ${last.offset}`,
+        );
+    }
+  }
 }

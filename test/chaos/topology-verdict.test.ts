@@ -70,6 +70,7 @@ function run(records: ModelInput[], mode: TopologyVerdictInput['mode'], edit?: (
       deadLetters.push({
         ...msg({ key: null, value: null, timestamp: 0 }, 0),
         headers: new Map([
+          ['kafka_dlt-original-topic', [Buffer.from('in')]],
           ['kafka_dlt-original-partition', [int32(d.source.partition)]],
           ['kafka_dlt-original-offset', [int64(d.source.offset)]],
           ['redfence-reason', [Buffer.from('late')]],
