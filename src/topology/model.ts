@@ -44,6 +44,7 @@ import { TableAggregate, TimeWindowAggregate } from './model-window.js';
 import { matchesWhole, readsTopic } from './patterns.js';
 import { fromBytes, toBytes } from './serdes.js';
 import { nodeThrew, STORED, StoredUnreadable } from './threw.js';
+import { isTick, tickSource, windowedAggregations } from './tick.js';
 import type { BuiltTopology, TopologyNode } from './types.js';
 
 export type {
@@ -62,6 +63,8 @@ export type {
 
 interface Aggregator {
   process(r: ModelRecord): void;
+  /** A tick (tick.ts): windowed aggregations only. */
+  tick?(timestamp: number): void;
 }
 
 /**
@@ -124,6 +127,10 @@ class Run {
   }
 
   input(rec: ModelInput): void {
+    if (isTick(rec)) {
+      this.tick(rec);
+      return;
+    }
     const sources = this.sourcesOf(rec.topic, false);
     if (sources.length === 0) {
       throw new RedfenceError(
@@ -140,7 +147,7 @@ class Run {
    * A walk on of one of its updates that throws downstream: a StepThrew (run again without it, its
    * state kept); in the try without them, its dead letter comes after what the record made.
    */
-  private take(rec: ModelInput, sources: readonly TopologyNode[], path: string): void {
+  private take(rec: ModelInput, sources: readonly TopologyNode[], path: string, ticking = false): void {
     const misplaced = this.placement.check(rec, sources, this.partitions.get(rec.topic));
     if (misplaced !== null) {
       // never walked: none of its effects, no function of yours called on it
@@ -159,7 +166,8 @@ class Run {
     this.threw = threw;
     this.scope = { path, takes: 0 };
     try {
-      for (const s of sources) this.enter(s, rec, path, forwards);
+      if (ticking) this.ticked(sources, rec, path, forwards);
+      else for (const s of sources) this.enter(s, rec, path, forwards);
     } catch (error) {
       if (isModelThrow(error)) throw error;
       throw new WalkThrow(path, this.at, error);
@@ -173,6 +181,57 @@ class Run {
     if (fold !== null) throw new WalkThrow(path, fold.node, fold.error);
     const applied = this.book.applied(path, rec);
     if (applied !== null) this.failed.push(applied);
+  }
+
+  /**
+   * A tick (tick.ts) of an input topic or of a repartition topic (the one record the model takes from a
+   * repartition topic: it gets the next offset of the model's own in that partition). Not walked: each
+   * windowed aggregation of the sub-topology reading the topic takes it as a record that updates no
+   * window; what it closes carries none of its headers.
+   */
+  private tick(rec: ModelInput): void {
+    const external = this.sourcesOf(rec.topic, false);
+    const sources = external.length > 0 ? external : this.sourcesOf(rec.topic, true);
+    if (sources.length === 0)
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `runModel: no source of the topology reads ${rec.topic}`,
+      );
+    let tick: ModelInput = tickSource(rec);
+    if (external.length === 0) {
+      const slot = `${rec.topic}:${rec.partition}`;
+      const offset = this.repartitionOffsets.get(slot) ?? 0;
+      this.repartitionOffsets.set(slot, offset + 1);
+      tick = { ...tick, offset };
+    }
+    this.take(tick, sources, recordId(tick), true);
+  }
+
+  /** A tick's walk: each windowed aggregation of its sub-topology, in node order, moved to its time. */
+  private ticked(
+    sources: readonly TopologyNode[],
+    rec: ModelInput,
+    path: string,
+    forwards: Map<string, number>,
+  ): void {
+    const sub = this.subOf.get(sources[0]?.name as string);
+    const ctx: Ctx = { partition: rec.partition, source: rec, path, forwards };
+    for (const n of windowedAggregations(this.built)) {
+      if (this.subOf.get(n.name) !== sub) continue;
+      const outer = this.current;
+      this.current = ctx;
+      this.at = n.name;
+      try {
+        this.aggregatorFor(n, ctx).tick?.(rec.timestamp);
+      } catch (error) {
+        // a final result's walk on threw (StepThrew), or its store serde cannot read what it stored
+        if (error instanceof StoredUnreadable)
+          throw new RunFails(nodeThrew(n.name, rec, error.error, STORED));
+        throw error;
+      } finally {
+        this.current = outer;
+      }
+    }
   }
 
   private enter(source: TopologyNode, rec: ModelInput, path: string, forwards: Map<string, number>): void {
