@@ -543,7 +543,7 @@ export class ConfluentKafka implements KafkaPort {
     const c = this.#consumer;
     const out = new Map<string, number>();
     const mine = partitions.filter((p) => this.#assigned.has(tpKey(p.topic, p.partition)));
-    if (!c || !c.isConnected() || mine.length === 0) return out;
+    if (!c?.isConnected() || mine.length === 0) return out;
     try {
       // librdkafka's application position: past the control records and aborted records it skipped
       for (const p of c.position(mine.map((x) => ({ topic: x.topic, partition: x.partition }))))
