@@ -208,4 +208,5 @@ export type {
   WindowEntry,
   WindowFetchAnswer,
 } from './topology/state/stores.js';
+export { isTick, TICK_HEADER } from './topology/tick.js';
 export { VERSION } from './version.js';

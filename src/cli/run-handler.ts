@@ -38,6 +38,7 @@ const PROCESSOR_ONLY = [
   'snapshot-rate',
 ];
 const HANDLER_ONLY = ['concurrency', 'attempt-timeout', 'postgres', 'postgres-table'];
+const TOPOLOGY_ONLY = ['idle-close'];
 const REDIS_TARGETS = ['redis', 'cluster', 'sentinels'];
 
 const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);
@@ -46,6 +47,11 @@ const given = (sources: Record<string, Source>, names: string[]) =>
 
 /** Refuses flags of the other kind of definition (given by flag, environment or --config). */
 export function checkHandlerFlags(handler: boolean, sources: Record<string, Source>): void {
+  const topologyOnly = given(sources, TOPOLOGY_ONLY);
+  if (topologyOnly.length > 0)
+    throw invalid(
+      `${topologyOnly.map((n) => `--${n}`).join(', ')} applies to topologies, and the module exports a ${handler ? 'handler' : 'processor'}`,
+    );
   const wrong = given(sources, handler ? PROCESSOR_ONLY : HANDLER_ONLY);
   if (wrong.length > 0)
     throw invalid(

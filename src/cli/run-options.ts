@@ -153,6 +153,14 @@ export const RUN_OPTIONS = {
     default: 1000,
     min: 1,
   }),
+  'idle-close': numberOption('<ms>', {
+    description:
+      "topologies: a partition of a windowed aggregation's topic idle this long gets a tick (a record with the header redfence-tick) so its windows close with no further record; other readers of the topic see the ticks",
+    env: 'REDFENCE_IDLE_CLOSE_MS',
+    defaultText: 'off',
+    min: 100,
+    max: 86_400_000,
+  }),
   'create-topics': switchOption({
     description:
       "create missing output and dead-letter topics with the input's partition count (otherwise a missing topic stops start-up)",

@@ -7,7 +7,8 @@
  * are refused before any connection. With --workers n each of the n worker processes the supervisor
  * forks (workers.ts) runs one TopologyProcessor in the one group, as a processor's workers do.
  * --console mounts the console on its metrics server (its group and dead-letter topic), as for a
- * processor. Fault tests' crash point (`REDFENCE_CRASH_AT`, `REDFENCE_CRASH_AFTER`:
+ * processor. --idle-close sets `idleCloseMs` (the wall-clock close of idle partitions; a module that
+ * exports no topology refuses it, run-handler.ts). Fault tests' crash point (`REDFENCE_CRASH_AT`, `REDFENCE_CRASH_AFTER`:
  * src/processor/crash-points.ts) is read as for a processor, a wrong name refused before any connection.
  */
 import { RedfenceError } from '../errors/index.js';
@@ -89,6 +90,7 @@ export async function runTopology(r: TopologyRun): Promise<number> {
   try {
     processor = new TopologyProcessor({
       ...topologySettings(r.settings),
+      ...(o['idle-close'] === undefined ? {} : { idleCloseMs: o['idle-close'] }),
       topology: r.built,
       redis,
       ...(crashHook ? { crashHook } : {}),

@@ -539,6 +539,21 @@ export class ConfluentKafka implements KafkaPort {
     return this.#admin.deleteRecords(topic, below);
   }
 
+  positions(partitions: readonly TopicPartition[]): Map<string, number> {
+    const c = this.#consumer;
+    const out = new Map<string, number>();
+    const mine = partitions.filter((p) => this.#assigned.has(tpKey(p.topic, p.partition)));
+    if (!c?.isConnected() || mine.length === 0) return out;
+    try {
+      // librdkafka's application position: past the control records and aborted records it skipped
+      for (const p of c.position(mine.map((x) => ({ topic: x.topic, partition: x.partition }))))
+        if (typeof p.offset === 'number' && p.offset >= 0) out.set(tpKey(p.topic, p.partition), p.offset);
+    } catch {
+      // not known now (a rebalance): the caller falls back to the committed offsets
+    }
+    return out;
+  }
+
   seek(partition: TopicPartition, offset: number): void {
     const c = this.#consumer;
     const k = tpKey(partition.topic, partition.partition);

@@ -149,6 +149,13 @@ export interface KafkaPort {
    * it the stalled-consumer watchdog counts records that retention deleted unprocessed as lag.
    */
   lowWatermarks?(topic: string): Promise<Map<number, number>>;
+  /**
+   * The consumer's position in each of `partitions` it is assigned (the next offset it hands over,
+   * past the transaction markers and aborted records it skipped), by tpKey; a partition without a
+   * known position is left out. Optional: without it the stalled-consumer watchdog takes a partition's
+   * last transaction marker (an exactly-once writer's, a topology's tick) for lag it cannot read.
+   */
+  positions?(partitions: readonly TopicPartition[]): Map<string, number>;
   /** Moves the fetch position of a partition (used to restart a stalled fetch). */
   seek(partition: TopicPartition, offset: number): void;
   pause(partitions: readonly TopicPartition[]): void;

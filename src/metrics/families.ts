@@ -47,6 +47,7 @@ export const NAMES = [
   'topology_dropped_records_total',
   'topology_repartition_lag_records',
   'owner_cache_reads_total',
+  'topology_ticks_total',
 ] as const;
 
 /** The node reading a topology's repartition topic (the repartition lag's labels). */
@@ -182,6 +183,11 @@ export function registerFamilies(
       'owner_cache_reads_total',
       'Keys a batch folded from owner-local state (result="hit") or read from Redis first (result="miss"): a reducer processor\'s keys (store: its store) and a topology\'s reduce and aggregate keys (store: its application id).',
       ['store', 'result'],
+    ),
+    topologyTicks: counter(
+      'topology_ticks_total',
+      'Ticks of the wall-clock close of idle partitions (idleCloseMs): produced by this instance (event="produced"), and read in committed batches (event="consumed").',
+      ['application_id', 'event'],
     ),
     topologyRepartitionLag: new Gauge({
       name: `${prefix}topology_repartition_lag_records`,

@@ -321,6 +321,24 @@ export class RedfenceMetrics {
     if (misses > 0) this.#m.ownerCache.inc(this.#labels({ store: name, result: 'miss' }), misses);
   }
 
+  /**
+   * Counts ticks of the wall-clock close of idle partitions (docs/streams.md, "Closing the windows of an
+   * idle partition"): `produced` by this instance, or `consumed` in committed batches.
+   *
+   * @example
+   * metrics.topologyTicks('fraud', 'produced', 1); // redfence_topology_ticks_total{application_id="fraud",event="produced"} 1
+   */
+  topologyTicks(application: string, event: 'produced' | 'consumed', n: number): void {
+    checkCount('n', n);
+    if (event !== 'produced' && event !== 'consumed')
+      throw new RedfenceError('RF_INVALID_ARGUMENT', 'topologyTicks: event must be "produced" or "consumed"');
+    if (n > 0)
+      this.#m.topologyTicks.inc(
+        this.#labels({ application_id: checkName('application', application), event }),
+        n,
+      );
+  }
+
   /** Counts `n` records of a committed topology batch that were late for a windowed aggregation. */
   topologyLate(application: string, node: string, n: number): void {
     checkCount('n', n);

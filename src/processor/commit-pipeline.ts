@@ -12,6 +12,8 @@
  *   its first unproduced offset (`rewound` in the partition table) and the queue is dropped.
  * - Fatal latch: a fatal Kafka error (a fenced producer) drops the queue and starts no further step.
  * - Drain: resolves once the queue is empty and no step is in flight (revocation, close).
+ * - Records alone (a topology's ticks): a Kafka step of their own, between two batch steps, ahead of
+ *   the queued batches, with no offsets (exactly-once: a transaction holding them alone).
  */
 import { RedfenceError } from '../errors/index.js';
 import type { KafkaPort, OutRecord } from '../kafka/types.js';
@@ -79,6 +81,8 @@ export class CommitPipeline {
   #lastStart = Number.NEGATIVE_INFINITY;
   #held: NodeJS.Timeout | undefined;
   #draining = 0;
+  /** Records waiting for a step of their own (alone()), with their callers. */
+  #alone: { records: readonly OutRecord[]; done: (err?: unknown) => void }[] = [];
 
   constructor(ctx: CommitContext) {
     this.#ctx = ctx;
@@ -106,6 +110,22 @@ export class CommitPipeline {
     }
   }
 
+  /**
+   * Produces records that belong to no batch (a topology's ticks) in a Kafka step of their own, once the
+   * step in flight has finished and before the queued batches' next one: exactly-once, a transaction
+   * holding them alone, no offsets; at-least-once, produced and awaited. Being alone, its outcome is
+   * nobody else's: a failed step seeks nothing back and fails no batch (a fatal error still closes the
+   * processor). Resolves once they are produced (committed); rejects when the step failed or the
+   * pipeline is broken.
+   */
+  alone(records: readonly OutRecord[]): Promise<void> {
+    if (this.#broken) return Promise.reject(brokenError());
+    return new Promise<void>((resolve, reject) => {
+      this.#alone.push({ records, done: (err) => (err === undefined ? resolve() : reject(err)) });
+      this.#kick();
+    });
+  }
+
   /** Waits until every queued batch has had its Kafka step. */
   async drain(): Promise<void> {
     this.#draining++;
@@ -126,11 +146,20 @@ export class CommitPipeline {
     clearTimeout(this.#held);
     this.#held = undefined;
     this.#dropQueue();
+    for (const a of this.#alone.splice(0)) a.done(brokenError());
   }
 
   #kick(): void {
-    if (this.#broken) this.#dropQueue();
-    if (this.#tail !== undefined || this.#queued.length === 0) return;
+    if (this.#broken) {
+      this.#dropQueue();
+      for (const a of this.#alone.splice(0)) a.done(brokenError());
+    }
+    if (this.#tail !== undefined) return;
+    if (this.#alone.length > 0) {
+      this.#startAlone();
+      return;
+    }
+    if (this.#queued.length === 0) return;
     const interval = this.#ctx.commitIntervalMs ?? 0;
     const wait = this.#lastStart + interval - performance.now();
     if (wait > 0 && this.#draining === 0 && this.#queuedRecords < this.#ctx.groupCommitRecords) {
@@ -153,6 +182,40 @@ export class CommitPipeline {
       this.#kick();
     });
     step.catch(() => undefined); // observed by back-pressure, drain() and the processor
+    this.#tail = step;
+  }
+
+  /** Starts the step of the records waiting in alone(), all of them in one step. */
+  #startAlone(): void {
+    const waiting = this.#alone.splice(0);
+    const records = waiting.flatMap((a) => a.records);
+    const ctx = this.#ctx;
+    const run = async () => {
+      if (ctx.mode === 'exactly-once') await ctx.kafka.produceTransactionally(records, []);
+      else await ctx.kafka.produce(records);
+    };
+    const step = run()
+      .then(
+        () => {
+          for (const a of waiting) a.done();
+        },
+        (err: unknown) => {
+          const e = err as { fatal?: unknown; message?: unknown; code?: unknown };
+          ctx.log.warn(
+            { records: records.length, err: String(e?.message), code: e?.code },
+            'produce of records alone failed',
+          );
+          if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
+            this.#broken = true;
+            ctx.fatal(err as Error);
+          }
+          for (const a of waiting) a.done(err);
+        },
+      )
+      .finally(() => {
+        if (this.#tail === step) this.#tail = undefined;
+        this.#kick();
+      });
     this.#tail = step;
   }
 
@@ -249,4 +312,8 @@ export class CommitPipeline {
       );
     }
   }
+}
+
+function brokenError(): RedfenceError {
+  return new RedfenceError('RF_INVALID_STATE', 'the commit pipeline is stopped: nothing more is produced');
 }

@@ -53,6 +53,12 @@ export interface WatchdogContext {
    * so counting them would "recover" (and finally give up liveness on) a consumer with nothing to read.
    */
   logStarts?(topic: string): Promise<Map<number, number>>;
+  /**
+   * The consumer's positions (by `topic/partition`), when the port reads them: what lies between a
+   * position and the high watermark is what the consumer has yet to hand over. Without them a
+   * partition ending in a transaction marker (read_committed never delivers it) reads as lag forever.
+   */
+  positions?(partitions: readonly Pick<OwnedPartition, 'topic' | 'partition'>[]): Map<string, number>;
   readonly kafka: Pick<KafkaPort, 'seek'>;
   batchInFlight(): boolean;
   redisOutage(): boolean;
@@ -103,6 +109,7 @@ export class Watchdog {
     if (!ctx.running() || partitions.length === 0) return;
     try {
       let lag = 0;
+      const positions = ctx.positions?.(partitions);
       for (const topic of new Set(partitions.map((p) => p.topic))) {
         const [ends, starts] = await Promise.all([
           ctx.highWatermarks(topic),
@@ -111,7 +118,8 @@ export class Watchdog {
         ]);
         for (const p of partitions) {
           if (p.topic !== topic) continue;
-          const from = Math.max(0, p.committed, starts?.get(p.partition) ?? 0);
+          const at = positions?.get(`${p.topic}/${p.partition}`) ?? 0;
+          const from = Math.max(0, p.committed, starts?.get(p.partition) ?? 0, at);
           lag += Math.max(0, (ends.get(p.partition) ?? 0) - from);
         }
       }

@@ -86,12 +86,16 @@ export function watchdogOf(o: Pick<ResolvedOptions, 'watchdog'>, ctx: WatchdogCo
   return o.watchdog && new Watchdog(ctx, o.watchdog);
 }
 
-/** The watchdog's reads of a port: high watermarks, and log starts when the port reads them. */
-export function watermarkReads(kafka: KafkaPort): Pick<WatchdogContext, 'highWatermarks' | 'logStarts'> {
+/** The watchdog's reads of a port: high watermarks, and log starts and positions when the port reads them. */
+export function watermarkReads(
+  kafka: KafkaPort,
+): Pick<WatchdogContext, 'highWatermarks' | 'logStarts' | 'positions'> {
   const low = kafka.lowWatermarks?.bind(kafka);
+  const positions = kafka.positions?.bind(kafka);
   return {
     highWatermarks: (topic) => kafka.highWatermarks(topic),
     ...(low ? { logStarts: (topic: string) => low(topic) } : {}),
+    ...(positions ? { positions: (tps: Parameters<typeof positions>[0]) => positions(tps) } : {}),
   };
 }
 

@@ -31,9 +31,12 @@ export interface StepRecord {
 /**
  * How many times each KafkaPort method of a port was called (failed and refused calls included);
  * deleteRecords and lowWatermarks are not ones the memory port has (its logs never lose records:
- * repartition topics there are never purged).
+ * repartition topics there are never purged), nor positions (it writes no transaction markers).
  */
-export type PortCalls = Record<Exclude<keyof KafkaPort, 'deleteRecords' | 'lowWatermarks'>, number>;
+export type PortCalls = Record<
+  Exclude<keyof KafkaPort, 'deleteRecords' | 'lowWatermarks' | 'positions'>,
+  number
+>;
 
 export function noCalls(): PortCalls {
   return {

@@ -94,6 +94,13 @@ export class SessionAggregate {
     this.prune();
   }
 
+  /** A tick (src/topology/tick.ts): a record at `timestamp` that joins no session; stream time moves. */
+  tick(timestamp: number): void {
+    this.streamTime = Math.max(this.streamTime, timestamp);
+    if (this.io.node.emit === 'final') this.emitFinal(this.streamTime - this.grace - this.gap);
+    this.prune();
+  }
+
   /** Sessions no lookup (end below the retention bound) and no final emission (a dropped segment) can reach. */
   private prune(): void {
     const interval = segmentInterval(this.retention);

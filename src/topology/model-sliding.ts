@@ -72,8 +72,21 @@ export class SlidingAggregate {
       put: (start, value, timestamp) => this.put(r.key, key, start, value, timestamp),
     });
     if (missed.length > 0) this.io.late(missed);
-    if (r.timestamp < this.spec.timeDifferenceMs) return; // processEarly: no final results checked
-    if (p.emit === 'final') this.emitFinal(closeTime);
+    this.closeUpTo(r.timestamp, closeTime);
+  }
+
+  /**
+   * A tick (src/topology/tick.ts): a record at `timestamp` that is in no window (never late as a whole);
+   * stream time moves and, with emit('final'), the windows it closes are emitted as a record's are.
+   */
+  tick(timestamp: number): void {
+    this.streamTime = Math.max(this.streamTime, timestamp);
+    this.closeUpTo(timestamp, this.streamTime - this.spec.graceMs);
+  }
+
+  private closeUpTo(timestamp: number, closeTime: number): void {
+    if (timestamp < this.spec.timeDifferenceMs) return; // processEarly: no final results checked
+    if (this.io.node.emit === 'final') this.emitFinal(closeTime);
     // Windows below the retention bound (both stores' lowest) are out of every fetch's reach.
     const bound = slidePruneBelow(this.spec, this.storeTime);
     this.store.prune(this.storeTime, slidingRetention(this.spec), (e) => e.start < bound);

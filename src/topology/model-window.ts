@@ -98,7 +98,20 @@ export class TimeWindowAggregate {
       if (p.emit === 'update') this.io.forward({ key: r.key, start, end }, newAgg ?? null, timestamp);
     }
     if (missed.length > 0) this.io.late(missed);
-    if (p.emit === 'final') this.emitFinal(closeTime);
+    this.closeUpTo(closeTime);
+  }
+
+  /**
+   * A tick (src/topology/tick.ts): a record at `timestamp` that updates no window. Stream time moves
+   * to it and, with emit('final'), the windows it closes are emitted as a record's closes are.
+   */
+  tick(timestamp: number): void {
+    this.streamTime = Math.max(this.streamTime, timestamp);
+    this.closeUpTo(this.streamTime - this.grace);
+  }
+
+  private closeUpTo(closeTime: number): void {
+    if (this.io.node.emit === 'final') this.emitFinal(closeTime);
     // Windows below the retention bound are out of every fetch's reach (update: only open windows are read).
     const bound = this.storeTime - (this.size + this.grace);
     this.store.prune(this.storeTime, this.size + this.grace, (w) => w.start < bound);

@@ -40,10 +40,12 @@ import type {
   ModelResult,
   ModelSource,
 } from './model-types.js';
+import { type ModelSteps, visitNode } from './model-walk.js';
 import { TableAggregate, TimeWindowAggregate } from './model-window.js';
-import { matchesWhole, readsTopic } from './patterns.js';
+import { readsTopic } from './patterns.js';
 import { fromBytes, toBytes } from './serdes.js';
 import { nodeThrew, STORED, StoredUnreadable } from './threw.js';
+import { isTick, tickSource, windowedAggregations } from './tick.js';
 import type { BuiltTopology, TopologyNode } from './types.js';
 
 export type {
@@ -62,6 +64,8 @@ export type {
 
 interface Aggregator {
   process(r: ModelRecord): void;
+  /** A tick (tick.ts): windowed aggregations only. */
+  tick?(timestamp: number): void;
 }
 
 /**
@@ -77,7 +81,7 @@ interface Ctx {
   readonly forwards: Map<string, number>;
 }
 
-class Run {
+class Run implements ModelSteps<Ctx> {
   private readonly byName = new Map<string, TopologyNode>();
   private readonly children = new Map<string, string[]>();
   private readonly subOf = new Map<string, number>();
@@ -91,7 +95,7 @@ class Run {
   private readonly placement: Placement;
 
   /** The node whose code runs (a user function or a serde): the one a throw names. */
-  private at = '';
+  at = '';
   /**
    * The first throw of an aggregation's own code while the current record is walked (`stored`: its
    * serde reading stored state), kept until its walk is over: on Redis every fold comes after the walk
@@ -124,6 +128,10 @@ class Run {
   }
 
   input(rec: ModelInput): void {
+    if (isTick(rec)) {
+      this.tick(rec);
+      return;
+    }
     const sources = this.sourcesOf(rec.topic, false);
     if (sources.length === 0) {
       throw new RedfenceError(
@@ -140,7 +148,7 @@ class Run {
    * A walk on of one of its updates that throws downstream: a StepThrew (run again without it, its
    * state kept); in the try without them, its dead letter comes after what the record made.
    */
-  private take(rec: ModelInput, sources: readonly TopologyNode[], path: string): void {
+  private take(rec: ModelInput, sources: readonly TopologyNode[], path: string, ticking = false): void {
     const misplaced = this.placement.check(rec, sources, this.partitions.get(rec.topic));
     if (misplaced !== null) {
       // never walked: none of its effects, no function of yours called on it
@@ -159,7 +167,8 @@ class Run {
     this.threw = threw;
     this.scope = { path, takes: 0 };
     try {
-      for (const s of sources) this.enter(s, rec, path, forwards);
+      if (ticking) this.ticked(sources, rec, path, forwards);
+      else for (const s of sources) this.enter(s, rec, path, forwards);
     } catch (error) {
       if (isModelThrow(error)) throw error;
       throw new WalkThrow(path, this.at, error);
@@ -175,6 +184,57 @@ class Run {
     if (applied !== null) this.failed.push(applied);
   }
 
+  /**
+   * A tick (tick.ts) of an input topic or of a repartition topic (the one record the model takes from a
+   * repartition topic: it gets the next offset of the model's own in that partition). Not walked: each
+   * windowed aggregation of the sub-topology reading the topic takes it as a record that updates no
+   * window; what it closes carries none of its headers.
+   */
+  private tick(rec: ModelInput): void {
+    const external = this.sourcesOf(rec.topic, false);
+    const sources = external.length > 0 ? external : this.sourcesOf(rec.topic, true);
+    if (sources.length === 0)
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        `runModel: no source of the topology reads ${rec.topic}`,
+      );
+    let tick: ModelInput = tickSource(rec);
+    if (external.length === 0) {
+      const slot = `${rec.topic}:${rec.partition}`;
+      const offset = this.repartitionOffsets.get(slot) ?? 0;
+      this.repartitionOffsets.set(slot, offset + 1);
+      tick = { ...tick, offset };
+    }
+    this.take(tick, sources, recordId(tick), true);
+  }
+
+  /** A tick's walk: each windowed aggregation of its sub-topology, in node order, moved to its time. */
+  private ticked(
+    sources: readonly TopologyNode[],
+    rec: ModelInput,
+    path: string,
+    forwards: Map<string, number>,
+  ): void {
+    const sub = this.subOf.get(sources[0]?.name as string);
+    const ctx: Ctx = { partition: rec.partition, source: rec, path, forwards };
+    for (const n of windowedAggregations(this.built)) {
+      if (this.subOf.get(n.name) !== sub) continue;
+      const outer = this.current;
+      this.current = ctx;
+      this.at = n.name;
+      try {
+        this.aggregatorFor(n, ctx).tick?.(rec.timestamp);
+      } catch (error) {
+        // a final result's walk on threw (StepThrew), or its store serde cannot read what it stored
+        if (error instanceof StoredUnreadable)
+          throw new RunFails(nodeThrew(n.name, rec, error.error, STORED));
+        throw error;
+      } finally {
+        this.current = outer;
+      }
+    }
+  }
+
   private enter(source: TopologyNode, rec: ModelInput, path: string, forwards: Map<string, number>): void {
     if (source.kind !== 'source') return;
     this.at = source.name;
@@ -184,80 +244,37 @@ class Run {
     this.forward(source.name, { key, value, timestamp: rec.timestamp }, ctx);
   }
 
-  private forward(from: string, r: ModelRecord, ctx: Ctx): void {
+  /** Part of ModelSteps: node `from` forwards `r` to its children. */
+  forward(from: string, r: ModelRecord, ctx: Ctx): void {
     for (const child of this.children.get(from) ?? []) this.visit(child, r, ctx);
   }
 
-  private visit(name: string, r: ModelRecord, ctx: Ctx): void {
-    const n = this.byName.get(name) as TopologyNode;
-    this.at = name;
-    const fwd = (out: ModelRecord) => {
-      this.forward(name, out, ctx);
-      this.at = name; // a flatMap's iterable runs again after its records' walks
-    };
-    switch (n.kind) {
-      case 'source':
-        return;
-      case 'filter':
-        if (Boolean(n.predicate(r.key, r.value)) !== n.not) fwd(r);
-        return;
-      case 'map': {
-        const [key, value] = n.mapper(r.key, r.value) as readonly [unknown, unknown];
-        fwd({ key, value, timestamp: r.timestamp });
-        return;
-      }
-      case 'mapValues':
-        fwd({ ...r, value: n.mapper(r.key, r.value) });
-        return;
-      case 'selectKey':
-        fwd({ ...r, key: n.mapper(r.key, r.value) });
-        return;
-      case 'flatMap':
-        for (const [key, value] of n.mapper(r.key, r.value) as Iterable<readonly [unknown, unknown]>)
-          fwd({ key, value, timestamp: r.timestamp });
-        return;
-      case 'flatMapValues':
-        for (const value of n.mapper(r.key, r.value) as Iterable<unknown>) fwd({ ...r, value });
-        return;
-      case 'peek':
-        n.action(r.key, r.value);
-        fwd(r);
-        return;
-      case 'branch':
-      case 'merge':
-      case 'toStream':
-        fwd(r);
-        return;
-      case 'split': {
-        const b = n.branches.find((x) => x.predicate === null || Boolean(x.predicate(r.key, r.value)));
-        if (b !== undefined) this.visit(b.name, r, ctx);
-        return;
-      }
-      case 'sink':
-        this.sink(n, r, ctx);
-        return;
-      case 'aggregate': {
-        // its key serde runs in the walk (on Redis the walk makes the fence key): a throw is the walk's
-        if (r.key !== null) storeKey(n, r.key);
-        const outer = this.current;
-        this.current = ctx;
-        try {
-          this.aggregatorFor(n, ctx).process(r);
-        } catch (error) {
-          // a record of another task that threw in its own walk (a repartition) stays that record's
-          if (isModelThrow(error)) throw error;
-          // its own code (initializer, aggregator, merger, store serde): the record's fate once walked
-          const stored = error instanceof StoredUnreadable;
-          this.threw.fold ??= { node: name, error: stored ? error.error : error, stored };
-        } finally {
-          this.current = outer;
-        }
-        return;
-      }
+  /** Part of ModelSteps (model-walk.ts): node `name` takes `r`. */
+  visit(name: string, r: ModelRecord, ctx: Ctx): void {
+    visitNode(this, this.byName.get(name) as TopologyNode, name, r, ctx);
+  }
+
+  /** Part of ModelSteps: a record reaching an aggregation. */
+  aggregate(n: AggregateNode, r: ModelRecord, ctx: Ctx): void {
+    // its key serde runs in the walk (on Redis the walk makes the fence key): a throw is the walk's
+    if (r.key !== null) storeKey(n, r.key);
+    const outer = this.current;
+    this.current = ctx;
+    try {
+      this.aggregatorFor(n, ctx).process(r);
+    } catch (error) {
+      // a record of another task that threw in its own walk (a repartition) stays that record's
+      if (isModelThrow(error)) throw error;
+      // its own code (initializer, aggregator, merger, store serde): the record's fate once walked
+      const stored = error instanceof StoredUnreadable;
+      this.threw.fold ??= { node: n.name, error: stored ? error.error : error, stored };
+    } finally {
+      this.current = outer;
     }
   }
 
-  private sink(n: Extract<TopologyNode, { kind: 'sink' }>, r: ModelRecord, ctx: Ctx): void {
+  /** Part of ModelSteps: a sink writes `r` (an output, or a repartition record taken at once). */
+  sink(n: Extract<TopologyNode, { kind: 'sink' }>, r: ModelRecord, ctx: Ctx): void {
     const key = toBytes(n.keySerde, r.key, n.topic);
     const value = toBytes(n.valueSerde, r.value, n.topic);
     const headers = ctx.bare === true ? undefined : ctx.source.headers;
@@ -273,7 +290,8 @@ class Run {
     // a record whose aggregation threw is a dead letter once walked: what it would repartition never is
     if (this.threw.fold !== null) return;
     // a null key through repartition(): any partition in Kafka Streams (the producer's choice); here the first
-    const partition = key === null ? 0 : toPositive(murmur2(key)) % this.repartitionCount(n);
+    const partition =
+      key === null ? 0 : toPositive(murmur2(key)) % this.placement.repartitionCount(n, this.partitions);
     const slot = `${n.topic}:${partition}`;
     const offset = this.repartitionOffsets.get(slot) ?? 0;
     this.repartitionOffsets.set(slot, offset + 1);
@@ -284,24 +302,6 @@ class Run {
     // named by where it was written (its offset moves when an earlier one is not written)
     const path = `${this.scope.path}>${n.name}#${this.scope.takes++}`;
     this.take(rec, this.sourcesOf(n.topic, true), path);
-  }
-
-  /** repartition()'s numberOfPartitions, else the largest partition count among the inputs of the sink's sub-topology (kept as the topic's count). */
-  private repartitionCount(sink: Extract<TopologyNode, { kind: 'sink' }>): number {
-    const fixed = sink.repartition?.partitions ?? null;
-    if (fixed !== null) return fixed;
-    const known = this.partitions.get(sink.topic);
-    if (known !== undefined) return known;
-    const sub = this.built.subTopologies[this.subOf.get(sink.name) as number];
-    let count = 1;
-    for (const [topic, n] of this.partitions) {
-      const reads =
-        sub?.sourceTopics.includes(topic) === true ||
-        sub?.sourcePatterns.some((p) => matchesWhole(p, topic)) === true;
-      if (reads) count = Math.max(count, n);
-    }
-    this.partitions.set(sink.topic, count);
-    return count;
   }
 
   private aggregatorFor(n: AggregateNode, ctx: Ctx): Aggregator {

@@ -9,7 +9,9 @@
  * same outputs and change nothing in Redis; a record on a partition its key does not hash to is a dead
  * letter (wrong-partition) on both sides, with none of its effects; a batch with a lower epoch after a higher one is fenced. A
  * record whose walk throws (the hopping count's flatMapValues at amount 6, after its first record reached
- * the count) is a dead letter on both sides, with none of its effects.
+ * the count) is a dead letter on both sides, with none of its effects. About one record in 12 is a tick
+ * (src/topology/tick.ts: null key, empty value, the `redfence-tick` header): walked by no node, it moves
+ * the windowed aggregations' stream time on both sides, and with emit final its closes are emitted.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -18,6 +20,7 @@ import { RedfenceError } from '../../src/errors/index.js';
 import type { BuiltTopology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
+import { isTick } from '../../src/topology/tick.js';
 import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
 import {
@@ -85,9 +88,11 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
           failed: 0,
           misplaced: 0,
           cacheHits: 0,
+          ticks: 0,
+          tickOutputs: 0,
         };
         await fc.assert(
-          fc.asyncProperty(generated(step, jitter, unit, true), async (g) => {
+          fc.asyncProperty(generated(step, jitter, unit, true, true), async (g) => {
             const built = make(appName());
             const model = runModel(built, g.input, { partitions: { in: g.partitions } });
             const got = await runOnRedis(
@@ -109,6 +114,8 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
             seen.replays += got.replays;
             seen.reemits += got.reemits;
             seen.pruned += got.pruned;
+            seen.ticks += g.input.filter(isTick).length;
+            seen.tickOutputs += got.tickOutputs ?? 0;
             seen.partitions = Math.max(seen.partitions, g.partitions);
           }),
           { numRuns: RUNS },
@@ -122,8 +129,11 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         if (name.startsWith('a session')) assert.ok(seen.tombstones > 0, 'some sessions merged');
         if (name.includes('null deletes')) assert.ok(seen.deleted > 0, 'some aggregates were deleted');
         if (name === OWNED) assert.ok(seen.cacheHits > 0, 'some folds started from owner-local state');
-        if (name.includes('emit final'))
+        assert.ok(seen.ticks > 0, 'some records were ticks');
+        if (name.includes('emit final')) {
           assert.ok(seen.pruned > 0, 'the index dropped entries behind commits');
+          assert.ok(seen.tickOutputs > 0, 'some ticks closed windows: their final results went out');
+        }
         // amount 6 throws in its flatMapValues after its first record reached the count
         if (make === hopping || name.startsWith('the hopping-window count'))
           assert.ok(seen.failed > 0, 'some records threw in their walk');

@@ -19,6 +19,7 @@ import {
 import type { ModelDrop, ModelHeaders, ModelInput, ModelResult } from '../../src/topology/model.js';
 import { TopologyExecutor } from '../../src/topology/run/executor.js';
 import type { TopologyDeadLetter, TopologyOutput } from '../../src/topology/run/types.js';
+import { isTick, TICK_HEADER } from '../../src/topology/tick.js';
 import { timeWindowsFor } from '../../src/topology/windows.js';
 
 const s = serdes.string();
@@ -251,13 +252,16 @@ export interface Generated {
  * Inputs: a few keys (some null), each on its murmur2 partition; timestamps in multiples of `unit` (so
  * window bounds are hit exactly), rising by up to `step` units (now and then by 4 steps more), some
  * going back up to `jitter` units (out of order, some late); offset holes. `misplace`: about one keyed
- * record in 40 is on the partition after its key's (the partition check's dead letters).
+ * record in 40 is on the partition after its key's (the partition check's dead letters). `ticks`: about
+ * one record in 12 is a tick (src/topology/tick.ts) on any partition, its timestamp up to `jitter` units
+ * ahead of the records' (as a wall clock would be), sometimes behind.
  */
 export function generated(
   step: number,
   jitter: number,
   unit: number,
   misplace = false,
+  ticks = false,
 ): fc.Arbitrary<Generated> {
   const rec = fc.record({
     key: fc.constantFrom('a', 'b', 'c', 'd', 'e', null),
@@ -268,6 +272,7 @@ export function generated(
     hole: fc.constantFrom(0, 0, 0, 0, 2),
     spare: fc.nat(7),
     jump: fc.integer({ min: 0, max: 14 }).map((n) => (n === 0 ? 4 : 0)),
+    tick: fc.integer({ min: 0, max: 11 }).map((n) => ticks && n === 0),
   });
   return fc
     .record({
@@ -284,6 +289,14 @@ export function generated(
       let t = 0;
       const input = recs.map((r, i) => {
         t += r.dt + r.jump * step; // now and then a jump past several windows
+        if (r.tick) {
+          const partition = r.spare % partitions;
+          const offset = next.get(partition) ?? r.spare;
+          next.set(partition, offset + 1 + r.hole);
+          const timestamp = Math.max(0, t + r.back - 2) * unit;
+          const headers = { [TICK_HEADER]: `i${i}` };
+          return { topic: 'in', partition, offset, key: null, value: Buffer.alloc(0), timestamp, headers };
+        }
         const key = r.key === null ? null : Buffer.from(r.key);
         const wrong = misplace && key !== null && partitions > 1 && r.hole === 2 && r.spare === 7;
         const partition =
@@ -340,6 +353,8 @@ export interface RunTotals {
   reemits: number;
   /** Emit-final index entries dropped behind the commits. */
   pruned: number;
+  /** Outputs a tick caused (final results of the windows it closed), first runs only. */
+  tickOutputs?: number;
   /** Dead letters of a replay whose aggregation threw when the batch first ran (not kept). */
   threwBefore?: number;
   /** The executor that ran the batches (its stream times, its store). */
@@ -428,6 +443,7 @@ export async function runOnRedis(
     replays: 0,
     reemits: 0,
     pruned: 0,
+    tickOutputs: 0,
     threwBefore: 0,
     exec,
   };
@@ -448,6 +464,8 @@ export async function runOnRedis(
     totals.pruned += await exec.committed('in', b.partition, committedOffset);
     const before = exec.streamTime(b.partition);
     const first = await exec.runBatch(batch);
+    const tickAt = new Set(b.records.filter(isTick).map((r) => r.offset));
+    totals.tickOutputs = (totals.tickOutputs ?? 0) + first.outputs.filter((o) => tickAt.has(o.offset)).length;
     totals.outputs.push(...first.outputs);
     totals.deadLetters.push(...first.deadLetters);
     totals.dropped.push(...first.dropped);

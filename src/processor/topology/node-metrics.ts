@@ -17,6 +17,8 @@ interface BatchNodes {
   readonly late: Map<string, number>;
   /** By node and reason: `<reason> <node>` -> dropped records. */
   readonly dropped: Map<string, { node: string; reason: TopologyDropReason; n: number }>;
+  /** Ticks among the batch's records (they walk no node). */
+  readonly ticks: number;
 }
 
 export class NodeMetrics {
@@ -40,9 +42,13 @@ export class NodeMetrics {
     });
   }
 
-  /** A batch queued for its Kafka step, with the executor's result. */
-  queued(batch: QueuedBatch, result: TopologyBatchResult): void {
-    if (this.#metrics === undefined) return;
+  /** A batch queued for its Kafka step, with the executor's result and how many of its records are ticks. */
+  queued(batch: QueuedBatch, result: TopologyBatchResult, ticks: number): void {
+    if (this.#metrics === undefined) {
+      if (ticks > 0)
+        this.#pending.set(batch, { flows: new Map(), late: new Map(), dropped: new Map(), ticks });
+      return;
+    }
     const late = new Map<string, number>();
     const dropped: BatchNodes['dropped'] = new Map();
     for (const d of result.deadLetters)
@@ -54,17 +60,20 @@ export class NodeMetrics {
       if (had === undefined) dropped.set(id, { node: d.node, reason: d.reason, n: 1 });
       else had.n++;
     }
-    this.#pending.set(batch, { flows: result.nodes, late, dropped });
+    this.#pending.set(batch, { flows: result.nodes, late, dropped, ticks });
   }
 
-  /** A batch's Kafka step committed it. */
-  committed(batch: QueuedBatch): void {
+  /** A batch's Kafka step committed it. Returns how many of its records were ticks. */
+  committed(batch: QueuedBatch): number {
     const m = this.#metrics;
     const b = this.#pending.get(batch);
-    if (m === undefined || b === undefined) return;
+    if (b === undefined) return 0;
     this.#pending.delete(batch);
+    if (m === undefined) return b.ticks;
+    m.topologyTicks(this.#app, 'consumed', b.ticks);
     for (const [node, f] of b.flows) m.topologyNode(this.#app, node, f.in, f.out);
     for (const [node, n] of b.late) m.topologyLate(this.#app, node, n);
     for (const d of b.dropped.values()) m.topologyDropped(this.#app, d.node, d.reason, d.n);
+    return b.ticks;
   }
 }

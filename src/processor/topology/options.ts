@@ -11,6 +11,7 @@ import {
   type RuntimeOptions,
   resolveRuntimeOptions,
 } from '../../runtime/options.js';
+import { windowedAggregations } from '../../topology/tick.js';
 import type { BuiltTopology } from '../../topology/types.js';
 import type { CrashHook } from '../crash-points.js';
 import {
@@ -91,6 +92,16 @@ export interface TopologyProcessorOptions
    */
   watchdog?: WatchdogOptions | false;
   /**
+   * The wall-clock close of idle partitions (docs/streams.md, "Closing the windows of an idle
+   * partition"): the owner of an input partition of a windowed sub-topology (an input topic or a
+   * repartition topic) that has had no record for this many ms, while some window it wrote is still
+   * open, produces a tick into it (null key, empty value, header `redfence-tick`, the wall clock as its
+   * timestamp), so its windows close (emit('final'): their final results go out) with no further
+   * record. Other consumers of those topics see the ticks, and the processor needs write access to
+   * them. 100 to 86400000 (a day); refused for a topology without a windowed aggregation. Default: off.
+   */
+  idleCloseMs?: number;
+  /**
    * Fault tests only: called at each crash point of the cycle (src/processor/crash-points.ts), at the
    * same points as the processor's; `redfence run` sets it from `REDFENCE_CRASH_AT`. Default: none.
    * @internal
@@ -114,6 +125,8 @@ export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Sh
   readonly waitReplicas: WaitReplicasOptions | undefined;
   readonly repartitionPurgeIntervalMs: number;
   readonly watchdog: Required<WatchdogOptions> | undefined;
+  /** Undefined: no ticks. */
+  readonly idleCloseMs: number | undefined;
   readonly crashHook: CrashHook | undefined;
 }
 
@@ -143,8 +156,12 @@ const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   waitReplicas: true,
   repartitionPurgeIntervalMs: true,
   watchdog: true,
+  idleCloseMs: true,
   crashHook: true,
 };
+/** idleCloseMs' bounds: ticks at most ten times a second per partition, at least once a day. */
+export const IDLE_CLOSE_MIN_MS = 100;
+export const IDLE_CLOSE_MAX_MS = 86_400_000;
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 
 function isBuilt(v: unknown): v is BuiltTopology {
@@ -217,6 +234,18 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
       30_000,
     ),
     watchdog: watchdogOptions(o.watchdog),
+    idleCloseMs: idleCloseOption(topology, o.idleCloseMs),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
+}
+
+/** `idleCloseMs`: undefined (off), or its bounds; refused for a topology with no window to close. */
+function idleCloseOption(topology: BuiltTopology, v: unknown): number | undefined {
+  if (v === undefined) return undefined;
+  const ms = integer('idleCloseMs', v, IDLE_CLOSE_MIN_MS, IDLE_CLOSE_MAX_MS, 0);
+  if (windowedAggregations(topology).length === 0)
+    throw invalid(
+      `option "idleCloseMs": topology ${topology.applicationId} has no windowed aggregation, so a tick would close nothing; leave the option out`,
+    );
+  return ms;
 }

@@ -17,13 +17,13 @@ import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { RedfenceError } from '../../errors/index.js';
 import { Fence } from '../../fence/index.js';
-import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../../kafka/types.js';
-import { invalid } from '../../options/checks.js';
+import type { InRecord, KafkaPort, TopicPartition } from '../../kafka/types.js';
 import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
 import { Tracing } from '../../telemetry/tracing.js';
 import { layoutCheck } from '../../topology/run/stored.js';
+import { isTick } from '../../topology/tick.js';
 import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
 import { Liveness } from '../liveness.js';
@@ -33,7 +33,7 @@ import { assign, type RebalanceContext, revoke } from '../rebalance.js';
 import { RedisGuard } from '../redis-guard.js';
 import { checkRedis, loadFenceScripts } from '../redis-setup.js';
 import type { Watchdog } from '../watchdog.js';
-import { kafkaPort, redisStepOf, replicationOf, watchdogOf, watermarkReads } from '../wiring.js';
+import { redisStepOf, replicationOf, watchdogOf, watermarkReads } from '../wiring.js';
 import { runTopologyBatch, type TopologyBatchContext } from './batch.js';
 import { NodeMetrics } from './node-metrics.js';
 import {
@@ -44,8 +44,10 @@ import {
 import { Placements } from './placement.js';
 import { RepartitionPurger } from './purge.js';
 import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
-import { decodeStreamTime, PartitionTimes } from './stream-time.js';
+import { PartitionTimes } from './stream-time.js';
+import type { IdleTicks } from './ticks.js';
 import { prepareTopics } from './topics.js';
+import { batchContext, idleTicksOf, rebalanceContext, type TopologyParts, topologyPort } from './wiring.js';
 
 export type { TopologyProcessorOptions } from './options.js';
 
@@ -54,6 +56,9 @@ export interface TopologyCounts extends ProcessorCounts {
   readonly dropped: number;
   /** Deletes of committed repartition records (one per partition and purge). */
   readonly purged: number;
+  /** Ticks of `idleCloseMs` this instance produced, and ticks read in its committed batches. */
+  readonly ticksProduced: number;
+  readonly ticksConsumed: number;
 }
 
 const IDLE_PROBE_MS = 2000;
@@ -99,6 +104,9 @@ export class TopologyProcessor {
   readonly #tracing: Tracing;
   #idleProbe: NodeJS.Timeout | undefined;
   #inFlight: Promise<void> | undefined;
+  /** The wall-clock close of idle partitions (`idleCloseMs`), or none. */
+  readonly #ticks: IdleTicks | undefined;
+  readonly #tickCounts = { produced: 0, consumed: 0 };
 
   constructor(options: TopologyProcessorOptions) {
     const o = resolveTopologyOptions(options);
@@ -118,7 +126,7 @@ export class TopologyProcessor {
       mode: o.redis instanceof Cluster ? 'cluster' : 'strict',
       ...(o.tenant === undefined ? {} : { tenant: o.tenant }),
     });
-    this.#kafka = this.#port();
+    this.#kafka = topologyPort(o, this.groupId, this.instanceId);
     this.#tracing = new Tracing(o.tracing, { groupId: this.groupId });
     const kafka = this.#kafka;
     const log = this.#log;
@@ -182,30 +190,34 @@ export class TopologyProcessor {
       log,
       plan: () => run.executor.plan,
     });
-    this.#batch = {
+    const parts: TopologyParts = {
+      o,
+      instanceId: this.instanceId,
+      groupId: this.groupId,
+      deadLetterTopic: this.#deadLetterTopic,
+      run,
       table,
-      accepting: () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
-      get executor() {
-        return run.executor;
-      },
-      times: (topic) => this.#timesOf(topic),
+      kafka,
+      fence: this.#fence,
+      pipeline: this.#pipeline,
       redisStep,
       replication,
-      pipeline: this.#pipeline,
-      kafka,
-      deadLetterTopic: this.#deadLetterTopic,
-      groupId: this.groupId,
       counts: this.#counts,
+      nodes: this.#nodes,
+      placements,
+      log,
+      timesOf: (topic) => this.#timesOf(topic),
+      accepting: () => this.#life.state !== 'closing' && this.#life.state !== 'closed',
+      ticking: () => this.#life.state === 'running' && !this.#guard.outage,
+      redisOutage: () => this.#guard.outage,
       dropped: (n) => {
         this.#dropped += n;
       },
-      metrics: o.metrics,
-      nodes: this.#nodes,
-      log,
-      ...(o.crashHook ? { crash: o.crashHook } : {}),
-      partitionCounts: (topic, atLeast) => placements.counts(topic, atLeast),
+      assigned: () => this.#watchdog?.assigned(),
     };
-    this.#rebalance = this.#rebalanceContext(redisStep, replication);
+    this.#batch = batchContext(parts);
+    this.#ticks = idleTicksOf(parts, this.#tickCounts);
+    this.#rebalance = rebalanceContext(parts, this.#ticks);
     this.#purger = new RepartitionPurger({
       port: kafka,
       topics: new Set(o.topology.repartitionTopics),
@@ -235,7 +247,13 @@ export class TopologyProcessor {
 
   /** What this processor has done since it started (read-only snapshot). */
   counts(): TopologyCounts {
-    return Object.freeze({ ...this.#counts.snapshot(), dropped: this.#dropped, purged: this.#purger.purged });
+    return Object.freeze({
+      ...this.#counts.snapshot(),
+      dropped: this.#dropped,
+      purged: this.#purger.purged,
+      ticksProduced: this.#tickCounts.produced,
+      ticksConsumed: this.#tickCounts.consumed,
+    });
   }
 
   /** Checks Redis, connects to Kafka, joins the group and starts processing. Call once. */
@@ -251,49 +269,6 @@ export class TopologyProcessor {
   /** Stops at once: applied batches are not committed (the next owner replays them exactly). */
   destroy(err?: Error): Promise<void> {
     return this.#life.destroy(err);
-  }
-
-  /** The port of the options, or the default adapter (transactional in exactly-once mode). */
-  #port(): KafkaPort {
-    const o = this.#o;
-    if ('port' in o.kafka) {
-      if (typeof o.kafka.port.committedWithMetadata !== 'function')
-        throw invalid(
-          'option "kafka" is a port without committedWithMetadata: a topology keeps its stream time in the commit metadata',
-        );
-    }
-    return kafkaPort(o, this.groupId, this.instanceId);
-  }
-
-  #rebalanceContext(
-    redisStep: RebalanceContext['redisStep'],
-    replication: RebalanceContext['replication'],
-  ): RebalanceContext {
-    const o = this.#o;
-    return {
-      kafka: this.#kafka,
-      fence: this.#fence,
-      table: this.#table,
-      redisStep,
-      redisOutage: () => this.#guard.outage,
-      replication,
-      partitionCount: async () => 0,
-      drain: () => this.#pipeline.drain(),
-      sweepAll: async () => undefined,
-      assigned: () => this.#watchdog?.assigned(),
-      restore: (tp, committed) => {
-        const times = decodeStreamTime(committed.metadata, tpKey(tp.topic, tp.partition));
-        this.#run.executor.setStreamTime(tp.partition, times, tp.topic);
-        this.#timesOf(tp.topic).restore(tp.partition, committed.offset, times);
-      },
-      forget: (tp) => {
-        this.#run.executor.forget(tp.partition, tp.topic);
-        this.#timesOf(tp.topic).forget(tp.partition);
-      },
-      metrics: o.metrics,
-      health: o.health,
-      log: this.#log,
-    };
   }
 
   async #startUp(): Promise<void> {
@@ -327,6 +302,7 @@ export class TopologyProcessor {
     o.health?.setReady('kafka', true);
     this.#idleProbe = setInterval(() => this.#guard.probeIfIdle(() => o.redis.ping(), IDLE_PROBE_MS), 1000);
     this.#idleProbe.unref();
+    this.#ticks?.start();
     this.#log.info(
       { group: this.groupId, instance: this.instanceId, mode: this.mode, topology: o.topology.applicationId },
       'topology processor started',
@@ -337,6 +313,7 @@ export class TopologyProcessor {
     this.#liveness.stop();
     this.#watchdog?.stop();
     clearInterval(this.#idleProbe);
+    this.#ticks?.stop();
     this.#o.health?.setReady('kafka', false);
   }
 
@@ -371,7 +348,7 @@ export class TopologyProcessor {
     const { topic, partition } = b.entry;
     const next = b.next;
     this.#counts.committed(b.count, b.out, this.#deadLetterTopic);
-    this.#nodes.committed(b);
+    this.#tickCounts.consumed += this.#nodes.committed(b);
     this.#timesOf(topic).committed(partition, next);
     this.#purger.committed(topic, partition, next);
     try {
@@ -386,6 +363,7 @@ export class TopologyProcessor {
     this.#liveness.batchStarted();
     this.#watchdog?.delivered();
     const trace = this.#tracing.batch();
+    this.#ticks?.batchStarted(topic, partition, records.filter(isTick).length);
     const batch = runTopologyBatch(this.#batch, topic, partition, records, hw, trace);
     this.#inFlight = batch;
     let done = false;
@@ -404,6 +382,7 @@ export class TopologyProcessor {
       throw err;
     } finally {
       trace.end();
+      this.#ticks?.batchEnded(topic, partition);
       this.#liveness.batchEnded(done);
       this.#inFlight = undefined;
     }

@@ -48,7 +48,8 @@ export interface SessionBounds {
   readonly dropBefore: number;
 }
 
-function clockOf(clocks: Map<string, WindowClock>, name: string): WindowClock {
+/** The aggregation's clock in `clocks`, made (nothing seen yet) when it has none. */
+export function clockOf(clocks: Map<string, WindowClock>, name: string): WindowClock {
   let clock = clocks.get(name);
   if (clock === undefined) {
     clock = newClock();
@@ -112,9 +113,11 @@ export function arrive(
       closeTime,
       dropBefore,
     };
-    // the merged session ends at ts or at a stored end (<= clock.store); a late one changes nothing and
-    // its ts is below clock.store already (the record that moved stream time was not late)
-    clock.store = Math.max(clock.store, ts);
+    // the merged session ends at ts or at a stored end (<= clock.store); a late one changes nothing. With
+    // ts at or past the close time it is not late; below it and above clock.store it is late for sure
+    // (every stored end is below the close time too): the store time stays, as the model's (a tick moves
+    // the stream time past the store time, src/topology/tick.ts)
+    if (ts >= closeTime) clock.store = Math.max(clock.store, ts);
     return { agg, record: r, fenceKey, starts: null, missed: [], closeTime, session, sliding: false };
   }
   if (w.kind !== 'tumbling' && w.kind !== 'hopping')

@@ -8,6 +8,7 @@ import type { Effect } from '../../store/index.js';
 import type { ModelDrop, ModelInput, ModelMisplaced } from '../model.js';
 import { type WindowBounds, withHeaders } from '../model-io.js';
 import { fromBytes } from '../serdes.js';
+import { isTick } from '../tick.js';
 import { type Arrival, arrive, effectsOf, finalEffects } from './arrive.js';
 import { type FinalRange, finalRange, type IndexedWindow, type WindowClock } from './final.js';
 import { sessionFinalRange } from './final-session.js';
@@ -15,6 +16,7 @@ import { slidingFinalFrom, slidingFinalRange } from './final-sliding.js';
 import type { FlowTally } from './flows.js';
 import type { KeyPart } from './note.js';
 import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
+import { tickSteps } from './tick.js';
 import type { TopologyDeadLetter, TopologyOutput } from './types.js';
 import { type WalkSink, walkFrom } from './walk.js';
 
@@ -30,6 +32,8 @@ export type WalkStep =
       readonly source: ModelInput;
       /** Sliding windows: the closing record's arrival (the store time after its fold bounds `range`). */
       readonly after?: Arrival;
+      /** Sliding windows closed by a tick (tick.ts): the store time at the batch's start. */
+      readonly storeAt?: number;
     };
 
 export interface Walked {
@@ -103,6 +107,11 @@ export function walkBatch(
   };
   for (let i = 0; i < records.length; i++) {
     rec = records[i] as ModelInput;
+    // a tick is not walked: it moves the windowed aggregations' clocks (tick.ts)
+    if (isTick(rec)) {
+      w.steps.push(...tickSteps(plan, rec, clocks));
+      continue;
+    }
     // the partition check: not walked, none of its effects (as the model's model-placement.ts)
     const wrong = misplaced(rec);
     if (wrong !== null) {
@@ -149,9 +158,16 @@ export function slidingBounded(
   steps: readonly WalkStep[],
   storeAfter: ReadonlyMap<Arrival, number>,
 ): WalkStep[] {
+  // per aggregation, the store time after its latest arrival folded so far (a tick's range stands there)
+  const last = new Map<string, number>();
   return steps.map((s) => {
-    if (!('closes' in s) || s.after === undefined) return s;
-    const t = storeAfter.get(s.after);
+    if ('arrival' in s) {
+      const t = storeAfter.get(s.arrival);
+      if (t !== undefined) last.set(s.arrival.agg.node.name, t);
+      return s;
+    }
+    if (!('closes' in s) || (s.after === undefined && s.storeAt === undefined)) return s;
+    const t = s.after === undefined ? (last.get(s.closes.node.name) ?? s.storeAt) : storeAfter.get(s.after);
     if (t === undefined) throw new TypeError('a sliding closing arrival is folded ahead');
     return {
       ...s,
