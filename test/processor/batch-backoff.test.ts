@@ -5,14 +5,24 @@
  * so nothing retries it inside the batch). Each failure pauses that partition for a delay that grows
  * with its failures in a row, instead of delivering the batch again at once, as often as the loop can
  * turn; the other partition goes on to its end meanwhile. Once the hash is restored the partition
- * resumes and the run ends exact: every customer's totals once each, in order, and its state.
+ * resumes and the run ends exact: every customer's totals once each, in order, and its state. The
+ * same for a topology processor (an unwindowed count whose key's fence hash is replaced): its failures
+ * back off, and its counts end exact.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { kafkaPartition } from '../../src/chaos/murmur2.js';
 import { RedisServer } from '../../src/harness/index.js';
-import { defineProcessor, Fence, Processor, RedfenceError } from '../../src/index.js';
+import {
+  defineProcessor,
+  Fence,
+  Processor,
+  RedfenceError,
+  serdes,
+  TopologyProcessor,
+  topology,
+} from '../../src/index.js';
 import { BACKOFF_BASE_MS } from '../../src/processor/batch-backoff.js';
 import { LogBook } from '../helpers/child.js';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
@@ -171,6 +181,67 @@ describe('a batch that keeps failing', { timeout: 180_000 }, () => {
         const got = s?.value == null ? null : (JSON.parse(s.value.toString('utf8')) as Totals);
         assert.deepEqual(got, { total: amounts.reduce((a, b) => a + b, 0), count: amounts.length }, c);
       }
+    } finally {
+      await p.close().catch(() => undefined);
+      redis.disconnect();
+      admin.disconnect();
+      await drop();
+    }
+  });
+
+  it('a topology batch that keeps failing backs off its partition too, and its counts end exact', async () => {
+    const ns = uniqueName('backoff-topo');
+    const input = `${ns}-in`;
+    const output = `${ns}-out`;
+    const drop = await createTopics([
+      { topic: input, partitions: PARTITIONS },
+      { topic: output, partitions: PARTITIONS },
+      { topic: `${input}.DLT`, partitions: 1 },
+    ]);
+    const t = topology({ applicationId: ns });
+    t.stream<string, string>(input, { key: serdes.string(), value: serdes.string() })
+      .groupByKey()
+      .count()
+      .toStream()
+      .to(output, { key: serdes.string() });
+    const redis = new Redis(server.url);
+    const admin = new Redis(server.url);
+    const book = new LogBook('T');
+    const keys = Array.from({ length: CUSTOMERS }, (_, i) => `k${i}`);
+    const batchOf = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({ key: keys[i % keys.length] as string, value: 'x' }));
+    const p = new TopologyProcessor({
+      topology: t.build(),
+      redis,
+      mode: 'exactly-once',
+      logger: book.logger(),
+      kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 20 },
+    });
+    try {
+      await produce(input, batchOf(100));
+      await p.start();
+      await waitCommitted(p.groupId, input);
+      const bad = 'k3';
+      const badPartition = kafkaPartition(bad, PARTITIONS);
+      const [key] = (await admin.keys(`rf:{${ns}*`)).filter(
+        (k) => k.endsWith(`:${bad}}`) && !k.includes('}:'),
+      );
+      assert.ok(key !== undefined && (await admin.type(key)) === 'hash', `the fence hash of ${bad}`);
+      const saved = await admin.dumpBuffer(key);
+      await admin.set(key, 'not a hash');
+      const mark = book.count;
+      await produce(input, batchOf(100));
+      const failed = (f: number) =>
+        book.find((l) => l.msg?.startsWith('topology batch failed') === true && l.failures === f, mark);
+      await pollUntil('a partition failing 3 times in a row', () => failed(3).length > 0, 60_000);
+      assert.equal(failed(1)[0]?.partition, badPartition);
+      assert.equal(failed(1)[0]?.code, 'RF_REDIS_KEY_TYPE');
+      assert.ok(Number(failed(3)[0]?.retryInMs) >= 2 * BACKOFF_BASE_MS, 'the third delay is longer');
+      await admin.restore(key, 0, saved, 'REPLACE');
+      await waitCommitted(p.groupId, input, 90_000);
+      // 200 records over 20 keys: each key counted 1..10, once each, in order
+      const counts = new Map(keys.map((k) => [k, Array.from({ length: 10 }, (_, i) => i + 1)]));
+      assertPerKey('counts', await readToEnd(output), (r) => Number(r.value), counts, { ordered: true });
     } finally {
       await p.close().catch(() => undefined);
       redis.disconnect();

@@ -24,6 +24,7 @@ import { instanceRegistration as registration } from '../../runtime/registry.js'
 import { Tracing } from '../../telemetry/tracing.js';
 import { layoutCheck } from '../../topology/run/stored.js';
 import { isTick } from '../../topology/tick.js';
+import { type BatchBackoff, batchBackoffOf, batchFailed } from '../batch-backoff.js';
 import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
 import { Liveness } from '../liveness.js';
@@ -93,6 +94,7 @@ export class TopologyProcessor {
   #dropped = 0;
   readonly #life: Lifecycle;
   readonly #guard: RedisGuard;
+  readonly #backoff: BatchBackoff;
   readonly #liveness: Liveness;
   readonly #watchdog: Watchdog | undefined;
   readonly #pipeline: CommitPipeline;
@@ -150,12 +152,14 @@ export class TopologyProcessor {
     const table = this.#table;
     this.#guard = new RedisGuard({
       kafka,
-      owned: () => table.all().map(topicPartition),
+      // the end of an outage resumes them, but not one waiting out a failed batch's delay
+      owned: () => this.#backoff.notWaiting(table.all()).map(topicPartition),
       metrics: o.metrics,
       health: o.health,
       log,
       signal: this.#life.signal,
     });
+    this.#backoff = batchBackoffOf(o.watchdog, kafka, table, () => this.#guard.outage);
     this.#liveness = new Liveness(o.health);
     this.#watchdog = watchdogOf(o, {
       running: () => this.#life.state === 'running',
@@ -217,7 +221,7 @@ export class TopologyProcessor {
     };
     this.#batch = batchContext(parts);
     this.#ticks = idleTicksOf(parts, this.#tickCounts);
-    this.#rebalance = rebalanceContext(parts, this.#ticks);
+    this.#rebalance = rebalanceContext(parts, this.#ticks, this.#backoff);
     this.#purger = new RepartitionPurger({
       port: kafka,
       topics: new Set(o.topology.repartitionTopics),
@@ -314,6 +318,7 @@ export class TopologyProcessor {
     this.#watchdog?.stop();
     clearInterval(this.#idleProbe);
     this.#ticks?.stop();
+    this.#backoff.stop();
     this.#o.health?.setReady('kafka', false);
   }
 
@@ -370,13 +375,10 @@ export class TopologyProcessor {
     try {
       await batch;
       done = true;
+      this.#backoff.succeeded({ topic, partition });
     } catch (err) {
       trace.failed(err);
-      const e = err as { code?: unknown; message?: unknown };
-      this.#log.warn(
-        { topic, partition, code: e?.code, err: String(e?.message) },
-        'topology batch failed: it is delivered again from its first record',
-      );
+      batchFailed(this.#backoff, this.#log, { topic, partition }, err, 'topology batch');
       // Redis refuses the user a command or key (its ACL): every delivery would fail the same way
       if (RedfenceError.is(err, 'RF_REDIS_AUTH')) this.#fatal(err as Error);
       throw err;

@@ -8,6 +8,7 @@ import type { Fence } from '../../fence/index.js';
 import { type KafkaPort, tpKey } from '../../kafka/types.js';
 import { invalid } from '../../options/checks.js';
 import type { Logger } from '../../runtime/logger.js';
+import type { BatchBackoff } from '../batch-backoff.js';
 import type { CommitPipeline } from '../commit-pipeline.js';
 import type { Counts } from '../counts.js';
 import type { PartitionTable } from '../partition-table.js';
@@ -82,8 +83,12 @@ export function batchContext(p: TopologyParts): TopologyBatchContext {
   };
 }
 
-/** The rebalance context: epochs, committed offsets and their stream times; `ticks` forgets revoked partitions. */
-export function rebalanceContext(p: TopologyParts, ticks: IdleTicks | undefined): RebalanceContext {
+/** The rebalance context: epochs, committed offsets and their stream times; `ticks` and `backoff` forget revoked partitions. */
+export function rebalanceContext(
+  p: TopologyParts,
+  ticks: IdleTicks | undefined,
+  backoff: Pick<BatchBackoff, 'forget'>,
+): RebalanceContext {
   const { o, run } = p;
   return {
     kafka: p.kafka,
@@ -105,6 +110,7 @@ export function rebalanceContext(p: TopologyParts, ticks: IdleTicks | undefined)
       run.executor.forget(tp.partition, tp.topic);
       p.timesOf(tp.topic).forget(tp.partition);
       ticks?.forget(tp.topic, tp.partition);
+      backoff.forget(tp);
     },
     metrics: o.metrics,
     health: o.health,
