@@ -5,8 +5,9 @@
  * that second of writes. With `--wait-replicas 1` the outputs must be the model's (a batch whose
  * connection closed runs again; nothing is committed past unreplicated writes); without WAIT the same
  * seed and schedule lose the state written in the cut second and the judge must name the keys whose
- * counts fall short. Seed 3 starts the failover 2 s into the 15 s of input (src/chaos/schedule.ts), so
- * the cut second has records in flight in both runs. test/chaos/failover.test.ts does the same for a
+ * counts fall short. Seed 10 starts the failover 7.8 s into the 15 s of input (src/chaos/schedule.ts),
+ * after the second instance's rebalance and with 7 s of input left, so the cut second has records in
+ * flight in both runs. test/chaos/failover.test.ts does the same for a
  * processor.
  */
 import assert from 'node:assert/strict';
@@ -29,7 +30,7 @@ const failover = [
   '6000',
   '--quiet',
   '--seed',
-  '3',
+  '10',
   '--mode',
   'exactly-once',
   '--redis-topology',
