@@ -117,6 +117,11 @@ function handlerTables(r: ChaosReport, out: string[]): void {
   );
 }
 
+/** The run's Redis in a report's first line: `Redis sentinel, --wait-replicas 1` (or `no WAIT`). */
+function redisWords(o: ChaosReport['options']): string {
+  return `Redis ${o.redisTopology}, ${o.waitReplicas === undefined ? 'no WAIT' : `--wait-replicas ${o.waitReplicas}`}`;
+}
+
 export function formatReport(r: ChaosReport): string {
   const v = r.verify;
   const o = r.options;
@@ -131,21 +136,21 @@ export function formatReport(r: ChaosReport): string {
   } else if (o.topology) {
     out.push(
       `redfence chaos ${o.topology.module} (topology): seed ${r.seed}, mode ${o.mode}, ${o.topology.records.length} records, ` +
-        `${o.partitions} partitions; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
+        `${o.partitions} partitions, ${redisWords(o)}; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
         `total ${r.totalSeconds.toFixed(1)} s`,
     );
     topologyTables(r, out);
   } else if (o.processor) {
     out.push(
       `redfence chaos ${o.processor.module}: seed ${r.seed}, mode ${o.mode}, ${o.processor.records.length} records, ` +
-        `${o.partitions} partitions; reference run ${r.reference ? `${r.reference.totalSeconds.toFixed(1)} s` : '-'}; faulted run produced in ${r.produceSeconds.toFixed(1)} s, ` +
+        `${o.partitions} partitions, ${redisWords(o)}; reference run ${r.reference ? `${r.reference.totalSeconds.toFixed(1)} s` : '-'}; faulted run produced in ${r.produceSeconds.toFixed(1)} s, ` +
         `drained in ${r.drainSeconds.toFixed(1)} s, total ${r.totalSeconds.toFixed(1)} s`,
     );
     moduleTables(r, out);
   } else {
     out.push(
       `redfence chaos: seed ${r.seed}, mode ${o.mode}, ${o.records} records, ${o.customers} customers (zipf ${o.skew}), ` +
-        `${o.partitions} partitions; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
+        `${o.partitions} partitions, ${redisWords(o)}; produced in ${r.produceSeconds.toFixed(1)} s, drained in ${r.drainSeconds.toFixed(1)} s, ` +
         `total ${r.totalSeconds.toFixed(1)} s`,
     );
     const produced = (k: string) => r.produced.get(k) ?? 0;
@@ -340,7 +345,7 @@ export function formatSummary(r: ChaosReport, command: string): string {
               `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
               `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
             ]),
-    `| Redis | ${o.redisTopology}, ${o.waitReplicas === undefined ? 'no WAIT' : `--wait-replicas ${o.waitReplicas}`} |`,
+    `| Redis | ${redisWords(o).slice('Redis '.length)} |`,
     ...(o.processor || o.handler || o.topology
       ? []
       : [

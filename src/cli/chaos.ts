@@ -18,6 +18,7 @@ import {
   formatSummary,
   runChaos,
 } from '../chaos/index.js';
+import type { Topology } from '../chaos/redis-topology.js';
 import { randomSeed } from '../chaos/rng.js';
 import type { UserTopology } from '../chaos/run-options.js';
 import { RedfenceError } from '../errors/index.js';
@@ -124,6 +125,7 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
       '--wait-timeout applies to --wait-replicas; add --wait-replicas <n>',
     );
   options.redisTopology = o['redis-topology'];
+  checkWaitReplicas(o['wait-replicas'], o['redis-topology'], o['redis-failovers'] ?? DEFAULTS.redisFailovers);
   if (o.points !== undefined) options.points = o.points;
   if (o.scale !== undefined) options.scale = o.scale;
   if (o.keep) options.keep = true;
@@ -144,6 +146,24 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     quiet: o.quiet,
     help,
   };
+}
+
+/**
+ * `--wait-replicas n` asks every batch to wait for n replicas; the harness starts one replica per primary
+ * (sentinel, cluster, standalone with --redis-failovers) or none (standalone without), so a larger n
+ * would never be met: no batch would commit and the run would end at the drain timeout. Refused here,
+ * before any connection.
+ */
+function checkWaitReplicas(n: number | undefined, topology: Topology, failovers: number): void {
+  if (n === undefined) return;
+  const replicas = topology === 'standalone' && failovers === 0 ? 0 : 1;
+  if (n <= replicas) return;
+  throw new RedfenceError(
+    'RF_INVALID_OPTIONS',
+    replicas === 0
+      ? `--wait-replicas ${n}: --redis-topology standalone without --redis-failovers starts no replica, so WAIT would never be met; add --redis-failovers <n> or --redis-topology sentinel|cluster`
+      : `--wait-replicas ${n}: the harness starts one replica per ${topology === 'cluster' ? 'master' : 'primary'} (--redis-topology ${topology}), so WAIT ${n} would never be met; use --wait-replicas 1`,
+  );
 }
 
 /**
@@ -195,19 +215,14 @@ async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
 /**
  * A topology module (its default export a built topology) and its records; undefined for a processor
  * module. Its instances take crash points as a processor's do (--crashes, --points: the topology
- * processor calls the same hooks at the same points); WAIT is not judged for a topology's chaos run yet
- * (`redfence run` takes --wait-replicas for one): asked for, it is refused before any connection.
+ * processor calls the same hooks at the same points) and --wait-replicas (`redfence run` passes it to
+ * the topology processor), under Redis restarts and failovers on any --redis-topology.
  */
 async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefined> {
   const { loadChaosTopology, topologyInput } = await import('../chaos/topology-module.js');
   const { readInputFile } = await import('../chaos/module.js');
   const m = await loadChaosTopology(parsed.module as string);
   if (m === undefined) return undefined;
-  if (parsed.options.waitReplicas !== undefined)
-    throw new RedfenceError(
-      'RF_INVALID_OPTIONS',
-      '--wait-replicas is not run by redfence chaos for a topology yet (redfence run takes it)',
-    );
   parsed.options.seed ??= randomSeed();
   const records =
     parsed.input === undefined

@@ -102,6 +102,16 @@ describe('chaos harness without services', () => {
     assert.equal(failover.options.redisTopology, 'cluster');
     assert.equal(failover.options.waitReplicas, 1);
     assert.equal(failover.options.replicaLagMs, 500);
+    // WAIT for more replicas than the harness's Redis has: never met, refused before any connection
+    assert.throws(
+      () => parseChaosArgs(['--wait-replicas', '1']),
+      /--wait-replicas 1: --redis-topology standalone without --redis-failovers starts no replica/,
+    );
+    assert.throws(
+      () => parseChaosArgs(['--wait-replicas', '2', '--redis-topology', 'cluster']),
+      /--wait-replicas 2: the harness starts one replica per master \(--redis-topology cluster\)/,
+    );
+    assert.equal(parseChaosArgs(['--wait-replicas', '1', '--redis-failovers', '1']).options.waitReplicas, 1);
     assert.deepEqual(parseChaosArgs(['--mode', 'both', '--scale', '1,3,2']).modes, [
       'exactly-once',
       'at-least-once',
