@@ -197,8 +197,10 @@ With a topology module (its default export topology(...).build()): the instances
 topics; its records come from chaosInput, --input (a record may carry "timestamp", ms after the start) or
 a default of JSON orders with timestamps in some disorder; the outputs must be the reference model's over
 the input as written (per topic and key, in order and once; at-least-once: whole replays allowed), the
-dead letters the model's, every input offset committed. Crash points as for a processor (--crashes,
---points: the topology processor reaches the same points).
+dead letters the model's, every input offset committed (a repartition topic: judged per task over the
+repartition records as the run wrote them, read while it runs). Crash points as for a processor
+(--crashes, --points: the topology processor reaches the same points), and Redis restarts, failovers
+(--redis-topology, --redis-failovers) and --wait-replicas as for a processor.
 
 With --handler [<module>] (a handler module, or the built-in one: ctx.once around one POST per record):
 the instances call a far side on 127.0.0.1 the harness starts (its URL in REDFENCE_CHAOS_FAR_SIDE;
