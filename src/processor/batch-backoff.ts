@@ -11,7 +11,7 @@
  * record, as before. A success resets the partition's count; a revocation forgets it. Other partitions
  * go on meanwhile. Nothing of a failed batch was produced or committed, so waiting loses nothing.
  */
-import type { KafkaPort, TopicPartition } from '../kafka/types.js';
+import { type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
 import { backoffMs } from '../runtime/backoff.js';
 import type { Logger } from '../runtime/logger.js';
 
@@ -35,7 +35,7 @@ interface Waiting {
   timer: NodeJS.Timeout | undefined;
 }
 
-const keyOf = (tp: TopicPartition) => `${tp.topic}\u0000${tp.partition}`;
+const keyOf = (tp: TopicPartition) => tpKey(tp.topic, tp.partition);
 
 export class BatchBackoff {
   readonly #ctx: BatchBackoffContext;
