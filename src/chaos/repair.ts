@@ -24,7 +24,10 @@
  *
  * The run's verifier then checks every key against its fold: a repaired key is right at the end only if
  * its owner read it again after the repair (the repair bumps the key's generation, so the owner's cached
- * token answers CONFLICT).
+ * token answers CONFLICT). Outputs are not repaired: an owner that reads a drifted key before its repair
+ * (a new owner after a rebalance, a replay) folds on the wrong total and outputs it, as it would on real
+ * corruption. The fault tells the run which customers it drifted (before writing), and the verifier
+ * counts their outputs whose total is off by exactly the drift as the fault's effect, not a violation.
  */
 import type { Cluster, Redis } from 'ioredis';
 import { KeySpace } from '../keys/keys.js';
@@ -45,6 +48,8 @@ export interface RepairSide {
   names: { input: string; output: string; store: string; group: string };
   /** The group's committed offsets on the input (next offset to consume, by partition). */
   committed(): Promise<Map<number, number>>;
+  /** Told the customers (key ids) a fault drifted, before their drift can reach an output. */
+  drifted(customers: readonly string[]): void;
 }
 
 /** Keys drifted per fault. */
@@ -77,10 +82,13 @@ async function connect(side: RedisSide): Promise<Redis | Cluster> {
   return redis;
 }
 
+/** What a drift adds to a stored total: far above any fold of the workload's amounts. */
+export const DRIFT_TOTAL = 1_000_003;
+
 /** The stored totals with a wrong total (a value no fold of the key gives: its count is kept). */
 function wrongValue(v: Buffer): string {
   const t = JSON.parse(v.toString('utf8')) as { total: number; count: number };
-  return JSON.stringify({ total: t.total + 1_000_003, count: t.count });
+  return JSON.stringify({ total: t.total + DRIFT_TOTAL, count: t.count });
 }
 
 /** How long the fault waits for the owners to write the repaired keys again. */
@@ -92,6 +100,7 @@ async function drift(
   stored: readonly StoredKey[],
   committed: ReadonlyMap<number, number>,
   pick: number,
+  told: RepairSide['drifted'],
 ): Promise<Map<string, number>> {
   const behind = (s: StoredKey) =>
     'corrupt' in s.state || s.state.value === null
@@ -109,6 +118,7 @@ async function drift(
     if ('corrupt' in s.state || s.state.value === null || drifted.has(s.redisKey)) continue;
     const st = s.state;
     const read = `${st.partition}:${st.offset}:${st.epoch}`;
+    told([s.id]); // before the write: an owner may read the drifted value as soon as it is there
     const done = await redis.eval(
       DRIFT,
       1,
@@ -202,7 +212,13 @@ export async function repairFault(
   const redis = await connect(redisSide);
   try {
     const keys = new KeySpace({ store: side.names.store });
-    const outstanding = await drift(redis, await readStore(redis, keys), await side.committed(), f.pick);
+    const outstanding = await drift(
+      redis,
+      await readStore(redis, keys),
+      await side.committed(),
+      f.pick,
+      side.drifted,
+    );
     const facts: FaultFacts = { drifted: outstanding.size, repaired: 0, changed: 0, healed: 0, held: 0 };
     const others = new Map<string, number>();
     const repairedAt = new Map<string, number>();

@@ -169,6 +169,14 @@ export function formatReport(r: ChaosReport): string {
           v?.outputRecords ?? '-',
         ],
         ['  duplicates', v?.duplicateOutputs ?? '-'],
+        ...((o.repairs ?? 0) > 0
+          ? [
+              ['  folded on drifted state (repair faults)', v?.driftedOutputs ?? '-'] as [
+                string,
+                string | number,
+              ],
+            ]
+          : []),
         ['dead letters', v?.deadLetters ?? '-'],
         ['  duplicates', v?.duplicateDeadLetters ?? '-'],
         ['state keys in Redis', v?.stateKeys ?? '-'],
@@ -341,7 +349,7 @@ export function formatSummary(r: ChaosReport, command: string): string {
           ? moduleSummary(r)
           : [
               `| input | ${n(v?.inputRecords)} records: ${n(v?.validRecords)} valid orders (${n(r.produced.get('large') ?? 0)} of ~1 MB), ${n(poison)} poison (${reasons}); ${n(o.customers)} customers, ${o.partitions} partitions |`,
-              `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates |`,
+              `| outputs (${o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(v?.outputRecords)}, ${n(v?.duplicateOutputs)} duplicates${(o.repairs ?? 0) > 0 ? `, ${n(v?.driftedOutputs)} folded on drifted state` : ''} |`,
               `| dead letters | ${n(v?.deadLetters)}, ${n(v?.duplicateDeadLetters)} duplicates |`,
               `| state | ${n(v?.stateKeys)} keys; committed / end offsets ${v ? `${n(v.committed)} / ${n(v.endOffsets)}` : '-'} |`,
             ]),

@@ -45,6 +45,8 @@ export class ChaosRun {
   redis: RedisSide | undefined;
   farSide: FarSide | undefined;
   readonly slots: Slot[] = [];
+  /** Customers the `repair` faults drifted (src/chaos/repair.ts), for the verifier. */
+  readonly drifted = new Set<string>();
   /** Every instance of every slot and generation: the ones killed at the end and scraped for counts. */
   readonly everyInstance: Instance[] = [];
   feeder: Feeder | undefined;
@@ -225,6 +227,9 @@ export class ChaosRun {
               ...(o.kafkaConfig ? { kafkaConfig: o.kafkaConfig } : {}),
               names: this.names,
               committed: () => this.kafka.committedOffsets(this.names.group, this.names.input),
+              drifted: (customers) => {
+                for (const c of customers) this.drifted.add(c);
+              },
             },
           }),
       slots: this.slots,

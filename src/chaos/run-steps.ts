@@ -10,6 +10,7 @@ import { rm } from 'node:fs/promises';
 import { pollUntil } from '../harness/poll.js';
 import { type FaultContext, inject } from './faults.js';
 import { instanceRedisArgs, startRedisSide, stopRedisSide, verifierRedis } from './redis-topology.js';
+import { DRIFT_TOTAL } from './repair.js';
 import type { ChaosRun } from './run-context.js';
 import type { ChaosReport } from './run-options.js';
 import type { Fault } from './schedule.js';
@@ -282,6 +283,7 @@ export async function readBack(run: ChaosRun): Promise<void> {
       partitions: o.partitions,
       produced: report.produced,
       verdicts: report.verdicts,
+      ...(run.drifted.size > 0 ? { drifted: { customers: run.drifted, total: DRIFT_TOTAL } } : {}),
     });
   }
 }

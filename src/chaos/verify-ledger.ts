@@ -31,6 +31,14 @@ export interface VerifyOptions {
   verdicts?: Map<string, number>;
   /** Reading a topic gives up after this long. Default 300 s. */
   readTimeoutMs?: number;
+  /**
+   * Keys the run's `repair` faults drifted on purpose (a wrong total under the key's fence, corrected by
+   * `reconcile --repair` later), and the amount added to the total. An owner that reads such a key before
+   * its repair (a new owner after a rebalance, a replay) folds on the wrong total and outputs it: an
+   * output of one of these customers whose total is its fold plus a positive multiple of `total` (the
+   * count right) is the fault's own effect, counted in `driftedOutputs`, not a violation.
+   */
+  drifted?: { customers: ReadonlySet<string>; total: number };
 }
 
 export interface Violation {
@@ -46,6 +54,8 @@ export interface VerifyResult {
   customers: number;
   outputRecords: number;
   duplicateOutputs: number;
+  /** Outputs folded on a value a `repair` fault drifted before its repair (see VerifyOptions.drifted). */
+  driftedOutputs: number;
   deadLetters: number;
   duplicateDeadLetters: number;
   stateKeys: number;

@@ -8,6 +8,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type Fault, formatFaults, formatReport, judgeFault, runChaos } from '../../src/chaos/index.js';
+import { DRIFT_TOTAL } from '../../src/chaos/repair.js';
+import { foldedOnDrift } from '../../src/chaos/verify-rules.js';
 import { parseChaosArgs } from '../../src/cli/chaos.js';
 import { KAFKA_BROKERS } from '../helpers/env.js';
 
@@ -21,6 +23,16 @@ describe('chaos repair fault without services', () => {
     assert.match(judgeFault(f, { ...ok, drifted: 0 }) ?? '', /no key drifted/);
     assert.match(judgeFault(f, { ...ok, repaired: 0, healed: 3 }) ?? '', /no drifted key repaired \(3/);
     assert.match(judgeFault(f, { ...ok, unrepaired: 1 }) ?? '', /1 drifted keys neither repaired/);
+  });
+  it('an output folded on a drifted total is told apart from a wrong one', () => {
+    // the flake this rule answers: c-15 read before its repair by a new owner, output with the drift
+    assert.equal(foldedOnDrift('{"total":1000708,"count":2}', 705, 2, DRIFT_TOTAL), true);
+    assert.equal(foldedOnDrift(`{"total":${705 + 2 * DRIFT_TOTAL},"count":2}`, 705, 2, DRIFT_TOTAL), true);
+    assert.equal(foldedOnDrift('{"total":1000709,"count":2}', 705, 2, DRIFT_TOTAL), false, 'not a multiple');
+    assert.equal(foldedOnDrift('{"total":1000708,"count":3}', 705, 2, DRIFT_TOTAL), false, 'count wrong');
+    assert.equal(foldedOnDrift(`{"total":${705 - DRIFT_TOTAL},"count":2}`, 705, 2, DRIFT_TOTAL), false);
+    assert.equal(foldedOnDrift('{"total":705,"count":2}', 705, 2, DRIFT_TOTAL), false, 'no drift');
+    assert.equal(foldedOnDrift('{"count":2,"total":1000708}', 705, 2, DRIFT_TOTAL), false, 'bytes differ');
   });
   it('--repairs is an option of the built-in workload', () => {
     assert.equal(parseChaosArgs(['--repairs', '2']).options.repairs, 2);
@@ -59,6 +71,7 @@ describe('chaos with reconcile --repair during the run', { timeout: 180_000 }, (
       assert.ok((r.facts.drifted ?? 0) > 0, `drift injected: ${r.outcome}`);
       assert.equal(r.facts.unrepaired, 0, `no drifted key left: ${r.outcome}`);
     }
+    console.log(`outputs folded on drifted state before its repair: ${report.verify?.driftedOutputs}`);
     const repaired = repairs.reduce((n, r) => n + (r.facts.repaired ?? 0), 0);
     assert.ok(repaired > 0, 'keys repaired');
     assert.deepEqual(report.harnessErrors, []);
