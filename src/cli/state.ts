@@ -5,10 +5,12 @@
  * with the partition and offset of the last record applied to the key. Prints the values asked for
  * (a table, or JSON with --json) and nothing else: values never go to a log or an error. Exit 0: found;
  * 3: the key has no value (or no window in the range); 2: bad input (options, module, store name or
- * kind); 1: Redis failed. Every option is checked and the module loaded before any connection.
+ * kind); 1: Redis failed (or Kafka, asked for the topics a pattern source matches). Every option is checked and the module loaded before any connection.
  */
 import { RedfenceError } from '../errors/index.js';
 import type { TopologyStamp } from '../index.js';
+import { BROKERS_OPTION, kafkaClient } from './connection.js';
+import { KAFKA_OPTIONS } from './kafka-options.js';
 import { jsonLogger } from './log.js';
 import { helpText, Invalid, listOption, type OptionSpec, parseOptions, switchOption } from './options.js';
 import { connectRedis, REDIS_OPTIONS, redisClient, redisTarget } from './redis.js';
@@ -42,11 +44,16 @@ const COMMON = {
   json: switchOption({ description: 'print the answer as one JSON document' }),
   topics: listOption('<list>', {
     description:
-      "the cluster's topic names (kafka-topics.sh --list), for a topology whose source is a pattern: resolved as the running processor resolves it at start",
+      "the cluster's topic names (kafka-topics.sh --list), for a topology whose source is a pattern: resolved as the running processor resolves it at start (without it, listed from --brokers)",
     default: undefined,
     allowed: 'topic names, comma-separated',
     item: (t) => (/^[A-Za-z0-9._-]{1,249}$/.test(t) ? t : undefined),
   }),
+  brokers: {
+    ...BROKERS_OPTION,
+    description: `${BROKERS_OPTION.description}: only for a topology whose source is a pattern, to list the topics it matches (unless --topics)`,
+  },
+  ...KAFKA_OPTIONS,
 };
 
 export const STATE_GET_OPTIONS = COMMON;
@@ -68,12 +75,12 @@ export a built topology): its application id, store names and serdes locate and 
 
 export const STATE_GET_HELP = helpText(
   'redfence state get <module> <store> <key> [options]',
-  `${ABOUT}\nA key-value store's value (an unwindowed count, reduce or aggregate) and its timestamp.\nExit 0: found; 3: no value; 2: bad input; 1: Redis failed.`,
+  `${ABOUT}\nA key-value store's value (an unwindowed count, reduce or aggregate) and its timestamp.\nExit 0: found; 3: no value; 2: bad input; 1: Redis (or Kafka) failed.`,
   STATE_GET_OPTIONS,
 );
 export const STATE_WINDOWS_HELP = helpText(
   'redfence state windows <module> <store> <key> [--from <time>] [--to <time>] [options]',
-  `${ABOUT}\nA window store's windows starting in [--from, --to], or a session store's sessions overlapping it.\nExit 0: found; 3: none in the range; 2: bad input; 1: Redis failed.`,
+  `${ABOUT}\nA window store's windows starting in [--from, --to], or a session store's sessions overlapping it.\nExit 0: found; 3: none in the range; 2: bad input; 1: Redis (or Kafka) failed.`,
   STATE_WINDOWS_OPTIONS,
 );
 
@@ -84,7 +91,7 @@ ${ABOUT}
   get      a key-value store's value (an unwindowed count, reduce or aggregate) and its timestamp
   windows  a window store's windows starting in [--from, --to], or a session store's sessions
            overlapping it
-Exit 0: found; 3: no value (no window in the range); 2: bad input; 1: Redis failed.
+Exit 0: found; 3: no value (no window in the range); 2: bad input; 1: Redis (or Kafka) failed.
 Options: redfence state get --help, redfence state windows --help.
 `;
 
@@ -159,9 +166,10 @@ async function run(verb: Verb, args: readonly string[], out: (s: string) => void
       `${file} exports no topology: redfence state reads the stores of a built topology (topology(...).build())`,
     );
   const { TopologyState } = await import('../index.js');
+  const kafka = kafkaClient(o, 'redfence-state'); // checked before anything connects, used only if needed
   const redis = await redisClient(target, jsonLogger('error', '-'));
   try {
-    const state = stateOf(TopologyState, built, redis, o.topics);
+    const state = await stateOf(TopologyState, built, redis, o.topics, kafka);
     const kind = state.kindOf(store);
     if ((verb === 'get') !== (kind === 'key-value'))
       throw new RedfenceError(
@@ -222,24 +230,41 @@ async function run(verb: Verb, args: readonly string[], out: (s: string) => void
 }
 
 /**
- * The topology's state reader; a store in the fence space of a topic a pattern matched needs the
- * cluster's topics to resolve it (TopologyStateOptions.topics): without `--topics`, RF_INVALID_OPTIONS
- * saying so (exit 2), before any connection.
+ * The topology's state reader. A store in the fence space of a topic a pattern matched needs the
+ * cluster's topics to resolve it (TopologyStateOptions.topics): `--topics`, or else the topics listed
+ * from `--brokers` (as the running processor lists them at start; RF_KAFKA_UNAVAILABLE / RF_KAFKA_AUTH
+ * when the brokers cannot be asked, the message naming --topics as the way round).
  */
-function stateOf(
+async function stateOf(
   TopologyState: typeof import('../index.js').TopologyState,
   built: import('../topology/types.js').BuiltTopology,
   redis: import('../index.js').TopologyStateOptions['redis'],
   topics: readonly string[] | undefined,
+  kafka: ReturnType<typeof kafkaClient>,
 ) {
   try {
     return new TopologyState(built, { redis, ...(topics === undefined ? {} : { topics }) });
   } catch (err) {
     if (topics !== undefined || !RedfenceError.is(err, 'RF_INVALID_OPTIONS')) throw err;
+  }
+  return new TopologyState(built, { redis, topics: await listTopics(kafka) });
+}
+
+/** The cluster's topic names, from the brokers of `client`. */
+async function listTopics(client: ReturnType<typeof kafkaClient>): Promise<string[]> {
+  const { KafkaAdmin } = await import('../kafka/admin.js');
+  const { commonProperties } = await import('../kafka/client-config.js');
+  const admin = new KafkaAdmin(commonProperties({ ...client, groupId: 'redfence-state' }));
+  try {
+    return await admin.listTopics();
+  } catch (err) {
+    if (!(err instanceof RedfenceError)) throw err;
     throw new RedfenceError(
-      'RF_INVALID_OPTIONS',
-      `${(err as Error).message.replace(/pass option "topics".*$/, '')}pass --topics with the cluster's topic names (kafka-topics.sh --list), which redfence state resolves the pattern against as the running processor does`,
+      err.code,
+      `${err.message} (listing the topics a pattern source matches; or pass --topics with the cluster's topic names)`,
       { cause: err },
     );
+  } finally {
+    await admin.close();
   }
 }
