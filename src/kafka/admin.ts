@@ -124,6 +124,27 @@ export class KafkaAdmin {
     return names.filter((t) => !BROKER_TOPICS.has(t)).sort();
   }
 
+  /**
+   * Which of `topics` the principal may not write (KafkaPort.unwritableTopics): the brokers list a
+   * topic's authorized operations; without an authorizer they list every one, and a topic they list
+   * nothing for (or do not know) is not reported.
+   */
+  async unwritableTopics(topics: readonly string[]): Promise<string[]> {
+    const names = [...new Set(topics)];
+    if (names.length === 0) return [];
+    const meta = await this.#guard((admin) =>
+      admin.fetchTopicMetadata({ topics: names, includeAuthorizedOperations: true } as never),
+    );
+    const out: string[] = [];
+    for (const t of meta as Array<{ name: string; authorizedOperations?: number[] }>) {
+      const ops = t.authorizedOperations;
+      if (ops === undefined || ops.length === 0) continue;
+      if (!ops.includes(KafkaJS.AclOperationTypes.WRITE) && !ops.includes(KafkaJS.AclOperationTypes.ALL))
+        out.push(t.name);
+    }
+    return out.sort();
+  }
+
   async createTopics(topics: readonly TopicSpec[]): Promise<void> {
     if (topics.length === 0) return;
     try {

@@ -523,6 +523,10 @@ export class ConfluentKafka implements KafkaPort {
     return this.#admin.listTopics();
   }
 
+  unwritableTopics(topics: readonly string[]): Promise<string[]> {
+    return this.#admin.unwritableTopics(topics);
+  }
+
   createTopics(topics: readonly TopicSpec[]): Promise<void> {
     return this.#admin.createTopics(topics);
   }

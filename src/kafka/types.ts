@@ -132,6 +132,13 @@ export interface KafkaPort {
    */
   listTopics?(): Promise<string[]>;
   /**
+   * Which of `topics` this client's principal may not write, as the brokers' authorizer tells (the
+   * topic's authorized operations without `Write` or `All`); none when the brokers tell nothing. Works
+   * before start(). Optional for a port of your own: only a topology with `idleCloseMs` asks (its ticks
+   * are written into its own input topics), and skips the check without it.
+   */
+  unwritableTopics?(topics: readonly string[]): Promise<string[]>;
+  /**
    * Creates topics. One that exists already (made meanwhile by another instance) is not an error.
    * Works before start().
    */

@@ -96,11 +96,16 @@ const KAFKA_NAMES: Record<keyof KafkaOptions, true> = {
   producerConfig: true,
 };
 const SSL_NAMES: Record<keyof KafkaSsl, true> = { ca: true, cert: true, key: true, keyPassword: true };
-// committedWithMetadata, deleteRecords, lowWatermarks, listTopics and positions are optional (a port of one's own written before them still works)
+// committedWithMetadata, deleteRecords, lowWatermarks, listTopics, positions and unwritableTopics are optional (a port of one's own written before them still works)
 const PORT_METHODS: Record<
   Exclude<
     keyof KafkaPort,
-    'committedWithMetadata' | 'deleteRecords' | 'lowWatermarks' | 'listTopics' | 'positions'
+    | 'committedWithMetadata'
+    | 'deleteRecords'
+    | 'lowWatermarks'
+    | 'listTopics'
+    | 'positions'
+    | 'unwritableTopics'
   >,
   true
 > = {

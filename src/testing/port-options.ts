@@ -31,10 +31,11 @@ export interface StepRecord {
 /**
  * How many times each KafkaPort method of a port was called (failed and refused calls included);
  * deleteRecords and lowWatermarks are not ones the memory port has (its logs never lose records:
- * repartition topics there are never purged), nor positions (it writes no transaction markers).
+ * repartition topics there are never purged), nor positions (it writes no transaction markers), nor
+ * unwritableTopics (it has no ACLs).
  */
 export type PortCalls = Record<
-  Exclude<keyof KafkaPort, 'deleteRecords' | 'lowWatermarks' | 'positions'>,
+  Exclude<keyof KafkaPort, 'deleteRecords' | 'lowWatermarks' | 'positions' | 'unwritableTopics'>,
   number
 >;
 

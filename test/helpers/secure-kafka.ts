@@ -39,7 +39,10 @@ export async function createSecureTopics(
   };
 }
 
-export async function produceSecure(topic: string, messages: Array<{ key: string; value: string }>) {
+export async function produceSecure(
+  topic: string,
+  messages: Array<{ key: string; value: string; partition?: number; timestamp?: string }>,
+) {
   const producer = kafka.producer({ partitioner: 'murmur2_random', 'linger.ms': 5, kafkaJS: quiet });
   await producer.connect();
   try {
@@ -47,6 +50,29 @@ export async function produceSecure(topic: string, messages: Array<{ key: string
   } finally {
     await producer.disconnect();
   }
+}
+
+/**
+ * Runs Kafka's ACL tool (AclCommand) against the INTERNAL listener (a super user on the secured node),
+ * e.g. `aclTool('--add', '--deny-principal', 'User:redfence', '--operation', 'Write', '--topic', t)`.
+ * The node's authorizer allows everything on a resource without ACLs (dev/kafka/secure.properties.tmpl).
+ */
+export async function aclTool(...args: string[]): Promise<string> {
+  const { execFile } = await import('node:child_process');
+  const dev = join(ROOT, 'dev', 'kafka.sh');
+  const argv = [
+    dev,
+    'tool',
+    'org.apache.kafka.tools.AclCommand',
+    '--bootstrap-server',
+    LISTENERS.internal,
+    ...args,
+  ];
+  return new Promise((resolve, reject) =>
+    execFile('bash', argv, { timeout: 60_000 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`AclCommand ${args.join(' ')}: ${err.message}\n${stderr}`)) : resolve(stdout),
+    ),
+  );
 }
 
 /**

@@ -66,9 +66,15 @@ export function finalsOf(rows: readonly ReadRecord[]): Map<string, number> {
   return m;
 }
 
-/** The events topic read to its end (read_committed) as the model's input; the ticks among them. */
-export async function eventsAsInput(topic: string): Promise<{ input: ModelInput[]; ticks: ReadRecord[] }> {
-  const rows = await readToEnd(topic);
+/**
+ * The events topic read to its end (read_committed) as the model's input; the ticks among them.
+ * `brokers`: another broker's listener than the test cluster's (the secured node's INTERNAL one).
+ */
+export async function eventsAsInput(
+  topic: string,
+  brokers?: string,
+): Promise<{ input: ModelInput[]; ticks: ReadRecord[] }> {
+  const rows = await readToEnd(topic, 60_000, brokers);
   rows.sort((a, b) => a.partition - b.partition || Number(a.offset) - Number(b.offset));
   const input = rows.map((r) => {
     const headers: Record<string, string> = {};

@@ -46,7 +46,7 @@ import { Placements } from './placement.js';
 import { RepartitionPurger } from './purge.js';
 import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
 import { PartitionTimes } from './stream-time.js';
-import type { IdleTicks } from './ticks.js';
+import { checkTickWrite, type IdleTicks } from './ticks.js';
 import { prepareTopics } from './topics.js';
 import { batchContext, idleTicksOf, rebalanceContext, type TopologyParts, topologyPort } from './wiring.js';
 
@@ -293,6 +293,7 @@ export class TopologyProcessor {
       replicationFactor: o.replicationFactor,
       log: this.#log,
     });
+    if (this.#ticks !== undefined) await checkTickWrite(this.#kafka, plan);
     this.#life.stillStarting();
     this.#liveness.start();
     this.#watchdog?.start();

@@ -25,7 +25,8 @@
  * the tick's transaction never interleaves with a batch's. Ordering needs nothing more: the tick is
  * appended after whatever the partition holds, and read after it.
  */
-import type { OutRecord } from '../../kafka/types.js';
+import { RedfenceError } from '../../errors/index.js';
+import type { KafkaPort, OutRecord } from '../../kafka/types.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { RunPlan } from '../../topology/run/plan.js';
 import type { StreamTimes } from '../../topology/run/types.js';
@@ -166,6 +167,32 @@ export class IdleTicks {
     }
     return p;
   }
+}
+
+/**
+ * At start, before any partition is taken: ticks are written into the input topics of windowed
+ * sub-topologies, so the principal needs Kafka `Write` on them. In exactly-once mode a tick refused by
+ * the authorizer leaves the transactional producer unusable (the broker refuses the abort of a
+ * transaction it never opened, and the processor closes), in at-least-once mode every tick is refused
+ * with a warning and no window of an idle partition closes: either way a missing ACL is refused here
+ * (RF_KAFKA_AUTH naming the topics), where the brokers tell (KafkaPort.unwritableTopics).
+ */
+export async function checkTickWrite(
+  port: Pick<KafkaPort, 'unwritableTopics'>,
+  plan: RunPlan,
+): Promise<void> {
+  if (typeof port.unwritableTopics !== 'function') return;
+  const topics = [
+    ...new Set([...plan.aggregates.values()].filter((a) => a.node.window !== null).map((a) => a.topic)),
+  ];
+  const refused = await port.unwritableTopics(topics);
+  if (refused.length > 0)
+    throw new RedfenceError(
+      'RF_KAFKA_AUTH',
+      `idleCloseMs writes ticks into the input partitions of windowed sub-topologies, and this principal may not write ${refused.join(', ')}: ` +
+        'grant it Write (and Describe) on them, or run without idleCloseMs (docs/streams.md, "Closing the windows of an idle partition")',
+      { details: { topics: refused } },
+    );
 }
 
 /** Whether a windowed aggregation reads `topic` (its sub-topology's partitions get ticks). */
