@@ -66,7 +66,25 @@ async function relink(replica: RedisServer): Promise<void> {
   await redisCommand(replica.port, 'CONFIG SET masterauth ""');
 }
 
+/**
+ * Sentinel: the side's primary and replica as the Sentinels name them now. A `redis-restart` longer
+ * than their down-after time (1 s) is a failover too: they promote the replica while the primary is
+ * down, and the restarted server rejoins as its replica. Without this, a later fault would aim at the
+ * old primary (a restart with no outage, a failover waiting for Sentinels that name another primary).
+ * Returns true when the roles were swapped.
+ */
+export async function followSentinels(r: RedisSide): Promise<boolean> {
+  const sentinel = r.sentinels?.[0];
+  const replica = r.replica;
+  if (r.topology !== 'sentinel' || !sentinel || !replica) return false;
+  if ((await sentinel.primaryPort()) !== replica.port) return false;
+  r.replica = r.primary;
+  r.primary = replica;
+  return true;
+}
+
 export async function sentinelFailover(r: RedisSide, f: Fault): Promise<Injected> {
+  await followSentinels(r);
   const old = r.primary;
   const next = r.replica;
   const sentinel = r.sentinels?.[0];

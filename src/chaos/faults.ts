@@ -6,7 +6,7 @@
 import type { Exit } from '../harness/child.js';
 import { pollUntil } from '../harness/poll.js';
 import { redisCommand, redisInfo } from '../harness/redis-server.js';
-import { clusterFailover, sentinelFailover } from './failover.js';
+import { clusterFailover, followSentinels, sentinelFailover } from './failover.js';
 import type { Instance } from './instances.js';
 import type { RedisSide } from './redis-topology.js';
 import { type RepairSide, repairFault } from './repair.js';
@@ -249,6 +249,7 @@ async function zombie(c: FaultContext, f: Fault): Promise<Injected> {
 }
 
 async function redisRestart(c: FaultContext, f: Fault): Promise<Injected> {
+  await followSentinels(c.redis); // the primary now, after an earlier restart that Sentinel took for a failure
   const marks = new Map(c.live().map((x) => [x, x.inst.count]));
   const target = c.redis.primary;
   const exit = await target.kill();
@@ -273,11 +274,13 @@ async function redisRestart(c: FaultContext, f: Fault): Promise<Injected> {
     ),
   );
   const n = resumed.filter(Boolean).length;
+  const promoted = await followSentinels(c.redis);
   return {
     target: `redis :${target.port}`,
     outcome:
       `${serverKilled ? `down ${f.pauseMs} ms (SIGKILL, AOF always)` : 'was not running'}; ` +
-      `${paused.length} logged the outage, ${n} resumed`,
+      `${paused.length} logged the outage, ${n} resumed` +
+      (promoted ? `; Sentinel promoted the replica :${c.redis.primary.port} meanwhile` : ''),
     facts: { serverKilled, serverBack: target.running, paused: paused.length, resumed: n },
   };
 }
