@@ -43,6 +43,18 @@ export function idleEvents(base: number): IdleEvent[] {
   return out.sort((a, b) => a.timestamp - b.timestamp);
 }
 
+/** The events as records to produce: value `{"n":1}`, on their partitions, with their event times. */
+export function idleMessages(
+  events: readonly IdleEvent[],
+): Array<{ key: string; value: string; partition: number; timestamp: string }> {
+  return events.map((e) => ({
+    key: e.key,
+    value: JSON.stringify({ n: 1 }),
+    partition: e.partition,
+    timestamp: String(e.timestamp),
+  }));
+}
+
 /** The final counts the events give: `key start-end` -> n, one per key and window. */
 export function expectedFinals(events: readonly IdleEvent[]): Map<string, number> {
   const m = new Map<string, number>();

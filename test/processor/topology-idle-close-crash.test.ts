@@ -38,6 +38,7 @@ import {
   finalsOf,
   IDLE_PARTITIONS,
   idleEvents,
+  idleMessages,
 } from './idle-close-helpers.js';
 
 const FIXTURE = 'test/processor/fixtures/idle-close.ts';
@@ -86,15 +87,7 @@ describe('idle close: a crash after the Redis write of a tick batch', { timeout:
       if (keys.length > 0) await redis.del(...keys);
     });
     const sent = idleEvents(Math.floor((Date.now() - 5000) / 1000) * 1000);
-    await produce(
-      events,
-      sent.map((e) => ({
-        key: e.key,
-        value: JSON.stringify({ n: 1 }),
-        partition: e.partition,
-        timestamp: String(e.timestamp),
-      })),
-    );
+    await produce(events, idleMessages(sent));
     const ends = await endOffsets(events);
     const want = expectedFinals(sent);
     const built = idleCount(ns);

@@ -34,6 +34,7 @@ import {
   finalsOf,
   IDLE_PARTITIONS,
   idleEvents,
+  idleMessages,
 } from './idle-close-helpers.js';
 
 const FIXTURE = 'test/processor/fixtures/idle-close.ts';
@@ -98,15 +99,7 @@ describe('idleCloseMs: idle partitions get ticks and their windows close', { tim
       });
       const startedAt = Date.now();
       const sent = idleEvents(Math.floor((startedAt - 5000) / 1000) * 1000);
-      await produce(
-        events,
-        sent.map((e) => ({
-          key: e.key,
-          value: JSON.stringify({ n: 1 }),
-          partition: e.partition,
-          timestamp: String(e.timestamp),
-        })),
-      );
+      await produce(events, idleMessages(sent));
       const want = expectedFinals(sent);
       const built = idleCount(ns);
       // the records alone never close each key's last window

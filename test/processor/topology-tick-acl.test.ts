@@ -32,6 +32,7 @@ import {
   finalsOf,
   IDLE_PARTITIONS,
   idleEvents,
+  idleMessages,
 } from './idle-close-helpers.js';
 
 const USER = 'User:redfence';
@@ -60,15 +61,7 @@ describe('idleCloseMs under Kafka ACLs', { timeout: 180_000 }, () => {
     t.after(() => aclTool('--remove', '--force', '--topic', events).then(() => undefined));
 
     const sent = idleEvents(Math.floor((Date.now() - 5000) / 1000) * 1000);
-    await produceSecure(
-      events,
-      sent.map((e) => ({
-        key: e.key,
-        value: JSON.stringify({ n: 1 }),
-        partition: e.partition,
-        timestamp: String(e.timestamp),
-      })),
-    );
+    await produceSecure(events, idleMessages(sent));
     const want = expectedFinals(sent);
     const built = idleCount(ns);
     const alone = runModel(built, (await eventsAsInput(events, LISTENERS.internal)).input).outputs.length;
