@@ -156,6 +156,22 @@ export function pendingFinals(
   return pending;
 }
 
+/**
+ * How many records the model writes when it takes a tick (the final results of the windows ticks close,
+ * outputs and repartition records): per task, its count over the records up to each tick less that up
+ * to the record before it. Two model runs per tick: ticks are few (none until a partition idles).
+ */
+export function tickFinals(built: BuiltTopology, tasks: ReadonlyMap<string, readonly ModelInput[]>): number {
+  const split = splitAtRepartitions(built);
+  const count = (records: readonly ModelInput[]) => runModel(split, records).outputs.length;
+  let n = 0;
+  for (const records of tasks.values())
+    records.forEach((r, i) => {
+      if (isTick(r)) n += count(records.slice(0, i + 1)) - count(records.slice(0, i));
+    });
+  return n;
+}
+
 /** How far past a window's last record its close can be: size, gap or difference, and grace. */
 function closeSpan(n: ReturnType<typeof windowedAggregations>[number]): number {
   const w = n.window;
