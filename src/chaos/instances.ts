@@ -80,29 +80,44 @@ export interface InstanceOptions {
   keepLines?: number;
 }
 
-/** Sums of `redfence_verdicts_total` by verdict and `redfence_dlq_records_total` by reason. */
+/**
+ * Sums of `redfence_verdicts_total` by verdict, `redfence_dlq_records_total` by reason and
+ * `redfence_topology_ticks_total` by event.
+ */
 export interface Scrape {
   verdicts: Map<string, number>;
   deadLetters: Map<string, number>;
+  ticks: Map<string, number>;
 }
 
+const SCRAPED = {
+  redfence_verdicts_total: 'verdict',
+  redfence_dlq_records_total: 'reason',
+  redfence_topology_ticks_total: 'event',
+} as const;
+
 export function parseMetrics(text: string): Scrape {
-  const verdicts = new Map<string, number>();
-  const deadLetters = new Map<string, number>();
+  const sums = {
+    redfence_verdicts_total: new Map<string, number>(),
+    redfence_dlq_records_total: new Map<string, number>(),
+    redfence_topology_ticks_total: new Map<string, number>(),
+  };
   for (const line of text.split('\n')) {
-    const m = /^(redfence_verdicts_total|redfence_dlq_records_total)\{([^}]*)\}\s+(\S+)/.exec(line);
+    const m =
+      /^(redfence_verdicts_total|redfence_dlq_records_total|redfence_topology_ticks_total)\{([^}]*)\}\s+(\S+)/.exec(
+        line,
+      );
     if (!m) continue;
-    const labels = m[2] as string;
-    const value = Number(m[3]);
-    if (m[1] === 'redfence_verdicts_total') {
-      const v = /verdict="([^"]*)"/.exec(labels)?.[1];
-      if (v) verdicts.set(v, (verdicts.get(v) ?? 0) + value);
-    } else {
-      const r = /reason="([^"]*)"/.exec(labels)?.[1];
-      if (r) deadLetters.set(r, (deadLetters.get(r) ?? 0) + value);
-    }
+    const family = m[1] as keyof typeof SCRAPED;
+    const label = new RegExp(`${SCRAPED[family]}="([^"]*)"`).exec(m[2] as string)?.[1];
+    const sum = sums[family];
+    if (label) sum.set(label, (sum.get(label) ?? 0) + Number(m[3]));
   }
-  return { verdicts, deadLetters };
+  return {
+    verdicts: sums.redfence_verdicts_total,
+    deadLetters: sums.redfence_dlq_records_total,
+    ticks: sums.redfence_topology_ticks_total,
+  };
 }
 
 /** One started process of an instance id: its child, its /metrics port, its last scrape. */

@@ -28,6 +28,11 @@ export class RepartitionLog {
   /** By topic, then partition: the records read, in offset order. */
   readonly #records = new Map<string, Map<number, ReadMessage[]>>();
   readonly #partitions: ReadonlyMap<string, number>;
+  /**
+   * Each partition's position as of the last batch handed over (`topic/partition` -> offset): the
+   * consumer's own position runs ahead of the records handed over while a consume call collects.
+   */
+  readonly #settled = new Map<string, number>();
   #stopped = false;
   #loop: Promise<void> = Promise.resolve();
   /** What went wrong while reading (a partition that fell behind the purge among them). */
@@ -95,6 +100,13 @@ export class RepartitionLog {
         }),
       );
       for (const m of batch) this.#records.get(m.topic)?.get(m.partition)?.push(toRead(m));
+      // no consume call in flight now: the position is that of the records handed over
+      const all = [...this.#partitions].flatMap(([topic, n]) =>
+        Array.from({ length: n }, (_, partition) => ({ topic, partition })),
+      );
+      for (const at of this.#consumer.position(all))
+        if (typeof at.offset === 'number' && at.offset >= 0)
+          this.#settled.set(`${at.topic}/${at.partition}`, at.offset);
     }
   }
 
@@ -108,10 +120,12 @@ export class RepartitionLog {
     return (this.#records.get(topic)?.get(partition)?.at(-1)?.offset ?? -1) + 1;
   }
 
-  /** This reader's position on a partition (past transaction markers and aborted records too); -1: none yet. */
+  /**
+   * This reader's position on a partition (past transaction markers and aborted records too) as of the
+   * records it has handed over; -1: none yet.
+   */
   position(topic: string, partition: number): number {
-    const p = this.#consumer.position([{ topic, partition }])[0]?.offset;
-    return typeof p === 'number' && p >= 0 ? p : -1;
+    return this.#settled.get(`${topic}/${partition}`) ?? -1;
   }
 
   partitions(topic: string): number {

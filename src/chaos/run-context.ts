@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Exit } from '../harness/child.js';
+import type { ModelInput } from '../topology/model.js';
 import type { FarSide } from './far-side.js';
 import type { FaultContext, Slot } from './faults.js';
 import { type Instance, startInstance } from './instances.js';
@@ -17,7 +18,7 @@ import { randomSeed } from './rng.js';
 import type { ChaosOptions, ChaosReport, UserProcessor } from './run-options.js';
 import { type Fault, makeSchedule } from './schedule.js';
 import { chaosTopics, onChaosTopics } from './topology-module.js';
-import { repartitionCounts } from './topology-stages.js';
+import { asModelInput, pendingFinals, repartitionCounts, tasksOf } from './topology-stages.js';
 import type { Feeder } from './workload.js';
 
 export class ChaosRun {
@@ -90,6 +91,7 @@ export class ChaosRun {
       unexpectedExits: [],
       verdicts: new Map(),
       deadLetterMetrics: new Map(),
+      tickMetrics: new Map(),
       produced: new Map(),
       produceSeconds: 0,
       drainSeconds: 0,
@@ -145,6 +147,7 @@ export class ChaosRun {
             ...(o.waitReplicas === undefined ? [] : ['--wait-replicas', String(o.waitReplicas)]),
             ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
             ...(o.commitIntervalMs === undefined ? [] : ['--commit-interval', String(o.commitIntervalMs)]),
+            ...(o.idleCloseMs === undefined ? [] : ['--idle-close', String(o.idleCloseMs)]),
           ],
       orders: names.input,
       totals: names.output,
@@ -262,15 +265,18 @@ export class ChaosRun {
    */
   caughtUp = async (): Promise<boolean> => {
     const { kafka, names } = this;
-    const [committed, ends] = await Promise.all([
-      kafka.committedOffsets(names.group, names.input),
-      kafka.endOffsets(names.input),
-    ]);
-    if (!committedToEnd(committed, ends)) return false;
     const log = this.repartitionLog;
+    if (!this.ticking) {
+      const [committed, ends] = await Promise.all([
+        kafka.committedOffsets(names.group, names.input),
+        kafka.endOffsets(names.input),
+      ]);
+      if (!committedToEnd(committed, ends)) return false;
+    }
     // a reader that fell behind the purge never reaches the end: the verdict fails the run for it
     if (log === undefined || log.failures.length > 0) return true;
-    for (const topic of this.repartitionTopics.keys()) {
+    const topics = [...(this.ticking ? [names.input] : []), ...this.repartitionTopics.keys()];
+    for (const topic of topics) {
       const [done, high] = await Promise.all([
         kafka.committedOffsets(names.group, topic),
         kafka.endOffsets(topic),
@@ -282,8 +288,26 @@ export class ChaosRun {
         if (next > 0 && (done.get(p) ?? -1) < next) return false;
       }
     }
-    return true;
+    return !this.ticking || this.#windowsClosed(log);
   };
+
+  /** With `idleCloseMs` (a topology's): the instances get `--idle-close`, and ticks are waited for. */
+  get ticking(): boolean {
+    return this.o.topology !== undefined && this.o.idleCloseMs !== undefined;
+  }
+
+  /**
+   * Whether the ticks made so far have closed every window the records opened: the model over every
+   * partition as read gives no further final result for a tick far past them (pendingFinals). Each
+   * instance keeps making ticks into a partition until then (src/processor/topology/ticks.ts).
+   */
+  #windowsClosed(log: RepartitionLog): boolean {
+    const built = this.topology((this.o.topology as NonNullable<ChaosOptions['topology']>).built);
+    const tasks = new Map<string, ModelInput[]>();
+    for (const topic of [this.names.input, ...this.repartitionTopics.keys()])
+      for (const [task, list] of tasksOf(asModelInput(topic, log.records(topic)))) tasks.set(task, list);
+    return pendingFinals(built, tasks) === 0;
+  }
 }
 
 /**

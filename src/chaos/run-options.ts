@@ -50,6 +50,11 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
    * processor's own (100 exactly-once, 0 at-least-once).
    */
   commitIntervalMs?: number;
+  /**
+   * A topology's `redfence run --idle-close` for every instance (`idleCloseMs`: ticks close the windows
+   * of idle partitions); the drain then also waits until the ticks have closed every window.
+   */
+  idleCloseMs?: number;
   /** Sentinel and cluster failovers: how long the replica is stopped before its primary dies. */
   replicaLagMs?: number;
   /** A user's processor module (absolute path) and the records to produce, instead of the orders workload. */
@@ -120,6 +125,8 @@ export interface ChaosReport {
   unexpectedExits: string[];
   verdicts: Map<string, number>;
   deadLetterMetrics: Map<string, number>;
+  /** `redfence_topology_ticks_total` by event (produced, consumed), summed over the instances' last scrapes. */
+  tickMetrics: Map<string, number>;
   produced: Map<string, number>;
   produceSeconds: number;
   drainSeconds: number;

@@ -55,15 +55,18 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
       config: { 'cleanup.policy': 'delete', 'retention.ms': '-1' },
     })),
   ]);
-  if (run.repartitionTopics.size > 0) {
+  // with ticks, the input too: the drain waits for them to close every window (ChaosRun.caughtUp)
+  const live = new Map(run.repartitionTopics);
+  if (run.ticking) live.set(names.input, o.partitions);
+  if (live.size > 0) {
     const { RepartitionLog } = await import('./repartition-log.js');
     run.repartitionLog = await RepartitionLog.open(
       o.brokers,
-      run.repartitionTopics,
+      live,
       o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted',
       o.kafkaConfig,
     );
-    log(`repartition topics ${[...run.repartitionTopics.keys()].join(', ')}, read while the run lasts`);
+    log(`${[...live.keys()].join(', ')} read while the run lasts`);
   }
   log(
     `topics ${names.input} (+ ${run.user ? 'output' : 'totals'}, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
@@ -189,7 +192,9 @@ export async function drain(run: ChaosRun): Promise<void> {
   });
   clearTimeout(slow);
   report.drainSeconds = (Date.now() - drainStart) / 1000;
-  log(`drained in ${report.drainSeconds.toFixed(1)} s`);
+  log(
+    `drained in ${report.drainSeconds.toFixed(1)} s${run.ticking ? ' (every window closed by ticks)' : ''}`,
+  );
 }
 
 /** No more restarts or scrapes; a last scrape of every live instance, then SIGTERM to each. */
@@ -219,6 +224,8 @@ export function sumScrapes(run: ChaosRun): void {
       report.verdicts.set(k, (report.verdicts.get(k) ?? 0) + v);
     for (const [k, v] of inst.lastScrape?.deadLetters ?? [])
       report.deadLetterMetrics.set(k, (report.deadLetterMetrics.get(k) ?? 0) + v);
+    for (const [k, v] of inst.lastScrape?.ticks ?? [])
+      report.tickMetrics.set(k, (report.tickMetrics.get(k) ?? 0) + v);
   }
 }
 
@@ -233,7 +240,7 @@ export async function readBack(run: ChaosRun): Promise<void> {
   if (o.topology) {
     log('judging outputs and dead letters against the model');
     const { judgeTopology } = await import('./topology-run.js');
-    report.topology = await judgeTopology({
+    const t = await judgeTopology({
       brokers: o.brokers,
       ...kafkaConfig,
       mode: o.mode,
@@ -245,6 +252,17 @@ export async function readBack(run: ChaosRun): Promise<void> {
       group: names.group,
       produced: report.produced.get('records') ?? 0,
     });
+    report.topology = t;
+    // the repartition topics' reader's failures are the verdict's; with no repartition topic, the input's
+    if (run.ticking && o.topology.built.repartitionTopics.length === 0)
+      for (const f of run.repartitionLog?.failures ?? [])
+        report.harnessErrors.push(`the harness's reader of the input: ${f}`);
+    if (run.ticking)
+      log(
+        `ticks: ${t.ticks} read back (${t.ticksUnread} made after the drain, unread), ${t.tickOutputs} of the model's outputs theirs; ` +
+          `the instances' redfence_topology_ticks_total: ${report.tickMetrics.get('produced') ?? 0} produced, ` +
+          `${report.tickMetrics.get('consumed') ?? 0} consumed`,
+      );
   } else if (o.handler && farSide) {
     log("judging the far side's calls");
     const { judgeHandler } = await import('./handler-run.js');

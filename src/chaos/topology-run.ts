@@ -1,6 +1,7 @@
 /**
  * After a topology chaos run has drained: the input topic read back (partitions, offsets, timestamps,
- * keys and values as written), every output topic (read_committed in exactly-once mode, read_uncommitted
+ * keys, values and headers as written; with the run's isolation, as the instances read it: its ticks
+ * with `--idle-close`), every output topic (read_committed in exactly-once mode, read_uncommitted
  * in at-least-once mode) and the dead-letter topic, the group's committed offsets; judged against the
  * reference model (src/chaos/topology-verdict.ts). Reads Kafka with the verifier's reader, not the runtime's.
  */
@@ -8,6 +9,7 @@ import type { ModelInput } from '../topology/model.js';
 import type { BuiltTopology } from '../topology/types.js';
 import { ChaosKafka, type ConnectionConfig, type ReadMessage, readTopic } from './kafka.js';
 import type { RepartitionLog } from './repartition-log.js';
+import { asModelRecord } from './topology-stages.js';
 import { judgeTopologyRun, type RepartitionRead, type TopologyResult } from './topology-verdict.js';
 
 export interface JudgeTopologyOptions {
@@ -28,24 +30,17 @@ export interface JudgeTopologyOptions {
 const TIMEOUT = 300_000;
 
 export async function judgeTopology(o: JudgeTopologyOptions): Promise<TopologyResult> {
+  // as the instances read it: exactly-once, a tick in a transaction that aborted is not there
+  const isolation = o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted';
   const input: ModelInput[] = [];
   await readTopic(
     o.brokers,
     o.input,
-    'read_uncommitted',
-    (m) =>
-      input.push({
-        topic: o.input,
-        partition: m.partition,
-        offset: m.offset,
-        key: m.key,
-        value: m.value,
-        timestamp: m.timestamp,
-      }),
+    isolation,
+    (m) => input.push(asModelRecord(o.input, m)),
     TIMEOUT,
     o.kafkaConfig,
   );
-  const isolation = o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted';
   const outputs = new Map<string, ReadMessage[]>();
   for (const topic of o.outputs) {
     const list: ReadMessage[] = [];
@@ -84,7 +79,7 @@ async function readRepartition(
   o: JudgeTopologyOptions,
 ): Promise<RepartitionRead | undefined> {
   const log = o.repartition;
-  if (!log) return undefined;
+  if (!log || o.built.repartitionTopics.length === 0) return undefined;
   const counts = new Map(o.built.repartitionTopics.map((t) => [t, log.partitions(t)]));
   const records = new Map<string, ReadMessage[]>();
   const committed = new Map<string, Map<number, number>>();

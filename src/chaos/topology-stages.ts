@@ -30,6 +30,7 @@
  * gives that task's outputs and repartition records, not the downstream walk's.
  */
 import { type ModelInput, type ModelOutput, runModel } from '../topology/model.js';
+import { isTick, TICK_HEADER, windowedAggregations } from '../topology/tick.js';
 import type { BuiltTopology, TopologyNode } from '../topology/types.js';
 import type { ReadMessage } from './kafka.js';
 import { kafkaPartition } from './murmur2.js';
@@ -92,16 +93,92 @@ export function tasksOf(records: readonly ModelInput[]): Map<string, ModelInput[
   return tasks;
 }
 
-/** A repartition partition as read, as the downstream model takes it. */
-export function asModelInput(topic: string, records: readonly ReadMessage[]): ModelInput[] {
-  return records.map((m) => ({
+/** A record as read, as the model takes it (its headers too: a tick is known by its header). */
+export function asModelRecord(topic: string, m: ReadMessage): ModelInput {
+  const r = {
     topic,
     partition: m.partition,
     offset: m.offset,
     key: m.key,
     value: m.value,
     timestamp: Math.max(0, m.timestamp),
-  }));
+  };
+  return m.headers.size === 0 ? r : { ...r, headers: Object.fromEntries(m.headers) };
+}
+
+/** A repartition partition as read, as the downstream model takes it. */
+export function asModelInput(topic: string, records: readonly ReadMessage[]): ModelInput[] {
+  return records.map((m) => asModelRecord(topic, m));
+}
+
+/** A tick of `idleCloseMs` (src/topology/tick.ts) as read by the harness. */
+export const isTickMessage = (m: ReadMessage): boolean => m.key === null && m.headers.has(TICK_HEADER);
+
+/**
+ * The records of a partition the run took: all of them but the ticks at or past the group's committed
+ * offset (a tick produced after the drain, before the instances stopped: never read, so it closed
+ * nothing; a record of the input past the committed offset is still there, and fails the offsets check).
+ */
+export function taken(records: readonly ModelInput[], committed: number): ModelInput[] {
+  return records.filter((r) => !(isTick(r) && r.offset >= committed));
+}
+
+/**
+ * How many more final results (outputs and repartition records) ticks would still give: the model over
+ * each task's records, and over them with a tick after them far past every window's close. 0 when the
+ * ticks already made have closed every window the records opened (`redfence chaos --idle-close` drains
+ * until then: an instance makes ticks into a partition until then, and no more after).
+ */
+export function pendingFinals(
+  built: BuiltTopology,
+  tasks: ReadonlyMap<string, readonly ModelInput[]>,
+): number {
+  const split = splitAtRepartitions(built);
+  let horizon = 1;
+  for (const n of windowedAggregations(built)) horizon = Math.max(horizon, closeSpan(n));
+  let pending = 0;
+  for (const records of tasks.values()) {
+    const last = records.at(-1);
+    if (last === undefined) continue;
+    const latest = records.reduce((t, r) => Math.max(t, r.timestamp), 0);
+    const tick: ModelInput = {
+      topic: last.topic,
+      partition: last.partition,
+      offset: last.offset + 1,
+      key: null,
+      value: Buffer.alloc(0),
+      timestamp: latest + 2 * horizon,
+      headers: { [TICK_HEADER]: 'redfence-chaos' },
+    };
+    const count = (r: ReturnType<typeof runModel>) => r.outputs.length;
+    pending += count(runModel(split, [...records, tick])) - count(runModel(split, records));
+  }
+  return pending;
+}
+
+/**
+ * How many records the model writes when it takes a tick (the final results of the windows ticks close,
+ * outputs and repartition records): per task, its count over the records up to each tick less that up
+ * to the record before it. Two model runs per tick: ticks are few (none until a partition idles).
+ */
+export function tickFinals(built: BuiltTopology, tasks: ReadonlyMap<string, readonly ModelInput[]>): number {
+  const split = splitAtRepartitions(built);
+  const count = (records: readonly ModelInput[]) => runModel(split, records).outputs.length;
+  let n = 0;
+  for (const records of tasks.values())
+    records.forEach((r, i) => {
+      if (isTick(r)) n += count(records.slice(0, i + 1)) - count(records.slice(0, i));
+    });
+  return n;
+}
+
+/** How far past a window's last record its close can be: size, gap or difference, and grace. */
+function closeSpan(n: ReturnType<typeof windowedAggregations>[number]): number {
+  const w = n.window;
+  if (w === null) return 0;
+  const span =
+    w.kind === 'session' ? w.inactivityGapMs : w.kind === 'sliding' ? 2 * w.timeDifferenceMs : w.sizeMs;
+  return span + w.graceMs + 2;
 }
 
 export interface StagedModel {

@@ -24,17 +24,29 @@
  * else; at-least-once the same set, repeats counted as duplicates. Every input partition must be
  * committed to its end offset, every repartition partition past its last record, and the input topic
  * must hold every record produced.
+ *
+ * Ticks (`redfence chaos --idle-close`: src/topology/tick.ts) are records of their partitions: the model
+ * takes them as the instances did, so the final results of the windows they close are judged like any.
+ * A tick at or past its partition's committed offset (made after the drain, before the instances
+ * stopped) was never read: it is left out (`ticksUnread`), and an input partition is then committed
+ * to past its last record taken (a tick's transaction marker may follow it) instead of its end offset.
  */
 import type { ModelInput } from '../topology/model.js';
+import { isTick } from '../topology/tick.js';
 import type { BuiltTopology } from '../topology/types.js';
 import type { ReadMessage } from './kafka.js';
+import { firstDifference, multiset, type Out, replayRuns } from './output-runs.js';
 import {
   asModelInput,
   compareRepartition,
+  isTickMessage,
   runStaged,
   type StagedModel,
   type TaskOutput,
+  taken,
+  taskOf,
   tasksOf,
+  tickFinals,
 } from './topology-stages.js';
 
 export type TopologyCheck = 'input' | 'model' | 'repartition' | 'output' | 'dead-letter' | 'offsets';
@@ -72,7 +84,10 @@ export interface TopologyVerdictInput {
   built: BuiltTopology;
   /** How many records the harness produced. */
   produced: number;
-  /** The input topic read back, in partition and offset order. */
+  /**
+   * The input topic read back (read_committed in exactly-once mode), in partition and offset order, with
+   * the records' headers (a tick is known by its header).
+   */
   input: readonly ModelInput[];
   /** Each output topic read back (read_committed or read_uncommitted by mode), partition by partition. */
   outputs: ReadonlyMap<string, readonly ReadMessage[]>;
@@ -84,7 +99,17 @@ export interface TopologyVerdictInput {
 }
 
 export interface TopologyResult {
+  /** Records of the input topic read back, ticks not counted. */
   inputRecords: number;
+  /**
+   * Ticks of `idleCloseMs` (src/topology/tick.ts) in the input and repartition topics, judged as the
+   * records they are; `ticksUnread`: those at or past the group's committed offset (produced after the
+   * drain), left out of the model.
+   */
+  ticks: number;
+  ticksUnread: number;
+  /** The model's outputs (and repartition records) written when it took a tick: the windows ticks closed. */
+  tickOutputs: number;
   modelOutputs: number;
   outputRecords: number;
   /** Output keys (topic and key) compared; in order, and as multisets (outputs from several tasks). */
@@ -113,9 +138,7 @@ export interface TopologyResult {
 /** At most this many differences of one check are listed (all are counted). */
 const LISTED = 20;
 
-type Out = { value: string; ts: number; task: string };
 const id = (b: Buffer | null) => (b === null ? 'null' : b.toString('hex'));
-const same = (a: Out, b: Out) => a.value === b.value && a.ts === b.ts;
 const clip = (s: string, n = 120) => (s.length <= n ? s : `${s.slice(0, n)}... (${s.length} chars)`);
 const shown = (hex: string): string => {
   if (hex === 'null') return '<null>';
@@ -131,52 +154,20 @@ function push<T>(m: Map<string, T[]>, k: string, v: T): void {
   else m.set(k, [v]);
 }
 
-/** The model per task: the input topic's partitions, then each repartition partition as read. */
-function model(x: TopologyVerdictInput): StagedModel {
-  const tasks = tasksOf(x.input);
+/**
+ * Each task's records the run took (`taken`: ticks left unread aside): the input topic's partitions,
+ * then each repartition partition as read.
+ */
+function takenTasks(x: TopologyVerdictInput): Map<string, ModelInput[]> {
+  const tasks = new Map<string, ModelInput[]>();
+  const add = (records: readonly ModelInput[], committed: ReadonlyMap<number, number> | undefined) => {
+    for (const [task, list] of tasksOf(records))
+      tasks.set(task, taken(list, committed?.get(list[0]?.partition ?? -1) ?? 0));
+  };
+  add(x.input, x.committed);
   for (const [topic, records] of x.repartition?.records ?? [])
-    for (const [task, list] of tasksOf(asModelInput(topic, records))) tasks.set(task, list);
-  return runStaged(x.built, tasks);
-}
-
-/** At-least-once: `actual` as runs of contiguous stretches of `expected`. */
-function replayRuns(expected: readonly Out[], actual: readonly Out[]) {
-  const covered = new Array<boolean>(expected.length).fill(false);
-  let p = 0; // the next model position of the current run
-  let furthest = 0;
-  let replays = 0;
-  let duplicates = 0;
-  const strays: Out[] = [];
-  for (const x of actual) {
-    if (p < expected.length && same(expected[p] as Out, x)) {
-      if (covered[p]) duplicates++;
-    } else {
-      // a new run: an uncovered place first, else a replay of a covered one (the latest before p)
-      let j = expected.findIndex((e, i) => !covered[i] && same(e, x));
-      if (j < 0) for (let i = p - 1; i >= 0 && j < 0; i--) if (same(expected[i] as Out, x)) j = i;
-      if (j < 0) j = expected.findIndex((e) => same(e, x));
-      if (j < 0) {
-        strays.push(x);
-        continue;
-      }
-      if (covered[j]) {
-        duplicates++;
-        if (j < furthest) replays++;
-      }
-      p = j;
-    }
-    covered[p] = true;
-    p++;
-    furthest = Math.max(furthest, p);
-  }
-  const missing = expected.filter((_, i) => !covered[i]);
-  return { replays, duplicates, strays, missing };
-}
-
-function multiset(list: readonly Out[]): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const o of list) m.set(`${o.value}@${o.ts}`, (m.get(`${o.value}@${o.ts}`) ?? 0) + 1);
-  return m;
+    add(asModelInput(topic, records), x.repartition?.committed.get(topic));
+  return tasks;
 }
 
 export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
@@ -189,8 +180,15 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
     if (key !== undefined) differing.add(key);
     if (n <= LISTED) differences.push({ check, message });
   };
+  const tasks = takenTasks(x);
+  const ticks =
+    x.input.filter(isTick).length +
+    [...(x.repartition?.records.values() ?? [])].flat().filter(isTickMessage).length;
   const result: TopologyResult = {
-    inputRecords: x.input.length,
+    inputRecords: x.input.length - x.input.filter(isTick).length,
+    ticks,
+    ticksUnread: ticks - [...tasks.values()].flat().filter(isTick).length,
+    tickOutputs: 0,
     modelOutputs: 0,
     outputRecords: 0,
     keys: 0,
@@ -211,24 +209,34 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
     differences,
     counts,
   };
-  if (x.input.length !== x.produced)
-    add('input', `the input topic holds ${x.input.length} records, ${x.produced} were produced`);
+  if (result.inputRecords !== x.produced)
+    add('input', `the input topic holds ${result.inputRecords} records, ${x.produced} were produced`);
   let m: StagedModel;
   try {
-    m = model(x);
+    m = runStaged(x.built, tasks);
   } catch (err) {
     add('model', `the reference model refused the input: ${(err as Error).message}`);
     m = { outputs: [], repartition: [], deadLetters: [] };
   }
   result.modelOutputs = m.outputs.length;
-  if (x.repartition) judgeRepartitions(x, x.repartition, m.repartition, result, add);
+  if (ticks > result.ticksUnread) result.tickOutputs = tickFinals(x.built, tasks);
+  if (x.repartition) judgeRepartitions(x, x.repartition, tasks, m.repartition, result, add);
   judgeOutputs(x, m.outputs, result, add);
   judgeDeadLetters(x, m.deadLetters, result, add);
+  // committed past the last record taken: the end offset, unless a tick's transaction marker (exactly-
+  // once) or a tick left unread follows it
   for (const [p, end] of x.ends) {
     const c = x.committed.get(p) ?? (end === 0 ? 0 : -1);
     result.endOffsets += end;
     result.committed += Math.max(0, c);
-    if (c !== end) add('offsets', `input partition ${p}: committed ${c}, end offset ${end}`);
+    const need = Math.min(end, (tasks.get(taskOf(x.input[0]?.topic ?? '', p))?.at(-1)?.offset ?? -1) + 1);
+    if (c < need || c > end)
+      add(
+        'offsets',
+        need === end
+          ? `input partition ${p}: committed ${c}, end offset ${end}`
+          : `input partition ${p}: committed ${c}, its last record read at ${need - 1} (end offset ${end})`,
+      );
   }
   result.keysDiffering = differing.size;
   return result;
@@ -304,15 +312,6 @@ function judgeOutputs(
   }
 }
 
-function firstDifference(a: readonly Out[], b: readonly Out[]): number {
-  for (let i = 0; i < Math.max(a.length, b.length); i++) {
-    const p = a[i];
-    const q = b[i];
-    if (p === undefined || q === undefined || !same(p, q)) return i;
-  }
-  return -1;
-}
-
 const int = (b: Buffer | undefined): number | undefined => {
   if (b === undefined) return undefined;
   if (b.length === 4) return b.readInt32BE(0);
@@ -358,6 +357,7 @@ function judgeDeadLetters(
 function judgeRepartitions(
   x: TopologyVerdictInput,
   r: RepartitionRead,
+  tasks: ReadonlyMap<string, readonly ModelInput[]>,
   modelRecords: readonly TaskOutput[],
   result: TopologyResult,
   add: Add,
@@ -366,9 +366,10 @@ function judgeRepartitions(
   const show = (o: { value: string; ts: number; key: string }) =>
     `${clip(shown(o.key), 60)} -> ${showOut({ value: o.value, ts: o.ts, task: '' })}`;
   for (const [topic, partitions] of r.counts) {
-    const records = r.records.get(topic) ?? [];
+    // a tick in a repartition topic is no task's record: its owner made it (judged by what it closes)
     const want = modelRecords.filter((o) => o.topic === topic);
-    const c = compareRepartition(x.mode, topic, partitions, want, records, show);
+    const written = (r.records.get(topic) ?? []).filter((m) => !isTickMessage(m));
+    const c = compareRepartition(x.mode, topic, partitions, want, written, show);
     result.repartitionRecords += c.records;
     result.modelRepartitionRecords += c.modelRecords;
     result.repartitionDuplicates += c.duplicates;
@@ -376,7 +377,7 @@ function judgeRepartitions(
     for (const d of c.differences) add('repartition', d);
     const committed = r.committed.get(topic);
     for (let p = 0; p < partitions; p++) {
-      const last = records.filter((m) => m.partition === p).at(-1);
+      const last = tasks.get(taskOf(topic, p))?.at(-1);
       if (last === undefined) continue;
       const at = committed?.get(p) ?? -1;
       if (at <= last.offset)

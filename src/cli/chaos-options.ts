@@ -5,6 +5,7 @@
 import { DEFAULTS } from '../chaos/index.js';
 import { TOPOLOGIES } from '../chaos/redis-topology.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
+import { IDLE_CLOSE_MAX_MS, IDLE_CLOSE_MIN_MS } from '../processor/topology/options.js';
 import { KAFKA_OPTIONS } from './kafka-options.js';
 import {
   choiceOption,
@@ -145,6 +146,13 @@ export const CHAOS_OPTIONS = {
     defaultText: String(DEFAULTS.drainTimeoutMs),
     min: 1000,
   }),
+  'idle-close': numberOption('<ms>', {
+    description:
+      "a topology module: the instances' --idle-close (ticks close the windows of idle partitions); the drain waits until ticks have closed every window, and the verdict judges what they closed",
+    defaultText: 'off',
+    min: IDLE_CLOSE_MIN_MS,
+    max: IDLE_CLOSE_MAX_MS,
+  }),
   input: textOption('<file.jsonl>', {
     description:
       'with <module>: the input records, one JSON object per line, {"key": ..., "value": ...} (instead of the module\'s chaosInput)',
@@ -200,7 +208,9 @@ the input as written (per topic and key, in order and once; at-least-once: whole
 dead letters the model's, every input offset committed (a repartition topic: judged per task over the
 repartition records as the run wrote them, read while it runs). Crash points as for a processor
 (--crashes, --points: the topology processor reaches the same points), and Redis restarts, failovers
-(--redis-topology, --redis-failovers) and --wait-replicas as for a processor.
+(--redis-topology, --redis-failovers) and --wait-replicas as for a processor. With --idle-close <ms> the
+instances close the windows of idle partitions by ticks (redfence run --idle-close); the drain waits
+until the ticks have closed every window, and the model takes the ticks as read back from the topics.
 
 With --handler [<module>] (a handler module, or the built-in one: ctx.once around one POST per record):
 the instances call a far side on 127.0.0.1 the harness starts (its URL in REDFENCE_CHAOS_FAR_SIDE;

@@ -73,6 +73,11 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
       'RF_INVALID_OPTIONS',
       '--input applies to a module: redfence chaos --handler <module> --input <file>',
     );
+  if ((module === undefined || o.handler) && o['idle-close'] !== undefined)
+    throw new RedfenceError(
+      'RF_INVALID_OPTIONS',
+      '--idle-close applies to a topology module: redfence chaos <topology module> --idle-close <ms>',
+    );
   if (module === undefined && o.input !== undefined)
     throw new RedfenceError(
       'RF_INVALID_OPTIONS',
@@ -114,6 +119,7 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     'crash-timeout': 'crashTimeoutMs',
     'drain-timeout': 'drainTimeoutMs',
     'commit-interval': 'commitIntervalMs',
+    'idle-close': 'idleCloseMs',
   } as const satisfies Partial<Record<keyof typeof CHAOS_OPTIONS, keyof ChaosOptions>>;
   for (const [flag, key] of Object.entries(numbers)) {
     const v = o[flag as keyof typeof numbers];
@@ -215,14 +221,27 @@ async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
 /**
  * A topology module (its default export a built topology) and its records; undefined for a processor
  * module. Its instances take crash points as a processor's do (--crashes, --points: the topology
- * processor calls the same hooks at the same points) and --wait-replicas (`redfence run` passes it to
- * the topology processor), under Redis restarts and failovers on any --redis-topology.
+ * processor calls the same hooks at the same points), --wait-replicas and --idle-close (`redfence run`
+ * passes them to the topology processor; --idle-close is refused for a processor module, and for a
+ * topology with no windowed aggregation by the processor's own check), under Redis restarts and
+ * failovers on any --redis-topology.
  */
 async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefined> {
   const { loadChaosTopology, topologyInput } = await import('../chaos/topology-module.js');
   const { readInputFile } = await import('../chaos/module.js');
   const m = await loadChaosTopology(parsed.module as string);
-  if (m === undefined) return undefined;
+  const idleCloseMs = parsed.options.idleCloseMs;
+  if (m === undefined) {
+    if (idleCloseMs !== undefined)
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        '--idle-close applies to topologies, and the module exports a processor',
+      );
+    return undefined;
+  }
+  // the topology processor's own check (a topology with no windowed aggregation refuses it)
+  const { idleCloseOption } = await import('../processor/topology/options.js');
+  idleCloseOption(m.built, idleCloseMs);
   parsed.options.seed ??= randomSeed();
   const records =
     parsed.input === undefined

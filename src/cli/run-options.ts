@@ -4,6 +4,7 @@
  */
 import type { ProcessingMode } from '../index.js';
 import { MAX_TIMER_MS } from '../options/checks.js';
+import { IDLE_CLOSE_MAX_MS, IDLE_CLOSE_MIN_MS } from '../processor/topology/options.js';
 import { CONNECTION_OPTIONS } from './connection.js';
 import { LOG_LEVELS } from './log.js';
 import { choiceOption, helpText, maskUrl, numberOption, switchOption, textOption } from './options.js';
@@ -158,8 +159,8 @@ export const RUN_OPTIONS = {
       "topologies: a partition of a windowed aggregation's topic idle this long gets a tick (a record with the header redfence-tick) so its windows close with no further record; other readers of the topic see the ticks",
     env: 'REDFENCE_IDLE_CLOSE_MS',
     defaultText: 'off',
-    min: 100,
-    max: 86_400_000,
+    min: IDLE_CLOSE_MIN_MS,
+    max: IDLE_CLOSE_MAX_MS,
   }),
   'create-topics': switchOption({
     description:

@@ -11,6 +11,8 @@ import type { ReadMessage } from '../../src/chaos/kafka.js';
 import { chaosTopics, onChaosTopics, topologyInput } from '../../src/chaos/topology-module.js';
 import { judgeTopologyRun, type TopologyVerdictInput } from '../../src/chaos/topology-verdict.js';
 import { type ModelInput, runModel } from '../../src/topology/model.js';
+import { TICK_HEADER } from '../../src/topology/tick.js';
+import idleWindows from './fixtures/idle-windows.js';
 import { windowedCount } from './fixtures/windowed-count.js';
 
 const built = onChaosTopics(
@@ -172,5 +174,40 @@ describe('the topology chaos verdict', () => {
     assert.equal(r.counts.get('offsets'), 1);
     assert.ok((r.counts.get('dead-letter') ?? 0) > 0);
     assert.ok((r.counts.get('output') ?? 0) > 0);
+  });
+
+  it('ticks are records: the final results they close are judged; a tick past the committed offset is left out', () => {
+    const idle = onChaosTopics(idleWindows, chaosTopics(idleWindows, 'in', 'out'), 'chaos_idle');
+    const at = (offset: number, key: string | null, timestamp: number): ModelInput => ({
+      topic: 'in',
+      partition: 0,
+      offset,
+      key: key === null ? null : Buffer.from(key),
+      value: key === null ? Buffer.alloc(0) : Buffer.from('{"amount":1}'),
+      timestamp,
+      ...(key === null ? { headers: { [TICK_HEADER]: 'i0' } } : {}),
+    });
+    // two records in [0, 1000), a tick (its transaction's marker at 3) that closes it, a record in
+    // [5000, 6000), and a tick past the committed offset: taken, it would close that window too
+    const read = [at(0, 'a', 100), at(1, 'a', 200), at(2, null, 5000), at(4, 'b', 5100), at(6, null, 9000)];
+    const final = runModel(idle, read.slice(0, 3)).outputs;
+    assert.equal(final.length, 1, 'the tick closes the window');
+    const judged = (outputs: ReadMessage[]) =>
+      judgeTopologyRun({
+        mode: 'exactly-once',
+        built: idle,
+        produced: 3,
+        input: read,
+        outputs: new Map([['out', outputs]]),
+        deadLetters: [],
+        committed: new Map([[0, 5]]),
+        ends: new Map([[0, 8]]),
+      });
+    const r = judged(final.map((o, i) => msg(o, i)));
+    assert.equal(total(r), 0, JSON.stringify(r.differences));
+    assert.deepEqual([r.inputRecords, r.ticks, r.ticksUnread, r.tickOutputs], [3, 2, 1, 1]);
+    assert.equal(r.committed, 5, 'committed past the last record taken, short of the end offset');
+    const missing = judged([]);
+    assert.equal(missing.counts.get('output'), 1, 'the final result a tick closes is missing');
   });
 });

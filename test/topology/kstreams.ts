@@ -26,6 +26,11 @@ const JVM = ['-Xms64m', '-Xmx512m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1
 export interface KafkaStreamsRun {
   scenario: Scenario;
   input: InRecord[];
+  /**
+   * With its input processed, Kafka Streams runs on idle this long more (wall clock), then reads what
+   * its input topics received meanwhile (kstreams-idle-close.test.ts: redfence's ticks) to their end.
+   */
+  idleMs?: number;
 }
 
 /** A run's topics and Kafka Streams' application id (its consumer group), all unique to the call. */
@@ -38,6 +43,8 @@ export interface KafkaStreamsTopics {
   inputs: string[];
   output: string;
   scenario: Scenario;
+  /** KafkaStreamsRun.idleMs */
+  idleMs?: number;
 }
 
 export interface KafkaStreamsOptions {
@@ -90,13 +97,14 @@ export async function runKafkaStreams(
     assert.ok(n === 1 || s.repartition !== undefined, `${s.name}: ${n} inputs without repartition`);
   }
   const prefix = uniqueName('ks');
-  const topics: KafkaStreamsTopics[] = runs.map(({ scenario: s }) => ({
+  const topics: KafkaStreamsTopics[] = runs.map(({ scenario: s, idleMs }) => ({
     name: s.name,
     applicationId: `${prefix}-${s.name}`,
     input: `${prefix}-${s.name}-in`,
     inputs: inputTopics(s, `${prefix}-${s.name}-in`),
     output: `${prefix}-${s.name}-out`,
     scenario: s,
+    ...(idleMs === undefined ? {} : { idleMs }),
   }));
   const stateDir = mkdtempSync(join(tmpdir(), 'rf-kstreams-'));
   const admin = kafka.admin();

@@ -239,8 +239,12 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
   };
 }
 
-/** `idleCloseMs`: undefined (off), or its bounds; refused for a topology with no window to close. */
-function idleCloseOption(topology: BuiltTopology, v: unknown): number | undefined {
+/**
+ * `idleCloseMs`: undefined (off), or its bounds; refused for a topology with no window to close. The one
+ * check of the option: `redfence run --idle-close` and `redfence chaos --idle-close` (before it starts
+ * the instances) call it too.
+ */
+export function idleCloseOption(topology: BuiltTopology, v: unknown): number | undefined {
   if (v === undefined) return undefined;
   const ms = integer('idleCloseMs', v, IDLE_CLOSE_MIN_MS, IDLE_CLOSE_MAX_MS, 0);
   if (windowedAggregations(topology).length === 0)

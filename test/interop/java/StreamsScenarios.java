@@ -18,7 +18,8 @@
  *
  * Input on stdin, one JSON object:
  *   {"brokers": "...", "stateDir": "...", "timeoutMs": 120000, "concurrency": 4,
- *    "runs": [{"name", "applicationId", "inputs": [...], "output", "scenario": {...}}]}
+ *    "runs": [{"name", "applicationId", "inputs": [...], "output", "scenario": {...}, "idleMs"?: n}]}
+ * A run with "idleMs" keeps running that long after its input is processed (see idle()).
  * Prints one JSON line a finished run on stdout ({"name", "ms"}); exits 1 (reason on stderr) when a run
  * fails or is not done within timeoutMs. Usage: java -cp <libs>/*:<classes> StreamsScenarios < spec.json
  */
@@ -289,10 +290,38 @@ public final class StreamsScenarios {
           throw new IllegalStateException(name + ": repartition topics not processed in time");
         Thread.sleep(100);
       }
+      idle(admin, r, appId, inputs, failed, deadline);
       return System.currentTimeMillis() - t0;
     } finally {
       streams.close(Duration.ofSeconds(30));
       streams.cleanUp();
+    }
+  }
+
+  /**
+   * A run's "idleMs": with its input processed, Kafka Streams runs on idle this long more (wall clock),
+   * then reads what its input topics received meanwhile (another reader's records: redfence's ticks, a
+   * null key its aggregation drops) until the group has committed past their last record. Stream time
+   * moves with records only, so this emits nothing the input did not: the idle-close comparison
+   * (test/topology/kstreams-idle-close.test.ts) pins that.
+   */
+  static void idle(
+      Admin admin, JsonNode r, String appId, List<String> inputs, Throwable[] failed, long deadline)
+      throws Exception {
+    long idleMs = r.path("idleMs").asLong(0);
+    if (idleMs <= 0) return;
+    long until = System.currentTimeMillis() + idleMs;
+    while (System.currentTimeMillis() < until) {
+      if (failed[0] != null) throw new IllegalStateException(appId + ": Kafka Streams failed", failed[0]);
+      Thread.sleep(100);
+    }
+    Map<TopicPartition, Long> ends = new HashMap<>();
+    for (String input : inputs) ends.putAll(endOffsets(admin, input));
+    while (!committedPast(admin, appId, ends)) {
+      if (failed[0] != null) throw new IllegalStateException(appId + ": Kafka Streams failed", failed[0]);
+      if (System.currentTimeMillis() > deadline)
+        throw new IllegalStateException(appId + ": records appended while idle not processed in time");
+      Thread.sleep(100);
     }
   }
 
