@@ -80,6 +80,11 @@ function topologyTables(r: ChaosReport, out: string[]): void {
     ]);
     rows.push(['  duplicate dead letters (allowed)', x((s) => s.duplicateDeadLetters)]);
   }
+  if (r.options.idleCloseMs !== undefined) {
+    rows.push(['ticks read back (--idle-close)', x((s) => s.ticks)]);
+    rows.push(['  made after the drain (left out)', x((s) => s.ticksUnread)]);
+    rows.push(['  results the model writes on taking them', x((s) => s.tickOutputs)]);
+  }
   rows.push(['dead letters / model', x((s) => `${s.deadLetterRecords} / ${s.modelDeadLetters}`)]);
   rows.push(['committed / end offsets', x((s) => `${s.committed} / ${s.endOffsets}`)]);
   for (const check of TOPOLOGY_CHECKS)
@@ -302,6 +307,11 @@ function topologySummary(r: ChaosReport): string[] {
     ...((r.options.topology?.built.repartitionTopics.length ?? 0) > 0
       ? [
           `| repartition records | ${n(t?.repartitionRecords)} (model ${n(t?.modelRepartitionRecords)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.repartitionDuplicates)} repeated` : ''}; ${n(t?.repartitionPurged)} purged during the run |`,
+        ]
+      : []),
+    ...(t && t.ticks > 0
+      ? [
+          `| ticks (--idle-close) | ${n(t.ticks)} read back (${n(t.ticksUnread)} after the drain, left out); ${n(t.tickOutputs)} results the model writes on taking them |`,
         ]
       : []),
     `| differences from the model | ${t ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(t.keysDiffering)} keys`) : 'not judged'} |`,
