@@ -7,15 +7,26 @@ local KEYS, ARGV = KEYS, ARGV
 local find, sub, byte, fmt = string.find, string.sub, string.byte, string.format
 local concat, rcall, tonumber = table.concat, redis.call, tonumber
 
+local INT = {} -- rf_int's answers by text (false: not one), for the script call: texts repeat
+local NUM = {} -- an effect's target text -> its number (the same few texts in every record)
+
 -- A canonical decimal integer of the exact range, or nil.
 local function rf_int(s)
-  if s == '0' or (s and find(s, '^-?[1-9]%d*$')) then
-    local n = tonumber(s)
-    if n and n > -RF_EXACT and n < RF_EXACT then
-      return n
-    end
+  if s == nil then
+    return nil
   end
-  return nil
+  local n = INT[s]
+  if n == nil then
+    n = false
+    if s == '0' or find(s, '^-?[1-9]%d*$') then
+      local v = tonumber(s)
+      if v and v > -RF_EXACT and v < RF_EXACT then
+        n = v
+      end
+    end
+    INT[s] = n
+  end
+  return n or nil
 end
 
 local function rf_err(kind, msg)
@@ -73,7 +84,11 @@ local function rf_parse(label, k1, kn, spec, c0)
     for k = 1, n do
       local _, e2, kind, op, target, exp, operand = find(spec, EFFECT, pos)
       local ok = e2 ~= nil
-      local t = ok and tonumber(target)
+      local t = ok and NUM[target]
+      if ok and not t then
+        t = tonumber(target)
+        NUM[target] = t
+      end
       local g = ok and k1 + t - 1 -- its KEYS index, for a window, session or window hash key
       local kt = ok and t >= 2 and t <= nk and KIND[g] -- that key's kind
       local field, sl, num -- num: the operand's number (ops a, x, n), from its check
