@@ -205,7 +205,7 @@ local function operate(x1, n, r)
     if ex then
       local s = Ehkey[x] or slot -- a window hash expires as a whole
       local had = Exp[s]
-      if had == nil or ex > had then
+      if had == nil or (ex ~= had and (#ex > #had or (#ex == #had and ex > had))) then
         Exp[s] = ex
       end
     end

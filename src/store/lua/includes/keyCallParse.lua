@@ -39,7 +39,8 @@ local KIND = {} -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h
 local Roff, RoffS, Remit, Rx, Rn = {}, {}, {}, {}, {}
 local nR = 0
 -- Per effect x: kind and op letters, slot (window/session: its KEYS index; kv: its field 'v' or
--- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt, operand text,
+-- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt (its canonical
+-- text: compared by length, then as text; sent to PEXPIREAT as it is, no number conversion), operand text,
 -- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
 -- hash's KEYS index, true when it is a window's time field `t`.
 local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = {}, {}, {}, {}, {}, {}, {}
@@ -165,7 +166,12 @@ local function rf_parse(label, k1, kn, spec, c0)
       pos = e2 + 1
       nE = nE + 1
       local x = nE
-      Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, tonumber(exp), operand, num
+      if exp == '' then
+        exp = nil
+      elseif byte(exp, 1) == 48 and #exp > 1 then -- leading zeros: the canonical text
+        exp = fmt('%d', tonumber(exp))
+      end
+      Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, exp, operand, num
       if kind == 't' or (kind == 'f' and operand == 't') then
         Etf[x] = true
       end
