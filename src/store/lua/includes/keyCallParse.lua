@@ -8,7 +8,7 @@ local find, sub, byte, fmt = string.find, string.sub, string.byte, string.format
 local concat, rcall, tonumber = table.concat, redis.call, tonumber
 
 local INT = {} -- rf_int's answers by text (false: not one), for the script call: texts repeat
-local NUM = {} -- an effect's target text -> its number (the same few texts in every record)
+local NUM = {} -- a target's or effect count's text -> its number (the same few texts in every record)
 
 -- A canonical decimal integer of the exact range, or nil.
 local function rf_int(s)
@@ -80,7 +80,12 @@ local function rf_parse(label, k1, kn, spec, c0)
       return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ': offsets must increase')
     end
     last = off
-    n = tonumber(n)
+    local nn = NUM[n]
+    if not nn then
+      nn = tonumber(n)
+      NUM[n] = nn
+    end
+    n = nn
     local x0 = nE + 1
     for k = 1, n do
       local _, e2, kind, op, target, exp, operand = find(spec, EFFECT, pos)
