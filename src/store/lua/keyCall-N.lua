@@ -87,7 +87,7 @@ local spec = ARGV[6]
 if not (tonumber(partition) and epoch and watermark and expect and spec) then
   return rf_err('RF_ARGS', 'malformed key call arguments')
 end
-local r1, r2, nextArg = rf_parse('', 1, #KEYS, spec, 7)
+local r1, r2, nextArg = rf_parse(false, 1, #KEYS, spec, 7)
 if not r1 then
   return r2
 end

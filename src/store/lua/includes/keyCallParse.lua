@@ -33,6 +33,12 @@ local function rf_err(kind, msg)
   return redis.error_reply(kind .. ' ' .. msg)
 end
 
+-- An error's prefix naming the call: 'call <i>: ' (keyCallMany's i-th), '' (false: keyCall's one call).
+-- Made only on an error: a number made text per key call is a call into C's formatting.
+local function rf_label(call)
+  return call and ('call ' .. call .. ': ') or ''
+end
+
 local OPS = { s = true, a = true, x = true, n = true, d = true }
 local KIND = {} -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
 -- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count.
@@ -50,19 +56,21 @@ local nE = 0
 local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
 local SESSION = '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$'
 
--- Parses and checks one key's call before anything is read or written: KEYS[k1] is its fence hash,
+-- Parses and checks one key's call before anything is read or written (`call`: its number in a
+-- keyCallMany, false in a keyCall, for errors): KEYS[k1] is its fence hash,
 -- KEYS[k1 + 1 .. kn] its window and session keys, `spec` its record text, its set values from
 -- ARGV[c0]. Returns its first and last record index and the ARGV index after its values, or nil and an
 -- error reply. (Over 120 lines: the record text's grammar is checked in one pass, effect kind by
 -- effect kind, so that nothing is read or written before all of it is known good.)
-local function rf_parse(label, k1, kn, spec, c0)
+local function rf_parse(call, k1, kn, spec, c0)
   local hash = KEYS[k1]
   local hl = #hash
   for i = k1 + 1, kn do
     local key = KEYS[i]
     local infix = sub(key, hl + 1, hl + 3)
     if sub(key, 1, hl) ~= hash or (infix ~= ':w:' and infix ~= ':s:' and infix ~= ':h:') then
-      return nil, rf_err('RF_ARGS', label .. 'KEYS[' .. i .. '] is not a window key of KEYS[' .. k1 .. ']')
+      local what = 'KEYS[' .. i .. '] is not a window key of KEYS[' .. k1 .. ']'
+      return nil, rf_err('RF_ARGS', rf_label(call) .. what)
     end
     KIND[i] = infix
   end
@@ -72,12 +80,12 @@ local function rf_parse(label, k1, kn, spec, c0)
     local r = nR - r0 + 1
     local _, e, offStr, emit, n = find(spec, '^(%d+),([01]),(%d+);', pos)
     if not e then
-      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' is malformed')
+      return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' is malformed')
     end
     pos = e + 1
     local off = tonumber(offStr)
     if last and off <= last then
-      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ': offsets must increase')
+      return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ': offsets must increase')
     end
     last = off
     local nn = NUM[n]
@@ -166,7 +174,7 @@ local function rf_parse(label, k1, kn, spec, c0)
         end
       end
       if not ok then
-        return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ' is malformed')
+        return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect ' .. k .. ' is malformed')
       end
       pos = e2 + 1
       nE = nE + 1
@@ -193,7 +201,7 @@ local function rf_parse(label, k1, kn, spec, c0)
         local v = ARGV[c]
         c = c + 1
         if v == nil then
-          return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ': no value')
+          return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect ' .. k .. ': no value')
         end
         Evalue[x] = v
       end
@@ -202,7 +210,7 @@ local function rf_parse(label, k1, kn, spec, c0)
     Roff[nR], RoffS[nR], Remit[nR], Rx[nR], Rn[nR] = off, offStr, emit == '1', x0, n
   end
   if nR == r0 then
-    return nil, rf_err('RF_ARGS', label .. 'no records')
+    return nil, rf_err('RF_ARGS', rf_label(call) .. 'no records')
   end
   return r0 + 1, nR, c
 end
