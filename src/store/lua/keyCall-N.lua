@@ -72,7 +72,10 @@
   number, no table per record or effect, no closure per key call: see includes/keyCallCore.lua); one
   HGETALL of the fence hash, one HMGET per window key touched (v, f and t at once); writes at the end:
   one HDEL and one HSET on the fence hash (p, o and e only where their text changes), one HSET (or
-  HDEL) and one PEXPIREAT per window key written (both fields in the one HSET).
+  HDEL) and one PEXPIREAT per window key written (both fields in the one HSET). A call from Lua into
+  a C function (tonumber, string.sub/byte/format, table.concat, unpack, type) costs about as much as a
+  short pattern match: texts that repeat (integers, targets, counts) are turned into numbers once per
+  script call, expireAt stays text, and the common cases avoid such calls (docs/benchmarks.md).
 ]]
 --@include "keyCallCore"
 
