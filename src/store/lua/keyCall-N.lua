@@ -72,7 +72,10 @@
   number, no table per record or effect, no closure per key call: see includes/keyCallCore.lua); one
   HGETALL of the fence hash, one HMGET per window key touched (v, f and t at once); writes at the end:
   one HDEL and one HSET on the fence hash (p, o and e only where their text changes), one HSET (or
-  HDEL) and one PEXPIREAT per window key written (both fields in the one HSET).
+  HDEL) and one PEXPIREAT per window key written (both fields in the one HSET). A call from Lua into
+  a C function (tonumber, string.sub/byte/format, table.concat, unpack, type) costs about as much as a
+  short pattern match: texts that repeat (integers, targets, counts) are turned into numbers once per
+  script call, expireAt stays text, and the common cases avoid such calls (docs/benchmarks.md).
 ]]
 --@include "keyCallCore"
 
@@ -87,7 +90,7 @@ local spec = ARGV[6]
 if not (tonumber(partition) and epoch and watermark and expect and spec) then
   return rf_err('RF_ARGS', 'malformed key call arguments')
 end
-local r1, r2, nextArg = rf_parse('', 1, #KEYS, spec, 7)
+local r1, r2, nextArg = rf_parse(false, 1, #KEYS, spec, 7)
 if not r1 then
   return r2
 end

@@ -32,12 +32,17 @@ end
 local callK1, callR1, callR2, callExpect = {}, {}, {}, {}
 local a, k = 6, 1
 for i = 1, n do
-  local nk = tonumber(ARGV[a])
+  local na = ARGV[a]
+  local nk = na and NUM[na] -- (the same few counts in every call)
+  if na and not nk then
+    nk = tonumber(na)
+    NUM[na] = nk
+  end
   local expect, spec = ARGV[a + 1], ARGV[a + 2]
   if not (nk and nk >= 1 and expect and spec and k + nk - 1 <= #KEYS) then
     return rf_err('RF_ARGS', 'call ' .. i .. ': malformed arguments')
   end
-  local r1, r2, nextArg = rf_parse('call ' .. i .. ': ', k, k + nk - 1, spec, a + 3)
+  local r1, r2, nextArg = rf_parse(i, k, k + nk - 1, spec, a + 3)
   if not r1 then
     return r2
   end

@@ -7,19 +7,36 @@ local KEYS, ARGV = KEYS, ARGV
 local find, sub, byte, fmt = string.find, string.sub, string.byte, string.format
 local concat, rcall, tonumber = table.concat, redis.call, tonumber
 
+local INT = {} -- rf_int's answers by text (false: not one), for the script call: texts repeat
+local NUM = {} -- a target's or effect count's text -> its number (the same few texts in every record)
+
 -- A canonical decimal integer of the exact range, or nil.
 local function rf_int(s)
-  if s == '0' or (s and find(s, '^-?[1-9]%d*$')) then
-    local n = tonumber(s)
-    if n and n > -RF_EXACT and n < RF_EXACT then
-      return n
-    end
+  if s == nil then
+    return nil
   end
-  return nil
+  local n = INT[s]
+  if n == nil then
+    n = false
+    if s == '0' or find(s, '^-?[1-9]%d*$') then
+      local v = tonumber(s)
+      if v and v > -RF_EXACT and v < RF_EXACT then
+        n = v
+      end
+    end
+    INT[s] = n
+  end
+  return n or nil
 end
 
 local function rf_err(kind, msg)
   return redis.error_reply(kind .. ' ' .. msg)
+end
+
+-- An error's prefix naming the call: 'call <i>: ' (keyCallMany's i-th), '' (false: keyCall's one call).
+-- Made only on an error: a number made text per key call is a call into C's formatting.
+local function rf_label(call)
+  return call and ('call ' .. call .. ': ') or ''
 end
 
 local OPS = { s = true, a = true, x = true, n = true, d = true }
@@ -28,7 +45,8 @@ local KIND = {} -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h
 local Roff, RoffS, Remit, Rx, Rn = {}, {}, {}, {}, {}
 local nR = 0
 -- Per effect x: kind and op letters, slot (window/session: its KEYS index; kv: its field 'v' or
--- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt, operand text,
+-- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt (its canonical
+-- text: compared by length, then as text; sent to PEXPIREAT as it is, no number conversion), operand text,
 -- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
 -- hash's KEYS index, true when it is a window's time field `t`.
 local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = {}, {}, {}, {}, {}, {}, {}
@@ -38,19 +56,21 @@ local nE = 0
 local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
 local SESSION = '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$'
 
--- Parses and checks one key's call before anything is read or written: KEYS[k1] is its fence hash,
+-- Parses and checks one key's call before anything is read or written (`call`: its number in a
+-- keyCallMany, false in a keyCall, for errors): KEYS[k1] is its fence hash,
 -- KEYS[k1 + 1 .. kn] its window and session keys, `spec` its record text, its set values from
 -- ARGV[c0]. Returns its first and last record index and the ARGV index after its values, or nil and an
 -- error reply. (Over 120 lines: the record text's grammar is checked in one pass, effect kind by
 -- effect kind, so that nothing is read or written before all of it is known good.)
-local function rf_parse(label, k1, kn, spec, c0)
+local function rf_parse(call, k1, kn, spec, c0)
   local hash = KEYS[k1]
   local hl = #hash
   for i = k1 + 1, kn do
     local key = KEYS[i]
     local infix = sub(key, hl + 1, hl + 3)
     if sub(key, 1, hl) ~= hash or (infix ~= ':w:' and infix ~= ':s:' and infix ~= ':h:') then
-      return nil, rf_err('RF_ARGS', label .. 'KEYS[' .. i .. '] is not a window key of KEYS[' .. k1 .. ']')
+      local what = 'KEYS[' .. i .. '] is not a window key of KEYS[' .. k1 .. ']'
+      return nil, rf_err('RF_ARGS', rf_label(call) .. what)
     end
     KIND[i] = infix
   end
@@ -60,20 +80,29 @@ local function rf_parse(label, k1, kn, spec, c0)
     local r = nR - r0 + 1
     local _, e, offStr, emit, n = find(spec, '^(%d+),([01]),(%d+);', pos)
     if not e then
-      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' is malformed')
+      return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' is malformed')
     end
     pos = e + 1
     local off = tonumber(offStr)
     if last and off <= last then
-      return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ': offsets must increase')
+      return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ': offsets must increase')
     end
     last = off
-    n = tonumber(n)
+    local nn = NUM[n]
+    if not nn then
+      nn = tonumber(n)
+      NUM[n] = nn
+    end
+    n = nn
     local x0 = nE + 1
     for k = 1, n do
       local _, e2, kind, op, target, exp, operand = find(spec, EFFECT, pos)
       local ok = e2 ~= nil
-      local t = ok and tonumber(target)
+      local t = ok and NUM[target]
+      if ok and not t then
+        t = tonumber(target)
+        NUM[target] = t
+      end
       local g = ok and k1 + t - 1 -- its KEYS index, for a window, session or window hash key
       local kt = ok and t >= 2 and t <= nk and KIND[g] -- that key's kind
       local field, sl, num -- num: the operand's number (ops a, x, n), from its check
@@ -145,12 +174,17 @@ local function rf_parse(label, k1, kn, spec, c0)
         end
       end
       if not ok then
-        return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ' is malformed')
+        return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect ' .. k .. ' is malformed')
       end
       pos = e2 + 1
       nE = nE + 1
       local x = nE
-      Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, tonumber(exp), operand, num
+      if exp == '' then
+        exp = nil
+      elseif byte(exp, 1) == 48 and #exp > 1 then -- leading zeros: the canonical text
+        exp = fmt('%d', tonumber(exp))
+      end
+      Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, exp, operand, num
       if kind == 't' or (kind == 'f' and operand == 't') then
         Etf[x] = true
       end
@@ -167,7 +201,7 @@ local function rf_parse(label, k1, kn, spec, c0)
         local v = ARGV[c]
         c = c + 1
         if v == nil then
-          return nil, rf_err('RF_ARGS', label .. 'record ' .. r .. ' effect ' .. k .. ': no value')
+          return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect ' .. k .. ': no value')
         end
         Evalue[x] = v
       end
@@ -176,7 +210,7 @@ local function rf_parse(label, k1, kn, spec, c0)
     Roff[nR], RoffS[nR], Remit[nR], Rx[nR], Rn[nR] = off, offStr, emit == '1', x0, n
   end
   if nR == r0 then
-    return nil, rf_err('RF_ARGS', label .. 'no records')
+    return nil, rf_err('RF_ARGS', rf_label(call) .. 'no records')
   end
   return r0 + 1, nR, c
 end

@@ -6,9 +6,9 @@ local function rf_write()
   for d = 1, nDirty do
     local slot = DirtyL[d]
     local v = Wcur[slot]
-    if type(slot) == 'string' then -- a window hash's field
-      local x = DirtyX[d]
-      local hk = Ehkey[x]
+    local x = DirtyX[d]
+    local hk = Ehkey[x]
+    if hk then -- a window hash's field (its slot: a string)
       hashes = hashes or {}
       hashes[hk] = true
       -- its final mark `f<start>` goes with the value
@@ -93,10 +93,17 @@ local function rf_write_fence(hash, fenceDirty, p, o, e, oS, p0, o0, e0)
       nHset = nHset + 2
     end
   end
-  if nHdel > 0 then
+  -- (the common short lists passed as they are: unpack is a call into C)
+  if nHdel == 1 then
+    rcall('HDEL', hash, Hdel[1])
+  elseif nHdel > 0 then
     rcall('HDEL', hash, unpack(Hdel, 1, nHdel))
   end
-  if nHset > 0 then
+  if nHset == 4 then
+    rcall('HSET', hash, Hset[1], Hset[2], Hset[3], Hset[4])
+  elseif nHset == 2 then
+    rcall('HSET', hash, Hset[1], Hset[2])
+  elseif nHset > 0 then
     rcall('HSET', hash, unpack(Hset, 1, nHset))
   end
 end
