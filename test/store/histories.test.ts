@@ -14,6 +14,12 @@ import { uniqueName } from '../helpers/env.js';
 import { TARGETS } from '../helpers/targets.js';
 import { Twin } from './twin.js';
 
+/**
+ * The property's seed: fixed, so that the verdicts the histories must reach are reached in every run
+ * (40 random histories did not always make a REJECT); other seeds through RF_STORE_HISTORY_SEED.
+ */
+const SEED = Number(process.env.RF_STORE_HISTORY_SEED ?? 20261207);
+
 const EXPIRE = Date.now() + 3_600_000;
 const opArb: fc.Arbitrary<StoreOp> = fc.oneof(
   fc.integer({ min: -100, max: 100 }).map((by) => ({ op: 'add', by }) as const),
@@ -173,10 +179,10 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
             await twin.checkStored(s.key);
           }
         }),
-        { numRuns: Number(process.env.RF_STORE_HISTORY_RUNS ?? 40) },
+        { numRuns: Number(process.env.RF_STORE_HISTORY_RUNS ?? 40), seed: SEED },
       );
       for (const v of ['APPLY', 'REEMIT', 'SKIP', 'FENCE', 'REBASE', 'CONFLICT'])
-        assert.ok(seen.has(v), `the histories reached ${v}`);
+        assert.ok(seen.has(v), `the histories reached ${v} (seed ${SEED})`);
     });
   });
 }
@@ -246,10 +252,10 @@ for (const target of TARGETS.filter((t) => t.name === 'standalone/cluster-fencin
             for (const key of new Set(s.calls.map((c) => c.key))) await twin.checkStored(key);
           }
         }),
-        { numRuns: Number(process.env.RF_STORE_HISTORY_RUNS ?? 40) },
+        { numRuns: Number(process.env.RF_STORE_HISTORY_RUNS ?? 40), seed: SEED },
       );
       for (const v of ['APPLY', 'REEMIT', 'REJECT', 'FENCE', 'CONFLICT'])
-        assert.ok(seen.has(v), `the histories reached ${v}`);
+        assert.ok(seen.has(v), `the histories reached ${v} (seed ${SEED})`);
     });
   });
 }
