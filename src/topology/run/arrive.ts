@@ -16,7 +16,7 @@ import { RedfenceError } from '../../errors/index.js';
 import type { Effect, EffectResult, SessionOp, SessionResult, StoreOp } from '../../store/index.js';
 import { decodeKey, type ModelRecord, segmentInterval, type WindowBounds } from '../model-io.js';
 import { slidingLate } from '../sliding.js';
-import { timeWindowsFor } from '../windows.js';
+import { firstWindowStart } from '../windows.js';
 import { newClock, type WindowClock } from './final.js';
 import { decodeNote } from './note.js';
 import type { AggregatePlan } from './plan.js';
@@ -47,6 +47,9 @@ export interface SessionBounds {
   readonly closeTime: number;
   readonly dropBefore: number;
 }
+
+/** An arrival late for no window (shared: an arrival's `missed` is never changed). */
+const NONE_MISSED: readonly WindowBounds[] = Object.freeze([]);
 
 /** The aggregation's clock in `clocks`, made (nothing seen yet) when it has none. */
 export function clockOf(clocks: Map<string, WindowClock>, name: string): WindowClock {
@@ -79,7 +82,7 @@ export function arrive(
       record: r,
       fenceKey,
       starts: null,
-      missed: [],
+      missed: NONE_MISSED,
       closeTime: -1,
       session: null,
       sliding: false,
@@ -92,7 +95,7 @@ export function arrive(
     clock.stream = Math.max(clock.stream, r.timestamp);
     const closeTime = clock.stream - w.graceMs;
     const late = slidingLate(w, r.timestamp, closeTime);
-    const missed = late === null ? [] : [late];
+    const missed = late === null ? NONE_MISSED : [late];
     return { agg, record: r, fenceKey, starts: [], missed, closeTime, session: null, sliding: late === null };
   }
   if (w.kind === 'session') {
@@ -118,23 +121,45 @@ export function arrive(
     // (every stored end is below the close time too): the store time stays, as the model's (a tick moves
     // the stream time past the store time, src/topology/tick.ts)
     if (ts >= closeTime) clock.store = Math.max(clock.store, ts);
-    return { agg, record: r, fenceKey, starts: null, missed: [], closeTime, session, sliding: false };
+    return {
+      agg,
+      record: r,
+      fenceKey,
+      starts: null,
+      missed: NONE_MISSED,
+      closeTime,
+      session,
+      sliding: false,
+    };
   }
   if (w.kind !== 'tumbling' && w.kind !== 'hopping')
     throw new TypeError('planTopology admits time and session windows only');
-  clock.stream = Math.max(clock.stream, r.timestamp);
+  const ts = r.timestamp;
+  clock.stream = Math.max(clock.stream, ts);
   const closeTime = clock.stream - w.graceMs;
   const starts: number[] = [];
-  const missed: WindowBounds[] = [];
-  for (const start of timeWindowsFor(w, r.timestamp)) {
+  // the windows it falls in (timeWindowsFor's, walked without its array); most records miss none
+  let missed: WindowBounds[] | null = null;
+  for (let start = firstWindowStart(w, ts); start <= ts; start += w.advanceMs) {
     const end = start + w.sizeMs;
-    if (end <= closeTime) missed.push({ start, end });
-    else {
+    if (end <= closeTime) {
+      missed ??= [];
+      missed.push({ start, end });
+    } else {
       starts.push(start);
       clock.store = Math.max(clock.store, start);
     }
   }
-  return { agg, record: r, fenceKey, starts, missed, closeTime, session: null, sliding: false };
+  return {
+    agg,
+    record: r,
+    fenceKey,
+    starts,
+    missed: missed ?? NONE_MISSED,
+    closeTime,
+    session: null,
+    sliding: false,
+  };
 }
 
 /**
