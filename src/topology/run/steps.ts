@@ -62,8 +62,11 @@ export function walkBatch(
   const w: Walked = { steps: [] };
   // one sink for the batch: `rec` is the record being walked
   let rec = records[0] as ModelInput;
-  // the clocks the record's arrivals move, as they were before it (undone if its walk throws)
-  const moved: [string, WindowClock | undefined][] = [];
+  // per aggregation: its plan, and its clock as it was before the walked record's first arrival (put
+  // back if the record's walk throws), one copy per aggregation reused by every record of the batch
+  const aggs = new Map<string, AggState>();
+  /** The aggregations the walked record arrived at (their `before` is its). */
+  const moved: AggState[] = [];
   const sink: WalkSink = {
     tally,
     at: '',
@@ -76,10 +79,7 @@ export function walkBatch(
       }),
     dropNullKey: (name) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
     aggregate: (node, r) => {
-      const agg = plan.aggregates.get(node.name);
-      if (agg === undefined) throw new TypeError(`no plan for ${node.name}`);
-      const c = clocks.get(node.name);
-      moved.push([node.name, c === undefined ? undefined : { ...c }]);
+      const agg = stateOf(plan, aggs, node.name, moved, clocks);
       const a = arrive(agg, r, clocks);
       if ('drop' in a) {
         w.steps.push({ drop: { reason: a.drop, node: node.name, source: rec } });
@@ -126,6 +126,7 @@ export function walkBatch(
       continue;
     }
     const mark = w.steps.length;
+    for (const m of moved) m.moved = false;
     moved.length = 0;
     try {
       for (const source of sources) {
@@ -139,15 +140,50 @@ export function walkBatch(
     } catch (error) {
       // all or nothing: the record's steps go, the clocks its arrivals moved come back
       w.steps.length = mark;
-      for (let m = moved.length - 1; m >= 0; m--) {
-        const [name, c] = moved[m] as [string, WindowClock | undefined];
-        if (c === undefined) clocks.delete(name);
-        else clocks.set(name, c);
-      }
+      for (const m of moved)
+        if (m.before === null) clocks.delete(m.agg.node.name);
+        else clocks.set(m.agg.node.name, { ...m.before });
       w.steps.push({ dead: { reason: 'processing-error', node: sink.at, error, source: rec } });
     }
   }
   return w;
+}
+
+/** An aggregation in a batch's walk: its plan and its clock before the walked record (`moved`: saved). */
+interface AggState {
+  readonly agg: AggregatePlan;
+  moved: boolean;
+  /** A copy of its clock before the record's first arrival; null: it had none. */
+  before: WindowClock | null;
+}
+
+/**
+ * The aggregation's state in the walk, its clock saved when the walked record first arrives at it
+ * (listed in `moved`).
+ */
+function stateOf(
+  plan: RunPlan,
+  aggs: Map<string, AggState>,
+  name: string,
+  moved: AggState[],
+  clocks: ReadonlyMap<string, WindowClock>,
+): AggregatePlan {
+  let s = aggs.get(name);
+  if (s === undefined) {
+    const agg = plan.aggregates.get(name);
+    if (agg === undefined) throw new TypeError(`no plan for ${name}`);
+    s = { agg, moved: false, before: null };
+    aggs.set(name, s);
+  }
+  if (!s.moved) {
+    s.moved = true;
+    moved.push(s);
+    const c = clocks.get(name);
+    if (c === undefined) s.before = null;
+    else if (s.before === null) s.before = { ...c };
+    else Object.assign(s.before, c);
+  }
+  return s.agg;
 }
 
 /**
