@@ -270,7 +270,8 @@ export function placeSteps(
     sliding = false,
     final = false,
   ) => {
-    const id = key.toString('hex');
+    // a map key per byte string: latin1 maps each byte to one character (hex made two)
+    const id = key.toString('latin1');
     let group = groups.get(id);
     if (group === undefined) {
       group = { key, records: [] };
@@ -282,13 +283,18 @@ export function placeSteps(
       group.records.push(last);
     }
     const record = group.records.length - 1;
-    const after = finals.get(last) ?? [];
+    const after = finalsLast ? finals.get(last) : undefined;
     if (final && finalsLast) {
       const placed = { group, record, part: last.parts.length };
       last.parts.push({ effects, sliding });
-      after.push(placed);
-      finals.set(last, after);
+      if (after === undefined) finals.set(last, [placed]);
+      else after.push(placed);
       return placed;
+    }
+    if (after === undefined) {
+      // no final part placed in the record: the arrival goes last
+      last.parts.push({ effects, sliding });
+      return { group, record, part: last.parts.length - 1 };
     }
     // finalsLast (a topology with emit-final sliding windows): arrivals first, then final parts, so a
     // record placed before its finals were known (fold.ts' foldAhead) holds a prefix of its parts. The
