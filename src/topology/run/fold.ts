@@ -273,28 +273,32 @@ export async function callGroups(
     }
   /** Per sliding arrival, the newest window start it wrote (as last folded or read back). */
   const newest = new Map<FoldArrival, number>();
-  const replies: KeyRecordResult[][] = groups.map(() => []);
-  const callOf = (g: KeyGroup, expect?: StateStamp | null): KeyCall => ({
-    partition: batch.partition,
-    epoch: batch.epoch,
-    committedOffset: batch.committedOffset,
-    key: g.key,
-    ...(expect === undefined ? {} : { expect: expect === null ? null : tokenOf(expect) }),
-    records: g.records.map((r) => ({
-      offset: r.offset,
-      emit: 1,
-      effects: r.parts.flatMap((p) => p.effects),
-    })),
-  });
+  const replies: KeyRecordResult[][] = new Array(groups.length);
+  const callOf = (g: KeyGroup, expect?: StateStamp | null): KeyCall => {
+    const call = {
+      partition: batch.partition,
+      epoch: batch.epoch,
+      committedOffset: batch.committedOffset,
+      key: g.key,
+      records: g.records.map(callRecord),
+    };
+    return expect === undefined ? call : { ...call, expect: expect === null ? null : tokenOf(expect) };
+  };
   const tp = `${batch.topic}/${batch.partition}`;
-  const plain = groups.map((g, i) => [g, i] as const).filter(([g]) => !byGroup.has(g));
+  /** The groups sent as they are (no fold), by index in `groups`. */
+  const plain: number[] = [];
+  for (let i = 0; i < groups.length; i++) if (!byGroup.has(groups[i] as KeyGroup)) plain.push(i);
   const sendPlain = async () => {
     if (plain.length === 0) return;
-    const rs = await store.callMany(plain.map(([g]) => callOf(g)));
-    plain.forEach(([g, i], j) => {
-      replies[i] = rs[j] ?? [];
-      ctx.owner?.after(tp, g, batch.partition, batch.epoch, replies[i]);
-    });
+    const calls: KeyCall[] = new Array(plain.length);
+    for (let j = 0; j < plain.length; j++) calls[j] = callOf(groups[plain[j] as number] as KeyGroup);
+    const rs = await store.callMany(calls);
+    for (let j = 0; j < plain.length; j++) {
+      const i = plain[j] as number;
+      const r = rs[j] ?? [];
+      replies[i] = r;
+      ctx.owner?.after(tp, groups[i] as KeyGroup, batch.partition, batch.epoch, r);
+    }
   };
   let conflicts = 0;
   const cache = { hits: 0, misses: 0 };
@@ -400,7 +404,19 @@ export async function callGroups(
       pending = again;
     }
   };
-  if (groups.some((g) => byGroup.has(g))) await sendFolded();
+  if (plain.length < groups.length) await sendFolded();
   else if (!dry) await sendPlain();
+  // a group without results (dry, or none answered): no records
+  for (let i = 0; i < replies.length; i++) replies[i] ??= [];
   return { replies, conflicts, cache };
+}
+
+/** A key record as the call sends it: its parts' effects in order (one part: its own list, not a copy). */
+function callRecord(r: KeyGroup['records'][number]): KeyCall['records'][number] {
+  const only = r.parts.length === 1 ? r.parts[0] : undefined;
+  return {
+    offset: r.offset,
+    emit: 1,
+    effects: only === undefined ? r.parts.flatMap((p) => p.effects) : only.effects,
+  };
 }
