@@ -44,7 +44,8 @@ import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } f
 import { sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
 import { slidingSettledUpTo } from './final-sliding.js';
 import { FlowTally } from './flows.js';
-import { callGroups, type FoldedAhead, FoldThrew, foldAhead } from './fold.js';
+import { callGroups, FoldThrew } from './fold.js';
+import { type FoldedAhead, foldAhead } from './fold-ahead.js';
 import { type ForwardContext, forwardSteps } from './forward.js';
 import { OwnerCache } from './owner-cache.js';
 import { planTopology, type RunPlan } from './plan.js';

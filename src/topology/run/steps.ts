@@ -188,7 +188,7 @@ function stateOf(
 
 /**
  * The walk's steps with each sliding closing range bounded by the store's retention, given the store
- * time after each closing arrival's fold (fold.ts' foldAhead).
+ * time after each closing arrival's fold (fold-ahead.ts' foldAhead).
  */
 export function slidingBounded(
   steps: readonly WalkStep[],
@@ -297,7 +297,7 @@ export function placeSteps(
       return { group, record, part: last.parts.length - 1 };
     }
     // finalsLast (a topology with emit-final sliding windows): arrivals first, then final parts, so a
-    // record placed before its finals were known (fold.ts' foldAhead) holds a prefix of its parts. The
+    // record placed before its finals were known (fold-ahead.ts' foldAhead) holds a prefix of its parts. The
     // aggregations' stores differ, and a record never changes a window it closes, so the order across
     // aggregations changes no result. Other topologies keep the walk's order (the pending entries of
     // records applied before this version were cut by it).
