@@ -137,8 +137,9 @@ export function arrive(
   const ts = r.timestamp;
   clock.stream = Math.max(clock.stream, ts);
   const closeTime = clock.stream - w.graceMs;
-  const starts: number[] = [];
-  // the windows it falls in (timeWindowsFor's, walked without its array); most records miss none
+  // the windows it falls in (timeWindowsFor's, walked without its array); most records miss none, and
+  // a tumbling window's record falls in one (a list of one made as such: grown by push, it reserves 16 more)
+  let starts: number[] | null = null;
   let missed: WindowBounds[] | null = null;
   for (let start = firstWindowStart(w, ts); start <= ts; start += w.advanceMs) {
     const end = start + w.sizeMs;
@@ -146,10 +147,12 @@ export function arrive(
       missed ??= [];
       missed.push({ start, end });
     } else {
-      starts.push(start);
+      if (starts === null) starts = [start];
+      else starts.push(start);
       clock.store = Math.max(clock.store, start);
     }
   }
+  starts ??= [];
   return {
     agg,
     record: r,
@@ -174,6 +177,9 @@ export function folds(agg: AggregatePlan): boolean {
   );
 }
 
+/** A count's op (shared: an effect's op is never changed, a fold replaces the effect). */
+const ADD_ONE: StoreOp = Object.freeze({ op: 'add', by: 1 });
+
 /** Placeholder op of a folded effect, replaced before the call (a replayed record keeps it: never applied). */
 const UNFOLDED: StoreOp = { op: 'delete' };
 
@@ -194,7 +200,7 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
     const op: SessionOp = js ? { op: 'delete' } : { op: 'add', by: 1 };
     return [{ store: valueStore, kind: 'session', time: ts, ...a.session, expireAt: at, op }];
   }
-  const valueOp: StoreOp = js ? UNFOLDED : { op: 'add', by: 1 };
+  const valueOp: StoreOp = js ? UNFOLDED : ADD_ONE;
   const timeOp: StoreOp = js ? UNFOLDED : { op: 'max', value: ts };
   if (a.starts === null)
     return [
@@ -202,11 +208,14 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
       { store: timeStore, kind: 'kv', op: timeOp },
     ];
   const w = node.window as { sizeMs: number; graceMs: number };
-  const out: Effect[] = []; // none for a sliding record late as a whole (starts: [])
-  for (const start of a.starts) {
+  const starts = a.starts;
+  // sized up front (a list grown by push reserves room for 16 more); none for a sliding record late as a whole
+  const out: Effect[] = new Array(2 * starts.length);
+  for (let i = 0; i < starts.length; i++) {
+    const start = starts[i] as number;
     const at = expireAt(start + w.sizeMs, w.graceMs);
-    out.push({ store: valueStore, kind: 'window', start, expireAt: at, op: valueOp });
-    out.push({ store: valueStore, kind: 'window', field: 'time', start, expireAt: at, op: timeOp });
+    out[2 * i] = { store: valueStore, kind: 'window', start, expireAt: at, op: valueOp };
+    out[2 * i + 1] = { store: valueStore, kind: 'window', field: 'time', start, expireAt: at, op: timeOp };
   }
   return out;
 }

@@ -272,28 +272,35 @@ export function placeSteps(
   ) => {
     // a map key per byte string: latin1 maps each byte to one character (hex made two)
     const id = key.toString('latin1');
-    let group = groups.get(id);
-    if (group === undefined) {
-      group = { key, records: [] };
-      groups.set(id, group);
+    const p: KeyPart = { effects, sliding };
+    const known = groups.get(id);
+    const at = known?.records[known.records.length - 1];
+    if (known === undefined || at?.offset !== offset) {
+      // the record's first part (lists of one made as such: grown by push, a list reserves 16 more)
+      const rec = { offset, parts: [p], node };
+      let group = known;
+      if (group === undefined) {
+        group = { key, records: [rec] };
+        groups.set(id, group);
+      } else group.records.push(rec);
+      const placed = { group, record: group.records.length - 1, part: 0 };
+      if (final && finalsLast) finals.set(rec, [placed]);
+      return placed;
     }
-    let last = group.records[group.records.length - 1];
-    if (last?.offset !== offset) {
-      last = { offset, parts: [], node };
-      group.records.push(last);
-    }
+    const group = known;
+    const last = at;
     const record = group.records.length - 1;
     const after = finalsLast ? finals.get(last) : undefined;
     if (final && finalsLast) {
       const placed = { group, record, part: last.parts.length };
-      last.parts.push({ effects, sliding });
+      last.parts.push(p);
       if (after === undefined) finals.set(last, [placed]);
       else after.push(placed);
       return placed;
     }
     if (after === undefined) {
       // no final part placed in the record: the arrival goes last
-      last.parts.push({ effects, sliding });
+      last.parts.push(p);
       return { group, record, part: last.parts.length - 1 };
     }
     // finalsLast (a topology with emit-final sliding windows): arrivals first, then final parts, so a
@@ -302,7 +309,7 @@ export function placeSteps(
     // aggregations changes no result. Other topologies keep the walk's order (the pending entries of
     // records applied before this version were cut by it).
     const part = last.parts.length - after.length;
-    last.parts.splice(part, 0, { effects, sliding });
+    last.parts.splice(part, 0, p);
     for (const f of after) f.part++;
     return { group, record, part };
   };
