@@ -220,23 +220,23 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
   return out;
 }
 
-/** The table updates the arrival's effect results give (key: the record's key, windowed: `{ key, start, end }`). */
-export function updatesOf(a: Arrival, results: readonly EffectResult[]): ModelRecord[] {
+/** How many table updates a time window or unwindowed arrival gives ({@link updateOf}): one per window, or one. */
+export function updateCount(a: Arrival): number {
+  return a.starts === null ? 1 : a.starts.length;
+}
+
+/**
+ * The arrival's `i`th table update from its effect results (key: the record's key, windowed:
+ * `{ key, start, end }`), one at a time: walked on as it is made, without a list of them.
+ */
+export function updateOf(a: Arrival, results: readonly EffectResult[], i: number): ModelRecord {
   const name = a.agg.node.name;
-  if (a.starts === null)
-    return [
-      {
-        key: a.record.key,
-        value: storedAggregate(a.agg, results[0]),
-        timestamp: storedNumber(results[1], name),
-      },
-    ];
+  const value = storedAggregate(a.agg, results[2 * i]);
+  const timestamp = storedNumber(results[2 * i + 1], name);
+  if (a.starts === null) return { key: a.record.key, value, timestamp };
+  const start = a.starts[i] as number;
   const size = (a.agg.node.window as { sizeMs: number }).sizeMs;
-  return a.starts.map((start, i) => ({
-    key: { key: a.record.key, start, end: start + size },
-    value: storedAggregate(a.agg, results[2 * i]),
-    timestamp: storedNumber(results[2 * i + 1], name),
-  }));
+  return { key: { key: a.record.key, start, end: start + size }, value, timestamp };
 }
 
 /**

@@ -12,10 +12,10 @@
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, KeyRecordResult } from '../../store/index.js';
-import type { ModelDrop, ModelErrorDeadLetter, ModelOutput, ModelSource } from '../model.js';
+import type { ModelDrop, ModelErrorDeadLetter, ModelSource } from '../model.js';
 import { type ModelRecord, withHeaders } from '../model-io.js';
 import { nodeThrew, STORED, StoredUnreadable } from '../threw.js';
-import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
+import { finalUpdate, sessionOutcome, slidingOutcome, updateCount, updateOf } from './arrive.js';
 import type { FlowTally } from './flows.js';
 import { partResult } from './note.js';
 import type { RunPlan } from './plan.js';
@@ -58,9 +58,9 @@ class ForwardSink implements WalkSink {
     this.tally = ctx.tally;
   }
 
-  output(o: ModelOutput): void {
+  output(topic: string, key: Buffer | null, value: Buffer | null, timestamp: number): void {
     const source = this.source as ModelSource;
-    const out = { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: source.offset };
+    const out = { topic, key, value, timestamp, offset: source.offset };
     this.#ctx.outputs.push(this.bare ? out : withHeaders(out, source.headers));
   }
 
@@ -215,7 +215,8 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new Fo
     }
     if (final && step.arrival.session === null) return;
     if (step.arrival.session === null) {
-      for (const u of updatesOf(step.arrival, results)) walkOn(ctx, node.name, u, sink);
+      const n = updateCount(step.arrival);
+      for (let i = 0; i < n; i++) walkOn(ctx, node.name, updateOf(step.arrival, results, i), sink);
       return;
     }
     const o = sessionOutcome(step.arrival, results[0]);

@@ -70,12 +70,9 @@ export function walkBatch(
   const sink: WalkSink = {
     tally,
     at: '',
-    output: (o) =>
+    output: (topic, key, value, timestamp) =>
       w.steps.push({
-        out: withHeaders(
-          { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: rec.offset },
-          rec.headers,
-        ),
+        out: withHeaders({ topic, key, value, timestamp, offset: rec.offset }, rec.headers),
       }),
     dropNullKey: (name) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
     aggregate: (node, r) => {
