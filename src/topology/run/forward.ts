@@ -19,7 +19,7 @@ import { finalUpdate, sessionOutcome, slidingOutcome, updateCount, updateOf } fr
 import type { FlowTally } from './flows.js';
 import { partResult } from './note.js';
 import type { RunPlan } from './plan.js';
-import { type KeyGroup, lateStep, type Placed, type PlacedStep } from './steps.js';
+import { lateStep, type Placed, type PlacedStep } from './steps.js';
 import type {
   RejectedDeadLetter,
   TopologyBatch,
@@ -33,7 +33,8 @@ export type Verdicts = Record<keyof VerdictCounts, number>;
 
 export interface ForwardContext {
   readonly plan: RunPlan;
-  readonly byGroup: Map<KeyGroup, readonly KeyRecordResult[]>;
+  /** Each key group's results, by its index (KeyGroup.index). */
+  readonly replies: readonly (readonly KeyRecordResult[] | undefined)[];
   readonly outputs: TopologyOutput[];
   readonly deadLetters: TopologyDeadLetter[];
   readonly dropped: ModelDrop[];
@@ -252,7 +253,7 @@ function resultsOf(
   sink: ForwardSink,
 ): readonly EffectResult[] | null {
   const { group, record, part } = placed;
-  const r = ctx.byGroup.get(group)?.[record];
+  const r = ctx.replies[group.index]?.[record];
   const kr = group.records[record];
   if (r === undefined || kr === undefined || r.offset !== kr.offset)
     throw new RedfenceError('RF_BAD_REPLY', 'topology batch: a key call answered for other records');

@@ -225,6 +225,8 @@ export function lateStep(
 
 /** One fence key's records of the batch, each record's effects in parts (one per arrival or final result). */
 export interface KeyGroup {
+  /** Its place among the placement's groups (their key calls' replies come in that order). */
+  readonly index: number;
   readonly key: Buffer;
   readonly records: { offset: number; parts: KeyPart[]; node: string }[];
 }
@@ -277,7 +279,7 @@ export function placeSteps(
       const rec = { offset, parts: [p], node };
       let group = known;
       if (group === undefined) {
-        group = { key, records: [rec] };
+        group = { index: groups.size, key, records: [rec] };
         groups.set(id, group);
       } else group.records.push(rec);
       const placed = { group, record: group.records.length - 1, part: 0 };
