@@ -25,6 +25,15 @@ export function isTick(r: { readonly key: Buffer | null; readonly headers?: obje
   return r.key === null && r.headers !== undefined && Object.hasOwn(r.headers, TICK_HEADER);
 }
 
+/** How many of `records` are ticks (counted, no list of them made: a batch rarely holds one). */
+export function countTicks(
+  records: readonly { readonly key: Buffer | null; readonly headers?: object }[],
+): number {
+  let n = 0;
+  for (let i = 0; i < records.length; i++) if (isTick(records[i] as (typeof records)[number])) n++;
+  return n;
+}
+
 /**
  * The record a tick's effects name as their source: the tick without its headers, so the final results
  * it closes never carry `redfence-tick` (a reader skipping ticks by the header would skip them).

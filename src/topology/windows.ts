@@ -101,14 +101,19 @@ export type Windows = TimeWindows | SlidingWindows | SessionWindows;
  * multiples of advance, none below 0, ascending.
  */
 export function timeWindowsFor(spec: { sizeMs: number; advanceMs: number }, timestamp: number): number[] {
-  const { sizeMs, advanceMs } = spec;
-  let start = Math.floor(Math.max(0, timestamp - sizeMs + advanceMs) / advanceMs) * advanceMs;
   const starts: number[] = [];
-  while (start <= timestamp) {
+  for (let start = firstWindowStart(spec, timestamp); start <= timestamp; start += spec.advanceMs)
     starts.push(start);
-    start += advanceMs;
-  }
   return starts;
+}
+
+/**
+ * The first (smallest) start of the time windows a timestamp falls in; the others follow every advance
+ * up to the timestamp ({@link timeWindowsFor}, for a caller walking them without the array).
+ */
+export function firstWindowStart(spec: { sizeMs: number; advanceMs: number }, timestamp: number): number {
+  const { sizeMs, advanceMs } = spec;
+  return Math.floor(Math.max(0, timestamp - sizeMs + advanceMs) / advanceMs) * advanceMs;
 }
 
 /**

@@ -18,7 +18,7 @@ import { type BatchTrace, NO_TRACING, type TraceAttributes } from '../../telemet
 import type { ModelHeaders, ModelInput } from '../../topology/model.js';
 import type { TopologyExecutor } from '../../topology/run/executor.js';
 import type { TopologyBatchResult, TopologyDeadLetter } from '../../topology/run/types.js';
-import { isTick } from '../../topology/tick.js';
+import { countTicks } from '../../topology/tick.js';
 import { countHoles, type Replication } from '../batch.js';
 import type { CommitPipeline, QueuedBatch } from '../commit-pipeline.js';
 import type { Counts } from '../counts.js';
@@ -147,7 +147,7 @@ export async function runTopologyBatch(
     metadata: encodeStreamTime(result.streamTime),
     trace,
   };
-  ctx.nodes.queued(queued, result, inputs.filter(isTick).length);
+  ctx.nodes.queued(queued, result, countTicks(inputs));
   await ctx.pipeline.enqueue(queued);
 }
 

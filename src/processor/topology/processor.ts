@@ -23,7 +23,7 @@ import type { Logger } from '../../runtime/logger.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
 import { Tracing } from '../../telemetry/tracing.js';
 import { layoutCheck } from '../../topology/run/stored.js';
-import { isTick } from '../../topology/tick.js';
+import { countTicks } from '../../topology/tick.js';
 import { type BatchBackoff, batchBackoffOf, batchFailed } from '../batch-backoff.js';
 import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
@@ -369,7 +369,7 @@ export class TopologyProcessor {
     this.#liveness.batchStarted();
     this.#watchdog?.delivered();
     const trace = this.#tracing.batch();
-    this.#ticks?.batchStarted(topic, partition, records.filter(isTick).length);
+    this.#ticks?.batchStarted(topic, partition, countTicks(records));
     const batch = runTopologyBatch(this.#batch, topic, partition, records, hw, trace);
     this.#inFlight = batch;
     let done = false;

@@ -16,7 +16,7 @@ import { RedfenceError } from '../../errors/index.js';
 import type { Effect, EffectResult, SessionOp, SessionResult, StoreOp } from '../../store/index.js';
 import { decodeKey, type ModelRecord, segmentInterval, type WindowBounds } from '../model-io.js';
 import { slidingLate } from '../sliding.js';
-import { timeWindowsFor } from '../windows.js';
+import { firstWindowStart } from '../windows.js';
 import { newClock, type WindowClock } from './final.js';
 import { decodeNote } from './note.js';
 import type { AggregatePlan } from './plan.js';
@@ -47,6 +47,9 @@ export interface SessionBounds {
   readonly closeTime: number;
   readonly dropBefore: number;
 }
+
+/** An arrival late for no window (shared: an arrival's `missed` is never changed). */
+const NONE_MISSED: readonly WindowBounds[] = Object.freeze([]);
 
 /** The aggregation's clock in `clocks`, made (nothing seen yet) when it has none. */
 export function clockOf(clocks: Map<string, WindowClock>, name: string): WindowClock {
@@ -79,7 +82,7 @@ export function arrive(
       record: r,
       fenceKey,
       starts: null,
-      missed: [],
+      missed: NONE_MISSED,
       closeTime: -1,
       session: null,
       sliding: false,
@@ -92,7 +95,7 @@ export function arrive(
     clock.stream = Math.max(clock.stream, r.timestamp);
     const closeTime = clock.stream - w.graceMs;
     const late = slidingLate(w, r.timestamp, closeTime);
-    const missed = late === null ? [] : [late];
+    const missed = late === null ? NONE_MISSED : [late];
     return { agg, record: r, fenceKey, starts: [], missed, closeTime, session: null, sliding: late === null };
   }
   if (w.kind === 'session') {
@@ -118,23 +121,48 @@ export function arrive(
     // (every stored end is below the close time too): the store time stays, as the model's (a tick moves
     // the stream time past the store time, src/topology/tick.ts)
     if (ts >= closeTime) clock.store = Math.max(clock.store, ts);
-    return { agg, record: r, fenceKey, starts: null, missed: [], closeTime, session, sliding: false };
+    return {
+      agg,
+      record: r,
+      fenceKey,
+      starts: null,
+      missed: NONE_MISSED,
+      closeTime,
+      session,
+      sliding: false,
+    };
   }
   if (w.kind !== 'tumbling' && w.kind !== 'hopping')
     throw new TypeError('planTopology admits time and session windows only');
-  clock.stream = Math.max(clock.stream, r.timestamp);
+  const ts = r.timestamp;
+  clock.stream = Math.max(clock.stream, ts);
   const closeTime = clock.stream - w.graceMs;
-  const starts: number[] = [];
-  const missed: WindowBounds[] = [];
-  for (const start of timeWindowsFor(w, r.timestamp)) {
+  // the windows it falls in (timeWindowsFor's, walked without its array); most records miss none, and
+  // a tumbling window's record falls in one (a list of one made as such: grown by push, it reserves 16 more)
+  let starts: number[] | null = null;
+  let missed: WindowBounds[] | null = null;
+  for (let start = firstWindowStart(w, ts); start <= ts; start += w.advanceMs) {
     const end = start + w.sizeMs;
-    if (end <= closeTime) missed.push({ start, end });
-    else {
-      starts.push(start);
+    if (end <= closeTime) {
+      missed ??= [];
+      missed.push({ start, end });
+    } else {
+      if (starts === null) starts = [start];
+      else starts.push(start);
       clock.store = Math.max(clock.store, start);
     }
   }
-  return { agg, record: r, fenceKey, starts, missed, closeTime, session: null, sliding: false };
+  starts ??= [];
+  return {
+    agg,
+    record: r,
+    fenceKey,
+    starts,
+    missed: missed ?? NONE_MISSED,
+    closeTime,
+    session: null,
+    sliding: false,
+  };
 }
 
 /**
@@ -148,6 +176,9 @@ export function folds(agg: AggregatePlan): boolean {
     agg.node.op !== 'count' || w?.kind === 'sliding' || (w?.kind === 'session' && agg.node.emit === 'final')
   );
 }
+
+/** A count's op (shared: an effect's op is never changed, a fold replaces the effect). */
+const ADD_ONE: StoreOp = Object.freeze({ op: 'add', by: 1 });
 
 /** Placeholder op of a folded effect, replaced before the call (a replayed record keeps it: never applied). */
 const UNFOLDED: StoreOp = { op: 'delete' };
@@ -169,7 +200,7 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
     const op: SessionOp = js ? { op: 'delete' } : { op: 'add', by: 1 };
     return [{ store: valueStore, kind: 'session', time: ts, ...a.session, expireAt: at, op }];
   }
-  const valueOp: StoreOp = js ? UNFOLDED : { op: 'add', by: 1 };
+  const valueOp: StoreOp = js ? UNFOLDED : ADD_ONE;
   const timeOp: StoreOp = js ? UNFOLDED : { op: 'max', value: ts };
   if (a.starts === null)
     return [
@@ -177,32 +208,35 @@ export function effectsOf(a: Arrival, expireAt: (windowEnd: number, graceMs: num
       { store: timeStore, kind: 'kv', op: timeOp },
     ];
   const w = node.window as { sizeMs: number; graceMs: number };
-  const out: Effect[] = []; // none for a sliding record late as a whole (starts: [])
-  for (const start of a.starts) {
+  const starts = a.starts;
+  // sized up front (a list grown by push reserves room for 16 more); none for a sliding record late as a whole
+  const out: Effect[] = new Array(2 * starts.length);
+  for (let i = 0; i < starts.length; i++) {
+    const start = starts[i] as number;
     const at = expireAt(start + w.sizeMs, w.graceMs);
-    out.push({ store: valueStore, kind: 'window', start, expireAt: at, op: valueOp });
-    out.push({ store: valueStore, kind: 'window', field: 'time', start, expireAt: at, op: timeOp });
+    out[2 * i] = { store: valueStore, kind: 'window', start, expireAt: at, op: valueOp };
+    out[2 * i + 1] = { store: valueStore, kind: 'window', field: 'time', start, expireAt: at, op: timeOp };
   }
   return out;
 }
 
-/** The table updates the arrival's effect results give (key: the record's key, windowed: `{ key, start, end }`). */
-export function updatesOf(a: Arrival, results: readonly EffectResult[]): ModelRecord[] {
+/** How many table updates a time window or unwindowed arrival gives ({@link updateOf}): one per window, or one. */
+export function updateCount(a: Arrival): number {
+  return a.starts === null ? 1 : a.starts.length;
+}
+
+/**
+ * The arrival's `i`th table update from its effect results (key: the record's key, windowed:
+ * `{ key, start, end }`), one at a time: walked on as it is made, without a list of them.
+ */
+export function updateOf(a: Arrival, results: readonly EffectResult[], i: number): ModelRecord {
   const name = a.agg.node.name;
-  if (a.starts === null)
-    return [
-      {
-        key: a.record.key,
-        value: storedAggregate(a.agg, results[0]),
-        timestamp: storedNumber(results[1], name),
-      },
-    ];
+  const value = storedAggregate(a.agg, results[2 * i]);
+  const timestamp = storedNumber(results[2 * i + 1], name);
+  if (a.starts === null) return { key: a.record.key, value, timestamp };
+  const start = a.starts[i] as number;
   const size = (a.agg.node.window as { sizeMs: number }).sizeMs;
-  return a.starts.map((start, i) => ({
-    key: { key: a.record.key, start, end: start + size },
-    value: storedAggregate(a.agg, results[2 * i]),
-    timestamp: storedNumber(results[2 * i + 1], name),
-  }));
+  return { key: { key: a.record.key, start, end: start + size }, value, timestamp };
 }
 
 /**

@@ -44,11 +44,12 @@ import { closing, type IndexWork, settledUpTo, syncIndexes, type WindowClock } f
 import { sessionEntry, sessionOfEntry, sessionsSettledUpTo } from './final-session.js';
 import { slidingSettledUpTo } from './final-sliding.js';
 import { FlowTally } from './flows.js';
-import { callGroups, type FoldedAhead, FoldThrew, foldAhead } from './fold.js';
+import { callGroups, FoldThrew } from './fold.js';
+import { type FoldedAhead, foldAhead } from './fold-ahead.js';
 import { type ForwardContext, forwardSteps } from './forward.js';
 import { OwnerCache } from './owner-cache.js';
 import { planTopology, type RunPlan } from './plan.js';
-import { type KeyGroup, placeSteps, slidingBounded, type WalkStep, walkBatch } from './steps.js';
+import { placeSteps, slidingBounded, type WalkStep, walkBatch } from './steps.js';
 import type { StreamTimes, TopologyBatch, TopologyBatchResult } from './types.js';
 
 export type { TopologyExecutorOptions } from './check.js';
@@ -287,7 +288,7 @@ export class TopologyExecutor {
     this.#checkFence(batch, replies);
     const ctx: ForwardContext = {
       plan: this.plan,
-      byGroup: new Map<KeyGroup, KeyRecordResult[]>(placed.groups.map((g, i) => [g, replies[i] ?? []])),
+      replies,
       outputs: [],
       deadLetters: [],
       dropped: [],

@@ -5,7 +5,7 @@
  * it, once, by (start, key bytes), timestamped with its newest record, skipping windows the store's
  * retention hides (start below the store time - (2d + grace), the store time after the record's puts).
  * A window's start follows from the key's fold, so the batch's sliding keys are read and folded before
- * any call (fold.ts' foldAhead): the windows the folds write go into the partition's close index (score
+ * any call (fold-ahead.ts' foldAhead): the windows the folds write go into the partition's close index (score
  * the start, member `<start>:<key bytes>`, as time windows), and the store time after each record
  * bounds its closing range from below. Each closing window is then two `final` effects of the record
  * that closed it in the window's own key call (its value and its timestamp, the fields `<start>` of the

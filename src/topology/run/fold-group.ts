@@ -49,7 +49,7 @@ export interface FoldArrival {
 
 /**
  * What sliding folds need of the batch: the partition's clocks (store times move) and window expiry;
- * `ahead`: reads made before the calls (fold.ts' foldAhead) by fence key (hex), used by the first round.
+ * `ahead`: reads made before the calls (fold-ahead.ts' foldAhead) by fence key (hex), used by the first round.
  */
 export interface FoldContext {
   readonly clocks: Map<string, WindowClock>;

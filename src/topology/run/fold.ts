@@ -15,25 +15,22 @@
  * fold-group.ts. Session windows (fold-session.ts) and sliding windows (fold-sliding.ts) are folded the
  * same way; as the sliding store time couples the keys of a partition, every round folds the batch's
  * records in offset order across keys. Session windows with emit('final') are read and folded once
- * before the calls ({@link foldAhead}: their sessions go into the close index), and the first round
+ * before the calls (fold-ahead.ts: their sessions go into the close index), and the first round
  * folds those reads again; such a key answered CONFLICT fails the batch with RF_CAS_CONFLICT.
  */
 import { RedfenceError } from '../../errors/index.js';
 import { backoffMs, delay } from '../../runtime/backoff.js';
 import type {
-  IndexedWindow,
   KeyCall,
   KeyRecordResult,
   KeyStore,
   StateStamp,
-  StoreReadAnswer,
   StoreReadRequest,
   StoreToken,
 } from '../../store/index.js';
 import { nodeThrew, STORED } from '../threw.js';
-import { type Arrival, folds } from './arrive.js';
+import { folds } from './arrive.js';
 import type { WindowClock } from './final.js';
-import type { IndexedSession } from './final-session.js';
 import { type FoldArrival, type FoldContext, FoldThrew, GroupFold, readRequest } from './fold-group.js';
 import type { KeyGroup, PlacedStep } from './steps.js';
 import type { TopologyBatch } from './types.js';
@@ -49,20 +46,10 @@ function tokenOf(s: StateStamp): StoreToken {
 /** Read + fold + write rounds of a key before RF_CAS_CONFLICT (as the processor's reducer path). */
 export const MAX_FOLD_ROUNDS = 6;
 
-type Where = Pick<TopologyBatch, 'topic' | 'partition' | 'epoch' | 'committedOffset'>;
-
-/** A session aggregation with emit('final'): its sessions are indexed from the first read's folds. */
-function finalSession(a: Arrival): boolean {
-  return a.session !== null && a.agg.node.emit === 'final';
-}
-
-/** A sliding aggregation with emit('final'): its windows are indexed from the first read's folds. */
-function finalSliding(a: Arrival): boolean {
-  return a.sliding && a.agg.node.emit === 'final';
-}
+export type Where = Pick<TopologyBatch, 'topic' | 'partition' | 'epoch' | 'committedOffset'>;
 
 /** The folded arrivals per group, and all of them in offset order. */
-function arrivalsByGroup(steps: readonly PlacedStep[]) {
+export function arrivalsByGroup(steps: readonly PlacedStep[]) {
   const byGroup = new Map<KeyGroup, FoldArrival[]>();
   const order: FoldArrival[] = [];
   for (const s of steps)
@@ -76,161 +63,13 @@ function arrivalsByGroup(steps: readonly PlacedStep[]) {
   return { byGroup, order };
 }
 
-/** What {@link foldAhead} gives: the reads, the sessions and sliding windows written, the store times. */
-export interface FoldedAhead {
-  readonly ahead: Map<string, StoreReadAnswer>;
-  /** Per value store, the sessions the batch writes. */
-  readonly written: Map<number, IndexedSession[]>;
-  /** Per value store, the sliding windows the batch writes (emit-final aggregations). */
-  readonly windows: Map<number, IndexedWindow[]>;
-  /** Per emit-final sliding arrival, its clock's store time after its fold. */
-  readonly storeAfter: Map<Arrival, number>;
-  /**
-   * A fold that threw (an aggregation's own code): the rest is partial. The earliest record that throws
-   * may be another one, of an aggregation not folded ahead: {@link callGroups} with `dry` finds it.
-   */
-  readonly threw?: FoldThrew;
-}
-
-/**
- * Emit-final sessions and sliding windows: reads each key holding a session aggregation with
- * emit('final') and folds its session records (final-session.ts): the sessions the batch will write,
- * per value store; with a sliding aggregation with emit('final'), reads every key holding a sliding
- * arrival and folds them all in offset order (the store time couples them), as the first round of
- * {@link callGroups} will: the windows written and the store time after each final arrival
- * (final-sliding.ts); the clocks' store times are as before when it returns. The first round of
- * {@link callGroups} folds the same reads again, so it writes exactly what was found here.
- */
-export async function foldAhead(
-  store: KeyStore,
-  batch: Where,
-  groups: readonly KeyGroup[],
-  steps: readonly PlacedStep[],
-  ctx: FoldContext,
-): Promise<FoldedAhead> {
-  try {
-    return await foldAheadOf(store, batch, groups, steps, ctx);
-  } catch (error) {
-    if (!(error instanceof FoldThrew)) throw error;
-    const threw = settled(error, batch, 0);
-    if (!(threw instanceof FoldThrew)) throw threw;
-    return { ahead: new Map(), written: new Map(), windows: new Map(), storeAfter: new Map(), threw };
-  }
-}
-
-async function foldAheadOf(
-  store: KeyStore,
-  batch: Where,
-  groups: readonly KeyGroup[],
-  steps: readonly PlacedStep[],
-  ctx: FoldContext,
-): Promise<FoldedAhead> {
-  const { byGroup, order } = arrivalsByGroup(steps);
-  const sliding = order.some((fa) => finalSliding(fa.arrival));
-  const reads = (a: Arrival) => finalSession(a) || (sliding && a.sliding);
-  const mine = groups.filter((g) => byGroup.get(g)?.some((fa) => reads(fa.arrival)) === true);
-  const ahead = new Map<string, StoreReadAnswer>();
-  const written = new Map<number, IndexedSession[]>();
-  await Promise.all(
-    mine.map(async (g) => {
-      const arrivals = byGroup.get(g) ?? [];
-      let answer: StoreReadAnswer | null = null;
-      for (let round = 0; answer === null; round++) {
-        if (round >= MAX_FOLD_ROUNDS)
-          throw new RedfenceError(
-            'RF_CAS_CONFLICT',
-            `topology batch ${batch.topic}/${batch.partition}: a key kept changing while it was read in parts; run the batch again`,
-            { details: { topic: batch.topic, partition: batch.partition, keys: 1 } },
-          );
-        answer = await store.readParts(readRequest(g, arrivals));
-      }
-      ahead.set(g.key.toString('hex'), answer);
-      const f = new GroupFold(g, arrivals, answer, batch.partition);
-      for (const fa of arrivals) {
-        if (!finalSession(fa.arrival)) continue;
-        const s = f.foldSession(fa);
-        if (s === null) continue;
-        const list = written.get(fa.arrival.agg.valueStore) ?? [];
-        list.push({ key: g.key, ...s });
-        written.set(fa.arrival.agg.valueStore, list);
-      }
-    }),
-  );
-  const windows = new Map<number, IndexedWindow[]>();
-  const storeAfter = new Map<Arrival, number>();
-  if (sliding) foldSlidingAhead(batch, byGroup, order, ahead, ctx, { windows, storeAfter });
-  return { ahead, written, windows, storeAfter };
-}
-
-/** {@link foldAhead}'s sliding part: every sliding arrival folded in offset order on its key's read. */
-function foldSlidingAhead(
-  batch: Where,
-  byGroup: ReadonlyMap<KeyGroup, FoldArrival[]>,
-  order: readonly FoldArrival[],
-  ahead: ReadonlyMap<string, StoreReadAnswer>,
-  ctx: FoldContext,
-  out: Pick<FoldedAhead, 'windows' | 'storeAfter'>,
-): void {
-  const before = new Map<WindowClock, number>();
-  const folding = new Map<KeyGroup, GroupFold>();
-  const newest = new Map<FoldArrival, number>();
-  try {
-    slideAhead(batch, byGroup, order, ahead, ctx, out, { before, folding, newest });
-  } finally {
-    for (const [clock, t] of before) clock.store = t;
-  }
-}
-
-function slideAhead(
-  batch: Where,
-  byGroup: ReadonlyMap<KeyGroup, FoldArrival[]>,
-  order: readonly FoldArrival[],
-  ahead: ReadonlyMap<string, StoreReadAnswer>,
-  ctx: FoldContext,
-  out: Pick<FoldedAhead, 'windows' | 'storeAfter'>,
-  {
-    before,
-    folding,
-    newest,
-  }: {
-    before: Map<WindowClock, number>;
-    folding: Map<KeyGroup, GroupFold>;
-    newest: Map<FoldArrival, number>;
-  },
-): void {
-  for (const fa of order) {
-    if (!fa.arrival.sliding) continue;
-    const clock = ctx.clocks.get(fa.arrival.agg.node.name) as WindowClock;
-    if (!before.has(clock)) before.set(clock, clock.store);
-    const g = fa.placed.group;
-    let f = folding.get(g);
-    if (f === undefined) {
-      const answer = ahead.get(g.key.toString('hex')) as StoreReadAnswer; // every sliding key was read
-      f = new GroupFold(g, byGroup.get(g) ?? [], answer, batch.partition);
-      folding.set(g, f);
-    }
-    f.apply(fa, ctx, newest);
-    if (!finalSliding(fa.arrival)) continue;
-    out.storeAfter.set(fa.arrival, clock.store);
-    // the windows its fold set (a record applied already keeps its placeholder: indexed by its first run)
-    const { valueStore } = fa.arrival.agg;
-    const part = g.records[fa.placed.record]?.parts[fa.placed.part];
-    for (const e of part?.effects ?? [])
-      if (e.kind === 'field' && e.store === valueStore && e.op.op === 'set') {
-        const list = out.windows.get(valueStore) ?? [];
-        list.push({ key: g.key, start: e.start });
-        out.windows.set(valueStore, list);
-      }
-  }
-}
-
 /**
  * What a fold's throw does to the batch: in round 0 (nothing sent yet) a FoldThrew of the aggregation's
  * own code stays one (the executor runs the batch again with its record a dead letter; 'before' gets
  * the error it names); a store serde that cannot read, and any throw in a later round (other keys are
  * written), is RF_TOPOLOGY_NODE_THREW.
  */
-function settled(e: FoldThrew, batch: Where, round: number): FoldThrew | Error {
+export function settled(e: FoldThrew, batch: Where, round: number): FoldThrew | Error {
   const at = { topic: batch.topic, partition: batch.partition, offset: e.offset };
   const error =
     e.kind === 'before'
@@ -273,28 +112,32 @@ export async function callGroups(
     }
   /** Per sliding arrival, the newest window start it wrote (as last folded or read back). */
   const newest = new Map<FoldArrival, number>();
-  const replies: KeyRecordResult[][] = groups.map(() => []);
-  const callOf = (g: KeyGroup, expect?: StateStamp | null): KeyCall => ({
-    partition: batch.partition,
-    epoch: batch.epoch,
-    committedOffset: batch.committedOffset,
-    key: g.key,
-    ...(expect === undefined ? {} : { expect: expect === null ? null : tokenOf(expect) }),
-    records: g.records.map((r) => ({
-      offset: r.offset,
-      emit: 1,
-      effects: r.parts.flatMap((p) => p.effects),
-    })),
-  });
+  const replies: KeyRecordResult[][] = new Array(groups.length);
+  const callOf = (g: KeyGroup, expect?: StateStamp | null): KeyCall => {
+    const call = {
+      partition: batch.partition,
+      epoch: batch.epoch,
+      committedOffset: batch.committedOffset,
+      key: g.key,
+      records: g.records.map(callRecord),
+    };
+    return expect === undefined ? call : { ...call, expect: expect === null ? null : tokenOf(expect) };
+  };
   const tp = `${batch.topic}/${batch.partition}`;
-  const plain = groups.map((g, i) => [g, i] as const).filter(([g]) => !byGroup.has(g));
+  /** The groups sent as they are (no fold), by index in `groups`. */
+  const plain: number[] = [];
+  for (let i = 0; i < groups.length; i++) if (!byGroup.has(groups[i] as KeyGroup)) plain.push(i);
   const sendPlain = async () => {
     if (plain.length === 0) return;
-    const rs = await store.callMany(plain.map(([g]) => callOf(g)));
-    plain.forEach(([g, i], j) => {
-      replies[i] = rs[j] ?? [];
-      ctx.owner?.after(tp, g, batch.partition, batch.epoch, replies[i]);
-    });
+    const calls: KeyCall[] = new Array(plain.length);
+    for (let j = 0; j < plain.length; j++) calls[j] = callOf(groups[plain[j] as number] as KeyGroup);
+    const rs = await store.callMany(calls);
+    for (let j = 0; j < plain.length; j++) {
+      const i = plain[j] as number;
+      const r = rs[j] ?? [];
+      replies[i] = r;
+      ctx.owner?.after(tp, groups[i] as KeyGroup, batch.partition, batch.epoch, r);
+    }
   };
   let conflicts = 0;
   const cache = { hits: 0, misses: 0 };
@@ -400,7 +243,19 @@ export async function callGroups(
       pending = again;
     }
   };
-  if (groups.some((g) => byGroup.has(g))) await sendFolded();
+  if (plain.length < groups.length) await sendFolded();
   else if (!dry) await sendPlain();
+  // a group without results (dry, or none answered): no records
+  for (let i = 0; i < replies.length; i++) replies[i] ??= [];
   return { replies, conflicts, cache };
+}
+
+/** A key record as the call sends it: its parts' effects in order (one part: its own list, not a copy). */
+function callRecord(r: KeyGroup['records'][number]): KeyCall['records'][number] {
+  const only = r.parts.length === 1 ? r.parts[0] : undefined;
+  return {
+    offset: r.offset,
+    emit: 1,
+    effects: only === undefined ? r.parts.flatMap((p) => p.effects) : only.effects,
+  };
 }

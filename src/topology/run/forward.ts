@@ -12,14 +12,14 @@
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, KeyRecordResult } from '../../store/index.js';
-import type { ModelDrop, ModelErrorDeadLetter, ModelOutput, ModelSource } from '../model.js';
+import type { ModelDrop, ModelErrorDeadLetter, ModelSource } from '../model.js';
 import { type ModelRecord, withHeaders } from '../model-io.js';
 import { nodeThrew, STORED, StoredUnreadable } from '../threw.js';
-import { finalUpdate, sessionOutcome, slidingOutcome, updatesOf } from './arrive.js';
+import { finalUpdate, sessionOutcome, slidingOutcome, updateCount, updateOf } from './arrive.js';
 import type { FlowTally } from './flows.js';
 import { partResult } from './note.js';
 import type { RunPlan } from './plan.js';
-import { type KeyGroup, lateStep, type Placed, type PlacedStep } from './steps.js';
+import { lateStep, type Placed, type PlacedStep } from './steps.js';
 import type {
   RejectedDeadLetter,
   TopologyBatch,
@@ -33,7 +33,8 @@ export type Verdicts = Record<keyof VerdictCounts, number>;
 
 export interface ForwardContext {
   readonly plan: RunPlan;
-  readonly byGroup: Map<KeyGroup, readonly KeyRecordResult[]>;
+  /** Each key group's results, by its index (KeyGroup.index). */
+  readonly replies: readonly (readonly KeyRecordResult[] | undefined)[];
   readonly outputs: TopologyOutput[];
   readonly deadLetters: TopologyDeadLetter[];
   readonly dropped: ModelDrop[];
@@ -58,9 +59,9 @@ class ForwardSink implements WalkSink {
     this.tally = ctx.tally;
   }
 
-  output(o: ModelOutput): void {
+  output(topic: string, key: Buffer | null, value: Buffer | null, timestamp: number): void {
     const source = this.source as ModelSource;
-    const out = { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: source.offset };
+    const out = { topic, key, value, timestamp, offset: source.offset };
     this.#ctx.outputs.push(this.bare ? out : withHeaders(out, source.headers));
   }
 
@@ -215,7 +216,8 @@ export function forwardStep(step: PlacedStep, ctx: ForwardContext, sink = new Fo
     }
     if (final && step.arrival.session === null) return;
     if (step.arrival.session === null) {
-      for (const u of updatesOf(step.arrival, results)) walkOn(ctx, node.name, u, sink);
+      const n = updateCount(step.arrival);
+      for (let i = 0; i < n; i++) walkOn(ctx, node.name, updateOf(step.arrival, results, i), sink);
       return;
     }
     const o = sessionOutcome(step.arrival, results[0]);
@@ -251,7 +253,7 @@ function resultsOf(
   sink: ForwardSink,
 ): readonly EffectResult[] | null {
   const { group, record, part } = placed;
-  const r = ctx.byGroup.get(group)?.[record];
+  const r = ctx.replies[group.index]?.[record];
   const kr = group.records[record];
   if (r === undefined || kr === undefined || r.offset !== kr.offset)
     throw new RedfenceError('RF_BAD_REPLY', 'topology batch: a key call answered for other records');

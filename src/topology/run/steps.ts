@@ -62,24 +62,21 @@ export function walkBatch(
   const w: Walked = { steps: [] };
   // one sink for the batch: `rec` is the record being walked
   let rec = records[0] as ModelInput;
-  // the clocks the record's arrivals move, as they were before it (undone if its walk throws)
-  const moved: [string, WindowClock | undefined][] = [];
+  // per aggregation: its plan, and its clock as it was before the walked record's first arrival (put
+  // back if the record's walk throws), one copy per aggregation reused by every record of the batch
+  const aggs = new Map<string, AggState>();
+  /** The aggregations the walked record arrived at (their `before` is its). */
+  const moved: AggState[] = [];
   const sink: WalkSink = {
     tally,
     at: '',
-    output: (o) =>
+    output: (topic, key, value, timestamp) =>
       w.steps.push({
-        out: withHeaders(
-          { topic: o.topic, key: o.key, value: o.value, timestamp: o.timestamp, offset: rec.offset },
-          rec.headers,
-        ),
+        out: withHeaders({ topic, key, value, timestamp, offset: rec.offset }, rec.headers),
       }),
     dropNullKey: (name) => w.steps.push({ drop: { reason: 'null-key', node: name, source: rec } }),
     aggregate: (node, r) => {
-      const agg = plan.aggregates.get(node.name);
-      if (agg === undefined) throw new TypeError(`no plan for ${node.name}`);
-      const c = clocks.get(node.name);
-      moved.push([node.name, c === undefined ? undefined : { ...c }]);
+      const agg = stateOf(plan, aggs, node.name, moved, clocks);
       const a = arrive(agg, r, clocks);
       if ('drop' in a) {
         w.steps.push({ drop: { reason: a.drop, node: node.name, source: rec } });
@@ -126,6 +123,7 @@ export function walkBatch(
       continue;
     }
     const mark = w.steps.length;
+    for (const m of moved) m.moved = false;
     moved.length = 0;
     try {
       for (const source of sources) {
@@ -139,20 +137,55 @@ export function walkBatch(
     } catch (error) {
       // all or nothing: the record's steps go, the clocks its arrivals moved come back
       w.steps.length = mark;
-      for (let m = moved.length - 1; m >= 0; m--) {
-        const [name, c] = moved[m] as [string, WindowClock | undefined];
-        if (c === undefined) clocks.delete(name);
-        else clocks.set(name, c);
-      }
+      for (const m of moved)
+        if (m.before === null) clocks.delete(m.agg.node.name);
+        else clocks.set(m.agg.node.name, { ...m.before });
       w.steps.push({ dead: { reason: 'processing-error', node: sink.at, error, source: rec } });
     }
   }
   return w;
 }
 
+/** An aggregation in a batch's walk: its plan and its clock before the walked record (`moved`: saved). */
+interface AggState {
+  readonly agg: AggregatePlan;
+  moved: boolean;
+  /** A copy of its clock before the record's first arrival; null: it had none. */
+  before: WindowClock | null;
+}
+
+/**
+ * The aggregation's state in the walk, its clock saved when the walked record first arrives at it
+ * (listed in `moved`).
+ */
+function stateOf(
+  plan: RunPlan,
+  aggs: Map<string, AggState>,
+  name: string,
+  moved: AggState[],
+  clocks: ReadonlyMap<string, WindowClock>,
+): AggregatePlan {
+  let s = aggs.get(name);
+  if (s === undefined) {
+    const agg = plan.aggregates.get(name);
+    if (agg === undefined) throw new TypeError(`no plan for ${name}`);
+    s = { agg, moved: false, before: null };
+    aggs.set(name, s);
+  }
+  if (!s.moved) {
+    s.moved = true;
+    moved.push(s);
+    const c = clocks.get(name);
+    if (c === undefined) s.before = null;
+    else if (s.before === null) s.before = { ...c };
+    else Object.assign(s.before, c);
+  }
+  return s.agg;
+}
+
 /**
  * The walk's steps with each sliding closing range bounded by the store's retention, given the store
- * time after each closing arrival's fold (fold.ts' foldAhead).
+ * time after each closing arrival's fold (fold-ahead.ts' foldAhead).
  */
 export function slidingBounded(
   steps: readonly WalkStep[],
@@ -192,6 +225,8 @@ export function lateStep(
 
 /** One fence key's records of the batch, each record's effects in parts (one per arrival or final result). */
 export interface KeyGroup {
+  /** Its place among the placement's groups (their key calls' replies come in that order). */
+  readonly index: number;
   readonly key: Buffer;
   readonly records: { offset: number; parts: KeyPart[]; node: string }[];
 }
@@ -234,33 +269,46 @@ export function placeSteps(
     sliding = false,
     final = false,
   ) => {
-    const id = key.toString('hex');
-    let group = groups.get(id);
-    if (group === undefined) {
-      group = { key, records: [] };
-      groups.set(id, group);
-    }
-    let last = group.records[group.records.length - 1];
-    if (last?.offset !== offset) {
-      last = { offset, parts: [], node };
-      group.records.push(last);
-    }
-    const record = group.records.length - 1;
-    const after = finals.get(last) ?? [];
-    if (final && finalsLast) {
-      const placed = { group, record, part: last.parts.length };
-      last.parts.push({ effects, sliding });
-      after.push(placed);
-      finals.set(last, after);
+    // a map key per byte string: latin1 maps each byte to one character (hex made two)
+    const id = key.toString('latin1');
+    const p: KeyPart = { effects, sliding };
+    const known = groups.get(id);
+    const at = known?.records[known.records.length - 1];
+    if (known === undefined || at?.offset !== offset) {
+      // the record's first part (lists of one made as such: grown by push, a list reserves 16 more)
+      const rec = { offset, parts: [p], node };
+      let group = known;
+      if (group === undefined) {
+        group = { index: groups.size, key, records: [rec] };
+        groups.set(id, group);
+      } else group.records.push(rec);
+      const placed = { group, record: group.records.length - 1, part: 0 };
+      if (final && finalsLast) finals.set(rec, [placed]);
       return placed;
     }
+    const group = known;
+    const last = at;
+    const record = group.records.length - 1;
+    const after = finalsLast ? finals.get(last) : undefined;
+    if (final && finalsLast) {
+      const placed = { group, record, part: last.parts.length };
+      last.parts.push(p);
+      if (after === undefined) finals.set(last, [placed]);
+      else after.push(placed);
+      return placed;
+    }
+    if (after === undefined) {
+      // no final part placed in the record: the arrival goes last
+      last.parts.push(p);
+      return { group, record, part: last.parts.length - 1 };
+    }
     // finalsLast (a topology with emit-final sliding windows): arrivals first, then final parts, so a
-    // record placed before its finals were known (fold.ts' foldAhead) holds a prefix of its parts. The
+    // record placed before its finals were known (fold-ahead.ts' foldAhead) holds a prefix of its parts. The
     // aggregations' stores differ, and a record never changes a window it closes, so the order across
     // aggregations changes no result. Other topologies keep the walk's order (the pending entries of
     // records applied before this version were cut by it).
     const part = last.parts.length - after.length;
-    last.parts.splice(part, 0, { effects, sliding });
+    last.parts.splice(part, 0, p);
     for (const f of after) f.part++;
     return { group, record, part };
   };

@@ -6,13 +6,14 @@
  */
 import { RedfenceError } from '../../errors/index.js';
 import type { EffectResult, LayoutCheck } from '../../store/index.js';
-import { type AggregateNode, changelog, storeKey } from '../model-io.js';
+import { type AggregateNode, changelog } from '../model-io.js';
 import { readStored } from '../threw.js';
 import type { AggregatePlan, RunPlan } from './plan.js';
 
 /** The fence key of a grouped key: its bytes through the store's key serde (the store's order). */
 export function fenceKeyOf(node: AggregateNode, key: unknown): Buffer {
-  return storeKey(node, key).bytes;
+  // storeKey's bytes, without its map key (a hex string per record the executor never uses)
+  return node.keySerde.serialize(key, changelog(node));
 }
 
 /** A stored count or timestamp, or RF_STATE_CORRUPT naming the node. */

@@ -6,7 +6,6 @@
  * record's walk allocates only the records its maps make: no closure or lookup per node.
  */
 
-import type { ModelOutput } from '../model.js';
 import type { AggregateNode, ModelRecord } from '../model-io.js';
 import { toBytes } from '../serdes.js';
 import type { TopologyNode } from '../types.js';
@@ -15,7 +14,8 @@ import type { RunPlan } from './plan.js';
 
 /** What a walk meets: a sink record (also to a repartition topic), or a record reaching an aggregation. */
 export interface WalkSink {
-  output(o: ModelOutput): void;
+  /** A sink's record (its fields, not an object: the sink makes the one it keeps). */
+  output(topic: string, key: Buffer | null, value: Buffer | null, timestamp: number): void;
   aggregate(node: AggregateNode, r: ModelRecord): void;
   /** A record a grouping's repartition sink drops: its key is null (its aggregation would drop it). */
   dropNullKey(node: string): void;
@@ -138,7 +138,7 @@ function visit(g: GraphNode, r: ModelRecord, to: WalkSink): void {
       if (n.internal && n.repartition === null && key === null) to.dropNullKey(name);
       else {
         to.tally.out(name);
-        to.output({ topic: n.topic, key, value, timestamp: r.timestamp });
+        to.output(n.topic, key, value, r.timestamp);
       }
       return;
     }
