@@ -36,7 +36,7 @@ const rows = (outputs: readonly { topic: string; value: Buffer | null; timestamp
   outputs.map((o) => `${o.topic} ${o.value?.toString()} @${o.timestamp}`);
 
 for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
-  describe(`reduce and aggregate read-then-write on ${target.name}`, { timeout: 60_000 }, () => {
+  describe(`reduce and aggregate read-then-write on ${target.name}`, { timeout: 150_000 }, () => {
     const redis = target.connect();
     after(() => redis.disconnect());
 
