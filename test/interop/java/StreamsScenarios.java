@@ -310,10 +310,12 @@ public final class StreamsScenarios {
       throws Exception {
     long idleMs = r.path("idleMs").asLong(0);
     if (idleMs <= 0) return;
+    // The idle time is what the scenario tests (Kafka Streams given wall-clock time and no record), not a
+    // wait for an event: it runs its whole length, watching for a failure every 100 ms.
     long until = System.currentTimeMillis() + idleMs;
     while (System.currentTimeMillis() < until) {
       if (failed[0] != null) throw new IllegalStateException(appId + ": Kafka Streams failed", failed[0]);
-      Thread.sleep(100);
+      Thread.sleep(100); // pacing: the failure check within the idle time
     }
     Map<TopicPartition, Long> ends = new HashMap<>();
     for (String input : inputs) ends.putAll(endOffsets(admin, input));
@@ -321,7 +323,7 @@ public final class StreamsScenarios {
       if (failed[0] != null) throw new IllegalStateException(appId + ": Kafka Streams failed", failed[0]);
       if (System.currentTimeMillis() > deadline)
         throw new IllegalStateException(appId + ": records appended while idle not processed in time");
-      Thread.sleep(100);
+      Thread.sleep(100); // pacing: polling the group's commits until they pass the ends
     }
   }
 
