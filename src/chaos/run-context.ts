@@ -51,6 +51,11 @@ export class ChaosRun {
   /** Every instance of every slot and generation: the ones killed at the end and scraped for counts. */
   readonly everyInstance: Instance[] = [];
   feeder: Feeder | undefined;
+  /**
+   * When the first fault not yet started is due (ms since the epoch; infinite when none is left): the
+   * feeder's input does not run ahead of it by more than a margin (run-steps.ts `productionLimit`).
+   */
+  nextFaultDue = Number.POSITIVE_INFINITY;
   scraper: NodeJS.Timeout | undefined;
   supervisor: NodeJS.Timeout | undefined;
   #nextId = 0;

@@ -120,10 +120,40 @@ export function startProduction(run: ChaosRun): Production {
   const source: RecordSource =
     workload ?? new RecordList(user?.records ?? [], o.partitions, user?.timestampBase ?? 0);
   const total = user?.records.length ?? o.records;
-  const feeder = new Feeder(run.kafka.producer(), run.names.input, source, total / o.durationS);
+  const windowMs = o.durationS * 1000;
+  const feeder: Feeder = new Feeder(
+    run.kafka.producer(),
+    run.names.input,
+    source,
+    total / o.durationS,
+    (): number => productionLimit(total, windowMs, feeder.startedAt, run.nextFaultDue, Date.now()),
+  );
   run.feeder = feeder;
   feeder.start();
   return { workload, source, feeder, startedAt: Date.now() };
+}
+
+/** How far ahead of a fault that has not started yet the input may be produced: a tenth of the window. */
+export const PRODUCTION_MARGIN = 0.1;
+
+/**
+ * How many of `total` records may have been produced by `now`: the schedule's own clock stops at the
+ * due time of the first fault not yet started, and the input may run {@link PRODUCTION_MARGIN} of the
+ * window ahead of it. On a loaded machine the faults run late (each waits for the one before it, and a
+ * zombie or a Redis restart takes several seconds); without this the input would all be produced and
+ * consumed before a late crash fault armed its instance, which then never reaches its crash point. On
+ * time, the limit stays above the feeder's pace and changes nothing.
+ */
+export function productionLimit(
+  total: number,
+  windowMs: number,
+  startedAt: number,
+  nextFaultDue: number,
+  now: number,
+): number {
+  if (!Number.isFinite(nextFaultDue)) return total;
+  const clock = Math.min(now, nextFaultDue) - startedAt;
+  return Math.min(total, Math.floor(total * (Math.max(0, clock) / windowMs + PRODUCTION_MARGIN)));
 }
 
 /** Every fault of the schedule at its time in the production window, each judged as it ends. */
@@ -133,9 +163,15 @@ export async function runFaults(
   produceStart: number,
 ): Promise<void> {
   const windowMs = run.o.durationS * 1000;
-  for (const f of run.schedule) {
-    const due = produceStart + f.at * windowMs;
+  const dueOf = (i: number) => {
+    const f = run.schedule[i];
+    return f === undefined ? Number.POSITIVE_INFINITY : produceStart + f.at * windowMs;
+  };
+  for (const [i, f] of run.schedule.entries()) {
+    const due = dueOf(i);
+    run.nextFaultDue = due;
     if (Date.now() < due) await sleep(due - Date.now()); // pacing: the fault's due time
+    run.nextFaultDue = dueOf(i + 1);
     const startedAt = Date.now();
     const done: Injected = await inject(faultContext, f).catch((err: Error) => {
       const first = err.message.split('\n')[0] ?? '';

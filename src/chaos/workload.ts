@@ -197,13 +197,16 @@ export class Workload implements RecordSource {
 
 /**
  * Produces the workload to `topic` at `rate` records per second (0: as fast as acknowledgements come),
- * in chunks, each acknowledged (acks=all, idempotent) before it counts as produced.
+ * in chunks, each acknowledged (acks=all, idempotent) before it counts as produced. `limit`, if given,
+ * is how many records may have been produced by now (the harness holds the input back while its faults
+ * run late: src/chaos/run-steps.ts `productionLimit`).
  */
 export class Feeder {
   readonly #producer: KafkaJS.Producer;
   readonly #topic: string;
   readonly #workload: RecordSource;
   readonly #rate: number;
+  readonly #limit: (() => number) | undefined;
   #loop: Promise<void> | undefined;
   #stopped = false;
   /** Records acknowledged by the broker. */
@@ -211,11 +214,18 @@ export class Feeder {
   startedAt = 0;
   finishedAt = 0;
 
-  constructor(producer: KafkaJS.Producer, topic: string, workload: RecordSource, rate: number) {
+  constructor(
+    producer: KafkaJS.Producer,
+    topic: string,
+    workload: RecordSource,
+    rate: number,
+    limit?: () => number,
+  ) {
     this.#producer = producer;
     this.#topic = topic;
     this.#workload = workload;
     this.#rate = rate;
+    this.#limit = limit;
   }
 
   start(): void {
@@ -229,8 +239,13 @@ export class Feeder {
     const w = this.#workload;
     while (!w.done && !this.#stopped) {
       let room = 500;
-      if (this.#rate > 0) {
-        const due = Math.floor(((Date.now() - this.startedAt) / 1000) * this.#rate) - w.produced;
+      if (this.#rate > 0 || this.#limit) {
+        let due =
+          this.#rate > 0
+            ? Math.floor(((Date.now() - this.startedAt) / 1000) * this.#rate)
+            : Number.POSITIVE_INFINITY;
+        if (this.#limit) due = Math.min(due, this.#limit());
+        due -= w.produced;
         if (due <= 0) {
           await new Promise((r) => setTimeout(r, 20)); // pacing only
           continue;

@@ -25,6 +25,7 @@ import {
 } from '../../src/chaos/index.js';
 import { ChaosKafka } from '../../src/chaos/kafka.js';
 import { kafkaMurmur2, kafkaPartition } from '../../src/chaos/murmur2.js';
+import { productionLimit } from '../../src/chaos/run-steps.js';
 import { EXPECTED_REASON, POISON_KINDS, Workload } from '../../src/chaos/workload.js';
 import { parseChaosArgs } from '../../src/cli/chaos.js';
 import { RedisServer } from '../../src/harness/index.js';
@@ -75,6 +76,19 @@ describe('chaos harness without services', () => {
     ];
     for (const [s, h] of vectors) assert.equal(kafkaMurmur2(Buffer.from(s)), h, s);
     assert.equal(kafkaPartition('foobar', 6), (-790332482 & 0x7fffffff) % 6);
+  });
+
+  it('the input waits for a fault that runs late, and only then', () => {
+    const start = 1_000_000;
+    const window = 100_000;
+    // on time (the next fault due later than now): the limit is ahead of the feeder's pace (a tenth)
+    assert.equal(productionLimit(9000, window, start, start + 50_000, start + 20_000), 2700);
+    // a fault due at 30% has not started at 60%: the input stops at 30% + 10%
+    assert.equal(productionLimit(9000, window, start, start + 30_000, start + 60_000), 3600);
+    assert.equal(productionLimit(9000, window, start, start + 30_000, start + 90_000), 3600);
+    // no fault left: everything
+    assert.equal(productionLimit(9000, window, start, Number.POSITIVE_INFINITY, start), 9000);
+    assert.equal(productionLimit(9000, window, start, start + 99_000, start + 99_000), 9000);
   });
 
   it('bad options are named', () => {
