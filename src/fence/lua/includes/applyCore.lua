@@ -82,9 +82,11 @@ end
 -- One key: its n records are records j .. j + n - 1 of the split record texts (see rf_apply_many:
 -- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
 -- nil when no record has one). Returns the key's reply.
-local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, epoch, watermark, ttl)
+local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
   local p, o, e, v, g -- g: the generation, bumped by writers outside the owner (absent: none)
-  local pend = {} -- indexes into flat of the pending entries' fields
+  -- (tables made with room for one entry, the usual count: one made empty is reallocated at its first)
+  local pend = { false } -- indexes into flat of the pending entries' fields (nPend of them)
+  local nPend = 0
   local pendingVal -- field -> entry, built on the first replay only
   local flat = redis.call('HGETALL', key)
   for i = 1, #flat, 2 do
@@ -96,50 +98,67 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
     elseif f == 'o' then
       o = tonumber(flat[i + 1])
     elseif f == 'e' then
-      e = tonumber(flat[i + 1])
+      local e0 = flat[i + 1]
+      e = e0 == epochStr and epoch or tonumber(e0) -- most often the caller's own epoch
     elseif f == 'g' then
       g = flat[i + 1]
     elseif string.byte(f, 1) == 35 then -- '#'
-      pend[#pend + 1] = i
+      nPend = nPend + 1
+      pend[nPend] = i
     end
   end
 
   -- Cluster fencing: the epoch of the key's last writer, when it wrote from the same partition.
   if e and p == partition and epoch < e then
-    return { string.rep('F', n), e, -1 }
+    return { string.rep('F', n), e, -1 }, true
   end
 
-  local reply = { '', o or -1, tonumber(p) or -1 }
-  local letters = {}
-  local hdel = {}
-  local hset = {}
+  -- room for one payload (a trailing nil: the reply ends at the last value set)
+  local reply = { '', o or -1, p == partition and partitionNum or tonumber(p) or -1, nil }
+  local letters = { false } -- every record's letter is set, so none stays false
+  local hdel = { false } -- nHdel of them
+  -- made at the size of one record's writes (its entry, the value, the fence): a table grown from empty
+  -- by appends is reallocated at 1, 2, 4 and 8 entries; nHset counts what is set
+  local hset = { false, false, false, false, false, false, false, false, false, false }
+  local nHset = 0
 
   -- Prune pending entries the committed offset has passed (same partition only). Every pending entry
   -- is at or below the fence offset o (entries are written by records that move the fence, and a
   -- REBASE drops the old partition's), so a watermark above o prunes them all without reading one.
-  if p == partition and watermark >= 0 and #pend > 0 then
+  local nHdel = 0
+  if p == partition and watermark >= 0 and nPend > 0 then
     if watermark > o then
-      for _, i in ipairs(pend) do
-        hdel[#hdel + 1] = flat[i]
+      for q = 1, nPend do
+        hdel[q] = flat[pend[q]]
       end
+      nHdel = nPend
       pend = {}
+      nPend = 0
     else
       local keep = {}
-      for _, i in ipairs(pend) do
+      local nKeep = 0
+      for q = 1, nPend do
+        local i = pend[q]
         local f = flat[i]
         if tonumber(string.sub(f, 2)) < watermark then
-          hdel[#hdel + 1] = f
+          nHdel = nHdel + 1
+          hdel[nHdel] = f
         else
-          keep[#keep + 1] = i
+          nKeep = nKeep + 1
+          keep[nKeep] = i
         end
       end
       pend = keep
+      nPend = nKeep
     end
   end
 
   local vDirty = false
   local vnum -- v as an exact integer (false: not one), nil until an add needs it
-  local fenceDirty = false
+  -- fenceDirty: p, o and e move (a record applied: e is the caller's epoch, o the text offStr of the
+  -- last one); eDirty: e alone (a replay by a newer epoch)
+  local fenceDirty, eDirty = false, false
+  local oStr
   for i = 1, n do
     local offStr = offStrs[j]
     local off = offs[j]
@@ -162,7 +181,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       -- offset <= fence on the same partition: already applied
       if not pendingVal then
         pendingVal = {}
-        for _, i in ipairs(pend) do
+        for q = 1, nPend do
+          local i = pend[q]
           pendingVal[flat[i]] = flat[i + 1]
         end
       end
@@ -175,7 +195,7 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       end
       if e == nil or epoch > e then
         e = epoch
-        fenceDirty = true
+        eDirty = true
       end
     else
       local reason, conflict
@@ -270,13 +290,15 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       else
         if verdict == 'B' then
           -- Offsets of the old partition are incomparable with ours: its pending entries go.
-          for _, i in ipairs(pend) do
-            hdel[#hdel + 1] = flat[i]
+          for q = 1, nPend do
+            nHdel = nHdel + 1
+            hdel[nHdel] = flat[pend[q]]
           end
           pend = {}
+          nPend = 0
           pendingVal = {}
         end
-        p, o, e = partition, off, epoch
+        p, o, e, oStr = partition, off, epoch, offStr
         fenceDirty = true
         local entry
         if reason then
@@ -289,8 +311,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
           entry = 'n'
         end
         if entry then
-          hset[#hset + 1] = '#' .. offStr
-          hset[#hset + 1] = entry
+          hset[nHset + 1] = '#' .. offStr
+          hset[nHset + 2] = entry
+          nHset = nHset + 2
         end
         if reason then
           letters[i] = 'X'
@@ -307,35 +330,46 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
 
   if vDirty then
     if v == nil then
-      hdel[#hdel + 1] = 'v'
+      nHdel = nHdel + 1
+      hdel[nHdel] = 'v'
     else
-      hset[#hset + 1] = 'v'
-      hset[#hset + 1] = v
+      hset[nHset + 1] = 'v'
+      hset[nHset + 2] = v
+      nHset = nHset + 2
     end
   end
+  -- e is written only as the caller's epoch, so as its own argument's text (a number formatted once)
   if fenceDirty then
-    hset[#hset + 1] = 'p'
-    hset[#hset + 1] = p
-    hset[#hset + 1] = 'o'
-    hset[#hset + 1] = string.format('%d', o or -1)
-    hset[#hset + 1] = 'e'
-    hset[#hset + 1] = string.format('%d', e)
+    local h = nHset
+    hset[h + 1], hset[h + 2], hset[h + 3], hset[h + 4], hset[h + 5], hset[h + 6] = 'p', p, 'o', oStr, 'e', epochStr
+    nHset = h + 6
+  elseif eDirty then
+    hset[nHset + 1], hset[nHset + 2] = 'e', epochStr
+    nHset = nHset + 2
   end
-  if #hdel > 0 then
-    redis.call('HDEL', key, unpack(hdel))
+  if nHdel == 1 then
+    redis.call('HDEL', key, hdel[1])
+  elseif nHdel > 0 then
+    redis.call('HDEL', key, unpack(hdel, 1, nHdel))
   end
-  if #hset > 0 then
-    redis.call('HSET', key, unpack(hset))
+  if nHset > 0 then
+    redis.call('HSET', key, unpack(hset, 1, nHset))
     if ttl > 0 then
       redis.call('PEXPIRE', key, ttl)
     end
   end
-  reply[1] = table.concat(letters)
-  return reply
+  reply[1] = n == 1 and letters[1] or table.concat(letters)
+  return reply, false
 end
 
 -- Binary arguments by op letter (s a f x n d c), before the output bytes; nil: unknown op.
 local RF_EXTRA = { [115] = 1, [97] = 0, [102] = 0, [120] = 0, [110] = 0, [100] = 0, [99] = 2 }
+-- A record's op letter and mode digit ('a2') as bytes, by table look-up (a call of string.byte costs
+-- as much as a short pattern match); nil: an unknown op or a mode above 4.
+-- stylua: ignore start
+local RF_OB = { s0 = 115, s1 = 115, s2 = 115, s3 = 115, s4 = 115, a0 = 97, a1 = 97, a2 = 97, a3 = 97, a4 = 97, f0 = 102, f1 = 102, f2 = 102, f3 = 102, f4 = 102, x0 = 120, x1 = 120, x2 = 120, x3 = 120, x4 = 120, n0 = 110, n1 = 110, n2 = 110, n3 = 110, n4 = 110, d0 = 100, d1 = 100, d2 = 100, d3 = 100, d4 = 100, c0 = 99, c1 = 99, c2 = 99, c3 = 99, c4 = 99 }
+local RF_MB = { s0 = 48, s1 = 49, s2 = 50, s3 = 51, s4 = 52, a0 = 48, a1 = 49, a2 = 50, a3 = 51, a4 = 52, f0 = 48, f1 = 49, f2 = 50, f3 = 51, f4 = 52, x0 = 48, x1 = 49, x2 = 50, x3 = 51, x4 = 52, n0 = 48, n1 = 49, n2 = 50, n3 = 51, n4 = 52, d0 = 48, d1 = 49, d2 = 50, d3 = 51, d4 = 52, c0 = 48, c1 = 49, c2 = 50, c3 = 51, c4 = 52 }
+-- stylua: ignore end
 
 --[[
   rf_apply_many: keys[first..last] are the state hashes, their records in argv (see above). epochKey:
@@ -347,10 +381,11 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
     return redis.error_reply('RF_PROTOCOL expected protocol 4, got ' .. tostring(argv[1]))
   end
   local partition = argv[2]
+  local partitionNum = tonumber(partition)
   local epoch = tonumber(argv[3])
   local watermark = tonumber(argv[4])
   local ttl = tonumber(argv[5])
-  if not (tonumber(partition) and epoch and watermark and ttl) then
+  if not (partitionNum and epoch and watermark and ttl) then
     return redis.error_reply('RF_ARGS malformed apply arguments')
   end
   local useIndex = argv[6] == '1' and indexKey ~= nil
@@ -378,10 +413,10 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
       local _, e, offStr, om, num = string.find(spec, '^(%d+),(%a%d),([^;]*);', pos)
       local ob, mb
       if e then
-        ob, mb = string.byte(om, 1, 2)
+        ob, mb = RF_OB[om], RF_MB[om]
       end
       local len = ob and RF_EXTRA[ob]
-      if not len or mb > 52 then
+      if not len then
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
       pos = e + 1
@@ -429,16 +464,21 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
     end
   end
   local zadd = {}
+  local nZadd = 0
+  local epochStr = argv[3]
   for k = first, last do
     local key = keys[k]
-    local r = rf_key(key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, epoch, watermark, ttl)
-    out[#out + 1] = r
-    if useIndex and tops[k] and string.byte(r[1], 1) ~= 70 then -- not F
-      zadd[#zadd + 1] = tops[k]
-      zadd[#zadd + 1] = key
+    local r, fenced = rf_key(key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
+    out[k - first + 1] = r
+    if useIndex and not fenced and tops[k] then
+      zadd[nZadd + 1] = tops[k]
+      zadd[nZadd + 2] = key
+      nZadd = nZadd + 2
     end
   end
-  if #zadd > 0 then
+  if nZadd == 2 then
+    redis.call('ZADD', indexKey, 'GT', zadd[1], zadd[2])
+  elseif nZadd > 0 then
     redis.call('ZADD', indexKey, 'GT', unpack(zadd))
   end
   return out
