@@ -123,14 +123,31 @@ async function crash(c: FaultContext, f: Fault): Promise<Injected> {
   await c.restart(s, { REDFENCE_CRASH_AT: f.point as string, REDFENCE_CRASH_AFTER: String(after) });
   s.expecting = true;
   const armed = s.inst;
+  // The crash timeout counts from the armed instance's first partitions, not from its spawn: on a loaded
+  // machine starting, joining the group and the rebalance can take most of it, and no batch (so no pass
+  // of the point) comes before the partitions do. It gets as long again to be assigned any.
+  const assigned = await pollUntil(
+    'the armed instance to be assigned partitions',
+    () =>
+      !armed.alive ||
+      armed.seen(
+        (l) => l.msg === 'partitions assigned' && Array.isArray(l.partitions) && l.partitions.length > 0,
+      ),
+    c.crashTimeoutMs,
+  ).then(
+    () => armed.alive,
+    () => false,
+  );
   let outcome: string;
-  const exit = await armed.waitExit(c.crashTimeoutMs).catch(() => undefined);
+  const exit = await armed.waitExit(assigned || !armed.alive ? c.crashTimeoutMs : 1).catch(() => undefined);
   if (exit?.signal === 'SIGKILL') outcome = `crashed at ${f.point} (pass ${after})`;
   else if (exit) outcome = `exited ${JSON.stringify(exit)} before reaching ${f.point}`;
   else {
     await armed.scrape();
     await armed.kill();
-    outcome = `not reached within ${c.crashTimeoutMs} ms: SIGKILLed`;
+    outcome = assigned
+      ? `not reached within ${c.crashTimeoutMs} ms of its first partitions: SIGKILLed`
+      : `not reached: no partition assigned within ${c.crashTimeoutMs} ms: SIGKILLed`;
   }
   await c.restart(s);
   return {

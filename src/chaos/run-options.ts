@@ -38,7 +38,7 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
   sessionTimeoutMs: number;
   /** Waiting for the group to commit the whole input after the last fault. */
   drainTimeoutMs: number;
-  /** A crash-armed instance that has not crashed within this long is killed and noted. */
+  /** A crash-armed instance that has not crashed within this long of its first partitions (and as long to get any) is killed and noted. */
   crashTimeoutMs: number;
   /** The Redis the harness starts (src/chaos/redis-topology.ts); redis-failover faults fit it. */
   redisTopology: Topology;

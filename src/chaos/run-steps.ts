@@ -133,16 +133,17 @@ export function startProduction(run: ChaosRun): Production {
   return { workload, source, feeder, startedAt: Date.now() };
 }
 
-/** How far ahead of a fault that has not started yet the input may be produced: a tenth of the window. */
-export const PRODUCTION_MARGIN = 0.1;
+/** How fast the schedule's clock runs while a fault is overdue (the one before it still running). */
+export const LATE_CLOCK_RATE = 0.25;
 
 /**
- * How many of `total` records may have been produced by `now`: the schedule's own clock stops at the
- * due time of the first fault not yet started, and the input may run {@link PRODUCTION_MARGIN} of the
- * window ahead of it. On a loaded machine the faults run late (each waits for the one before it, and a
- * zombie or a Redis restart takes several seconds); without this the input would all be produced and
- * consumed before a late crash fault armed its instance, which then never reaches its crash point. On
- * time, the limit stays above the feeder's pace and changes nothing.
+ * How many of `total` records may have been produced by `now`: the input is paced by the schedule's
+ * clock, which runs with the wall clock while the faults are on time and at {@link LATE_CLOCK_RATE} of it
+ * once the first fault not yet started is overdue. On a loaded machine the faults run late (each waits
+ * for the one before it, and a zombie or a Redis restart takes several seconds); paced by the wall clock
+ * alone, the input would all be produced and consumed before a late crash fault armed its instance, which
+ * then never reaches its point. It never stops: a running fault (a crash waiting for its instance to pass
+ * its point) still gets records to process.
  */
 export function productionLimit(
   total: number,
@@ -151,9 +152,10 @@ export function productionLimit(
   nextFaultDue: number,
   now: number,
 ): number {
-  if (!Number.isFinite(nextFaultDue)) return total;
-  const clock = Math.min(now, nextFaultDue) - startedAt;
-  return Math.min(total, Math.floor(total * (Math.max(0, clock) / windowMs + PRODUCTION_MARGIN)));
+  if (!Number.isFinite(nextFaultDue) || now <= nextFaultDue)
+    return Math.min(total, Math.floor((total * Math.max(0, now - startedAt)) / windowMs));
+  const clock = nextFaultDue - startedAt + (now - nextFaultDue) * LATE_CLOCK_RATE;
+  return Math.min(total, Math.floor((total * Math.max(0, clock)) / windowMs));
 }
 
 /** Every fault of the schedule at its time in the production window, each judged as it ends. */

@@ -137,7 +137,7 @@ export const CHAOS_OPTIONS = {
     min: 1000,
   }),
   'crash-timeout': numberOption('<ms>', {
-    description: 'give up on a crash point not reached after this long',
+    description: 'give up on a crash point not reached this long after the armed instance got partitions',
     defaultText: String(DEFAULTS.crashTimeoutMs),
     min: 1000,
   }),
