@@ -43,7 +43,7 @@ function wordsFile(n: number): string {
   return file;
 }
 
-describe('redfence chaos <module> against Kafka and its own Redis', { timeout: 180_000 }, () => {
+describe('redfence chaos <module> against Kafka and its own Redis', { timeout: 300_000 }, () => {
   it('a JS reduce (exactly-once) and a built-in operation (at-least-once) pass under faults', async () => {
     const [reduce, operation] = await Promise.all([
       chaos([
