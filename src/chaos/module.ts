@@ -35,6 +35,11 @@ export interface ChaosRecord {
   value: unknown;
   /** Its CreateTime in ms after the run's base (default: its index): a topology's event time. */
   timestamp?: number;
+  /**
+   * A topology's records only: the module's topic it goes to (one of its input topics, or a name a
+   * pattern source matches); default: its first input topic (src/chaos/topology-module.ts).
+   */
+  topic?: string;
 }
 
 /** One input record as it is produced (to both runs, the same bytes on the same partition). */
@@ -43,6 +48,8 @@ export interface InputRecord {
   value: Buffer | null;
   /** ms after the run's timestamp base; undefined: the record's index. */
   timestamp?: number;
+  /** The module's topic it goes to (a topology's records; src/chaos/topology-module.ts). */
+  topic?: string;
 }
 
 /** More records than this in one comparison are refused (both runs keep every output in memory). */
@@ -131,13 +138,16 @@ export function toInputRecord(r: unknown, where: string, fail: (m: string) => Re
     if (text === undefined) throw fail(`${where}: ${what} cannot be written as JSON`);
     return Buffer.from(text, 'utf8');
   };
-  const { timestamp } = r as ChaosRecord;
+  const { timestamp, topic } = r as ChaosRecord;
   if (timestamp !== undefined && (!Number.isSafeInteger(timestamp) || timestamp < 0))
     throw fail(`${where}: "timestamp" is ms after the run's start, an integer >= 0`);
+  if (topic !== undefined && (typeof topic !== 'string' || !/^[A-Za-z0-9._-]{1,200}$/.test(topic)))
+    throw fail(`${where}: "topic" is a topic name ([A-Za-z0-9._-], at most 200 characters)`);
   return {
     key: bytes(key, 'key'),
     value: bytes(value, 'value'),
     ...(timestamp === undefined ? {} : { timestamp }),
+    ...(topic === undefined ? {} : { topic }),
   };
 }
 

@@ -56,12 +56,22 @@ function topologyTables(r: ChaosReport, out: string[]): void {
   const x = (f: (s: NonNullable<typeof t>) => number | string) => (t ? f(t) : '-');
   const rows: Array<[string, string | number]> = [
     ['input records (read back)', x((s) => s.inputRecords)],
+    ...((t?.inputTopics.size ?? 0) > 1
+      ? [['  per input topic', x((s) => [...s.inputTopics.values()].join(' / '))] as [string, string]]
+      : []),
     [
       `outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) / model`,
       x((s) => `${s.outputRecords} / ${s.modelOutputs}`),
     ],
     ['output keys compared', x((s) => s.keys)],
-    ['  of them from several tasks (unordered)', x((s) => s.keysUnordered)],
+    [
+      '  of them from several tasks',
+      x((s) =>
+        r.options.mode === 'exactly-once'
+          ? `${s.keysUnordered} (${s.keysAmbiguous} ambiguous: as multisets)`
+          : `${s.keysUnordered} (as multisets)`,
+      ),
+    ],
   ];
   if ((r.options.topology?.built.repartitionTopics.length ?? 0) > 0) {
     rows.push([

@@ -19,6 +19,7 @@ import type { ChaosOptions, ChaosReport, UserProcessor } from './run-options.js'
 import { type Fault, makeSchedule } from './schedule.js';
 import { chaosTopics, onChaosTopics } from './topology-module.js';
 import { asModelInput, pendingFinals, repartitionCounts, tasksOf } from './topology-stages.js';
+import { chaosDeadLetter, runInputTopic, runInputTopics } from './topology-topics.js';
 import type { Feeder } from './workload.js';
 
 export class ChaosRun {
@@ -31,6 +32,11 @@ export class ChaosRun {
   readonly names: ChaosReport['names'];
   /** The output topics: `names.output`, and a topology's further sinks (`<output>-1`, ...). */
   readonly outputTopics: string[];
+  /**
+   * The input topics: `names.input`, or a topology's (its listed inputs, `names.input` and
+   * `<input>-1`, ..., then the topics its records name for its patterns: src/chaos/topology-topics.ts).
+   */
+  readonly inputTopics: string[];
   /**
    * A topology's repartition topics on the run's names -> partition count, in the order they are written
    * (the harness makes them before the instances start); empty for any other run.
@@ -81,6 +87,16 @@ export class ChaosRun {
     this.outputTopics = o.topology
       ? [...chaosTopics(o.topology.built, this.names.input, this.names.output).outputs.values()]
       : [this.names.output];
+    this.inputTopics = o.topology
+      ? runInputTopics(
+          o.topology.module,
+          o.topology.built,
+          o.topology.records.map((r) => r.topic),
+          this.names,
+        )
+      : [this.names.input];
+    // the runtime's default for the topology on these topics (`<app>.DLT` when a pattern reads first)
+    if (o.topology) this.names.deadLetter = chaosDeadLetter(this.topology(o.topology.built));
     this.repartitionTopics = o.topology
       ? repartitionCounts(this.topology(o.topology.built), o.partitions)
       : new Map();
@@ -125,6 +141,13 @@ export class ChaosRun {
   /** A topology on the run's topics and applicationId (what the instances run). */
   topology(built: NonNullable<ChaosOptions['topology']>['built']) {
     return onChaosTopics(built, chaosTopics(built, this.names.input, this.names.output), this.names.store);
+  }
+
+  /** The run's topic of a topology record naming the module's `topic` (src/chaos/topology-topics.ts). */
+  inputTopicOf(topic: string | undefined): string {
+    const t = this.o.topology;
+    if (t === undefined || topic === undefined) return this.names.input;
+    return runInputTopic(chaosTopics(t.built, this.names.input, this.names.output), topic);
   }
 
   /** A progress line, stamped with the seconds since the run started. */
@@ -264,23 +287,24 @@ export class ChaosRun {
   }
 
   /**
-   * The group has committed the input's end offsets on every partition, and then (a topology's) every
+   * The group has committed the end offsets of every input topic's partitions, and then (a topology's) every
    * repartition partition past its last record, in the order they are written: a task's records are
    * written before its commit, so a topic checked after the ones its writers read has all of them.
    */
   caughtUp = async (): Promise<boolean> => {
     const { kafka, names } = this;
     const log = this.repartitionLog;
-    if (!this.ticking) {
-      const [committed, ends] = await Promise.all([
-        kafka.committedOffsets(names.group, names.input),
-        kafka.endOffsets(names.input),
-      ]);
-      if (!committedToEnd(committed, ends)) return false;
-    }
+    if (!this.ticking)
+      for (const topic of this.inputTopics) {
+        const [committed, ends] = await Promise.all([
+          kafka.committedOffsets(names.group, topic),
+          kafka.endOffsets(topic),
+        ]);
+        if (!committedToEnd(committed, ends)) return false;
+      }
     // a reader that fell behind the purge never reaches the end: the verdict fails the run for it
     if (log === undefined || log.failures.length > 0) return true;
-    const topics = [...(this.ticking ? [names.input] : []), ...this.repartitionTopics.keys()];
+    const topics = [...(this.ticking ? this.inputTopics : []), ...this.repartitionTopics.keys()];
     for (const topic of topics) {
       const [done, high] = await Promise.all([
         kafka.committedOffsets(names.group, topic),
@@ -309,7 +333,7 @@ export class ChaosRun {
   #windowsClosed(log: RepartitionLog): boolean {
     const built = this.topology((this.o.topology as NonNullable<ChaosOptions['topology']>).built);
     const tasks = new Map<string, ModelInput[]>();
-    for (const topic of [this.names.input, ...this.repartitionTopics.keys()])
+    for (const topic of [...this.inputTopics, ...this.repartitionTopics.keys()])
       for (const [task, list] of tasksOf(asModelInput(topic, log.records(topic)))) tasks.set(task, list);
     return pendingFinals(built, tasks) === 0;
   }

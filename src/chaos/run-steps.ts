@@ -45,7 +45,7 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
   }
   const faultContext = run.faultContext(redis);
   await run.kafka.createTopics([
-    { topic: names.input, partitions: o.partitions },
+    ...run.inputTopics.map((topic) => ({ topic, partitions: o.partitions })),
     ...run.outputTopics.map((topic) => ({ topic, partitions: o.partitions })),
     { topic: names.deadLetter, partitions: 1 },
     // as the runtime makes them (records keep their own timestamps; the purge deletes what is committed)
@@ -57,7 +57,7 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
   ]);
   // with ticks, the input too: the drain waits for them to close every window (ChaosRun.caughtUp)
   const live = new Map(run.repartitionTopics);
-  if (run.ticking) live.set(names.input, o.partitions);
+  if (run.ticking) for (const topic of run.inputTopics) live.set(topic, o.partitions);
   if (live.size > 0) {
     const { RepartitionLog } = await import('./repartition-log.js');
     run.repartitionLog = await RepartitionLog.open(
@@ -69,7 +69,7 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
     log(`${[...live.keys()].join(', ')} read while the run lasts`);
   }
   log(
-    `topics ${names.input} (+ ${run.user ? 'output' : 'totals'}, .DLT); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
+    `topics ${run.inputTopics.join(', ')} (+ ${run.user ? 'output' : 'totals'}, ${names.deadLetter}); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
       `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}` +
       (!o.handler && o.commitIntervalMs ? `; instances commit every ${o.commitIntervalMs} ms at most` : ''),
   );
@@ -117,8 +117,11 @@ export function startProduction(run: ChaosRun): Production {
         large: o.large,
         skew: o.skew,
       });
-  const source: RecordSource =
-    workload ?? new RecordList(user?.records ?? [], o.partitions, user?.timestampBase ?? 0);
+  // a topology's record naming its module's topic goes to the run's (src/chaos/topology-topics.ts)
+  const records = (user?.records ?? []).map((r) =>
+    r.topic === undefined ? r : { ...r, topic: run.inputTopicOf(r.topic) },
+  );
+  const source: RecordSource = workload ?? new RecordList(records, o.partitions, user?.timestampBase ?? 0);
   const total = user?.records.length ?? o.records;
   const windowMs = o.durationS * 1000;
   const feeder: Feeder = new Feeder(
@@ -218,10 +221,16 @@ export async function drain(run: ChaosRun): Promise<void> {
     o.drainTimeoutMs,
     500,
   ).catch(async (err: Error) => {
-    const committed = await kafka.committedOffsets(names.group, names.input).catch(() => new Map());
-    const ends = await kafka.endOffsets(names.input).catch(() => new Map());
+    const where: string[] = [];
+    for (const topic of run.inputTopics) {
+      const committed = await kafka.committedOffsets(names.group, topic).catch(() => new Map());
+      const ends = await kafka.endOffsets(topic).catch(() => new Map());
+      where.push(
+        `${run.inputTopics.length > 1 ? `${topic}: ` : ''}committed ${JSON.stringify([...committed])}, ends ${JSON.stringify([...ends])}`,
+      );
+    }
     report.harnessErrors.push(
-      `${err.message}: committed ${JSON.stringify([...committed])}, ends ${JSON.stringify([...ends])}` +
+      `${err.message}: ${where.join('; ')}` +
         run
           .live()
           .map((s) => s.inst.tail(8))
@@ -284,7 +293,7 @@ export async function readBack(run: ChaosRun): Promise<void> {
       mode: o.mode,
       built: run.topology(o.topology.built),
       repartition: run.repartitionLog,
-      input: names.input,
+      inputs: run.inputTopics,
       outputs: run.outputTopics,
       deadLetter: names.deadLetter,
       group: names.group,
@@ -352,7 +361,7 @@ export async function cleanup(run: ChaosRun): Promise<void> {
   await run.repartitionLog?.close();
   if (!o.keep) {
     await kafka.deleteTopics([
-      names.input,
+      ...run.inputTopics,
       ...run.outputTopics,
       names.deadLetter,
       ...run.repartitionTopics.keys(),

@@ -1,5 +1,5 @@
 /**
- * After a topology chaos run has drained: the input topic read back (partitions, offsets, timestamps,
+ * After a topology chaos run has drained: every input topic read back (partitions, offsets, timestamps,
  * keys, values and headers as written; with the run's isolation, as the instances read it: its ticks
  * with `--idle-close`), every output topic (read_committed in exactly-once mode, read_uncommitted
  * in at-least-once mode) and the dead-letter topic, the group's committed offsets; judged against the
@@ -18,7 +18,8 @@ export interface JudgeTopologyOptions {
   mode: 'exactly-once' | 'at-least-once';
   /** The topology on the run's topics (src/chaos/topology-module.ts onChaosTopics). */
   built: BuiltTopology;
-  input: string;
+  /** The run's input topics (a topology listing several, or a pattern's: src/chaos/topology-topics.ts). */
+  inputs: readonly string[];
   outputs: readonly string[];
   deadLetter: string;
   group: string;
@@ -33,14 +34,15 @@ export async function judgeTopology(o: JudgeTopologyOptions): Promise<TopologyRe
   // as the instances read it: exactly-once, a tick in a transaction that aborted is not there
   const isolation = o.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted';
   const input: ModelInput[] = [];
-  await readTopic(
-    o.brokers,
-    o.input,
-    isolation,
-    (m) => input.push(asModelRecord(o.input, m)),
-    TIMEOUT,
-    o.kafkaConfig,
-  );
+  for (const topic of o.inputs)
+    await readTopic(
+      o.brokers,
+      topic,
+      isolation,
+      (m) => input.push(asModelRecord(topic, m)),
+      TIMEOUT,
+      o.kafkaConfig,
+    );
   const outputs = new Map<string, ReadMessage[]>();
   for (const topic of o.outputs) {
     const list: ReadMessage[] = [];
@@ -50,15 +52,17 @@ export async function judgeTopology(o: JudgeTopologyOptions): Promise<TopologyRe
   const deadLetters: ReadMessage[] = [];
   await readTopic(o.brokers, o.deadLetter, isolation, (m) => deadLetters.push(m), TIMEOUT, o.kafkaConfig);
   const kafka = new ChaosKafka(o.brokers, o.kafkaConfig);
-  // one after the other: the first call connects the admin client
-  const committed = await kafka.committedOffsets(o.group, o.input).catch(async (err: Error) => {
+  const offsets = new Map<string, { committed: Map<number, number>; ends: Map<number, number> }>();
+  try {
+    // one after the other: the first call connects the admin client
+    for (const topic of o.inputs) {
+      const committed = await kafka.committedOffsets(o.group, topic);
+      offsets.set(topic, { committed, ends: await kafka.endOffsets(topic) });
+    }
+  } catch (err) {
     await kafka.close();
     throw err;
-  });
-  const ends = await kafka.endOffsets(o.input).catch(async (err: Error) => {
-    await kafka.close();
-    throw err;
-  });
+  }
   const repartition = await readRepartition(kafka, o).finally(() => kafka.close());
   return judgeTopologyRun({
     ...(repartition ? { repartition } : {}),
@@ -68,8 +72,7 @@ export async function judgeTopology(o: JudgeTopologyOptions): Promise<TopologyRe
     input,
     outputs,
     deadLetters,
-    committed,
-    ends,
+    offsets,
   });
 }
 

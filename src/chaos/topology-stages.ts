@@ -53,7 +53,7 @@ export function splitAtRepartitions(built: BuiltTopology): BuiltTopology {
 /**
  * Each repartition topic's partition count, in the order they are written (a topic after the ones its
  * writer reads): `repartition()`'s numberOfPartitions, else the largest count of the topics its writing
- * sub-topology reads, as the runtime and Kafka Streams make it.
+ * sub-topology reads (a pattern's: the input topics' count), as the runtime and Kafka Streams make it.
  */
 export function repartitionCounts(built: BuiltTopology, inputPartitions: number): Map<string, number> {
   const internal = new Set(built.repartitionTopics);
@@ -71,8 +71,12 @@ export function repartitionCounts(built: BuiltTopology, inputPartitions: number)
       n = 1;
       if (seen.has(topic)) return n;
       seen.add(topic);
-      for (const s of built.subTopologies)
-        if (s.sinkTopics.includes(topic)) for (const t of s.sourceTopics) n = Math.max(n, count(t, seen));
+      for (const s of built.subTopologies) {
+        if (!s.sinkTopics.includes(topic)) continue;
+        for (const t of s.sourceTopics) n = Math.max(n, count(t, seen));
+        // a pattern reads input topics (each made with the input's partition count)
+        if (s.sourcePatterns.length > 0) n = Math.max(n, inputPartitions);
+      }
     }
     counts.set(topic, n);
     return n;
@@ -280,7 +284,7 @@ export function compareRepartition(
     const records = got.get(q) ?? [];
     let order = '';
     if (mode === 'exactly-once' && q !== anywhere) {
-      const r = interleaving(tasks, records);
+      const r = interleaving(tasks, records, same);
       if (r.ok) continue;
       if (r.ambiguous) c.ambiguous++;
       // out of order with the right records: the first record no task had next names it
@@ -311,15 +315,20 @@ const sum = (tasks: ReadonlyMap<string, readonly Rec[]>) =>
 /**
  * Whether `records` is an interleaving of the tasks' sequences, each in order and each record once:
  * each record is taken as the next record of a task whose next one it is. When two tasks' next records
- * are the same (key, value and timestamp), the first task is taken, which another choice might have
- * contradicted: such a partition is `ambiguous` when it does not pass (compared as a multiset instead).
- * `bad`: the first record no task had next (missing, repeated and stray records are then counted by
- * the multiset comparison, which names what is wrong more precisely than the first place it shows).
+ * are the same (`same`: a repartition record's key, value and timestamp; an output's value and
+ * timestamp), the first task is taken, which another choice might have contradicted: such a sequence
+ * is `ambiguous` when it does not pass (compared as a multiset instead). `bad`: the first record no
+ * task had next (missing, repeated and stray records are then counted by the multiset comparison,
+ * which names what is wrong more precisely than the first place it shows).
  */
-function interleaving(tasks: ReadonlyMap<string, readonly Rec[]>, records: readonly Rec[]) {
+export function interleaving<T>(
+  tasks: ReadonlyMap<string, readonly T[]>,
+  records: readonly T[],
+  same: (a: T, b: T) => boolean,
+) {
   const heads = new Map<string, number>([...tasks.keys()].map((t) => [t, 0]));
   let ambiguous = false;
-  let bad: { at: number; rec: Rec } | undefined;
+  let bad: { at: number; rec: T } | undefined;
   records.forEach((x, at) => {
     const next = [...heads].filter(([t, i]) => {
       const e = tasks.get(t)?.[i];

@@ -1,10 +1,10 @@
 /**
  * The verdict of a topology chaos run: what the run's output topics, dead-letter topic, repartition
  * topics and committed offsets hold, against the reference model (src/topology/model.ts `runModel`) over
- * the input as it was actually written (read back from the input topic, with its partitions, offsets and
- * timestamps).
+ * the input as it was actually written (read back from the input topics, with their partitions, offsets
+ * and timestamps).
  *
- * The model runs once per task (src/chaos/topology-stages.ts): each partition of the input topic, and
+ * The model runs once per task (src/chaos/topology-stages.ts): each partition of each input topic, and
  * each partition of a repartition topic over its records as the harness read them during the run (the
  * order in which a repartition partition receives several tasks' records is the run's to choose; that
  * file says why this is exact, and what is checked of the repartition topics themselves). A task's
@@ -18,12 +18,15 @@
  *   run can hold (a value the model never gives that key) is a difference.
  *
  * A key whose model outputs come from more than one task (a key changed by map or selectKey without a
- * repartition after it) has no order across tasks: its outputs are compared as a multiset (counted
- * apart). Dead letters are compared by (topic, partition, offset, `redfence-reason`) of the record they
- * carry (an input record, or a repartition record): exactly-once each of the model's once and nothing
- * else; at-least-once the same set, repeats counted as duplicates. Every input partition must be
- * committed to its end offset, every repartition partition past its last record, and the input topic
- * must hold every record produced.
+ * repartition after it, or a merge of several input topics: a sub-topology reading several topics
+ * keeps no state, so each topic's partition is a task of its own) has no order across tasks: exactly-
+ * once, its outputs must be an interleaving of the tasks' sequences, each task's in order and each
+ * output once; at-least-once, a multiset (src/chaos/topology-outputs.ts). Dead letters are compared by
+ * (topic, partition, offset, `redfence-reason`) of the record they carry (an input record, or a
+ * repartition record): exactly-once each of the model's once and nothing else; at-least-once the same
+ * set, repeats counted as duplicates. Every partition of every input topic must be committed to its
+ * end offset, every repartition partition past its last record, and the input topics must hold every
+ * record produced.
  *
  * Ticks (`redfence chaos --idle-close`: src/topology/tick.ts) are records of their partitions: the model
  * takes them as the instances did, so the final results of the windows they close are judged like any.
@@ -35,7 +38,7 @@ import type { ModelInput } from '../topology/model.js';
 import { isTick } from '../topology/tick.js';
 import type { BuiltTopology } from '../topology/types.js';
 import type { ReadMessage } from './kafka.js';
-import { firstDifference, multiset, type Out, replayRuns } from './output-runs.js';
+import { clip, judgeOutputs, shown, showOut } from './topology-outputs.js';
 import {
   asModelInput,
   compareRepartition,
@@ -85,22 +88,28 @@ export interface TopologyVerdictInput {
   /** How many records the harness produced. */
   produced: number;
   /**
-   * The input topic read back (read_committed in exactly-once mode), in partition and offset order, with
-   * the records' headers (a tick is known by its header).
+   * The input topics read back (read_committed in exactly-once mode), topic by topic in partition and
+   * offset order, with the records' headers (a tick is known by its header).
    */
   input: readonly ModelInput[];
   /** Each output topic read back (read_committed or read_uncommitted by mode), partition by partition. */
   outputs: ReadonlyMap<string, readonly ReadMessage[]>;
   deadLetters: readonly ReadMessage[];
-  committed: ReadonlyMap<number, number>;
-  ends: ReadonlyMap<number, number>;
+  /** Each input topic's committed offsets (the group's) and end offsets, per partition. */
+  offsets: ReadonlyMap<string, InputOffsets>;
   /** With repartition topics: what they held. */
   repartition?: RepartitionRead;
 }
 
+export interface InputOffsets {
+  committed: ReadonlyMap<number, number>;
+  ends: ReadonlyMap<number, number>;
+}
+
 export interface TopologyResult {
-  /** Records of the input topic read back, ticks not counted. */
+  /** Records of the input topics read back, ticks not counted; and per topic. */
   inputRecords: number;
+  inputTopics: Map<string, number>;
   /**
    * Ticks of `idleCloseMs` (src/topology/tick.ts) in the input and repartition topics, judged as the
    * records they are; `ticksUnread`: those at or past the group's committed offset (produced after the
@@ -112,9 +121,14 @@ export interface TopologyResult {
   tickOutputs: number;
   modelOutputs: number;
   outputRecords: number;
-  /** Output keys (topic and key) compared; in order, and as multisets (outputs from several tasks). */
+  /**
+   * Output keys (topic and key) compared; of them from several tasks (no order across them), and of those
+   * compared as multisets (at-least-once, or exactly-once when two tasks' next outputs were the same and
+   * the interleaving did not pass: ambiguous).
+   */
   keys: number;
   keysUnordered: number;
+  keysAmbiguous: number;
   /** At-least-once: outputs in replays (allowed), and the replays. */
   duplicateOutputs: number;
   replays: number;
@@ -138,35 +152,24 @@ export interface TopologyResult {
 /** At most this many differences of one check are listed (all are counted). */
 const LISTED = 20;
 
-const id = (b: Buffer | null) => (b === null ? 'null' : b.toString('hex'));
-const clip = (s: string, n = 120) => (s.length <= n ? s : `${s.slice(0, n)}... (${s.length} chars)`);
-const shown = (hex: string): string => {
-  if (hex === 'null') return '<null>';
-  const b = Buffer.from(hex, 'hex');
-  const text = b.toString('utf8');
-  return Buffer.from(text, 'utf8').equals(b) ? text : `<base64:${b.toString('base64')}>`;
-};
-const showOut = (o: Out | undefined) => (o ? `${clip(shown(o.value))} @${o.ts}` : 'none');
-
-function push<T>(m: Map<string, T[]>, k: string, v: T): void {
-  const list = m.get(k);
-  if (list) list.push(v);
-  else m.set(k, [v]);
-}
-
 /**
- * Each task's records the run took (`taken`: ticks left unread aside): the input topic's partitions,
+ * Each task's records the run took (`taken`: ticks left unread aside): the input topics' partitions,
  * then each repartition partition as read.
  */
 function takenTasks(x: TopologyVerdictInput): Map<string, ModelInput[]> {
   const tasks = new Map<string, ModelInput[]>();
-  const add = (records: readonly ModelInput[], committed: ReadonlyMap<number, number> | undefined) => {
-    for (const [task, list] of tasksOf(records))
-      tasks.set(task, taken(list, committed?.get(list[0]?.partition ?? -1) ?? 0));
+  const add = (
+    records: readonly ModelInput[],
+    committed: (topic: string) => ReadonlyMap<number, number> | undefined,
+  ) => {
+    for (const [task, list] of tasksOf(records)) {
+      const first = list[0];
+      tasks.set(task, taken(list, (first && committed(first.topic)?.get(first.partition)) ?? 0));
+    }
   };
-  add(x.input, x.committed);
+  add(x.input, (topic) => x.offsets.get(topic)?.committed);
   for (const [topic, records] of x.repartition?.records ?? [])
-    add(asModelInput(topic, records), x.repartition?.committed.get(topic));
+    add(asModelInput(topic, records), () => x.repartition?.committed.get(topic));
   return tasks;
 }
 
@@ -184,8 +187,11 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
   const ticks =
     x.input.filter(isTick).length +
     [...(x.repartition?.records.values() ?? [])].flat().filter(isTickMessage).length;
+  const inputTopics = new Map<string, number>([...x.offsets.keys()].map((t) => [t, 0]));
+  for (const r of x.input) if (!isTick(r)) inputTopics.set(r.topic, (inputTopics.get(r.topic) ?? 0) + 1);
   const result: TopologyResult = {
     inputRecords: x.input.length - x.input.filter(isTick).length,
+    inputTopics,
     ticks,
     ticksUnread: ticks - [...tasks.values()].flat().filter(isTick).length,
     tickOutputs: 0,
@@ -193,6 +199,7 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
     outputRecords: 0,
     keys: 0,
     keysUnordered: 0,
+    keysAmbiguous: 0,
     duplicateOutputs: 0,
     replays: 0,
     repartitionRecords: 0,
@@ -210,7 +217,10 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
     counts,
   };
   if (result.inputRecords !== x.produced)
-    add('input', `the input topic holds ${result.inputRecords} records, ${x.produced} were produced`);
+    add(
+      'input',
+      `the input topic${inputTopics.size > 1 ? 's hold' : ' holds'} ${result.inputRecords} records, ${x.produced} were produced`,
+    );
   let m: StagedModel;
   try {
     m = runStaged(x.built, tasks);
@@ -221,96 +231,31 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
   result.modelOutputs = m.outputs.length;
   if (ticks > result.ticksUnread) result.tickOutputs = tickFinals(x.built, tasks);
   if (x.repartition) judgeRepartitions(x, x.repartition, tasks, m.repartition, result, add);
-  judgeOutputs(x, m.outputs, result, add);
+  const o = judgeOutputs(x.mode, x.outputs, m.outputs, (message, key) => add('output', message, key));
+  Object.assign(result, o);
   judgeDeadLetters(x, m.deadLetters, result, add);
   // committed past the last record taken: the end offset, unless a tick's transaction marker (exactly-
   // once) or a tick left unread follows it
-  for (const [p, end] of x.ends) {
-    const c = x.committed.get(p) ?? (end === 0 ? 0 : -1);
-    result.endOffsets += end;
-    result.committed += Math.max(0, c);
-    const need = Math.min(end, (tasks.get(taskOf(x.input[0]?.topic ?? '', p))?.at(-1)?.offset ?? -1) + 1);
-    if (c < need || c > end)
-      add(
-        'offsets',
-        need === end
-          ? `input partition ${p}: committed ${c}, end offset ${end}`
-          : `input partition ${p}: committed ${c}, its last record read at ${need - 1} (end offset ${end})`,
-      );
-  }
+  for (const [topic, { committed, ends }] of x.offsets)
+    for (const [p, end] of ends) {
+      const c = committed.get(p) ?? (end === 0 ? 0 : -1);
+      result.endOffsets += end;
+      result.committed += Math.max(0, c);
+      const need = Math.min(end, (tasks.get(taskOf(topic, p))?.at(-1)?.offset ?? -1) + 1);
+      const where = x.offsets.size > 1 ? `${topic}/${p}` : `${p}`;
+      if (c < need || c > end)
+        add(
+          'offsets',
+          need === end
+            ? `input partition ${where}: committed ${c}, end offset ${end}`
+            : `input partition ${where}: committed ${c}, its last record read at ${need - 1} (end offset ${end})`,
+        );
+    }
   result.keysDiffering = differing.size;
   return result;
 }
 
 type Add = (check: TopologyCheck, message: string, key?: string) => void;
-
-function judgeOutputs(
-  x: TopologyVerdictInput,
-  modelOutputs: readonly TaskOutput[],
-  result: TopologyResult,
-  add: Add,
-): void {
-  const expected = new Map<string, Out[]>();
-  for (const o of modelOutputs)
-    push(expected, `${o.topic}\u0000${id(o.key)}`, { value: id(o.value), ts: o.timestamp, task: o.task });
-  const actual = new Map<string, Out[]>();
-  for (const [topic, records] of x.outputs)
-    for (const r of records) {
-      result.outputRecords++;
-      push(actual, `${topic}\u0000${id(r.key)}`, { value: id(r.value), ts: r.timestamp, task: '' });
-    }
-  const keys = new Set([...expected.keys(), ...actual.keys()]);
-  result.keys = keys.size;
-  for (const k of [...keys].sort()) {
-    const [topic, key] = k.split('\u0000') as [string, string];
-    const name = `${topic} key ${clip(shown(key), 60)}`;
-    const want = expected.get(k) ?? [];
-    const got = actual.get(k) ?? [];
-    const ordered = new Set(want.map((o) => o.task)).size <= 1 && key !== 'null';
-    if (!ordered) {
-      result.keysUnordered++;
-      const a = multiset(want);
-      const b = multiset(got);
-      let extra = 0;
-      let short = 0;
-      for (const [v, n] of a) short += Math.max(0, n - (b.get(v) ?? 0));
-      for (const [v, n] of b) {
-        const over = n - (a.get(v) ?? 0);
-        if (over > 0 && (x.mode === 'exactly-once' || !a.has(v))) extra += over;
-        else if (over > 0) result.duplicateOutputs += over;
-      }
-      if (short + extra > 0)
-        add(
-          'output',
-          `${name} (outputs from several tasks): ${short} model outputs missing, ${extra} not the model's`,
-          k,
-        );
-      continue;
-    }
-    if (x.mode === 'exactly-once') {
-      const i = firstDifference(want, got);
-      if (i >= 0)
-        add(
-          'output',
-          `${name}: ${got.length} outputs, the model ${want.length}; first difference at #${i}: ${showOut(got[i])} in the run, ${showOut(want[i])} in the model`,
-          k,
-        );
-      continue;
-    }
-    const r = replayRuns(want, got);
-    result.duplicateOutputs += r.duplicates;
-    result.replays += r.replays;
-    const parts = [
-      ...(r.missing.length > 0
-        ? [`${r.missing.length} model outputs missing (first ${showOut(r.missing[0])})`]
-        : []),
-      ...(r.strays.length > 0
-        ? [`${r.strays.length} outputs not the model's (first ${showOut(r.strays[0])})`]
-        : []),
-    ];
-    if (parts.length > 0) add('output', `${name}: ${parts.join(', ')}`, k);
-  }
-}
 
 const int = (b: Buffer | undefined): number | undefined => {
   if (b === undefined) return undefined;

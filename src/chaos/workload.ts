@@ -63,6 +63,8 @@ export interface RecordSource {
 }
 
 export interface FeedRecord {
+  /** The topic it goes to; default: the feeder's. */
+  topic?: string;
   key: string | Buffer | null;
   value: Buffer | null;
   partition?: number;
@@ -70,22 +72,27 @@ export interface FeedRecord {
   timestamp?: string;
 }
 
+/** A given record: its bytes, its CreateTime after the base, the topic it goes to (default: the feeder's). */
+export interface ListedRecord {
+  key: Buffer | null;
+  value: Buffer | null;
+  timestamp?: number;
+  topic?: string;
+}
+
 /**
  * Given records, produced in order. Both runs of a comparison must see the same input: a record without
  * a key goes to partition i % partitions (not a random one), and record i carries the timestamp
  * `timestampBase + i`, so a processor reading its record's partition, offset or timestamp sees the same.
+ * A record naming a topic goes there (a topology's several input topics).
  */
 export class RecordList implements RecordSource {
-  readonly #records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null; timestamp?: number }>;
+  readonly #records: ReadonlyArray<ListedRecord>;
   readonly #partitions: number;
   readonly #timestampBase: number;
   #next = 0;
 
-  constructor(
-    records: ReadonlyArray<{ key: Buffer | null; value: Buffer | null; timestamp?: number }>,
-    partitions: number,
-    timestampBase: number,
-  ) {
+  constructor(records: ReadonlyArray<ListedRecord>, partitions: number, timestampBase: number) {
     this.#records = records;
     this.#partitions = partitions;
     this.#timestampBase = timestampBase;
@@ -101,8 +108,9 @@ export class RecordList implements RecordSource {
 
   next(): FeedRecord {
     const i = this.#next++;
-    const r = this.#records[i] as { key: Buffer | null; value: Buffer | null; timestamp?: number };
+    const r = this.#records[i] as ListedRecord;
     return {
+      ...(r.topic === undefined ? {} : { topic: r.topic }),
       key: r.key,
       value: r.value,
       ...(r.key === null ? { partition: i % this.#partitions } : {}),
@@ -196,10 +204,12 @@ export class Workload implements RecordSource {
 }
 
 /**
- * Produces the workload to `topic` at `rate` records per second (0: as fast as acknowledgements come),
- * in chunks, each acknowledged (acks=all, idempotent) before it counts as produced. `limit`, if given,
- * is how many records may have been produced by now (the harness holds the input back while its faults
- * run late: src/chaos/run-steps.ts `productionLimit`).
+ * Produces the workload to `topic` (or the topic a record names) at `rate` records per second (0: as
+ * fast as acknowledgements come), in chunks, each acknowledged (acks=all, idempotent) before it counts
+ * as produced; a chunk's records of one topic in one send, the topics one after another, so each
+ * partition gets its records in the workload's order. `limit`, if given, is how many records may have
+ * been produced by now (the input slows while the harness's faults run late: src/chaos/run-steps.ts
+ * `productionLimit`).
  */
 export class Feeder {
   readonly #producer: KafkaJS.Producer;
@@ -252,11 +262,16 @@ export class Feeder {
         }
         room = Math.min(room, due);
       }
-      const messages: KafkaJS.Message[] = [];
+      const byTopic = new Map<string, KafkaJS.Message[]>();
+      let count = 0;
       let bytes = 0;
-      while (messages.length < room && !w.done && bytes < 2_000_000) {
+      while (count < room && !w.done && bytes < 2_000_000) {
         const r = w.next();
         bytes += r.value?.length ?? 0;
+        count++;
+        const topic = r.topic ?? this.#topic;
+        const messages = byTopic.get(topic) ?? [];
+        byTopic.set(topic, messages);
         messages.push({
           key: r.key,
           value: r.value,
@@ -264,8 +279,8 @@ export class Feeder {
           ...(r.timestamp === undefined ? {} : { timestamp: r.timestamp }),
         });
       }
-      await this.#producer.send({ topic: this.#topic, messages });
-      this.acked += messages.length;
+      for (const [topic, messages] of byTopic) await this.#producer.send({ topic, messages });
+      this.acked += count;
     }
     this.finishedAt = Date.now();
   }

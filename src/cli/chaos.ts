@@ -227,7 +227,7 @@ async function userProcessor(parsed: ParsedChaos): Promise<UserProcessor> {
  * failovers on any --redis-topology.
  */
 async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefined> {
-  const { loadChaosTopology, topologyInput } = await import('../chaos/topology-module.js');
+  const { loadChaosTopology, runInputTopics, topologyInput } = await import('../chaos/topology-module.js');
   const { readInputFile } = await import('../chaos/module.js');
   const m = await loadChaosTopology(parsed.module as string);
   const idleCloseMs = parsed.options.idleCloseMs;
@@ -247,6 +247,8 @@ async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefin
     parsed.input === undefined
       ? topologyInput(m, parsed.options.seed, parsed.options.records ?? DEFAULTS.records)
       : await readInputFile(parsed.input);
+  // the topics the records name: listed inputs, or names the patterns match (RF_MODULE_INVALID else)
+  runInputTopics(m.path, m.built, new Set(records.map((r) => r.topic)));
   return { module: m.path, built: m.built, records, timestampBase: Date.now() };
 }
 

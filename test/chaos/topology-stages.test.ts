@@ -98,8 +98,7 @@ function judge(
     input: records,
     outputs: new Map([['out', outputs]]),
     deadLetters: [],
-    committed: ends,
-    ends,
+    offsets: new Map([['in', { committed: ends, ends }]]),
     repartition: {
       counts: new Map([[REP, 2]]),
       records: new Map([[REP, rep]]),

@@ -88,8 +88,7 @@ function run(records: ModelInput[], mode: TopologyVerdictInput['mode'], edit?: (
     input: records,
     outputs: new Map([['out', outputs]]),
     deadLetters,
-    committed: ends,
-    ends,
+    offsets: new Map([['in', { committed: ends, ends }]]),
   });
 }
 
@@ -164,10 +163,17 @@ describe('the topology chaos verdict', () => {
       input: records,
       outputs: new Map([['out', []]]),
       deadLetters: [],
-      committed: new Map([[0, 1]]),
-      ends: new Map([
-        [0, 2],
-        [1, 0],
+      offsets: new Map([
+        [
+          'in',
+          {
+            committed: new Map([[0, 1]]),
+            ends: new Map([
+              [0, 2],
+              [1, 0],
+            ]),
+          },
+        ],
       ]),
     });
     assert.equal(r.counts.get('input'), 1);
@@ -200,8 +206,7 @@ describe('the topology chaos verdict', () => {
         input: read,
         outputs: new Map([['out', outputs]]),
         deadLetters: [],
-        committed: new Map([[0, 5]]),
-        ends: new Map([[0, 8]]),
+        offsets: new Map([['in', { committed: new Map([[0, 5]]), ends: new Map([[0, 8]]) }]]),
       });
     const r = judged(final.map((o, i) => msg(o, i)));
     assert.equal(total(r), 0, JSON.stringify(r.differences));
