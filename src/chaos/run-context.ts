@@ -1,4 +1,11 @@
 /**
+ * How long an instance may take to exit after SIGTERM before the harness SIGKILLs it and reports a
+ * harness error (a close that hangs). An instance stopped while still starting finishes its start first
+ * (loading, connecting, joining the group): on a loaded machine that alone took over 25 s.
+ */
+const STOP_TIMEOUT_MS = 60_000;
+
+/**
  * One chaos run's state and the moves made on it: its names (topics, group, store), schedule and report,
  * its Kafka clients, the Redis and far side it starts, the instance slots and every instance that ever
  * ran, the feeder; starting, restarting and stopping instances, the supervisor's test for an exit no
@@ -237,9 +244,11 @@ export class ChaosRun {
   stopGracefully = async (slot: Slot): Promise<{ exit: Exit; forced: boolean }> => {
     slot.expecting = true;
     await slot.inst.scrape();
-    const stopped = await slot.inst.child.terminate(25_000);
+    const stopped = await slot.inst.child.terminate(STOP_TIMEOUT_MS);
     if (stopped.forced)
-      this.report.harnessErrors.push(`${slot.inst.name} did not exit within 25 s of SIGTERM: SIGKILLed`);
+      this.report.harnessErrors.push(
+        `${slot.inst.name} did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM: SIGKILLed`,
+      );
     return stopped;
   };
 
