@@ -1,6 +1,6 @@
 /**
  * The key call's codec: a {@link KeyCall} checked, then encoded into the KEYS and ARGV of
- * lua/keyCall-N.lua (protocol s2: the expected token, one record text, the set values beside it), or
+ * lua/keyCall-N.lua (protocol s3: the expected token, one record text, the set values beside it), or
  * several calls of one partition batch straight into those of lua/keyCallMany-N.lua; the reply is read
  * back in reply.ts. Every check runs before any Redis call; an error names the
  * field (`records[2].effects[0].op`) and never shows a value or the key.
@@ -12,7 +12,7 @@ import type { StoreKeys } from './keys.js';
 import { Slots } from './slots.js';
 import type { Effect, KeyCall, StoreOp, WindowField } from './types.js';
 
-export const PROTOCOL = 's2';
+export const PROTOCOL = 's3';
 /** Store ids are small integers: they are part of field and key names. */
 export const MAX_STORE_ID = 65_535;
 const EXACT = 2n ** 53n;
@@ -192,6 +192,40 @@ function encodeEffect(x: Effect, r: number, e: number, values: RedisArg[]): stri
   }
 }
 
+type WindowEffect = Extract<Effect, { kind: 'window' }>;
+
+/**
+ * A record's two effects that are one window's value and time with one expireAt (a time-windowed
+ * aggregation's record): sent as one `W` text, which the script reads in one pattern find.
+ */
+function isWindowPair(a: Effect, b: Effect): boolean {
+  return (
+    a !== null &&
+    b !== null &&
+    typeof a === 'object' &&
+    typeof b === 'object' &&
+    a.kind === 'window' &&
+    b.kind === 'window' &&
+    (a.field === undefined || a.field === 'value') &&
+    b.field === 'time' &&
+    a.store === b.store &&
+    a.start === b.start &&
+    a.expireAt === b.expireAt
+  );
+}
+
+/** A window pair's text `W<op><op><target>,<expireAt>,<operand>,<operand>;` (checked as two effects). */
+function encodePair(a: WindowEffect, b: WindowEffect, r: number, values: RedisArg[]): string {
+  const store = integer(a.store, r, 0, 'store', 0);
+  if (store > MAX_STORE_ID) throw bad(pathOf(r, 0, 'store'), `must be at most ${MAX_STORE_ID}`);
+  const start = integer(a.start, r, 0, 'start', 0);
+  const expireAt = expireText(integer(a.expireAt, r, 0, 'expireAt', 1));
+  const l1 = opLetter(a.op, r, 0, values);
+  const o1 = operand;
+  const l2 = opLetter(b.op, r, 1, values);
+  return `W${l1}${l2}${slots.window(store, start)},${expireAt},${o1},${operand};`;
+}
+
 /** Per record of encoded calls, in order: its offset, its number of effects and its emit flag (to read replies). */
 export interface CallShape {
   readonly offsets: number[];
@@ -244,8 +278,12 @@ function encodeRecords(names: StoreKeys, call: KeyCall, keys: string[], args: Re
     if (r.emit !== 0 && r.emit !== 1) throw bad(pathOf(ri, -1, 'emit'), 'must be 0 or 1');
     const effects = r.effects;
     if (!Array.isArray(effects)) throw bad(pathOf(ri, -1, 'effects'), 'must be an array');
-    text += `${offset},${r.emit},${effects.length};`;
-    for (let ei = 0; ei < effects.length; ei++) text += encodeEffect(effects[ei] as Effect, ri, ei, args);
+    if (effects.length === 2 && isWindowPair(effects[0] as Effect, effects[1] as Effect))
+      text += `${offset},${r.emit},${encodePair(effects[0] as WindowEffect, effects[1] as WindowEffect, ri, args)}`;
+    else {
+      text += `${offset},${r.emit},${effects.length};`;
+      for (let ei = 0; ei < effects.length; ei++) text += encodeEffect(effects[ei] as Effect, ri, ei, args);
+    }
     shape.effects.push(effects.length);
     shape.offsets.push(offset);
     shape.emits.push(r.emit);
@@ -271,7 +309,7 @@ export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
 }
 
 /** The protocol of keyCallMany-N.lua. */
-export const MANY_PROTOCOL = 'm2';
+export const MANY_PROTOCOL = 'm3';
 
 /** Several key calls of one partition batch as one keyCallMany script call. */
 export interface EncodedMany extends CallShape {
