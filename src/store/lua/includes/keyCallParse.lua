@@ -121,10 +121,18 @@ end
 local function rf_parse(call, k1, kn, spec, c0)
   local hash = KEYS[k1]
   local hl = #hash
+  local hw, hs, hh -- the fence hash's name with each infix (made when a key needs it: one sub per key)
   for i = k1 + 1, kn do
-    local key = KEYS[i]
-    local infix = sub(key, hl + 1, hl + 3)
-    if sub(key, 1, hl) ~= hash or (infix ~= ':w:' and infix ~= ':s:' and infix ~= ':h:') then
+    local head = sub(KEYS[i], 1, hl + 3)
+    hw = hw or hash .. ':w:'
+    local infix
+    if head == hw then
+      infix = ':w:'
+    else
+      hs, hh = hs or hash .. ':s:', hh or hash .. ':h:'
+      infix = (head == hs and ':s:') or (head == hh and ':h:') or nil
+    end
+    if not infix then
       local what = 'KEYS[' .. i .. '] is not a window key of KEYS[' .. k1 .. ']'
       return nil, rf_err('RF_ARGS', rf_label(call) .. what)
     end
@@ -251,7 +259,7 @@ local function rf_parse(call, k1, kn, spec, c0)
       local x = nE
       if exp == '' then
         exp = nil
-      elseif byte(exp, 1) == 48 and #exp > 1 then -- leading zeros: the canonical text
+      elseif #exp > 1 and exp < '1' then -- leading zeros (a digit text below '1'): the canonical text
         exp = fmt('%d', tonumber(exp))
       end
       Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, exp, operand, num
