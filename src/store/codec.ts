@@ -1,29 +1,21 @@
 /**
  * The key call's codec: a {@link KeyCall} checked, then encoded into the KEYS and ARGV of
- * lua/keyCall-N.lua (protocol s2: the expected token, one record text, the set values beside it); its
- * reply is read back in reply.ts. Every check runs before any Redis call; an error names the
+ * lua/keyCall-N.lua (protocol s3: the expected token, one record text, the set values beside it), or
+ * several calls of one partition batch straight into those of lua/keyCallMany-N.lua; the reply is read
+ * back in reply.ts. Every check runs before any Redis call; an error names the
  * field (`records[2].effects[0].op`) and never shows a value or the key.
  */
 import { RedfenceError } from '../errors/index.js';
 import type { RedisArg } from '../fence/index.js';
 import { checkPartition } from '../keys/index.js';
 import type { StoreKeys } from './keys.js';
+import { Slots } from './slots.js';
 import type { Effect, KeyCall, StoreOp, WindowField } from './types.js';
 
-export const PROTOCOL = 's2';
+export const PROTOCOL = 's3';
 /** Store ids are small integers: they are part of field and key names. */
 export const MAX_STORE_ID = 65_535;
 const EXACT = 2n ** 53n;
-
-export interface EncodedCall {
-  readonly keys: string[];
-  readonly args: RedisArg[];
-  /** Number of effects per record (to read the results back). */
-  readonly effects: number[];
-  readonly offsets: number[];
-  /** Each record's emit flag. */
-  readonly emits: number[];
-}
 
 function bad(path: string, why: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', `key call: ${path} ${why}`, { details: { field: path } });
@@ -31,86 +23,96 @@ function bad(path: string, why: string): RedfenceError {
 
 /**
  * Where a field is, for an error: `records[r].effects[e].<field>` (r, e: -1 above them). Built only when
- * a check fails: the encoding runs for every record and effect, and nearly always passes.
+ * a check fails: the encoding runs for every record and effect, and nearly always passes (so the place
+ * travels as two numbers, not an object per record and effect).
  */
-interface Where {
-  readonly r: number;
-  readonly e: number;
-}
-const TOP: Where = { r: -1, e: -1 };
-
-function pathOf(w: Where, field: string): string {
-  let p = w.r < 0 ? '' : `records[${w.r}]`;
-  if (w.e >= 0) p += `.effects[${w.e}]`;
+function pathOf(r: number, e: number, field: string): string {
+  let p = r < 0 ? '' : `records[${r}]`;
+  if (e >= 0) p += `.effects[${e}]`;
   return field === '' ? p : p === '' ? field : `${p}.${field}`;
 }
 
-function integer(v: unknown, w: Where, field: string, min: number): number {
+function integer(v: unknown, r: number, e: number, field: string, min: number): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min)
-    throw bad(pathOf(w, field), `must be an integer >= ${min}`);
+    throw bad(pathOf(r, e, field), `must be an integer >= ${min}`);
   return v;
 }
 
 const OP_LETTER: Record<StoreOp['op'], string> = { set: 's', add: 'a', max: 'x', min: 'n', delete: 'd' };
 
-/** The op's letter and operand text; a set's value is pushed to `values`. */
-function encodeOp(op: StoreOp, w: Where, values: RedisArg[]): [string, string] {
-  if (op === null || typeof op !== 'object') throw bad(pathOf(w, 'op'), 'must be an operation object');
+/**
+ * The operand text of the op {@link opLetter} read last: set there, read right after (the encoding is
+ * synchronous), so an effect's op costs no pair of strings in a new array.
+ */
+let operand = '';
+
+/** The op's letter; its operand text goes to {@link operand}; a set's value is pushed to `values`. */
+function opLetter(op: StoreOp, r: number, e: number, values: RedisArg[]): string {
+  if (op === null || typeof op !== 'object') throw bad(pathOf(r, e, 'op'), 'must be an operation object');
   switch (op.op) {
     case 'set':
       if (typeof op.value !== 'string' && !(op.value instanceof Uint8Array))
-        throw bad(pathOf(w, 'op.value'), 'must be a string or a Uint8Array');
+        throw bad(pathOf(r, e, 'op.value'), 'must be a string or a Uint8Array');
       values.push(typeof op.value === 'string' ? op.value : Buffer.from(op.value));
-      return ['s', ''];
+      operand = '';
+      return 's';
     case 'add': {
       const by = op.by;
       const ok =
         (typeof by === 'number' && Number.isSafeInteger(by)) ||
         (typeof by === 'bigint' && by > -EXACT && by < EXACT);
-      if (!ok) throw bad(pathOf(w, 'op.by'), 'must be an integer of magnitude below 2^53');
-      return ['a', String(by)];
+      if (!ok) throw bad(pathOf(r, e, 'op.by'), 'must be an integer of magnitude below 2^53');
+      operand = by === 1 ? '1' : String(by);
+      return 'a';
     }
     case 'max':
     case 'min':
       if (typeof op.value !== 'number' || !Number.isFinite(op.value))
-        throw bad(pathOf(w, 'op.value'), 'must be a finite number');
-      return [OP_LETTER[op.op], String(op.value)];
+        throw bad(pathOf(r, e, 'op.value'), 'must be a finite number');
+      operand = String(op.value);
+      return OP_LETTER[op.op];
     case 'delete':
-      return ['d', ''];
+      operand = '';
+      return 'd';
     default:
       throw bad(
-        pathOf(w, 'op.op'),
+        pathOf(r, e, 'op.op'),
         `is unknown: ${JSON.stringify(String((op as { op: unknown }).op)).slice(0, 40)}`,
       );
   }
 }
 
 /** A window effect's field: absent or 'value' (field `v`), 'time' (field `t`). */
-function windowField(f: unknown, w: Where): WindowField {
+function windowField(f: unknown, r: number, e: number): WindowField {
   if (f === undefined || f === 'value') return 'value';
   if (f === 'time') return 'time';
-  throw bad(pathOf(w, 'field'), "must be 'value' or 'time'");
+  throw bad(pathOf(r, e, 'field'), "must be 'value' or 'time'");
 }
+
+const BOUNDS = ['lowEnd', 'highStart', 'closeTime', 'dropBefore'] as const;
+const SESSION_OPS = ['add', 'max', 'min', 'set', 'delete'];
 
 /** A session effect's text (its ops: add, max, min, set, delete; the bounds are any safe integers). */
 function encodeSession(
-  e: Extract<Effect, { kind: 'session' }>,
-  w: Where,
+  s: Extract<Effect, { kind: 'session' }>,
+  r: number,
+  e: number,
   slot: number,
   values: RedisArg[],
 ): string {
-  const time = integer(e.time, w, 'time', 0);
-  const expireAt = integer(e.expireAt, w, 'expireAt', 1);
-  const bounds = (['lowEnd', 'highStart', 'closeTime', 'dropBefore'] as const).map((f) => {
-    const v = e[f];
-    if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw bad(pathOf(w, f), 'must be an integer');
-    return v;
-  });
-  const op = e.op as StoreOp;
-  if (op === null || typeof op !== 'object' || !['add', 'max', 'min', 'set', 'delete'].includes(op.op))
-    throw bad(pathOf(w, 'op'), "must be an 'add', 'max', 'min', 'set' or 'delete' operation");
-  const [l, operand] = encodeOp(op, w, values);
-  return `s${l}${slot},${expireAt},${operand}@${time}@${bounds.join('@')};`;
+  const time = integer(s.time, r, e, 'time', 0);
+  const expireAt = integer(s.expireAt, r, e, 'expireAt', 1);
+  let bounds = '';
+  for (const f of BOUNDS) {
+    const v = s[f];
+    if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw bad(pathOf(r, e, f), 'must be an integer');
+    bounds += `@${v}`;
+  }
+  const op = s.op as StoreOp;
+  if (op === null || typeof op !== 'object' || !SESSION_OPS.includes(op.op))
+    throw bad(pathOf(r, e, 'op'), "must be an 'add', 'max', 'min', 'set' or 'delete' operation");
+  const l = opLetter(op, r, e, values);
+  return `s${l}${slot},${expireAt},${operand}@${time}${bounds};`;
 }
 
 /** The expected token's text: '' no check, '-' no state, '<partition>:<offset>[:<generation>]'. */
@@ -124,193 +126,232 @@ function encodeExpect(expect: KeyCall['expect']): string {
   } catch {
     throw bad('expect.partition', 'must be an integer in 0..2^31-1');
   }
-  const text = `${expect.partition}:${integer(expect.offset, TOP, 'expect.offset', 0)}`;
+  const text = `${expect.partition}:${integer(expect.offset, -1, -1, 'expect.offset', 0)}`;
   const g = expect.generation ?? 0;
-  return g === 0 ? text : `${text}:${integer(g, TOP, 'expect.generation', 0)}`;
+  return g === 0 ? text : `${text}:${integer(g, -1, -1, 'expect.generation', 0)}`;
 }
 
-/** A call's KEYS: the fence hash, then each window key, window hash and session hash once, by first use. */
-class Slots {
-  readonly keys: string[];
-  #windows: Map<string, number> | undefined;
-  #hashes: Map<number, number> | undefined;
-  #sessions: Map<number, number> | undefined;
+const slots = new Slots();
 
-  constructor(
-    readonly names: StoreKeys,
-    readonly fence: string,
-  ) {
-    this.keys = [fence];
+/** The last expireAt written and its text (a window's value and time effects carry the same one). */
+let expNumber = -1;
+let expText = '';
+function expireText(n: number): string {
+  if (n !== expNumber) {
+    expNumber = n;
+    expText = String(n);
   }
-
-  #add(name: string): number {
-    this.keys.push(name);
-    return this.keys.length;
-  }
-
-  window(store: number, start: number): number {
-    this.#windows ??= new Map();
-    const id = `${store}:${start}`;
-    let i = this.#windows.get(id);
-    if (i === undefined) {
-      i = this.#add(this.names.window(this.fence, store, start));
-      this.#windows.set(id, i);
-    }
-    return i;
-  }
-
-  hash(store: number): number {
-    this.#hashes ??= new Map();
-    let i = this.#hashes.get(store);
-    if (i === undefined) {
-      i = this.#add(this.names.windowHash(this.fence, store));
-      this.#hashes.set(store, i);
-    }
-    return i;
-  }
-
-  session(store: number): number {
-    this.#sessions ??= new Map();
-    let i = this.#sessions.get(store);
-    if (i === undefined) {
-      i = this.#add(this.names.session(this.fence, store));
-      this.#sessions.set(store, i);
-    }
-    return i;
-  }
+  return expText;
 }
 
 /** One effect's text; a set's value is pushed to `values`. */
-function encodeEffect(e: Effect, w: Where, slots: Slots, values: RedisArg[]): string {
-  if (e === null || typeof e !== 'object') throw bad(pathOf(w, ''), 'must be an object');
-  const store = integer(e.store, w, 'store', 0);
-  if (store > MAX_STORE_ID) throw bad(pathOf(w, 'store'), `must be at most ${MAX_STORE_ID}`);
-  switch (e.kind) {
+function encodeEffect(x: Effect, r: number, e: number, values: RedisArg[]): string {
+  if (x === null || typeof x !== 'object') throw bad(pathOf(r, e, ''), 'must be an object');
+  const store = integer(x.store, r, e, 'store', 0);
+  if (store > MAX_STORE_ID) throw bad(pathOf(r, e, 'store'), `must be at most ${MAX_STORE_ID}`);
+  switch (x.kind) {
     case 'kv': {
-      const [l, operand] = encodeOp(e.op, w, values);
+      const l = opLetter(x.op, r, e, values);
       return `k${l}${store},,${operand};`;
     }
     case 'window': {
-      const start = integer(e.start, w, 'start', 0);
-      const expireAt = integer(e.expireAt, w, 'expireAt', 1);
-      const kind = windowField(e.field, w) === 'time' ? 't' : 'w';
-      const [l, operand] = encodeOp(e.op, w, values);
+      const start = integer(x.start, r, e, 'start', 0);
+      const expireAt = expireText(integer(x.expireAt, r, e, 'expireAt', 1));
+      const kind = windowField(x.field, r, e) === 'time' ? 't' : 'w';
+      const l = opLetter(x.op, r, e, values);
       return `${kind}${l}${slots.window(store, start)},${expireAt},${operand};`;
     }
     case 'field': {
-      const start = integer(e.start, w, 'start', 0);
-      const expireAt = integer(e.expireAt, w, 'expireAt', 1);
-      const [l, operand] = encodeOp(e.op, w, values);
+      const start = integer(x.start, r, e, 'start', 0);
+      const expireAt = integer(x.expireAt, r, e, 'expireAt', 1);
+      const l = opLetter(x.op, r, e, values);
       return `h${l}${slots.hash(store)},${expireAt},${operand}@${start};`;
     }
     case 'note': {
-      if (typeof e.value !== 'string' && !(e.value instanceof Uint8Array))
-        throw bad(pathOf(w, 'value'), 'must be a string or a Uint8Array');
-      values.push(typeof e.value === 'string' ? e.value : Buffer.from(e.value));
+      if (typeof x.value !== 'string' && !(x.value instanceof Uint8Array))
+        throw bad(pathOf(r, e, 'value'), 'must be a string or a Uint8Array');
+      values.push(typeof x.value === 'string' ? x.value : Buffer.from(x.value));
       return 'ps0,,;';
     }
     case 'final': {
-      const start = integer(e.start, w, 'start', 0);
-      const field = windowField(e.field, w);
-      if (e.hash !== undefined) {
-        if (e.hash !== true || e.end !== undefined) throw bad(pathOf(w, 'hash'), 'must be true, without end');
+      const start = integer(x.start, r, e, 'start', 0);
+      const field = windowField(x.field, r, e);
+      if (x.hash !== undefined) {
+        if (x.hash !== true || x.end !== undefined)
+          throw bad(pathOf(r, e, 'hash'), 'must be true, without end');
         return `f-${slots.hash(store)},,${field === 'time' ? 't' : 'h'}${start};`;
       }
-      if (e.end === undefined) return `f-${slots.window(store, start)},,${field === 'time' ? 't' : ''};`;
-      if (e.field !== undefined) throw bad(pathOf(w, 'field'), "is for a window's final, not a session's");
-      return `f-${slots.session(store)},,${start}:${integer(e.end, w, 'end', start)};`;
+      if (x.end === undefined) return `f-${slots.window(store, start)},,${field === 'time' ? 't' : ''};`;
+      if (x.field !== undefined) throw bad(pathOf(r, e, 'field'), "is for a window's final, not a session's");
+      return `f-${slots.session(store)},,${start}:${integer(x.end, r, e, 'end', start)};`;
     }
     case 'session':
-      return encodeSession(e, w, slots.session(store), values);
+      return encodeSession(x, r, e, slots.session(store), values);
     default:
-      throw bad(pathOf(w, 'kind'), "must be 'kv', 'window', 'field', 'note', 'final' or 'session'");
+      throw bad(pathOf(r, e, 'kind'), "must be 'kv', 'window', 'field', 'note', 'final' or 'session'");
   }
 }
 
-/** Checks and encodes one key call. */
-export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
+type WindowEffect = Extract<Effect, { kind: 'window' }>;
+
+/**
+ * A record's two effects that are one window's value and time with one expireAt (a time-windowed
+ * aggregation's record): sent as one `W` text, which the script reads in one pattern find.
+ */
+function isWindowPair(a: Effect, b: Effect): boolean {
+  return (
+    a !== null &&
+    b !== null &&
+    typeof a === 'object' &&
+    typeof b === 'object' &&
+    a.kind === 'window' &&
+    b.kind === 'window' &&
+    (a.field === undefined || a.field === 'value') &&
+    b.field === 'time' &&
+    a.store === b.store &&
+    a.start === b.start &&
+    a.expireAt === b.expireAt
+  );
+}
+
+/** A window pair's text `W<op><op><target>,<expireAt>,<operand>,<operand>;` (checked as two effects). */
+function encodePair(a: WindowEffect, b: WindowEffect, r: number, values: RedisArg[]): string {
+  const store = integer(a.store, r, 0, 'store', 0);
+  if (store > MAX_STORE_ID) throw bad(pathOf(r, 0, 'store'), `must be at most ${MAX_STORE_ID}`);
+  const start = integer(a.start, r, 0, 'start', 0);
+  const expireAt = expireText(integer(a.expireAt, r, 0, 'expireAt', 1));
+  const l1 = opLetter(a.op, r, 0, values);
+  const o1 = operand;
+  const l2 = opLetter(b.op, r, 1, values);
+  return `W${l1}${l2}${slots.window(store, start)},${expireAt},${o1},${operand};`;
+}
+
+/** Per record of encoded calls, in order: its offset, its number of effects and its emit flag (to read replies). */
+export interface CallShape {
+  readonly offsets: number[];
+  readonly effects: number[];
+  readonly emits: number[];
+}
+
+export interface EncodedCall extends CallShape {
+  readonly keys: string[];
+  readonly args: RedisArg[];
+}
+
+/** The checks of a call's partition, epoch and committed offset (shared by a keyCallMany's calls). */
+function checkBatch(call: KeyCall): void {
   if (call === null || typeof call !== 'object') throw bad('call', 'must be an object');
   try {
     checkPartition(call.partition);
   } catch {
     throw bad('partition', 'must be an integer in 0..2^31-1');
   }
-  integer(call.epoch, TOP, 'epoch', 0);
-  integer(call.committedOffset, TOP, 'committedOffset', -1);
+  integer(call.epoch, -1, -1, 'epoch', 0);
+  integer(call.committedOffset, -1, -1, 'committedOffset', -1);
+}
+
+/**
+ * Checks and encodes one call's key and records: its fence hash and other keys appended to `keys`, its
+ * expected token, record text and set values to `args`, each record's offset, effect count and emit flag
+ * to `shape`. Returns how many keys it appended.
+ */
+function encodeRecords(names: StoreKeys, call: KeyCall, keys: string[], args: RedisArg[], shape: CallShape) {
   if (typeof call.key !== 'string' && !(call.key instanceof Uint8Array))
     throw bad('key', 'must be a string or a Uint8Array');
-  if (!Array.isArray(call.records) || call.records.length === 0)
-    throw bad('records', 'must be a non-empty array');
+  const records = call.records;
+  if (!Array.isArray(records) || records.length === 0) throw bad('records', 'must be a non-empty array');
   const fence = names.fence(call.key);
-  const slots = new Slots(names, fence);
-  const keys = slots.keys;
-  const values: RedisArg[] = [];
-  const effects: number[] = [];
-  const offsets: number[] = [];
-  const emits: number[] = [];
+  const base = keys.length;
+  keys.push(fence);
+  slots.reset(names, fence, keys, base);
+  args.push(encodeExpect(call.expect));
+  const at = args.length;
+  args.push('');
   let text = '';
   let last = -1;
-  for (let ri = 0; ri < call.records.length; ri++) {
-    const r = call.records[ri] as KeyCall['records'][number];
-    const rw: Where = { r: ri, e: -1 };
-    if (r === null || typeof r !== 'object') throw bad(pathOf(rw, ''), 'must be an object');
-    const offset = integer(r.offset, rw, 'offset', 0);
-    if (offset <= last) throw bad(pathOf(rw, 'offset'), 'must be larger than the previous record offset');
+  for (let ri = 0; ri < records.length; ri++) {
+    const r = records[ri] as KeyCall['records'][number];
+    if (r === null || typeof r !== 'object') throw bad(pathOf(ri, -1, ''), 'must be an object');
+    const offset = integer(r.offset, ri, -1, 'offset', 0);
+    if (offset <= last) throw bad(pathOf(ri, -1, 'offset'), 'must be larger than the previous record offset');
     last = offset;
-    if (r.emit !== 0 && r.emit !== 1) throw bad(pathOf(rw, 'emit'), 'must be 0 or 1');
-    if (!Array.isArray(r.effects)) throw bad(pathOf(rw, 'effects'), 'must be an array');
-    text += `${offset},${r.emit},${r.effects.length};`;
-    for (let ei = 0; ei < r.effects.length; ei++)
-      text += encodeEffect(r.effects[ei] as Effect, { r: ri, e: ei }, slots, values);
-    effects.push(r.effects.length);
-    offsets.push(offset);
-    emits.push(r.emit);
+    if (r.emit !== 0 && r.emit !== 1) throw bad(pathOf(ri, -1, 'emit'), 'must be 0 or 1');
+    const effects = r.effects;
+    if (!Array.isArray(effects)) throw bad(pathOf(ri, -1, 'effects'), 'must be an array');
+    if (effects.length === 2 && isWindowPair(effects[0] as Effect, effects[1] as Effect))
+      text += `${offset},${r.emit},${encodePair(effects[0] as WindowEffect, effects[1] as WindowEffect, ri, args)}`;
+    else {
+      text += `${offset},${r.emit},${effects.length};`;
+      for (let ei = 0; ei < effects.length; ei++) text += encodeEffect(effects[ei] as Effect, ri, ei, args);
+    }
+    shape.effects.push(effects.length);
+    shape.offsets.push(offset);
+    shape.emits.push(r.emit);
   }
+  args[at] = text;
+  slots.release();
+  return keys.length - base;
+}
+
+/** Checks and encodes one key call. */
+export function encodeKeyCall(names: StoreKeys, call: KeyCall): EncodedCall {
+  checkBatch(call);
+  const keys: string[] = [];
   const args: RedisArg[] = [
     PROTOCOL,
     String(call.partition),
     String(call.epoch),
     String(call.committedOffset),
-    encodeExpect(call.expect),
-    text,
-    ...values,
   ];
-  return { keys, args, effects, offsets, emits };
+  const encoded: EncodedCall = { keys, args, offsets: [], effects: [], emits: [] };
+  encodeRecords(names, call, keys, args, encoded);
+  return encoded;
 }
 
 /** The protocol of keyCallMany-N.lua. */
-export const MANY_PROTOCOL = 'm2';
+export const MANY_PROTOCOL = 'm3';
 
-/** Several encoded key calls of one partition batch as one keyCallMany script call. */
-export interface EncodedMany {
+/** Several key calls of one partition batch as one keyCallMany script call. */
+export interface EncodedMany extends CallShape {
   readonly keys: string[];
   readonly args: RedisArg[];
-  readonly calls: readonly EncodedCall[];
+  /** Call i's records are the shape's records starts[i] .. starts[i + 1] - 1. */
+  readonly starts: number[];
 }
 
 /**
- * Joins encoded calls into one keyCallMany call (a single Redis only: their keys are in several
- * slots). They must share the partition, epoch and committed offset (one partition batch).
+ * Checks and encodes key calls of one partition batch as one keyCallMany call (a single Redis only:
+ * their keys are in several slots), straight into its KEYS and ARGV (no call's own lists to join). They
+ * must share the partition, epoch and committed offset.
  */
-export function encodeKeyCallMany(calls: readonly EncodedCall[]): EncodedMany {
+export function encodeKeyCallMany(names: StoreKeys, calls: readonly KeyCall[]): EncodedMany {
   const first = calls[0];
   if (first === undefined) throw bad('calls', 'must not be empty');
-  const [, partition, epoch, committed] = first.args;
+  checkBatch(first);
   const keys: string[] = [];
   const args: RedisArg[] = [
     MANY_PROTOCOL,
-    partition as RedisArg,
-    epoch as RedisArg,
-    committed as RedisArg,
+    String(first.partition),
+    String(first.epoch),
+    String(first.committedOffset),
     String(calls.length),
   ];
+  const starts: number[] = new Array(calls.length + 1);
+  const encoded: EncodedMany = { keys, args, starts, offsets: [], effects: [], emits: [] };
   for (let i = 0; i < calls.length; i++) {
-    const c = calls[i] as EncodedCall;
-    if (c.args[1] !== partition || c.args[2] !== epoch || c.args[3] !== committed)
+    const c = calls[i] as KeyCall;
+    if (c === null || typeof c !== 'object') throw bad(`calls[${i}]`, 'must be an object');
+    if (
+      c.partition !== first.partition ||
+      c.epoch !== first.epoch ||
+      c.committedOffset !== first.committedOffset
+    )
       throw bad(`calls[${i}]`, 'must have the partition, epoch and committed offset of the first call');
-    for (const k of c.keys) keys.push(k);
-    args.push(String(c.keys.length));
-    for (let j = 4; j < c.args.length; j++) args.push(c.args[j] as RedisArg);
+    starts[i] = encoded.offsets.length;
+    const at = args.length;
+    args.push('');
+    args[at] = String(encodeRecords(names, c, keys, args, encoded));
   }
-  return { keys, args, calls };
+  starts[calls.length] = encoded.offsets.length;
+  return encoded;
 }

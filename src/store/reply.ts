@@ -4,7 +4,7 @@
  * A reply of an unknown shape is RF_BAD_REPLY, never a value.
  */
 import { RedfenceError } from '../errors/index.js';
-import type { EncodedCall, EncodedMany } from './codec.js';
+import type { CallShape, EncodedMany } from './codec.js';
 import type { EffectResult, KeyRecordResult, SessionResult, StoreToken } from './types.js';
 
 function badReply(why: string): RedfenceError {
@@ -23,24 +23,33 @@ function text(v: unknown): string {
  */
 export function decodeResults(entry: Buffer, n: number): EffectResult[] {
   if (entry[0] !== 0x72) throw badReply('a results entry must start with r');
-  const out: EffectResult[] = [];
+  // sized up front when the count is known (a list grown by push from empty reserves 16 more slots)
+  const out: EffectResult[] = n >= 0 ? new Array(n) : [];
+  let k = 0;
   let i = 1;
   while (i < entry.length) {
+    if (n >= 0 && k >= n) throw badReply(`more results than ${n} effects`);
     if (entry[i] === 0x2d) {
-      out.push(null);
+      out[k++] = null;
       i++;
       continue;
     }
     const session = entry[i] === 0x73; // 's': a session's result
     const from = session ? i + 1 : i;
-    const colon = entry.indexOf(0x3a, from);
-    const len = colon < 0 ? Number.NaN : Number(entry.subarray(from, colon).toString('latin1'));
-    if (!Number.isSafeInteger(len) || colon + 1 + len > entry.length) throw badReply('a malformed result');
-    const bytes = Buffer.from(entry.subarray(colon + 1, colon + 1 + len));
-    out.push(session ? decodeSession(bytes) : bytes);
+    // the length's digits read in place (no text made per result)
+    let colon = from;
+    let len = 0;
+    for (let d = entry[colon]; d !== undefined && d >= 0x30 && d <= 0x39; d = entry[++colon])
+      len = len * 10 + d - 0x30;
+    if (colon === from || colon - from > 15 || entry[colon] !== 0x3a || colon + 1 + len > entry.length)
+      throw badReply('a malformed result');
+    // a copy (the reply's buffers are views into the connection's read buffer), without a view first
+    const bytes = Buffer.allocUnsafe(len);
+    entry.copy(bytes, 0, colon + 1, colon + 1 + len);
+    out[k++] = session ? decodeSession(bytes) : bytes;
     i = colon + 1 + len;
   }
-  if (n >= 0 && out.length !== n) throw badReply(`${out.length} results for ${n} effects`);
+  if (n >= 0 && k !== n) throw badReply(`${k} results for ${n} effects`);
   return out;
 }
 
@@ -74,57 +83,71 @@ function asBuffer(v: unknown): Buffer {
   throw badReply(`expected bytes, got ${typeof v}`);
 }
 
-/** Reads the script's reply into one result per record. */
-export function decodeKeyCall(encoded: EncodedCall, reply: unknown): KeyRecordResult[] {
+/**
+ * Reads a key call's reply into one result per record: the records `from` .. `to` - 1 of `shape` (a
+ * single call: all of them). One object per record, no closure per call.
+ */
+export function decodeKeyCall(
+  shape: CallShape,
+  reply: unknown,
+  from = 0,
+  to = shape.offsets.length,
+): KeyRecordResult[] {
   if (!Array.isArray(reply) || reply.length < 3) throw badReply('not a list of at least 3');
   const letters = text(reply[0]);
-  const { offsets, effects } = encoded;
-  if (letters.length !== offsets.length)
-    throw badReply(`${letters.length} verdicts for ${offsets.length} records`);
+  const { offsets, effects, emits } = shape;
+  const count = to - from;
+  if (letters.length !== count) throw badReply(`${letters.length} verdicts for ${count} records`);
   const number = Number(reply[1]);
   const previous = Number(reply[2]);
   let at = 3;
-  const next = (): Buffer => {
-    if (at >= reply.length) throw badReply('a payload is missing');
-    return asBuffer(reply[at++]);
-  };
-  const out: KeyRecordResult[] = [];
+  const out: KeyRecordResult[] = new Array(count);
   let current: StoreToken | null | undefined;
-  for (let i = 0; i < letters.length; i++) {
-    const offset = offsets[i] as number;
-    const n = effects[i] as number;
+  for (let i = 0; i < count; i++) {
+    const offset = offsets[from + i] as number;
+    const letter = letters.charCodeAt(i);
+    if (letter === 0x41 || letter === 0x42) {
+      // A APPLY, B REBASE: with emit 1 the record's new entry
+      let results: EffectResult[] | undefined;
+      if (emits[from + i] === 1) {
+        if (at >= reply.length) throw badReply('a payload is missing');
+        results = decodeResults(asBuffer(reply[at++]), effects[from + i] as number);
+      }
+      if (letter === 0x41)
+        out[i] = results === undefined ? { verdict: 'APPLY', offset } : { verdict: 'APPLY', offset, results };
+      else
+        out[i] =
+          results === undefined
+            ? { verdict: 'REBASE', offset, previousPartition: previous }
+            : { verdict: 'REBASE', offset, previousPartition: previous, results };
+      continue;
+    }
     switch (letters[i]) {
       case 'F':
-        out.push({ verdict: 'FENCE', offset, epoch: number });
+        out[i] = { verdict: 'FENCE', offset, epoch: number };
         break;
       case 'S':
-        out.push({ verdict: 'SKIP', offset });
+        out[i] = { verdict: 'SKIP', offset };
         break;
       case 'C':
-        if (current === undefined) current = decodeToken(next());
-        out.push({ verdict: 'CONFLICT', offset, current });
+        if (current === undefined) {
+          if (at >= reply.length) throw badReply('a payload is missing');
+          current = decodeToken(asBuffer(reply[at++]));
+        }
+        out[i] = { verdict: 'CONFLICT', offset, current };
         break;
       case 'R': {
-        const entry = next();
+        if (at >= reply.length) throw badReply('a payload is missing');
+        const entry = asBuffer(reply[at++]);
         if (entry[0] === 0x64)
-          out.push({ verdict: 'REEMIT', offset, deadLetter: entry.subarray(1).toString('utf8') });
-        else out.push({ verdict: 'REEMIT', offset, results: decodeResults(entry, -1) });
+          out[i] = { verdict: 'REEMIT', offset, deadLetter: entry.subarray(1).toString('utf8') };
+        else out[i] = { verdict: 'REEMIT', offset, results: decodeResults(entry, -1) };
         break;
       }
       case 'X':
-        out.push({ verdict: 'REJECT', offset, reason: next().toString('utf8') });
+        if (at >= reply.length) throw badReply('a payload is missing');
+        out[i] = { verdict: 'REJECT', offset, reason: asBuffer(reply[at++]).toString('utf8') };
         break;
-      case 'A':
-      case 'B': {
-        const emits = encoded.emits[i] === 1;
-        const results = emits ? { results: decodeResults(next(), n) } : {};
-        out.push(
-          letters[i] === 'A'
-            ? { verdict: 'APPLY', offset, ...results }
-            : { verdict: 'REBASE', offset, previousPartition: previous, ...results },
-        );
-        break;
-      }
       default:
         throw badReply(`unknown verdict ${JSON.stringify(letters[i])}`);
     }
@@ -144,7 +167,10 @@ function decodeToken(b: Buffer): StoreToken | null {
 
 /** Reads a keyCallMany reply: one result list per call. */
 export function decodeKeyCallMany(encoded: EncodedMany, reply: unknown): KeyRecordResult[][] {
-  if (!Array.isArray(reply) || reply.length !== encoded.calls.length)
-    throw badReply(`keyCallMany: expected ${encoded.calls.length} replies`);
-  return encoded.calls.map((c, i) => decodeKeyCall(c, reply[i]));
+  const n = encoded.starts.length - 1;
+  if (!Array.isArray(reply) || reply.length !== n) throw badReply(`keyCallMany: expected ${n} replies`);
+  const out: KeyRecordResult[][] = new Array(n);
+  for (let i = 0; i < n; i++)
+    out[i] = decodeKeyCall(encoded, reply[i], encoded.starts[i] as number, encoded.starts[i + 1] as number);
+  return out;
 }

@@ -18,7 +18,7 @@ import { RedfenceError } from '../errors/index.js';
 import { type LoadedScript, loadScripts } from '../fence/index.js';
 import { runScript } from '../fence/script-runner.js';
 import type { KeyEncoding } from '../keys/index.js';
-import { type EncodedCall, encodeKeyCall, encodeKeyCallMany } from './codec.js';
+import { type EncodedCall, type EncodedMany, encodeKeyCall, encodeKeyCallMany } from './codec.js';
 import { StoreKeys } from './keys.js';
 import { checkLayout, type LayoutCheck, STORE_LAYOUT } from './layout.js';
 import {
@@ -111,46 +111,43 @@ export class KeyStore {
    * shared) when the calls share partition, epoch and committed offset. All sent before any reply is read.
    */
   async callMany(calls: readonly KeyCall[]): Promise<KeyRecordResult[][]> {
-    const encoded = calls.map((c) => this.encode(c));
-    if (this.#cluster || encoded.length < 2) return Promise.all(encoded.map((e) => this.send(e)));
-    // chunks of one partition batch (partition, epoch, committed offset), in call order
-    const groups = new Map<string, number[]>();
-    encoded.forEach((e, i) => {
-      const id = `${e.args[1]},${e.args[2]},${e.args[3]}`;
-      const g = groups.get(id);
-      if (g === undefined) groups.set(id, [i]);
-      else g.push(i);
-    });
-    const out: KeyRecordResult[][] = new Array(encoded.length);
-    const sends: Promise<void>[] = [];
-    for (const idx of groups.values())
-      for (let i = 0; i < idx.length; i += MANY_KEYS_PER_CALL) {
-        const at = idx.slice(i, i + MANY_KEYS_PER_CALL);
-        sends.push(
-          this.#sendChunk(
-            at.map((j) => encoded[j] as EncodedCall),
-            at,
-            out,
-          ),
-        );
-      }
-    await Promise.all(sends);
-    return out;
-  }
-
-  async #sendChunk(chunk: EncodedCall[], at: number[], out: KeyRecordResult[][]): Promise<void> {
-    if (chunk.length === 1) {
-      out[at[0] as number] = await this.send(chunk[0] as EncodedCall);
-      return;
+    if (this.#cluster || calls.length < 2) {
+      const encoded = calls.map((c) => this.encode(c));
+      return Promise.all(encoded.map((e) => this.send(e)));
     }
-    const many = encodeKeyCallMany(chunk);
-    const replies = decodeKeyCallMany(
-      many,
-      await runScript(this.#redis, script('keyCallMany'), many.keys, many.args),
+    // chunks of one partition batch (partition, epoch, committed offset), in call order, each encoded
+    // straight into its script call's arguments; all encoded (checked) before any is sent
+    const chunks: (EncodedCall | EncodedMany)[] = [];
+    const places: number[][] = [];
+    for (const idx of batchesOf(calls))
+      for (let i = 0; i < idx.length; i += MANY_KEYS_PER_CALL) {
+        const at = idx.length <= MANY_KEYS_PER_CALL ? idx : idx.slice(i, i + MANY_KEYS_PER_CALL);
+        chunks.push(
+          at.length === 1
+            ? this.encode(calls[at[0] as number] as KeyCall)
+            : encodeKeyCallMany(
+                this.keys,
+                at.length === calls.length ? calls : at.map((j) => calls[j] as KeyCall),
+              ),
+        );
+        places.push(at);
+      }
+    const out: KeyRecordResult[][] = new Array(calls.length);
+    await Promise.all(
+      chunks.map(async (chunk, c) => {
+        const at = places[c] as number[];
+        if (!('starts' in chunk)) {
+          out[at[0] as number] = await this.send(chunk);
+          return;
+        }
+        const replies = decodeKeyCallMany(
+          chunk,
+          await runScript(this.#redis, script('keyCallMany'), chunk.keys, chunk.args),
+        );
+        for (let k = 0; k < at.length; k++) out[at[k] as number] = replies[k] as KeyRecordResult[];
+      }),
     );
-    replies.forEach((r, k) => {
-      out[at[k] as number] = r;
-    });
+    return out;
   }
 
   /**
@@ -242,4 +239,36 @@ function sameStamp(a: StateStamp | null, b: StateStamp | null): boolean {
     a === b ||
     (a !== null && b !== null && a.partition === b.partition && a.offset === b.offset && a.epoch === b.epoch)
   );
+}
+
+/**
+ * The calls' indexes per partition batch (partition, epoch, committed offset), in call order: one list
+ * when they share it (a topology batch's calls always do), found without a Map.
+ */
+function batchesOf(calls: readonly KeyCall[]): number[][] {
+  const first = calls[0] as KeyCall;
+  let same = first !== null && typeof first === 'object';
+  for (let i = 1; i < calls.length && same; i++) {
+    const c = calls[i] as KeyCall;
+    same =
+      c !== null &&
+      typeof c === 'object' &&
+      c.partition === first.partition &&
+      c.epoch === first.epoch &&
+      c.committedOffset === first.committedOffset;
+  }
+  if (same) {
+    const all: number[] = new Array(calls.length);
+    for (let i = 0; i < calls.length; i++) all[i] = i;
+    return [all];
+  }
+  const groups = new Map<string, number[]>();
+  calls.forEach((c, i) => {
+    const id =
+      c === null || typeof c !== 'object' ? `?${i}` : `${c.partition},${c.epoch},${c.committedOffset}`;
+    const g = groups.get(id);
+    if (g === undefined) groups.set(id, [i]);
+    else g.push(i);
+  });
+  return [...groups.values()];
 }

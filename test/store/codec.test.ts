@@ -53,7 +53,7 @@ describe('key call codec', () => {
   it('encodes the keys of one slot, one record text and the set values', () => {
     const e = encodeKeyCall(names, call);
     assert.deepEqual(e.keys, ['rf:{app:c1}', 'rf:{app:c1}:w:1:60']);
-    assert.deepEqual(e.args, ['s2', '2', '7', '40', '', '41,1,2;ks0,,;wa2,999,3;44,0,1;f-2,,;', 'v']);
+    assert.deepEqual(e.args, ['s3', '2', '7', '40', '', '41,1,2;ks0,,;wa2,999,3;44,0,1;f-2,,;', 'v']);
     assert.deepEqual(e.offsets, [41, 44]);
   });
 
@@ -94,6 +94,46 @@ describe('key call codec', () => {
     assert.throws(() => encodeKeyCall(names, field('t') as never), {
       code: 'RF_INVALID_ARGUMENT',
       message: /records\[0\]\.effects\[0\]\.field/,
+    });
+  });
+
+  it("sends a record of exactly one window's value and time with one expireAt as one W text", () => {
+    const pair = (timeExpireAt: number, value: unknown = 'v') => ({
+      ...call,
+      records: [
+        {
+          offset: 41,
+          emit: 1 as const,
+          effects: [
+            {
+              store: 1,
+              kind: 'window' as const,
+              start: 60,
+              expireAt: 999,
+              op: { op: 'set' as const, value },
+            },
+            {
+              store: 1,
+              kind: 'window' as const,
+              field: 'time' as const,
+              start: 60,
+              expireAt: timeExpireAt,
+              op: { op: 'max' as const, value: 5 },
+            },
+          ],
+        },
+      ],
+    });
+    const e = encodeKeyCall(names, pair(999) as never);
+    assert.deepEqual(e.keys, ['rf:{app:c1}', 'rf:{app:c1}:w:1:60']);
+    assert.deepEqual(e.args.slice(5), ['41,1,Wsx2,999,,5;', 'v']);
+    assert.deepEqual(e.effects, [2], 'two effects, two results');
+    // another expireAt: the general form
+    assert.equal(encodeKeyCall(names, pair(1000) as never).args[5], '41,1,2;ws2,999,;tx2,1000,5;');
+    // checked as two effects: the error names the first one's op
+    assert.throws(() => encodeKeyCall(names, pair(999, 7) as never), {
+      code: 'RF_INVALID_ARGUMENT',
+      message: /records\[0\]\.effects\[0\]\.op\.value/,
     });
   });
 

@@ -119,11 +119,33 @@ const effectArb: fc.Arbitrary<Effect> = fc.oneof(
       }),
     ),
 );
+/**
+ * A record's effects: any list, or (one in four) exactly a window's value and time with one expireAt,
+ * which the codec sends as one `W` text (the time-windowed aggregations' record).
+ */
+const windowPairArb: fc.Arbitrary<Effect[]> = fc
+  .record({
+    store: fc.integer({ min: 1, max: 2 }),
+    start: fc.constantFrom(0, 10, 20),
+    expireAt: fc.integer({ min: EXPIRE, max: EXPIRE + 1000 }),
+    value: opArb,
+    time: opArb,
+  })
+  .map((x) => [
+    { store: x.store, kind: 'window', start: x.start, expireAt: x.expireAt, op: x.value },
+    { store: x.store, kind: 'window', field: 'time', start: x.start, expireAt: x.expireAt, op: x.time },
+  ]);
+const effectsArb = (maxLength: number) =>
+  fc.oneof(
+    { weight: 3, arbitrary: fc.array(effectArb, { maxLength }) },
+    { weight: 1, arbitrary: windowPairArb },
+  );
+
 const stepArb = fc.record({
   key: fc.constantFrom('k1', 'k2'),
   records: fc.array(
     fc.record({
-      effects: fc.array(effectArb, { maxLength: 5 }),
+      effects: effectsArb(5),
       emit: fc.constantFrom(0 as const, 1 as const),
     }),
     { minLength: 1, maxLength: 4 },
@@ -194,7 +216,7 @@ const manyStepArb = fc.record({
       key: fc.constantFrom('k1', 'k2', 'k3'),
       records: fc.array(
         fc.record({
-          effects: fc.array(effectArb, { maxLength: 4 }),
+          effects: effectsArb(4),
           emit: fc.constantFrom(0 as const, 1 as const),
         }),
         { minLength: 1, maxLength: 3 },

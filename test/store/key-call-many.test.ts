@@ -80,7 +80,7 @@ describe('key calls joined in one script call (single Redis)', () => {
       key,
       records: [{ offset: 5, emit: 1, effects: [{ store: 0, kind: 'kv', op: { op: 'add', by: 1 } }] }],
     });
-    const many = encodeKeyCallMany(['a', 'b', 'c'].map((k) => twin.store.encode(call(k))));
+    const many = encodeKeyCallMany(twin.store.keys, ['a', 'b', 'c'].map(call));
     const args = [...many.args];
     const i = args.lastIndexOf('5,1,1;ka0,,1;');
     args[i] = '5,1,1;kq0,,1;'; // the third call's effect: an unknown op

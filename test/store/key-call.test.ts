@@ -394,7 +394,7 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
         code: 'RF_SCRIPT_ERROR',
         message: /not a window key of KEYS\[1\]/,
       });
-      const raw = (text: string) => ['s2', '0', '1', '-1', '', text];
+      const raw = (text: string) => ['s3', '0', '1', '-1', '', text];
       await assert.rejects(runScript(redis as never, script, [fence], raw('5,1,0;5,1,0;')), {
         code: 'RF_SCRIPT_ERROR',
         message: /offsets must increase/,
@@ -402,6 +402,19 @@ for (const target of TARGETS.filter((t) => t.mode === 'cluster')) {
       await assert.rejects(runScript(redis as never, script, [fence], raw('5,1,1;kq0,,;')), {
         code: 'RF_SCRIPT_ERROR',
         message: /effect 1 is malformed/,
+      });
+      // the window pair form: its target must be a window key of the call (KEYS[1] is the fence hash)
+      await assert.rejects(runScript(redis as never, script, [fence], raw('5,1,Wax1,9,1,5;')), {
+        code: 'RF_SCRIPT_ERROR',
+        message: /record 1 effect 1 is malformed/,
+      });
+      await assert.rejects(runScript(redis as never, script, [fence], raw('5,1,Wqx2,9,1,5;')), {
+        code: 'RF_SCRIPT_ERROR',
+        message: /record 1 is malformed/,
+      });
+      await assert.rejects(runScript(redis as never, script, [fence], ['s2', '0', '1', '-1', '', '5,1,0;']), {
+        code: 'RF_SCRIPT_ERROR',
+        message: /expected protocol s3/,
       });
       assert.equal(await redis.exists(fence), 0, 'nothing written');
       assert.equal(await redis.exists(store.keys.window(fence, 1, 0)), 0, 'nothing written');

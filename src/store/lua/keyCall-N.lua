@@ -14,7 +14,7 @@
              one field '<start>' per window, its value, and 'f<start>' its final marker (kept with
              '<start>'); each must start with KEYS[1] .. ':w:', ':s:'
              or ':h:' (checked: else RF_ARGS)
-  ARGV[1]    protocol version, must be 's2'
+  ARGV[1]    protocol version, must be 's3'
   ARGV[2]    partition of every record in this call
   ARGV[3]    caller epoch (the partition epoch the caller acquired)
   ARGV[4]    committed offset of the partition (next offset to consume), -1 when unknown: pending
@@ -23,7 +23,10 @@
              partition p, offset o (a read-then-write caller's check: else every record is C CONFLICT,
              nothing written, the current token returned)
   ARGV[6]    record text: per record '<offset>,<emit>,<n>;' followed by its n effects, each
-             '<kind><op><target>,<expireAt>,<operand>;'
+             '<kind><op><target>,<expireAt>,<operand>;', or, for a record of exactly a window's value
+             and time effects with one expireAt, '<offset>,<emit>,W<op><op><target>,<expireAt>,
+             <operand>,<operand>;' (the two effects w and t in one text, read in one pattern find;
+             protocol s3, s2 had only the general form)
                kind: k kv (target: the store id; 0 is field v) | w window (target: its KEYS index)
                      | t a window's time field t (target: its KEYS index)
                      | f final (target: the window's KEYS index, op '-', operand '' its value or
@@ -79,8 +82,8 @@
 ]]
 --@include "keyCallCore"
 
-if ARGV[1] ~= 's2' then
-  return rf_err('RF_PROTOCOL', 'expected protocol s2, got ' .. tostring(ARGV[1]))
+if ARGV[1] ~= 's3' then
+  return rf_err('RF_PROTOCOL', 'expected protocol s3, got ' .. tostring(ARGV[1]))
 end
 local partition = ARGV[2]
 local epoch = tonumber(ARGV[3])

@@ -6,7 +6,7 @@
 
   KEYS[1]    the first call's fence hash; KEYS[2..] its window and session keys, then each next call's
              fence hash and its keys, call after call
-  ARGV[1]    protocol version, must be 'm2'
+  ARGV[1]    protocol version, must be 'm3'
   ARGV[2]    partition of every record
   ARGV[3]    caller epoch (the partition epoch the caller acquired)
   ARGV[4]    committed offset of the partition, -1 when unknown
@@ -19,8 +19,8 @@
 ]]
 --@include "keyCallCore"
 
-if ARGV[1] ~= 'm2' then
-  return rf_err('RF_PROTOCOL', 'expected protocol m2, got ' .. tostring(ARGV[1]))
+if ARGV[1] ~= 'm3' then
+  return rf_err('RF_PROTOCOL', 'expected protocol m3, got ' .. tostring(ARGV[1]))
 end
 local partition = ARGV[2]
 local epoch = tonumber(ARGV[3])

@@ -24,6 +24,7 @@ local LenS = {} -- n -> n .. ':' (a result's length prefix)
 local epochN, epochS -- the last epoch written and its text
 local epochArg, partitionN = ARGV[3], tonumber(ARGV[2]) -- the caller's epoch text, its partition's number
 local IntS = {} -- n -> fmt('%d', n) (an add's result: small counts repeat)
+local PruneS -- '#' .. the committed offset's text (one per script call: every call shares it)
 
 --@include "session"
 
@@ -324,12 +325,28 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
   local reply = { '', o or -1, (p == partition and partitionN) or tonumber(p) or -1 }
   local nReply = 3
 
-  -- Prune pending entries the committed offset has passed (same partition only).
+  -- Prune pending entries the committed offset has passed (same partition only). Their names and
+  -- '#<watermark>' are canonical digit texts, compared by length and then as text (no call into C per
+  -- entry); a name with leading zeros (not the codec's) is compared as a number.
   if p == partition and watermark >= 0 then
     local keep = 0
+    if not PruneS then
+      PruneS = '#' .. fmt('%d', watermark)
+    end
+    local ws, wl = PruneS, #PruneS
     for j = 1, nPend do
       local i = Pend[j]
-      if tonumber(sub(flat[i], 2)) < watermark then
+      local f = flat[i]
+      local lf = #f
+      local below
+      if lf > 2 and f < '#1' then
+        below = tonumber(sub(f, 2)) < watermark
+      elseif lf ~= wl then
+        below = lf < wl
+      else
+        below = f < ws
+      end
+      if below then
         nHdel = nHdel + 1
         Hdel[nHdel] = flat[i]
       else

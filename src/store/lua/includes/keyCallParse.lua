@@ -29,6 +29,18 @@ local function rf_int(s)
   return n or nil
 end
 
+-- An operand's check for op `op`: ok, and its number for a, x and n (nil for s and d).
+local function rf_operand(op, s)
+  if op == 'a' then
+    local v = rf_int(s)
+    return v ~= nil, v
+  elseif op == 'x' or op == 'n' then
+    local v = tonumber(s)
+    return v ~= nil, v
+  end
+  return true, nil
+end
+
 local function rf_err(kind, msg)
   return redis.error_reply(kind .. ' ' .. msg)
 end
@@ -54,7 +66,51 @@ local Efield, Ehkey, Etf, Ehplain = {}, {}, {}, {}
 local Stime, Slo, Shi, Sclose, Sdrop = {}, {}, {}, {}, {} -- a session effect's bounds
 local nE = 0
 local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
+-- A record of one window's value and time effects with one expireAt (the topology's time-windowed
+-- records): header and both effects in one find, with 8 captures where the general form takes three
+-- finds and 13 (a find and each capture are calls into C; docs/benchmarks.md).
+local PAIR = '^(%d+),([01]),W([saxnd])([saxnd])(%d+),(%d+),([^,;]*),([^;]*);'
+local HEAD = '^(%d+),([01]),(%d+);'
 local SESSION = '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$'
+
+-- A window pair record's two effects (kinds w and t on the window KEYS index k1 + target - 1, ops op1 and
+-- op2, one expireAt, operands o1 and o2) checked and kept as effects nE + 1 and nE + 2, as the general
+-- form keeps them; their set values from ARGV[c]. Returns the ARGV index after them, or nil: malformed.
+local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
+  local t = NUM[target]
+  if not t then
+    t = tonumber(target)
+    NUM[target] = t
+  end
+  local g = k1 + t - 1
+  if not (t >= 2 and t <= nk and KIND[g] == ':w:') then
+    return nil
+  end
+  local ok1, num1 = rf_operand(op1, o1)
+  local ok2, num2 = rf_operand(op2, o2)
+  if not (ok1 and ok2) then
+    return nil
+  end
+  if #exp > 1 and exp < '1' then -- leading zeros (a digit text below '1'): the canonical text
+    exp = fmt('%d', tonumber(exp))
+  end
+  local x, y = nE + 1, nE + 2
+  nE = y
+  Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x], Eslot[x] = 'w', op1, exp, o1, num1, g
+  Ekind[y], Eop[y], Eexp[y], Eoperand[y], Enum[y], Eslot[y], Etf[y] = 't', op2, exp, o2, num2, g, true
+  if op1 == 's' then
+    Evalue[x] = ARGV[c]
+    c = c + 1
+  end
+  if op2 == 's' then
+    Evalue[y] = ARGV[c]
+    c = c + 1
+  end
+  if (op1 == 's' and Evalue[x] == nil) or (op2 == 's' and Evalue[y] == nil) then
+    return nil
+  end
+  return c
+end
 
 -- Parses and checks one key's call before anything is read or written (`call`: its number in a
 -- keyCallMany, false in a keyCall, for errors): KEYS[k1] is its fence hash,
@@ -65,10 +121,18 @@ local SESSION = '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$'
 local function rf_parse(call, k1, kn, spec, c0)
   local hash = KEYS[k1]
   local hl = #hash
+  local hw, hs, hh -- the fence hash's name with each infix (made when a key needs it: one sub per key)
   for i = k1 + 1, kn do
-    local key = KEYS[i]
-    local infix = sub(key, hl + 1, hl + 3)
-    if sub(key, 1, hl) ~= hash or (infix ~= ':w:' and infix ~= ':s:' and infix ~= ':h:') then
+    local head = sub(KEYS[i], 1, hl + 3)
+    hw = hw or hash .. ':w:'
+    local infix
+    if head == hw then
+      infix = ':w:'
+    else
+      hs, hh = hs or hash .. ':s:', hh or hash .. ':h:'
+      infix = (head == hs and ':s:') or (head == hh and ':h:') or nil
+    end
+    if not infix then
       local what = 'KEYS[' .. i .. '] is not a window key of KEYS[' .. k1 .. ']'
       return nil, rf_err('RF_ARGS', rf_label(call) .. what)
     end
@@ -78,9 +142,14 @@ local function rf_parse(call, k1, kn, spec, c0)
   local r0, pos, c, last, len = nR, 1, c0, nil, #spec
   while pos <= len do
     local r = nR - r0 + 1
-    local _, e, offStr, emit, n = find(spec, '^(%d+),([01]),(%d+);', pos)
+    -- the window pair first (nearly every record of a time-windowed topology); else the general form
+    local _, e, offStr, emit, op1, op2, target, exp, o1, o2 = find(spec, PAIR, pos)
+    local n
     if not e then
-      return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' is malformed')
+      _, e, offStr, emit, n = find(spec, HEAD, pos)
+      if not e then
+        return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' is malformed')
+      end
     end
     pos = e + 1
     local off = tonumber(offStr)
@@ -88,14 +157,23 @@ local function rf_parse(call, k1, kn, spec, c0)
       return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ': offsets must increase')
     end
     last = off
-    local nn = NUM[n]
-    if not nn then
-      nn = tonumber(n)
-      NUM[n] = nn
-    end
-    n = nn
     local x0 = nE + 1
-    for k = 1, n do
+    local todo -- effects left to parse in the general form
+    if n == nil then
+      c = rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
+      if not c then
+        return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect 1 is malformed')
+      end
+      n, todo = 2, 0
+    else
+      local nn = NUM[n]
+      if not nn then
+        nn = tonumber(n)
+        NUM[n] = nn
+      end
+      n, todo = nn, nn
+    end
+    for k = 1, todo do
       local _, e2, kind, op, target, exp, operand = find(spec, EFFECT, pos)
       local ok = e2 ~= nil
       local t = ok and NUM[target]
@@ -181,7 +259,7 @@ local function rf_parse(call, k1, kn, spec, c0)
       local x = nE
       if exp == '' then
         exp = nil
-      elseif byte(exp, 1) == 48 and #exp > 1 then -- leading zeros: the canonical text
+      elseif #exp > 1 and exp < '1' then -- leading zeros (a digit text below '1'): the canonical text
         exp = fmt('%d', tonumber(exp))
       end
       Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x] = kind, op, exp, operand, num

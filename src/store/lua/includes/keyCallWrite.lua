@@ -74,7 +74,8 @@ local function rf_write_fence(hash, fenceDirty, p, o, e, oS, p0, o0, e0)
     end
   end
   if fenceDirty then
-    if not (oS and #oS < 16 and (byte(oS, 1) ~= 48 or #oS == 1)) then
+    -- (a digit text is canonical when it has one digit or starts at '1' or above: no call into C)
+    if not (oS and #oS < 16 and (#oS == 1 or oS >= '1')) then
       oS = fmt('%d', o or -1)
     end
     if e ~= epochN then
