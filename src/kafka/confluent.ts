@@ -27,7 +27,7 @@ import { nativeOffsets, readCommitted, stored } from './committed-offsets.js';
 import { checkClientConfig, connectWatched } from './connect.js';
 import { fetchRecords, inRecord, partitionRuns, unhanded } from './fetch.js';
 import { checkAssigned, type OffsetResetReport } from './offset-resets.js';
-import { authRefusal } from './permissions.js';
+import { authRefusal, narrowRefusal } from './permissions.js';
 import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
 import { inTurns, mapInSlices } from './slices.js';
 import type {
@@ -178,9 +178,10 @@ export class ConfluentKafka implements KafkaPort {
           this.#onRebalance(err, assignment),
         // a commit the group's ACL refuses is told only here: commit() fails at once instead of
         // waiting for a read-back that never reaches it
-        offset_commit_cb: (err: unknown) => {
-          const refused = err ? this.#refusal(err, []) : undefined;
-          if (refused !== undefined) this.#fatal ??= refused;
+        offset_commit_cb: (err: unknown, offsets: TopicPartition[] | undefined) => {
+          const tps = err ? [...new Set((offsets ?? []).map((o) => o.topic))] : [];
+          const refused = err ? this.#refusal(err, tps) : undefined;
+          if (refused !== undefined) this.#refused(refused);
         },
       } as RdKafka.ConsumerGlobalConfig,
       { 'auto.offset.reset': 'earliest' },
@@ -188,7 +189,7 @@ export class ConfluentKafka implements KafkaPort {
     consumer.on('event.error', (err) => {
       // refused by the authorizer (the group, a subscribed topic): never waited out (permissions.ts)
       const refused = this.#refusal(err, topics);
-      if (refused !== undefined) this.#fatal ??= refused;
+      if (refused !== undefined) this.#refused(refused);
       else if ((err as { isFatal?: unknown }).isFatal === true)
         this.#fatal ??= fatal('the consumer failed', err);
     });
@@ -223,11 +224,28 @@ export class ConfluentKafka implements KafkaPort {
 
   /** RF_KAFKA_AUTH for a consumer's authorization refusal (a topic it reads, or its group). */
   #refusal(err: unknown, topics: readonly string[]) {
+    // librdkafka's message names the refused topic: only it, when it is one of them
+    const text = String((err as Error)?.message ?? '');
+    const named = topics.filter(
+      (t) => text.includes(t) && !topics.some((u) => u !== t && u.includes(t) && text.includes(u)),
+    );
+    const shown = named.length > 0 ? named : topics;
     return authRefusal(err, {
       topicOperation: 'Read',
-      ...(topics.length > 0 ? { topic: topics.join(', ') } : {}),
+      ...(shown.length > 0 ? { topic: shown.join(', ') } : {}),
       group: this.#options.groupId,
       when: 'refuse the consumer',
+    });
+  }
+
+  /**
+   * A consumer's refusal: latched once narrowed to the topics the brokers say it may not read
+   * (librdkafka's error names none; permissions.ts), a round trip later. Meanwhile the other topics are
+   * consumed as usual (the refused one delivers nothing).
+   */
+  #refused(err: RedfenceError): void {
+    void narrowRefusal(err, this.#admin).then((named) => {
+      this.#fatal ??= named;
     });
   }
 
@@ -375,7 +393,7 @@ export class ConfluentKafka implements KafkaPort {
     } catch (err) {
       const refused = this.#refusal(err, [...new Set([...this.#assigned.values()].map((tp) => tp.topic))]);
       if (refused !== undefined) {
-        this.#fatal ??= refused;
+        this.#fatal ??= await narrowRefusal(refused, this.#admin);
         return { messages: [], seeks, fatal: this.#fatal };
       }
       if ((err as { isFatal?: unknown }).isFatal === true) {

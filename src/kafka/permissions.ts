@@ -83,7 +83,7 @@ export function permissionError(
       `${missing.length === 1 ? 'that operation' : 'those operations'} (e.g. ${grantLine(first)}; ` +
       'docs/operations.md, "Kafka ACLs", lists what each runtime needs)',
     {
-      details: { missing: missing.map((m) => ({ ...m })), topics },
+      details: { missing: missing.map((m) => ({ ...m })), topics, when },
       ...(cause === undefined ? {} : { cause }),
     },
   );
@@ -195,4 +195,42 @@ export function authRefusal(err: unknown, ctx: RefusalContext): RedfenceError | 
 /** True for an authorization refusal (RF_KAFKA_AUTH, or a librdkafka authorization error code). */
 export function isAuthRefusal(err: unknown): boolean {
   return authRefusal(err, { when: '' }) !== undefined;
+}
+
+/**
+ * A consumer's refusal naming several topics (librdkafka's error does not say which one) narrowed to
+ * those whose authorized operations lack the refused one, as the brokers tell within `ms`; `err` as it
+ * is when they tell nothing more, or for any other error.
+ */
+export async function narrowRefusal(
+  err: RedfenceError,
+  port: Pick<KafkaPort, 'authorizedOperations'>,
+  ms = 5000,
+): Promise<RedfenceError> {
+  const first = (err.details?.missing as Permission[] | undefined)?.[0];
+  if (first?.resource !== 'topic' || !first.name.includes(', ') || port.authorizedOperations === undefined)
+    return err;
+  const topics = first.name.split(', ');
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+    timer.unref();
+  });
+  try {
+    const told = await Promise.race([port.authorizedOperations({ topics }), late]);
+    const refused = topics.filter((t) => {
+      const ops = told?.topics.get(t);
+      return ops !== undefined && !allows(ops, first.operation);
+    });
+    if (refused.length === 0) return err;
+    return permissionError(
+      refused.map((t) => ({ ...first, name: t })),
+      String(err.details?.when ?? 'refuse the consumer'),
+      err.cause,
+    );
+  } catch {
+    return err;
+  } finally {
+    clearTimeout(timer);
+  }
 }

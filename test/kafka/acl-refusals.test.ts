@@ -10,7 +10,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { RedfenceError } from '../../src/errors/index.js';
-import { authRefusal, checkPermissions, onGroup, onTopic } from '../../src/kafka/permissions.js';
+import {
+  authRefusal,
+  checkPermissions,
+  narrowRefusal,
+  onGroup,
+  onTopic,
+} from '../../src/kafka/permissions.js';
 import { ensureTopics } from '../../src/kafka/topics.js';
 import type { AuthorizedOperations, KafkaPort } from '../../src/kafka/types.js';
 import { missingOf } from './acl-support.js';
@@ -79,6 +85,28 @@ describe('authorization refusals', () => {
     ]);
     assert.deepEqual(err.details?.topics, ['hidden', 'in', 'out']);
     await checkPermissions({}, [onTopic('Read', 'in', 'a port without the method')], 'g');
+  });
+
+  it("a consumer's refusal naming several topics is narrowed to those the brokers say it may not read", async () => {
+    const both = authRefusal(coded(29), {
+      topicOperation: 'Read',
+      topic: 'rep, in',
+      when: 'refuse the consumer',
+    });
+    assert.ok(both !== undefined);
+    const port = {
+      authorizedOperations: async () => ({
+        topics: new Map([
+          ['rep', ['Describe', 'Write']],
+          ['in', ['All']],
+        ]),
+      }),
+    };
+    const one = await narrowRefusal(both, port);
+    assert.deepEqual(missingOf(one), ['Read topic rep']);
+    assert.match(one.message, /^Kafka ACLs refuse the consumer: /);
+    const silent = { authorizedOperations: async () => ({ topics: new Map() }) };
+    assert.equal(await narrowRefusal(both, silent), both, 'the brokers tell nothing: as it was');
   });
 
   it('a Create the brokers refuse is RF_KAFKA_AUTH from ensureTopics, not RF_TOPIC_MISSING', async () => {
