@@ -3,7 +3,8 @@
  * RF_KAFKA_AUTH naming the operation and the resource (onFatal), instead of redelivering a refused
  * batch forever or fetching nothing without a word; what it had not committed stays uncommitted, so
  * nothing is lost. Granted again, a new processor takes up where the first stopped and every record's
- * output is in the output topic exactly once per key (exactly-once).
+ * output is in the output topic exactly once per key (exactly-once). A topology denied Read on its
+ * repartition topic is told that topic alone (librdkafka's error names none; the brokers are asked).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -16,6 +17,7 @@ import { produceSecure, readSecureToEnd, waitSecureCommitted } from '../helpers/
 import {
   caseTopics,
   committedSum,
+  countTopology,
   deny,
   Heard,
   handlerOf,
@@ -23,6 +25,7 @@ import {
   names,
   processorOf,
   produceCase,
+  topologyOf,
 } from './acl-support.js';
 
 /** One record per key given, all to partition 0, in this order. */
@@ -105,6 +108,35 @@ describe('a Kafka permission removed while running', { timeout: 240_000 }, () =>
     );
     assert.deepEqual(missingOf(heard.fatals[0]), [`Write topic ${n.dlt}`]);
     assert.equal(await committedSum(n.group, n.input), 20, 'the refused dead letters are not committed');
+  });
+
+  it('topology exactly-once, Read on its repartition topic: closes naming that topic alone', {
+    timeout: 60_000,
+  }, async (t) => {
+    const ns = uniqueName('aclrun');
+    spaces.push(ns);
+    const n = names(ns);
+    const repartition = countTopology(ns).repartitionTopics[0] as string;
+    t.after(await caseTopics(ns, [repartition]));
+    await produceCase(ns, 20);
+    const heard = new Heard();
+    const p = topologyOf(ns, redis, 'exactly-once', heard);
+    await p.start();
+    t.after(() => p.close());
+    await waitSecureCommitted(n.group, repartition);
+    t.after(await deny(['--topic', repartition], 'Read'));
+    await produceCase(ns, 20);
+    await pollUntil('the topology processor closes on its own', () => heard.fatals.length > 0, 45_000);
+    await p.close();
+    assert.ok(
+      RedfenceError.is(heard.fatals[0], 'RF_KAFKA_AUTH'),
+      `RF_KAFKA_AUTH, got ${String(heard.fatals[0])}`,
+    );
+    assert.deepEqual(
+      missingOf(heard.fatals[0]),
+      [`Read topic ${repartition}`],
+      'the refused topic, not the input',
+    );
   });
 
   it('handler, Write on the dead-letter topic: closes naming it, the failed record uncommitted', {
