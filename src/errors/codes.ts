@@ -48,7 +48,7 @@ export const ERROR_CODES = {
   RF_KAFKA_AUTH: {
     retriable: false,
     summary:
-      'A Kafka client could not connect as configured: SASL refused the credentials, the TLS handshake failed, or the listener speaks another protocol.',
+      "A Kafka client could not connect as configured (SASL refused the credentials, the TLS handshake failed, or the listener speaks another protocol), or the brokers' ACLs refuse an operation the runtime needs (named with the resource and what to grant).",
   },
   RF_KAFKA_UNAVAILABLE: {
     retriable: true,

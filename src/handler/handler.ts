@@ -19,12 +19,14 @@
  * close() memoised. Commits: src/runtime/committer.ts. (A little over 400 lines: the lifecycle and the
  * rebalance rule share the partition table and are kept together.)
  */
+
 import { randomBytes } from 'node:crypto';
 import type { HandlerDefinition } from '../definition/handler.js';
 import { RedfenceError } from '../errors/index.js';
 import { Fence } from '../fence/index.js';
 import { checkRedisKind } from '../fence/redis-kind.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
+import { checkPermissions, onGroup, onTopic } from '../kafka/permissions.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { KeySpace } from '../keys/index.js';
@@ -170,6 +172,7 @@ export class Handler {
       log: this.#log,
       metrics: o.metrics,
       fenced: (part) => this.#fenced(part),
+      fatal: (err) => this.#fatal(err),
       tracing: this.#tracing,
       hold: (part, ms) => holdRecord(this.#scheduler, part, ms),
       input: o.definition.input,
@@ -262,6 +265,20 @@ export class Handler {
         `retry topic ${uneven[0]?.topic} has ${uneven[0]?.partitions} partitions, the input ${found.inputPartitions}: a retried record goes to the same partition number`,
         { details: { topics: uneven } },
       );
+    // before any partition is taken: what the brokers' ACLs refuse (docs/operations.md, "Kafka ACLs")
+    await checkPermissions(
+      this.#kafka,
+      [
+        onTopic('Read', o.definition.input, 'the input it consumes'),
+        onGroup(this.groupId),
+        onTopic('Write', o.deadLetterTopic, 'the dead-letter topic'),
+        ...this.#retryTopics.flatMap((t) => [
+          onTopic('Write', t, 'a retry topic it forwards to'),
+          onTopic('Read', t, 'a retry topic it consumes'),
+        ]),
+      ],
+      this.groupId,
+    );
     this.#life.stillStarting();
     this.#committer.start(o.commitIntervalMs, () => o.health?.markProgress());
     await this.#kafka.start([o.definition.input, ...this.#retryTopics], {

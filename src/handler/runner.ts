@@ -58,6 +58,8 @@ export interface RunnerContext {
   fenced(part: PartitionWork): void;
   /** One span per handle call (tracing off: none). */
   readonly tracing?: Pick<Tracer, 'record'>;
+  /** A Kafka error no retry gets past (RF_KAFKA_AUTH): the handler closes. */
+  fatal?(err: Error): void;
   /** Holds a rate-limited record's partition paused for `ms` (src/handler/hold.ts). */
   hold(part: PartitionWork, ms: number): Promise<void>;
 }
@@ -288,6 +290,17 @@ async function untilRedis<R>(part: PartitionWork, log: Logger, fn: () => Promise
   }
 }
 
+/**
+ * The authorizer refused the produce (RF_KAFKA_AUTH: a retry or dead-letter topic's Write): retrying
+ * would block the partition until someone grants it, so the handler closes (the record is not
+ * committed: the next owner handles it again once the permission is there).
+ */
+function refused(ctx: RunnerContext, err: unknown): boolean {
+  if (!RedfenceError.is(err, 'RF_KAFKA_AUTH')) return false;
+  ctx.fatal?.(err);
+  return true;
+}
+
 /** Produces until Kafka takes the record; false when the partition stopped (or Kafka is fatal). */
 async function produceUntil(
   ctx: RunnerContext,
@@ -302,6 +315,7 @@ async function produceUntil(
       return true;
     } catch (err) {
       if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) return false;
+      if (refused(ctx, err)) return false;
       log.warn({ ...errorShape(err), to: out.topic }, 'the record was not produced: retrying');
       await delay(backoffMs(i, 200, 10_000), part.stop.signal);
     }
@@ -388,7 +402,7 @@ async function deadLetter(
       ctx.metrics?.deadLetter(reason);
       return 'dead-lettered';
     } catch (err) {
-      if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) return 'abandoned';
+      if (RedfenceError.is(err, 'RF_KAFKA_FATAL') || refused(ctx, err)) return 'abandoned';
       log.warn(errorShape(err), 'the dead letter was not produced: retrying');
       await delay(backoffMs(i, 200, 10_000), part.stop.signal);
     }

@@ -9,9 +9,26 @@ import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { configError } from './client-config.js';
 import { AuthWatch } from './connect.js';
-import { BROKER_TOPICS, type CommittedOffset, type TopicSpec } from './types.js';
+import { authRefusal } from './permissions.js';
+import { type AuthorizedOperations, BROKER_TOPICS, type CommittedOffset, type TopicSpec } from './types.js';
 
 type Admin = KafkaJS.Admin;
+
+/** Kafka's name of an ACL operation (KafkaJS.AclOperationTypes' number). */
+const OPERATION_NAMES: Readonly<Record<number, string>> = Object.fromEntries(
+  Object.entries(KafkaJS.AclOperationTypes).map(([k, v]) => [
+    v,
+    k
+      .toLowerCase()
+      .split('_')
+      .map((w) => (w[0] ?? '').toUpperCase() + w.slice(1))
+      .join(''),
+  ]),
+);
+
+function opName(n: number): string {
+  return OPERATION_NAMES[n] ?? String(n);
+}
 
 export class KafkaAdmin {
   readonly #kafka: KafkaJS.Kafka;
@@ -104,7 +121,10 @@ export class KafkaAdmin {
         const n = meta[0]?.partitions.length ?? 0;
         if (n > 0) out.set(topic, n);
       } catch (err) {
-        if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
+        if ((err as { code?: unknown })?.code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART)
+          throw (
+            authRefusal(err, { topic, topicOperation: 'Describe', when: 'refuse describing topics' }) ?? err
+          );
       }
     };
     // One request per topic: a request naming a missing topic fails as a whole. Until a first call has
@@ -145,6 +165,50 @@ export class KafkaAdmin {
     return out.sort();
   }
 
+  /**
+   * The operations the brokers' authorizer allows this principal on `topics` and on `group`
+   * (KafkaPort.authorizedOperations): DescribeTopics and DescribeGroups with their authorized
+   * operations. A topic the principal may not even describe gets an empty list; one that does not exist,
+   * or that the brokers list nothing for (an older broker), is absent, as is a group they tell nothing of.
+   */
+  async authorizedOperations(r: {
+    topics: readonly string[];
+    group?: string;
+  }): Promise<AuthorizedOperations> {
+    const topics = new Map<string, readonly string[]>();
+    const one = async (admin: Admin, topic: string) => {
+      try {
+        const meta = await admin.fetchTopicMetadata({
+          topics: [topic],
+          includeAuthorizedOperations: true,
+        } as never);
+        const ops = (meta[0] as { authorizedOperations?: number[] } | undefined)?.authorizedOperations;
+        if (ops !== undefined && ops.length > 0) topics.set(topic, ops.map(opName));
+      } catch (err) {
+        const code = (err as { code?: unknown })?.code;
+        if (code === KafkaJS.ErrorCodes.ERR_TOPIC_AUTHORIZATION_FAILED) topics.set(topic, []);
+        else if (code !== KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART) throw err;
+      }
+    };
+    const names = [...new Set(r.topics)];
+    if (names.length > 0) await this.#guard((admin) => Promise.all(names.map((t) => one(admin, t))));
+    if (r.group === undefined) return { topics };
+    const group = r.group;
+    const described = await this.#guard((admin) =>
+      admin.describeGroups([group], { includeAuthorizedOperations: true }).catch((err: unknown) => {
+        if ((err as { code?: unknown })?.code === KafkaJS.ErrorCodes.ERR_GROUP_AUTHORIZATION_FAILED)
+          return { groups: [{ error: err, authorizedOperations: [] }] };
+        throw err;
+      }),
+    );
+    const g = described.groups[0] as
+      | { error?: { code?: unknown } | null; authorizedOperations?: number[] }
+      | undefined;
+    if (g?.error?.code === KafkaJS.ErrorCodes.ERR_GROUP_AUTHORIZATION_FAILED) return { topics, group: [] };
+    const ops = g?.authorizedOperations;
+    return ops !== undefined && ops.length > 0 ? { topics, group: ops.map(opName) } : { topics };
+  }
+
   async createTopics(topics: readonly TopicSpec[]): Promise<void> {
     if (topics.length === 0) return;
     try {
@@ -164,6 +228,14 @@ export class KafkaAdmin {
     } catch (err) {
       if (RedfenceError.is(err)) throw err;
       const inner = (err as { errors?: unknown })?.errors;
+      for (const e of [err, ...(Array.isArray(inner) ? inner : [])]) {
+        const refused = authRefusal(e, {
+          topicOperation: 'Create',
+          topic: topics.map((t) => t.topic).join(', '),
+          when: 'refuse creating topics',
+        });
+        if (refused !== undefined) throw refused;
+      }
       const reasons = Array.isArray(inner) ? inner.map((e) => (e as Error)?.message).join('; ') : '';
       throw new Error(`Kafka: cannot create topics: ${reasons || (err as Error)?.message}`, { cause: err });
     }
@@ -213,7 +285,9 @@ export class KafkaAdmin {
   async deleteRecords(topic: string, below: readonly { partition: number; offset: number }[]): Promise<void> {
     if (below.length === 0) return;
     const partitions = below.map((b) => ({ partition: b.partition, offset: String(b.offset) }));
-    await this.#guard((admin) => admin.deleteTopicRecords({ topic, partitions }));
+    await this.#guard((admin) => admin.deleteTopicRecords({ topic, partitions })).catch((err: unknown) => {
+      throw authRefusal(err, { topic, topicOperation: 'Delete', when: 'refuse DeleteRecords' }) ?? err;
+    });
   }
 
   /** Low watermarks (the earliest offset the log still holds) of a topic's partitions. */

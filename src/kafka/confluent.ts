@@ -27,9 +27,11 @@ import { nativeOffsets, readCommitted, stored } from './committed-offsets.js';
 import { checkClientConfig, connectWatched } from './connect.js';
 import { fetchRecords, inRecord, partitionRuns, unhanded } from './fetch.js';
 import { checkAssigned, type OffsetResetReport } from './offset-resets.js';
+import { authRefusal, narrowRefusal } from './permissions.js';
 import { type NativeConsumer as BaseConsumer, DeliveryProducer, fatal } from './producer.js';
 import { inTurns, mapInSlices } from './slices.js';
 import type {
+  AuthorizedOperations,
   CommitOffset,
   CommittedOffset,
   ConsumerHandlers,
@@ -167,18 +169,29 @@ export class ConfluentKafka implements KafkaPort {
 
   async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
     const o = this.#options;
-    this.#producer = await DeliveryProducer.connect(producerProperties(o), o.transactionTimeoutMs);
+    this.#producer = await DeliveryProducer.connect(producerProperties(o), o.transactionTimeoutMs, o.groupId);
     const batch = o.maxBatchSize ?? 500;
     const consumer = new RdKafka.KafkaConsumer(
       {
         ...consumerProperties(o),
         rebalance_cb: (err: { code: number }, assignment: TopicPartition[]) =>
           this.#onRebalance(err, assignment),
+        // a commit the group's ACL refuses is told only here: commit() fails at once instead of
+        // waiting for a read-back that never reaches it
+        offset_commit_cb: (err: unknown, offsets: TopicPartition[] | undefined) => {
+          const tps = err ? [...new Set((offsets ?? []).map((o) => o.topic))] : [];
+          const refused = err ? this.#refusal(err, tps) : undefined;
+          if (refused !== undefined) this.#refused(refused);
+        },
       } as RdKafka.ConsumerGlobalConfig,
       { 'auto.offset.reset': 'earliest' },
     ) as NativeConsumer;
     consumer.on('event.error', (err) => {
-      if ((err as { isFatal?: unknown }).isFatal === true) this.#fatal ??= fatal('the consumer failed', err);
+      // refused by the authorizer (the group, a subscribed topic): never waited out (permissions.ts)
+      const refused = this.#refusal(err, topics);
+      if (refused !== undefined) this.#refused(refused);
+      else if ((err as { isFatal?: unknown }).isFatal === true)
+        this.#fatal ??= fatal('the consumer failed', err);
     });
     try {
       await connectWatched(consumer, 'consumer', { brokers: o.brokers.join(',') });
@@ -206,6 +219,33 @@ export class ConfluentKafka implements KafkaPort {
       const reason = fatal('a rebalance callback failed', err);
       if (handlers.onFatal) handlers.onFatal(reason);
       else this.#fatal ??= reason;
+    });
+  }
+
+  /** RF_KAFKA_AUTH for a consumer's authorization refusal (a topic it reads, or its group). */
+  #refusal(err: unknown, topics: readonly string[]) {
+    // librdkafka's message names the refused topic: only it, when it is one of them
+    const text = String((err as Error)?.message ?? '');
+    const named = topics.filter(
+      (t) => text.includes(t) && !topics.some((u) => u !== t && u.includes(t) && text.includes(u)),
+    );
+    const shown = named.length > 0 ? named : topics;
+    return authRefusal(err, {
+      topicOperation: 'Read',
+      ...(shown.length > 0 ? { topic: shown.join(', ') } : {}),
+      group: this.#options.groupId,
+      when: 'refuse the consumer',
+    });
+  }
+
+  /**
+   * A consumer's refusal: latched once narrowed to the topics the brokers say it may not read
+   * (librdkafka's error names none; permissions.ts), a round trip later. Meanwhile the other topics are
+   * consumed as usual (the refused one delivers nothing).
+   */
+  #refused(err: RedfenceError): void {
+    void narrowRefusal(err, this.#admin).then((named) => {
+      this.#fatal ??= named;
     });
   }
 
@@ -344,11 +384,18 @@ export class ConfluentKafka implements KafkaPort {
   async #fetch(c: NativeConsumer, batch: number): Promise<Fetched> {
     if (this.#seeksInFlight.size > 0) await Promise.all(this.#seeksInFlight);
     const seeks = new Map(this.#seeks);
+    // an authorization refusal heard as an error event: the loop ends (never an endless empty fetch)
+    if (RedfenceError.is(this.#fatal, 'RF_KAFKA_AUTH')) return { messages: [], seeks, fatal: this.#fatal };
     const n = Math.min(MAX_FETCH, batch * Math.max(1, this.#assigned.size));
     this.#fetching = true;
     try {
       return { messages: await fetchRecords(c, n, CONSUME_WAIT_MS, () => this.#stopping), seeks };
     } catch (err) {
+      const refused = this.#refusal(err, [...new Set([...this.#assigned.values()].map((tp) => tp.topic))]);
+      if (refused !== undefined) {
+        this.#fatal ??= await narrowRefusal(refused, this.#admin);
+        return { messages: [], seeks, fatal: this.#fatal };
+      }
       if ((err as { isFatal?: unknown }).isFatal === true) {
         this.#fatal ??= fatal('the consumer failed', err);
         return { messages: [], seeks, fatal: this.#fatal };
@@ -470,7 +517,13 @@ export class ConfluentKafka implements KafkaPort {
     let sentAt = started;
     for (let delay = 0; ; delay = Math.min(250, delay === 0 ? 5 : delay * 2)) {
       if (delay > 0) await new Promise((r) => setTimeout(r, delay));
-      const held = await readCommitted(consumer, offsets, Math.max(1, deadline - Date.now()));
+      // the group's Read refused (heard by the consumer, or by the read-back): not waited out
+      if (RedfenceError.is(this.#fatal, 'RF_KAFKA_AUTH')) throw this.#fatal;
+      const held = await readCommitted(consumer, offsets, Math.max(1, deadline - Date.now())).catch(
+        (err: unknown) => {
+          throw authRefusal(err, { group: this.#options.groupId, when: 'refuse the commit' }) ?? err;
+        },
+      );
       const behind = offsets.filter((o) => !stored(o, held.get(tpKey(o.topic, o.partition))));
       if (behind.length === 0) return;
       if (Date.now() >= deadline)
@@ -525,6 +578,10 @@ export class ConfluentKafka implements KafkaPort {
 
   unwritableTopics(topics: readonly string[]): Promise<string[]> {
     return this.#admin.unwritableTopics(topics);
+  }
+
+  authorizedOperations(r: { topics: readonly string[]; group?: string }): Promise<AuthorizedOperations> {
+    return this.#admin.authorizedOperations(r);
   }
 
   createTopics(topics: readonly TopicSpec[]): Promise<void> {

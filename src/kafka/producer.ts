@@ -16,6 +16,7 @@ import { configError } from './client-config.js';
 import { checkCommitMetadata } from './commit-metadata.js';
 import { nativeOffsets } from './committed-offsets.js';
 import { connectWatched } from './connect.js';
+import { authRefusal } from './permissions.js';
 import { nextTurn, SLICE_RECORDS } from './slices.js';
 import type { CommitOffset, OutRecord } from './types.js';
 
@@ -69,6 +70,9 @@ function abandonedError(): RedfenceError {
 export class DeliveryProducer {
   readonly #p: NativeProducer;
   readonly #transactional: boolean;
+  /** The transactional id, for RF_KAFKA_AUTH naming it. */
+  readonly #transactionalId: string | undefined;
+  readonly #groupId: string | undefined;
   readonly #txnTimeoutMs: number;
   /** Hear the failed records' reports (the calls in flight: a report carries no per-call opaque). */
   readonly #sinks = new Set<(err: Error) => void>();
@@ -84,23 +88,41 @@ export class DeliveryProducer {
   #gone = false;
   #abandoning: Promise<void> | undefined;
 
-  private constructor(p: NativeProducer, transactional: boolean, txnTimeoutMs: number) {
+  private constructor(
+    p: NativeProducer,
+    transactionalId: string | undefined,
+    txnTimeoutMs: number,
+    groupId: string | undefined,
+  ) {
     this.#p = p;
-    this.#transactional = transactional;
+    this.#groupId = groupId;
+    this.#transactional = transactionalId !== undefined;
+    this.#transactionalId = transactionalId;
     this.#txnTimeoutMs = txnTimeoutMs;
     // only failed records are reported (delivery.report.only.error)
-    p.on('delivery-report', (err) => {
+    p.on('delivery-report', (err, report) => {
       if (!err) return;
       this.#reports++;
-      const e = new Error(`Kafka: delivery failed: ${err.message}`, { cause: err });
+      // refused by the authorizer: RF_KAFKA_AUTH naming the topic (the runtimes close on it)
+      const e =
+        authRefusal(err, { topic: report?.topic, topicOperation: 'Write', when: 'refuse a produce' }) ??
+        new Error(`Kafka: delivery failed: ${err.message}`, { cause: err });
       for (const sink of this.#sinks) sink(e);
     });
     // without a listener an error event would throw; failures surface through reports and calls
     p.on('event.error', () => undefined);
   }
 
-  /** Builds and connects the producer; RF_KAFKA_AUTH at once when the brokers refuse it (connect.ts). */
-  static async connect(config: Config, transactionTimeoutMs?: number): Promise<DeliveryProducer> {
+  /**
+   * Builds and connects the producer; RF_KAFKA_AUTH at once when the brokers refuse it (connect.ts) or
+   * refuse its transactional id. `groupId`: the group whose offsets its transactions carry (named when
+   * the authorizer refuses them).
+   */
+  static async connect(
+    config: Config,
+    transactionTimeoutMs?: number,
+    groupId?: string,
+  ): Promise<DeliveryProducer> {
     const transactional = config['transactional.id'] !== undefined;
     let p: NativeProducer;
     try {
@@ -123,10 +145,26 @@ export class DeliveryProducer {
         await callback((done) => p.initTransactions(timeout, done));
       } catch (err) {
         await callback((done) => p.disconnect(done)).catch(() => undefined);
-        throw fatal('cannot initialise transactions', err);
+        const id = String(config['transactional.id']);
+        throw (
+          authRefusal(err, { transactionalId: id, when: 'refuse initialising transactions' }) ??
+          fatal('cannot initialise transactions', err)
+        );
       }
     }
-    return new DeliveryProducer(p, transactional, timeout);
+    const id = transactional ? String(config['transactional.id']) : undefined;
+    return new DeliveryProducer(p, id, timeout, groupId);
+  }
+
+  /** RF_KAFKA_AUTH for a transactional call the authorizer refused (the transactional id, a topic). */
+  #refused(err: unknown, records: readonly OutRecord[] = []) {
+    const topics = [...new Set(records.map((r) => r.topic))].sort().join(', ');
+    return authRefusal(err, {
+      transactionalId: this.#transactionalId,
+      ...(this.#groupId === undefined ? {} : { group: this.#groupId }),
+      ...(topics === '' ? {} : { topic: topics, topicOperation: 'Write' as const }),
+      when: 'refuse a transaction',
+    });
   }
 
   /** A transactional call into librdkafka, refused once abandoned and awaited by abandon(). */
@@ -270,7 +308,7 @@ export class DeliveryProducer {
       await this.#call((done) => p.beginTransaction(done));
     } catch (err) {
       if (this.#gone) throw abandonedError();
-      throw fatal('cannot begin a transaction', err);
+      throw this.#refused(err) ?? fatal('cannot begin a transaction', err);
     }
     // The record's own refusal, not an aborted transaction's purge of the records queued beside it: the
     // purge reports (PURGE_QUEUE, PURGE_INFLIGHT) can reach JS before the refused record's own report.
@@ -297,20 +335,20 @@ export class DeliveryProducer {
       // id aborts it when it fences this one, or the transaction timeout does)
       if (this.#gone) throw abandonedError();
       if ((err as { isFatal?: unknown })?.isFatal === true)
-        throw fatal('the transactional producer failed fatally', err);
+        throw this.#refused(err, records) ?? fatal('the transactional producer failed fatally', err);
       try {
         await this.#call((done) => p.abortTransaction(this.#txnTimeoutMs, done));
       } catch {
         // A transaction that can be neither committed nor aborted leaves the producer unusable
         // (every later transaction fails): typically it was fenced by a newer producer.
-        throw fatal('a failed transaction could not be aborted', err);
+        throw this.#refused(err, records) ?? fatal('a failed transaction could not be aborted', err);
       }
+      await this.#settle();
       // onRefused hears a refused record's report before the call fails
-      if (onRefused !== undefined) {
-        await this.#settle();
-        if (refusal !== undefined) onRefused(refusal);
-      }
-      throw err;
+      if (onRefused !== undefined && refusal !== undefined) onRefused(refusal);
+      // a record the authorizer refused: RF_KAFKA_AUTH naming its topic, not the commit's own error
+      if (refusal !== undefined && RedfenceError.is(refusal, 'RF_KAFKA_AUTH')) throw refusal;
+      throw this.#refused(err, records) ?? err;
     } finally {
       this.#sinks.delete(sink);
     }

@@ -116,6 +116,8 @@ export async function ensureTopics(
         })),
       );
     } catch (err) {
+      // refused by the authorizer (Create): that, not a missing topic, is what to fix
+      if (RedfenceError.is(err, 'RF_KAFKA_AUTH')) throw err;
       throw new RedfenceError(
         'RF_TOPIC_MISSING',
         `could not create ${missing.join(', ')}: ${(err as Error)?.message ?? String(err)}`,

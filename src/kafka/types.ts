@@ -88,6 +88,16 @@ export interface ConsumerHandlers {
   readonly partitionsInFlight?: number;
 }
 
+/**
+ * The operations the brokers' authorizer allows this principal, by resource, as KafkaPort's
+ * `authorizedOperations` returns them: a topic (or the group) the brokers tell nothing about is absent;
+ * an empty list means not even Describe.
+ */
+export interface AuthorizedOperations {
+  readonly topics: ReadonlyMap<string, readonly string[]>;
+  readonly group?: readonly string[];
+}
+
 export interface KafkaPort {
   /** Connects, subscribes and starts delivering batches. */
   start(topics: string[], handlers: ConsumerHandlers): Promise<void>;
@@ -138,6 +148,14 @@ export interface KafkaPort {
    * are written into its own input topics), and skips the check without it.
    */
   unwritableTopics?(topics: readonly string[]): Promise<string[]>;
+  /**
+   * The operations the brokers' authorizer allows this client's principal on `topics` and on `group`
+   * (Kafka's names: 'Read', 'Write', 'Delete', 'Describe', 'All', ...): a topic or group the brokers tell
+   * nothing about is absent; an empty list means not even Describe. Works before start(). Optional for a
+   * port of your own: every runtime checks its permissions with it at start (src/kafka/permissions.ts)
+   * and, without it, meets a missing one at first use.
+   */
+  authorizedOperations?(r: { topics: readonly string[]; group?: string }): Promise<AuthorizedOperations>;
   /**
    * Creates topics. One that exists already (made meanwhile by another instance) is not an error.
    * Works before start().

@@ -205,7 +205,7 @@ export class CommitPipeline {
             { records: records.length, err: String(e?.message), code: e?.code },
             'produce of records alone failed',
           );
-          if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
+          if (e?.fatal === true || stopsTheRuntime(err)) {
             this.#broken = true;
             ctx.fatal(err as Error);
           }
@@ -288,7 +288,7 @@ export class CommitPipeline {
       else n.first = Math.min(n.first, b.first);
     }
     this.#dropQueue();
-    if (e?.fatal === true || RedfenceError.is(err, 'RF_KAFKA_FATAL')) {
+    if (e?.fatal === true || stopsTheRuntime(err)) {
       // no further Kafka step: the processor closes; the partitions' next owner starts from the commits
       this.#broken = true;
       this.#ctx.fatal(err as Error);
@@ -312,6 +312,14 @@ export class CommitPipeline {
       );
     }
   }
+}
+
+/**
+ * A Kafka error no redelivery can get past: the client failed fatally, or the authorizer refused the
+ * step (RF_KAFKA_AUTH, src/kafka/permissions.ts: redelivering would only spin until it is granted).
+ */
+function stopsTheRuntime(err: unknown): boolean {
+  return RedfenceError.is(err, 'RF_KAFKA_FATAL') || RedfenceError.is(err, 'RF_KAFKA_AUTH');
 }
 
 function brokenError(): RedfenceError {

@@ -16,6 +16,7 @@ import { randomBytes } from 'node:crypto';
 import type { ProcessorDefinition } from '../definition/definition.js';
 import { RedfenceError } from '../errors/index.js';
 import { Fence } from '../fence/index.js';
+import { checkPermissions, onGroup, onTopic } from '../kafka/permissions.js';
 import { ensureTopics } from '../kafka/topics.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../kafka/types.js';
 import { Lifecycle, type RuntimeState } from '../runtime/lifecycle.js';
@@ -272,6 +273,17 @@ export class Processor<T = unknown, S = unknown> {
     await loadFenceScripts(o.redis);
     o.health?.setReady('scripts', true);
     const inputPartitions = await this.#checkTopics();
+    // before any partition is taken: what the brokers' ACLs refuse (docs/operations.md, "Kafka ACLs")
+    await checkPermissions(
+      this.#kafka,
+      [
+        onTopic('Read', o.definition.input, 'the input it consumes'),
+        onGroup(this.groupId),
+        onTopic('Write', o.definition.output, 'the output it produces to'),
+        onTopic('Write', o.deadLetterTopic, 'the dead-letter topic'),
+      ],
+      this.groupId,
+    );
     await this.#snapshot?.start(inputPartitions);
     this.#life.stillStarting();
     this.#liveness.start();

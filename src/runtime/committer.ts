@@ -72,7 +72,8 @@ export class Committer<P extends CommitPart> {
         this.#o.onCommitted();
       } catch (err) {
         this.#o.log.warn(errorShape(err), 'offset commit failed: retried at the next interval');
-        if (RedfenceError.is(err, 'RF_KAFKA_FATAL')) this.#o.onFatal(err);
+        if (RedfenceError.is(err, 'RF_KAFKA_FATAL') || RedfenceError.is(err, 'RF_KAFKA_AUTH'))
+          this.#o.onFatal(err);
       }
     });
     this.#chain = next.catch(() => undefined);

@@ -32,10 +32,13 @@ export interface StepRecord {
  * How many times each KafkaPort method of a port was called (failed and refused calls included);
  * deleteRecords and lowWatermarks are not ones the memory port has (its logs never lose records:
  * repartition topics there are never purged), nor positions (it writes no transaction markers), nor
- * unwritableTopics (it has no ACLs).
+ * unwritableTopics and authorizedOperations (it has no ACLs).
  */
 export type PortCalls = Record<
-  Exclude<keyof KafkaPort, 'deleteRecords' | 'lowWatermarks' | 'positions' | 'unwritableTopics'>,
+  Exclude<
+    keyof KafkaPort,
+    'deleteRecords' | 'lowWatermarks' | 'positions' | 'unwritableTopics' | 'authorizedOperations'
+  >,
   number
 >;
 

@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { RedfenceError } from '../../errors/index.js';
 import { Fence } from '../../fence/index.js';
+import { checkPermissions } from '../../kafka/permissions.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../../kafka/types.js';
 import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -47,7 +48,7 @@ import { RepartitionPurger } from './purge.js';
 import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
 import { PartitionTimes } from './stream-time.js';
 import { checkTickWrite, type IdleTicks } from './ticks.js';
-import { prepareTopics } from './topics.js';
+import { prepareTopics, topologyPermissions } from './topics.js';
 import { batchContext, idleTicksOf, rebalanceContext, type TopologyParts, topologyPort } from './wiring.js';
 
 export type { TopologyProcessorOptions } from './options.js';
@@ -294,6 +295,10 @@ export class TopologyProcessor {
       log: this.#log,
     });
     if (this.#ticks !== undefined) await checkTickWrite(this.#kafka, plan);
+    // before any partition is taken: what the brokers' ACLs refuse (docs/operations.md, "Kafka ACLs")
+    const purges = typeof this.#kafka.deleteRecords === 'function';
+    const needs = topologyPermissions(o.topology, plan, this.#deadLetterTopic, this.groupId, purges);
+    await checkPermissions(this.#kafka, needs, this.groupId);
     this.#life.stillStarting();
     this.#liveness.start();
     this.#watchdog?.start();

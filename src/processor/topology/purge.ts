@@ -58,7 +58,16 @@ export class RepartitionPurger {
           this.#purged++;
         },
         (err) =>
-          log.warn({ topic, partition, offset, err: (err as Error)?.message }, 'repartition purge failed'),
+          log.warn(
+            {
+              topic,
+              partition,
+              offset,
+              err: (err as Error)?.message,
+              code: (err as { code?: unknown })?.code,
+            },
+            'repartition purge failed',
+          ),
       )
       .finally(() => {
         this.#inFlight.delete(k);

@@ -10,6 +10,7 @@
  * count than the reader's is used, with a warning.
  */
 import { RedfenceError } from '../../errors/index.js';
+import { onGroup, onTopic, type Permission } from '../../kafka/permissions.js';
 import { ensureTopics, readBack } from '../../kafka/topics.js';
 import type { KafkaPort } from '../../kafka/types.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -117,6 +118,7 @@ async function create(port: KafkaPort, topic: string, partitions: number, rf: nu
       },
     ]);
   } catch (err) {
+    if (RedfenceError.is(err, 'RF_KAFKA_AUTH')) throw err;
     throw new RedfenceError(
       'RF_TOPIC_MISSING',
       `could not create repartition topic ${topic}: ${(err as Error)?.message ?? String(err)}`,
@@ -168,4 +170,31 @@ export async function prepareTopics(
   const repartition = await ensureRepartitionTopics(kafka, plan, { create: o.create, ...rf }, o.log);
   if (repartition.length > 0) o.log.info({ topics: repartition }, 'created repartition topics');
   return found.inputPartitions;
+}
+
+/**
+ * The Kafka permissions a topology needs (docs/operations.md, "Kafka ACLs"): Read on its inputs and the group, Write on
+ * its outputs and the dead-letter topic, Read and Write on its repartition topics, and Delete on them
+ * when it purges them (DeleteRecords; a port without deleteRecords never does).
+ */
+export function topologyPermissions(
+  built: BuiltTopology,
+  plan: RunPlan,
+  deadLetterTopic: string,
+  groupId: string,
+  purges: boolean,
+): Permission[] {
+  const internal = new Set(built.repartitionTopics);
+  const sinks = built.subTopologies.flatMap((s) => s.sinkTopics).filter((t) => !internal.has(t));
+  return [
+    ...plan.inputs.map((t) => onTopic('Read', t, 'an input it consumes')),
+    onGroup(groupId),
+    ...[...new Set(sinks)].map((t) => onTopic('Write', t, 'an output it produces to')),
+    onTopic('Write', deadLetterTopic, 'the dead-letter topic'),
+    ...[...internal].flatMap((t) => [
+      onTopic('Write', t, 'a repartition topic it writes'),
+      onTopic('Read', t, 'a repartition topic it consumes'),
+      ...(purges ? [onTopic('Delete', t, 'a repartition topic it purges (DeleteRecords)')] : []),
+    ]),
+  ];
 }
