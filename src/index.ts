@@ -74,6 +74,7 @@ export type {
   SslSettings,
 } from './kafka/client-config.js';
 export type {
+  AuthorizedOperations,
   CommitOffset,
   CommittedOffset,
   ConsumerHandlers,
