@@ -39,9 +39,15 @@ function push<T>(m: Map<string, T[]>, k: string, v: T): void {
 /** What the comparison counted (the verdict's result takes these fields). */
 export interface OutputCounts {
   outputRecords: number;
+  /**
+   * Output keys (topic and key) compared; of them from several tasks (no order across them), and of those
+   * compared as multisets (at-least-once, or exactly-once when two tasks' next outputs were the same and
+   * the interleaving did not pass: ambiguous).
+   */
   keys: number;
   keysUnordered: number;
   keysAmbiguous: number;
+  /** At-least-once: outputs in replays (allowed), and the replays. */
   duplicateOutputs: number;
   replays: number;
 }

@@ -38,7 +38,7 @@ import type { ModelInput } from '../topology/model.js';
 import { isTick } from '../topology/tick.js';
 import type { BuiltTopology } from '../topology/types.js';
 import type { ReadMessage } from './kafka.js';
-import { clip, judgeOutputs, shown, showOut } from './topology-outputs.js';
+import { clip, judgeOutputs, type OutputCounts, shown, showOut } from './topology-outputs.js';
 import {
   asModelInput,
   compareRepartition,
@@ -106,7 +106,8 @@ export interface InputOffsets {
   ends: ReadonlyMap<number, number>;
 }
 
-export interface TopologyResult {
+/** The run's counts; the output comparison's (OutputCounts: keys compared, unordered, ambiguous, replays) among them. */
+export interface TopologyResult extends OutputCounts {
   /** Records of the input topics read back, ticks not counted; and per topic. */
   inputRecords: number;
   inputTopics: Map<string, number>;
@@ -120,18 +121,6 @@ export interface TopologyResult {
   /** The model's outputs (and repartition records) written when it took a tick: the windows ticks closed. */
   tickOutputs: number;
   modelOutputs: number;
-  outputRecords: number;
-  /**
-   * Output keys (topic and key) compared; of them from several tasks (no order across them), and of those
-   * compared as multisets (at-least-once, or exactly-once when two tasks' next outputs were the same and
-   * the interleaving did not pass: ambiguous).
-   */
-  keys: number;
-  keysUnordered: number;
-  keysAmbiguous: number;
-  /** At-least-once: outputs in replays (allowed), and the replays. */
-  duplicateOutputs: number;
-  replays: number;
   /** Repartition records read (all topics) and the model's; at-least-once repeats (allowed). */
   repartitionRecords: number;
   modelRepartitionRecords: number;
