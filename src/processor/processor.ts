@@ -289,6 +289,11 @@ export class Processor<T = unknown, S = unknown> {
     this.#liveness.start();
     this.#watchdog?.start();
     this.#sweeper.start();
+    // a start that is slow from here on waits on the brokers (transactions, the group): say so
+    this.#log.info(
+      { group: this.groupId },
+      'processor checked Redis, topics and permissions; connecting to Kafka',
+    );
     await this.#kafka.start([o.definition.input], {
       onAssign: (tps) => assign(this.#rebalance, tps),
       onRevoke: (tps, lost) => revoke(this.#rebalance, tps, lost),

@@ -72,6 +72,32 @@ function start(args: string[], env: NodeJS.ProcessEnv = {}): Run {
   return { child, stderr: () => err, printed: () => printed, exited };
 }
 
+/**
+ * Waits for the run's "processor started" line; fails at once if the run exits first, and either way
+ * with the end of what it printed on stderr (checked for secrets first), so a slow or failed start says why.
+ */
+async function waitStarted(run: Run, timeoutMs: number): Promise<void> {
+  let exit: number | null | undefined;
+  void run.exited.then((code) => {
+    exit = code;
+  });
+  try {
+    await pollUntil(
+      'the processor started',
+      () => {
+        if (run.stderr().includes('"msg":"processor started"')) return true;
+        if (exit !== undefined) throw new Error(`the run exited (code ${exit}) before it started`);
+        return false;
+      },
+      timeoutMs,
+    );
+  } catch (err) {
+    const printed = run.stderr();
+    if (printed.length > 0) assertNoSecrets(printed);
+    throw new Error(`${(err as Error).message}; its stderr ended with:\n${printed.slice(-3000)}`);
+  }
+}
+
 function moduleFor(ns: string): string {
   const module = join(dir, `${ns}.mjs`);
   writeFileSync(
@@ -104,11 +130,7 @@ async function runProcessor(kafkaArgs: string[], env: NodeJS.ProcessEnv): Promis
     env,
   );
   try {
-    await pollUntil(
-      'the processor started',
-      () => run.stderr().includes('"msg":"processor started"'),
-      40_000,
-    );
+    await waitStarted(run, 60_000);
     await produceSecure(
       `${ns}-in`,
       Array.from({ length: 40 }, (_, i) => ({ key: `k${i % 4}`, value: JSON.stringify({ i }) })),
