@@ -128,7 +128,7 @@ export function startProduction(run: ChaosRun): Production {
     run.kafka.producer(),
     run.names.input,
     source,
-    total / o.durationS,
+    0, // paced by the limit alone: on time it is the schedule's rate, total / durationS
     (): number => productionLimit(total, windowMs, feeder.startedAt, run.nextFaultDue, Date.now()),
   );
   run.feeder = feeder;
