@@ -2,7 +2,7 @@
 # regular expressions over the test files' paths (test/...).
 #
 # SERIAL: files that run one at a time, after the others, with the machine to themselves:
-#  - they stop or pause a shared service (test/kafka/commit.test.ts SIGSTOPs the broker: any other file
+#  - they stop or pause a shared service (test/kafka/commit.test.ts and start-paused SIGSTOP the broker: any other file
 #    running beside it would wait out its pause), or
 #  - they are CPU-bound for minutes (chaos and failover runs, kill/restart fault loops, the packed install
 #    with its npm installs on every Node version, the demo): beside other files on 2 cores they would
@@ -15,7 +15,7 @@
 # once (REDFENCE_TEST_CONCURRENCY, default 3).
 SERIAL=(
   '^test/chaos/'
-  '^test/kafka/commit\.test\.ts$'
+  '^test/kafka/(commit|start-paused)\.test\.ts$'
   '^test/cli/pack\.test\.ts$'
   '^test/cli/workers\.test\.ts$'
   '^test/cli/outage\.test\.ts$'

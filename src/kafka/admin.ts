@@ -14,6 +14,19 @@ import { type AuthorizedOperations, BROKER_TOPICS, type CommittedOffset, type To
 
 type Admin = KafkaJS.Admin;
 
+/**
+ * How long a request the brokers do not answer is sent again (each try has the client's own timeout,
+ * 5 s): Kafka's clients wait 60 s by default (default.api.timeout.ms); a start that gave up at the
+ * first 5 s failed on a broker paused by a collection or a busy machine.
+ */
+const PATIENCE_MS = 30_000;
+
+/** librdkafka's timeout (ERR__TIMED_OUT), not a transport failure. */
+function timedOut(err: unknown): boolean {
+  if ((err as { code?: unknown })?.code === KafkaJS.ErrorCodes.ERR__TIMED_OUT) return true;
+  return /^(?:Local: )?Timed out/i.test(err instanceof Error ? err.message : String(err));
+}
+
 /** Kafka's name of an ACL operation (KafkaJS.AclOperationTypes' number). */
 const OPERATION_NAMES: Readonly<Record<number, string>> = Object.fromEntries(
   Object.entries(KafkaJS.AclOperationTypes).map(([k, v]) => [
@@ -68,13 +81,21 @@ export class KafkaAdmin {
 
   /**
    * `call`, or RF_KAFKA_AUTH as soon as the client's lines show it cannot authenticate, or
-   * RF_KAFKA_UNAVAILABLE when the first call got no answer from the brokers.
+   * RF_KAFKA_UNAVAILABLE when the first call got no answer from the brokers. A call that timed out
+   * with no connect failure logged is sent again for up to `patienceMs`.
    */
-  async #guard<T>(call: (admin: Admin) => Promise<T>): Promise<T> {
-    try {
-      return await this.#guarded(call);
-    } catch (err) {
-      throw this.#watch.failure(err, this.#brokers);
+  async #guard<T>(call: (admin: Admin) => Promise<T>, patienceMs = PATIENCE_MS): Promise<T> {
+    const deadline = Date.now() + patienceMs;
+    for (;;) {
+      try {
+        return await this.#guarded(call);
+      } catch (err) {
+        // a request timed out over a connection that was made (a broker paused, busy, loading a
+        // coordinator): sent again while the patience lasts; a connect failure logged (nothing listens
+        // there, no such host) fails at once with RF_KAFKA_UNAVAILABLE
+        const late = timedOut(err) && !this.#watch.connectFailed && this.#watch.error === undefined;
+        if (!late || this.#closed || Date.now() >= deadline) throw this.#watch.failure(err, this.#brokers);
+      }
     }
   }
 
@@ -245,25 +266,29 @@ export class KafkaAdmin {
    * Every partition's earliest offset (low) and high watermark, however many partitions the topic has
    * in one metadata request and two ListOffsets requests (a broker each), never one call per partition;
    * RF_TOPIC_MISSING with `missing` (or a message naming the topic) when the topic does not exist.
-   * `timeoutMs` bounds the three requests together (default 5000).
+   * `timeoutMs` bounds the three requests together (default 5000, tried again while the brokers are
+   * late, as every call here; with `timeoutMs` given, tried once).
    */
   async watermarks(
     topic: string,
     o: { timeoutMs?: number; missing?: string } = {},
   ): Promise<Map<number, { low: number; high: number }>> {
-    const rows = await this.#guard((admin) =>
-      admin
-        .fetchTopicOffsets(topic, {
-          timeout: o.timeoutMs ?? 5000,
-          isolationLevel: KafkaJS.IsolationLevel.READ_UNCOMMITTED,
-        })
-        .catch((err: unknown) => {
-          if ((err as { code?: unknown })?.code === KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART)
-            throw new RedfenceError('RF_TOPIC_MISSING', o.missing ?? `no such topic: ${topic}`, {
-              details: { topics: [topic] },
-            });
-          throw err;
-        }),
+    // a bound the caller gave is kept: no try after it
+    const rows = await this.#guard(
+      (admin) =>
+        admin
+          .fetchTopicOffsets(topic, {
+            timeout: o.timeoutMs ?? 5000,
+            isolationLevel: KafkaJS.IsolationLevel.READ_UNCOMMITTED,
+          })
+          .catch((err: unknown) => {
+            if ((err as { code?: unknown })?.code === KafkaJS.ErrorCodes.ERR_UNKNOWN_TOPIC_OR_PART)
+              throw new RedfenceError('RF_TOPIC_MISSING', o.missing ?? `no such topic: ${topic}`, {
+                details: { topics: [topic] },
+              });
+            throw err;
+          }),
+      o.timeoutMs === undefined ? PATIENCE_MS : 0,
     );
     if (rows.length === 0)
       throw new RedfenceError('RF_TOPIC_MISSING', o.missing ?? `no such topic: ${topic}`, {

@@ -60,6 +60,11 @@ export class AuthWatch {
 
   #transport: string | undefined;
 
+  /** A connect failure was logged (nothing listens there, no such host): not a late answer. */
+  get connectFailed(): boolean {
+    return this.#transport !== undefined;
+  }
+
   /**
    * What a failed call of a client that never connected means: the authentication failure seen, or
    * RF_KAFKA_UNAVAILABLE (brokers, the last connect failure logged, the options to check) when the
