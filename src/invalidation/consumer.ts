@@ -41,6 +41,7 @@ import { RedfenceError } from '../errors/index.js';
 import { checkRedisKind } from '../fence/redis-kind.js';
 import type { HandlerCounts } from '../handler/handler.js';
 import { ConfluentKafka } from '../kafka/confluent.js';
+import { checkPermissions, onGroup, onTopic } from '../kafka/permissions.js';
 import { ensureTopics } from '../kafka/topics.js';
 import { type InRecord, type KafkaPort, type TopicPartition, tpKey } from '../kafka/types.js';
 import { InvalidationPipeline } from '../kit/invalidation/pipeline.js';
@@ -236,6 +237,16 @@ export class InvalidationConsumer {
     });
     this.#partitions = found.inputPartitions;
     if (found.created.length > 0) this.#log.info({ topics: found.created }, 'created missing topics');
+    // before any partition is taken: what the brokers' ACLs refuse (docs/operations.md, "Kafka ACLs")
+    await checkPermissions(
+      this.#kafka,
+      [
+        onTopic('Read', o.definition.input, 'the input it consumes'),
+        onGroup(this.groupId),
+        onTopic('Write', o.deadLetterTopic, 'the dead-letter topic'),
+      ],
+      this.groupId,
+    );
     this.#life.stillStarting();
     this.#committer.start(o.commitIntervalMs, () => o.health?.markProgress());
     await this.#kafka.start([o.definition.input], {

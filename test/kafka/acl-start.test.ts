@@ -1,7 +1,8 @@
 /**
  * A principal missing one permission a runtime needs is refused at start(), before any partition is
  * taken, with RF_KAFKA_AUTH naming the operation and the resource (details.missing) and what to grant:
- * the processor (both modes), the handler (with retry topics) and the topology processor (both modes),
+ * the processor (both modes), the handler (with retry topics), the topology processor (both modes) and
+ * the cache invalidation consumer,
  * on the secured broker, each case denying one operation on its own topic, group or transactional id
  * (everything else allowed). Topic and group permissions come from the brokers' authorized operations
  * (DescribeTopics / DescribeGroups); the transactional id's from its first use (InitProducerId), which
@@ -19,6 +20,7 @@ import {
   denyEach,
   Heard,
   handlerOf,
+  invalidationOf,
   missingOf,
   names,
   processorOf,
@@ -28,7 +30,14 @@ import {
   topologyOf,
 } from './acl-support.js';
 
-type Kind = 'processor-alo' | 'processor-eos' | 'handler' | 'handler-retry' | 'topology-eos' | 'topology-alo';
+type Kind =
+  | 'processor-alo'
+  | 'processor-eos'
+  | 'handler'
+  | 'handler-retry'
+  | 'topology-eos'
+  | 'topology-alo'
+  | 'invalidation';
 type Target = 'input' | 'output' | 'dlt' | 'group' | 'txn' | 'retry' | 'repartition';
 
 interface Case {
@@ -59,6 +68,9 @@ const CASES: Case[] = (
     ['topology-eos', 'group', 'Read'],
     ['topology-eos', 'txn', 'Write'],
     ['topology-alo', 'dlt', 'Write'],
+    ['invalidation', 'input', 'Read'],
+    ['invalidation', 'group', 'Read'],
+    ['invalidation', 'dlt', 'Write'],
   ] as const
 ).map(([kind, target, operation]) => ({ kind, target, operation, ns: uniqueName('aclst') }));
 
@@ -111,6 +123,8 @@ function runtimeOf(c: Case, redis: Redis, heard: Heard): Runtime {
       return topologyOf(c.ns, redis, 'exactly-once', heard);
     case 'topology-alo':
       return topologyOf(c.ns, redis, 'at-least-once', heard);
+    case 'invalidation':
+      return invalidationOf(c.ns, redis, heard);
   }
 }
 

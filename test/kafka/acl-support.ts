@@ -8,6 +8,7 @@
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import type { Redis } from 'ioredis';
 import { createHandler, defineHandler, defineProcessor, Processor } from '../../src/index.js';
+import { createInvalidation, defineInvalidation } from '../../src/kit/index.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
 import { pollUntil } from '../helpers/kafka.js';
@@ -160,6 +161,20 @@ export function processorOf(ns: string, redis: Redis, mode: 'at-least-once' | 'e
     logger: heard.logger,
     onFatal: heard.onFatal,
   });
+}
+
+/** A cache invalidation consumer of the case's input (entries `<ns>:{tenant}:{id}`; its dead letters: the case's). */
+export function invalidationOf(ns: string, redis: Redis, heard: Heard) {
+  const n = names(ns);
+  return createInvalidation(
+    defineInvalidation<{ tenant: string; id: string }>({
+      input: { topic: n.input },
+      name: ns,
+      cache: ns,
+      keys: `${ns}:{tenant}:{id}`,
+    }),
+    { kafka: securedKafka(), groupId: n.group, redis, logger: heard.logger, onFatal: heard.onFatal },
+  );
 }
 
 /**
