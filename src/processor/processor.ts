@@ -281,6 +281,7 @@ export class Processor<T = unknown, S = unknown> {
         onGroup(this.groupId),
         onTopic('Write', o.definition.output, 'the output it produces to'),
         onTopic('Write', o.deadLetterTopic, 'the dead-letter topic'),
+        ...(o.snapshot ? [onTopic('Write', o.snapshot.topic, 'the snapshot topic')] : []),
       ],
       this.groupId,
     );

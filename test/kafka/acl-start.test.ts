@@ -1,7 +1,7 @@
 /**
  * A principal missing one permission a runtime needs is refused at start(), before any partition is
  * taken, with RF_KAFKA_AUTH naming the operation and the resource (details.missing) and what to grant:
- * the processor (both modes), the handler (with retry topics), the topology processor (both modes) and
+ * the processor (both modes; with snapshots, their topic), the handler (with retry topics), the topology processor (both modes) and
  * the cache invalidation consumer,
  * on the secured broker, each case denying one operation on its own topic, group or transactional id
  * (everything else allowed). Topic and group permissions come from the brokers' authorized operations
@@ -33,12 +33,13 @@ import {
 type Kind =
   | 'processor-alo'
   | 'processor-eos'
+  | 'processor-snapshot'
   | 'handler'
   | 'handler-retry'
   | 'topology-eos'
   | 'topology-alo'
   | 'invalidation';
-type Target = 'input' | 'output' | 'dlt' | 'group' | 'txn' | 'retry' | 'repartition';
+type Target = 'input' | 'output' | 'dlt' | 'group' | 'txn' | 'retry' | 'repartition' | 'snapshot';
 
 interface Case {
   readonly kind: Kind;
@@ -55,6 +56,7 @@ const CASES: Case[] = (
     ['processor-alo', 'dlt', 'Write'],
     ['processor-eos', 'output', 'Write'],
     ['processor-eos', 'txn', 'Write'],
+    ['processor-snapshot', 'snapshot', 'Write'],
     ['handler', 'input', 'Read'],
     ['handler', 'group', 'Read'],
     ['handler', 'dlt', 'Write'],
@@ -85,6 +87,8 @@ function resourceOf(c: Case): { acl: Resource; named: string } {
       return topic(n.output);
     case 'dlt':
       return topic(n.dlt);
+    case 'snapshot':
+      return topic(n.snapshot);
     case 'retry':
       return topic(retryTopicOf(c.ns));
     case 'repartition':
@@ -105,7 +109,9 @@ function topicsOf(c: Case): string[] {
     ? countTopology(c.ns).repartitionTopics.slice()
     : c.kind === 'handler-retry'
       ? [retryTopicOf(c.ns)]
-      : [];
+      : c.kind === 'processor-snapshot'
+        ? [n.snapshot]
+        : [];
   return [n.input, n.output, n.dlt, ...extra];
 }
 
@@ -115,6 +121,8 @@ function runtimeOf(c: Case, redis: Redis, heard: Heard): Runtime {
       return processorOf(c.ns, redis, 'at-least-once', heard);
     case 'processor-eos':
       return processorOf(c.ns, redis, 'exactly-once', heard);
+    case 'processor-snapshot':
+      return processorOf(c.ns, redis, 'at-least-once', heard, names(c.ns).snapshot);
     case 'handler':
       return handlerOf(c.ns, heard, new Map());
     case 'handler-retry':

@@ -120,6 +120,7 @@ export function names(ns: string) {
     input: `${ns}-in`,
     output: `${ns}-out`,
     dlt: `${ns}-in.DLT`,
+    snapshot: `${ns}-snapshot`,
     group: `${ns}-g`,
     transactionalId: `${ns}-g-${INSTANCE}`,
   };
@@ -144,9 +145,16 @@ export async function produceCase(ns: string, count: number, nullKeys = 0): Prom
 }
 
 /** A processor counting each key's records into its output. */
-export function processorOf(ns: string, redis: Redis, mode: 'at-least-once' | 'exactly-once', heard: Heard) {
+export function processorOf(
+  ns: string,
+  redis: Redis,
+  mode: 'at-least-once' | 'exactly-once',
+  heard: Heard,
+  snapshotTopic?: string,
+) {
   const n = names(ns);
   return new Processor({
+    ...(snapshotTopic === undefined ? {} : { snapshot: { topic: snapshotTopic } }),
     definition: defineProcessor({
       input: n.input,
       output: n.output,
