@@ -79,13 +79,23 @@ local function rf_flush(key, v)
   end
 end
 
+-- Lists every key of a call fills and reads by its own count (never by #, ipairs or unpack without
+-- bounds), so one of each serves all the call's keys: a table made per key is an allocation, its
+-- reallocations as it grows, and collector work. Made anew by every script call (the script's body
+-- runs per call), so nothing carries over from one call to the next.
+local rf_pend = { false } -- indexes into a key's HGETALL reply of its pending entries' fields
+local rf_letters = { false } -- a key's verdict letters
+local rf_hdel = { false } -- fields a key's HDEL removes
+-- room for one record's writes (its entry, the value, the fence): a table grown from empty by
+-- appends is reallocated at 1, 2, 4 and 8 entries
+local rf_hset = { false, false, false, false, false, false, false, false, false, false }
+
 -- One key: its n records are records j .. j + n - 1 of the split record texts (see rf_apply_many:
 -- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
 -- nil when no record has one). Returns the key's reply.
 local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
   local p, o, e, v, g -- g: the generation, bumped by writers outside the owner (absent: none)
-  -- (tables made with room for one entry, the usual count: one made empty is reallocated at its first)
-  local pend = { false } -- indexes into flat of the pending entries' fields (nPend of them)
+  local pend = rf_pend -- nPend of them
   local nPend = 0
   local pendingVal -- field -> entry, built on the first replay only
   local flat = redis.call('HGETALL', key)
@@ -115,11 +125,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
 
   -- room for one payload (a trailing nil: the reply ends at the last value set)
   local reply = { '', o or -1, p == partition and partitionNum or tonumber(p) or -1, nil }
-  local letters = { false } -- every record's letter is set, so none stays false
-  local hdel = { false } -- nHdel of them
-  -- made at the size of one record's writes (its entry, the value, the fence): a table grown from empty
-  -- by appends is reallocated at 1, 2, 4 and 8 entries; nHset counts what is set
-  local hset = { false, false, false, false, false, false, false, false, false, false }
+  local letters = rf_letters -- letters[1 .. n], every one set
+  local hdel = rf_hdel -- nHdel of them
+  local hset = rf_hset -- nHset of them
   local nHset = 0
 
   -- Prune pending entries the committed offset has passed (same partition only). Every pending entry
@@ -132,11 +140,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
         hdel[q] = flat[pend[q]]
       end
       nHdel = nPend
-      pend = {}
       nPend = 0
     else
-      local keep = {}
-      local nKeep = 0
+      local nKeep = 0 -- the kept ones move down in pend itself (nKeep <= q)
       for q = 1, nPend do
         local i = pend[q]
         local f = flat[i]
@@ -145,10 +151,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
           hdel[nHdel] = f
         else
           nKeep = nKeep + 1
-          keep[nKeep] = i
+          pend[nKeep] = i
         end
       end
-      pend = keep
       nPend = nKeep
     end
   end
@@ -294,7 +299,6 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
             nHdel = nHdel + 1
             hdel[nHdel] = flat[pend[q]]
           end
-          pend = {}
           nPend = 0
           pendingVal = {}
         end
@@ -358,7 +362,7 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       redis.call('PEXPIRE', key, ttl)
     end
   end
-  reply[1] = n == 1 and letters[1] or table.concat(letters)
+  reply[1] = n == 1 and letters[1] or table.concat(letters, '', 1, n)
   return reply, false
 end
 
