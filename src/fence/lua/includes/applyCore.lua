@@ -63,8 +63,8 @@ local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below 
 -- A canonical decimal integer of the exact range, or nil (the stored value: any bytes).
 local function rf_int(s)
   if s == '0' or (s and string.find(s, '^-?[1-9]%d*$')) then
-    local n = tonumber(s)
-    if n and n > -RF_EXACT and n < RF_EXACT then
+    local n = s + 0 -- a decimal integer by the pattern: one conversion (tonumber makes two)
+    if n > -RF_EXACT and n < RF_EXACT then
       return n
     end
   end
@@ -106,7 +106,7 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
     elseif f == 'p' then
       p = flat[i + 1]
     elseif f == 'o' then
-      o = tonumber(flat[i + 1])
+      o = flat[i + 1] + 0 -- written as a decimal integer: one conversion (tonumber makes two)
     elseif f == 'e' then
       local e0 = flat[i + 1]
       e = e0 == epochStr and epoch or tonumber(e0) -- most often the caller's own epoch
@@ -424,7 +424,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
       pos = e + 1
-      offs[j], offStrs[j], obs[j], mbs[j] = tonumber(offStr), offStr, ob, mb
+      offs[j], offStrs[j], obs[j], mbs[j] = offStr + 0, offStr, ob, mb -- digits: one conversion
       if len == 0 then
         a1s[j] = num
       else
