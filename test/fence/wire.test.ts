@@ -1,5 +1,5 @@
 /**
- * The apply scripts' own argument checks (protocol 4, see src/fence/lua/includes/applyCore.lua):
+ * The apply scripts' own argument checks (protocol 5, see src/fence/lua/includes/applyCore.lua):
  * malformed arguments that bypass the codec are an RF_ARGS / RF_PROTOCOL error reply and nothing is
  * written, for the one-key and the many-key scripts alike.
  */

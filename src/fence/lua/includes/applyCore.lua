@@ -14,8 +14,8 @@
                    'n'            a null (tombstone) output to (re-)emit
                    'd' .. reason  a dead letter to (re-)emit (the record was rejected)
 
-  ARGV (protocol 4, the same for the one-key and the many-key scripts):
-    [1] protocol version, must be '4'
+  ARGV (protocol 5, the same for the one-key and the many-key scripts):
+    [1] protocol version, must be '5'
     [2] partition of every record in this call
     [3] caller epoch (the partition epoch the caller acquired)
     [4] watermark: the partition's committed offset (next offset to consume); -1 when unknown.
@@ -36,8 +36,10 @@
         expected fence token '<partition>:<offset>', '<partition>:<offset>:<generation>' (the key has
         field g, written by a writer outside the owner: reconcile --repair) or '-'; mode 1 -> the output
         bytes, mode 4 -> the dead letter's reason (after those)
-  Returns, per key (the one-key scripts: that reply alone; the many-key scripts: one per key, in KEYS
-  order): {verdicts, number, previousPartition, payload...}
+  Returns, per key, in KEYS order, one flat list (the one-key scripts: that key's part alone):
+  verdicts, number, previousPartition, payload... -- the caller knows where a key's part ends from its
+  verdicts and output modes (protocol 4 replied a list per key: Redis makes each table of a script's
+  reply into RESP after looking it up for seven special fields, a tenth of the script's cost)
     verdicts: one letter per record, in order:
       'A' APPLY    'B' REBASE   'S' SKIP   'R' REEMIT   'F' FENCE (then every letter is F)
       'C' CONFLICT (compare-and-set: the fence moved; nothing written for that record)
@@ -92,8 +94,9 @@ local rf_hset = { false, false, false, false, false, false, false, false, false,
 
 -- One key: its n records are records j .. j + n - 1 of the split record texts (see rf_apply_many:
 -- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
--- nil when no record has one). Returns the key's reply.
-local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
+-- nil when no record has one). Appends the key's reply to out after its first nOut entries; returns
+-- the new count and whether the key fenced the caller.
+local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
   local p, o, e, v, g -- g: the generation, bumped by writers outside the owner (absent: none)
   local pend = rf_pend -- nPend of them
   local nPend = 0
@@ -120,11 +123,13 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
 
   -- Cluster fencing: the epoch of the key's last writer, when it wrote from the same partition.
   if e and p == partition and epoch < e then
-    return { string.rep('F', n), e, -1 }, true
+    out[nOut + 1], out[nOut + 2], out[nOut + 3] = string.rep('F', n), e, -1
+    return nOut + 3, true
   end
 
-  -- room for one payload (a trailing nil: the reply ends at the last value set)
-  local reply = { '', o or -1, p == partition and partitionNum or tonumber(p) or -1, nil }
+  local at = nOut + 1 -- the letters' place, set at the end
+  out[at], out[at + 1], out[at + 2] = false, o or -1, p == partition and partitionNum or tonumber(p) or -1
+  nOut = at + 2
   local letters = rf_letters -- letters[1 .. n], every one set
   local hdel = rf_hdel -- nHdel of them
   local hset = rf_hset -- nHset of them
@@ -194,7 +199,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       local stored = pendingVal['#' .. offStr]
       if stored then
         letters[i] = 'R'
-        reply[#reply + 1] = stored
+        nOut = nOut + 1
+        out[nOut] = stored
       else
         letters[i] = 'S'
       end
@@ -291,7 +297,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
 
       if conflict then
         letters[i] = 'C'
-        reply[#reply + 1] = conflict
+        nOut = nOut + 1
+        out[nOut] = conflict
       else
         if verdict == 'B' then
           -- Offsets of the old partition are incomparable with ours: its pending entries go.
@@ -321,11 +328,13 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
         end
         if reason then
           letters[i] = 'X'
-          reply[#reply + 1] = reason
+          nOut = nOut + 1
+          out[nOut] = reason
         else
           letters[i] = verdict
           if mb == 50 then
-            reply[#reply + 1] = entry
+            nOut = nOut + 1
+            out[nOut] = entry
           end
         end
       end
@@ -362,8 +371,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       redis.call('PEXPIRE', key, ttl)
     end
   end
-  reply[1] = n == 1 and letters[1] or table.concat(letters, '', 1, n)
-  return reply, false
+  out[at] = n == 1 and letters[1] or table.concat(letters, '', 1, n)
+  return nOut, false
 end
 
 -- Binary arguments by op letter (s a f x n d c), before the output bytes; nil: unknown op.
@@ -378,11 +387,11 @@ local RF_MB = { s0 = 48, s1 = 49, s2 = 50, s3 = 51, s4 = 52, a0 = 48, a1 = 49, a
 --[[
   rf_apply_many: keys[first..last] are the state hashes, their records in argv (see above). epochKey:
   strict fencing (nil: cluster fencing); indexKey: the partition's pending index (nil: none).
-  Returns the list of the keys' replies, or an error reply.
+  Returns the keys' replies as one flat list, or an error reply.
 ]]
 local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
-  if argv[1] ~= '4' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 4, got ' .. tostring(argv[1]))
+  if argv[1] ~= '5' then
+    return redis.error_reply('RF_PROTOCOL expected protocol 5, got ' .. tostring(argv[1]))
   end
   local partition = argv[2]
   local partitionNum = tonumber(partition)
@@ -458,11 +467,13 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   end
 
   local out = {}
+  local nOut = 0
   if epochKey then
     local current = tonumber(redis.call('GET', epochKey) or '0')
     if epoch < current then
       for k = first, last do
-        out[#out + 1] = { string.rep('F', counts[k]), current, -1 }
+        out[nOut + 1], out[nOut + 2], out[nOut + 3] = string.rep('F', counts[k]), current, -1
+        nOut = nOut + 3
       end
       return out
     end
@@ -472,8 +483,8 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   local epochStr = argv[3]
   for k = first, last do
     local key = keys[k]
-    local r, fenced = rf_key(key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
-    out[k - first + 1] = r
+    local fenced
+    nOut, fenced = rf_key(out, nOut, key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
     if useIndex and not fenced and tops[k] then
       zadd[nZadd + 1] = tops[k]
       zadd[nZadd + 2] = key
@@ -488,11 +499,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   return out
 end
 
--- The one-key scripts: the key's reply alone (or the error).
+-- The one-key scripts: the key's reply alone (or the error): the many-key reply of one key.
 local function rf_apply_one(key, epochKey, indexKey, argv)
-  local out = rf_apply_many({ key }, 1, 1, epochKey, indexKey, argv)
-  if out.err then
-    return out
-  end
-  return out[1]
+  return rf_apply_many({ key }, 1, 1, epochKey, indexKey, argv)
 end
