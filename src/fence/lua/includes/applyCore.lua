@@ -91,6 +91,9 @@ local rf_hdel = { false } -- fields a key's HDEL removes
 -- room for one record's writes (its entry, the value, the fence): a table grown from empty by
 -- appends is reallocated at 1, 2, 4 and 8 entries
 local rf_hset = { false, false, false, false, false, false, false, false, false, false }
+-- an add's operand text -> its number when an exact integer, else false: operands repeat in a call
+-- (by 1 most of all), and tonumber converts a text twice
+local rf_by = {}
 
 -- One key: its n records are records j .. j + n - 1 of the split record texts (see rf_apply_many:
 -- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
@@ -220,9 +223,16 @@ local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, 
             vnum = rf_int(v) or false
           end
         end
-        local by = tonumber(a1)
+        local by = rf_by[a1]
+        if by == nil then
+          by = tonumber(a1)
+          if not (by and by % 1 == 0 and by > -RF_EXACT and by < RF_EXACT) then
+            by = false
+          end
+          rf_by[a1] = by
+        end
         local sum
-        if vnum and by and by % 1 == 0 and by > -RF_EXACT and by < RF_EXACT then
+        if vnum and by then
           sum = vnum + by
         end
         if sum and sum > -RF_EXACT and sum < RF_EXACT then
