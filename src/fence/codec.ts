@@ -14,7 +14,7 @@ import type {
   StoredState,
 } from './types.js';
 
-export const PROTOCOL = '5';
+export const PROTOCOL = '6';
 
 function bad(message: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', message);
@@ -92,8 +92,8 @@ export function operationText(op: Operation, mode: string, extra: RedisArg[], i:
 }
 
 /**
- * ARGV for the apply scripts (protocol 5, see lua/includes/applyCore.lua): the header, the index flag
- * (`index`: the script adds the key to the pending index itself), then n, the record text (offset, op
+ * ARGV for the apply scripts (protocol 6, see lua/includes/applyCore.lua): the header, the index flag
+ * (`index`: the script adds the key to the pending index itself), then the record text (offset, op
  * and mode, numeric argument of every record in one string) and the records' binary arguments.
  * Validates the whole request first: nothing is sent on bad input. The many-key scripts take the
  * header and flag of one request and, per key, everything from index {@link KEY_ARGS} on.
@@ -149,13 +149,12 @@ export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): Re
     String(req.committedOffset),
     String(ttlMs),
     index ? '1' : '0',
-    String(records.length),
     spec,
     ...extra,
   ];
 }
 
-/** Where a request's own part of {@link encodeApply}'s arguments starts (its n, then its records). */
+/** Where a request's own part of {@link encodeApply}'s arguments starts (its record text, then the rest). */
 export const KEY_ARGS = 6;
 
 export function text(x: unknown): string {

@@ -249,7 +249,7 @@ export class Fence {
         const chunk = list.slice(from, from + MAX_KEYS_PER_CALL);
         const head = chunk[0] as Prepared;
         const { topic, partition } = head.req;
-        // head args: protocol, partition, epoch, watermark, ttl, index flag; then per key its n and records
+        // head args: protocol, partition, epoch, watermark, ttl, index flag; then per key its record text and binary arguments
         const args: RedisArg[] = head.args.slice(0, KEY_ARGS);
         for (const p of chunk)
           for (let k = KEY_ARGS; k < p.args.length; k++) args.push(p.args[k] as RedisArg);

@@ -1,6 +1,6 @@
 /**
  * The hot path's form of an apply: one partition batch written straight into the scripts' arguments
- * (protocol 5, lua/includes/applyCore.lua) and the replies read straight into arrays indexed by the
+ * (protocol 6, lua/includes/applyCore.lua) and the replies read straight into arrays indexed by the
  * caller's record number, with no request or result object per record. {@link KeyBatch} is the
  * encoder (one per script round), {@link BatchResults} the decoded verdicts (one per batch, filled by
  * every round), {@link decodeKey} the translator of one key's reply. `Fence.applyBatch` keeps the
@@ -78,7 +78,7 @@ export class KeyBatch {
   readonly firstRecord: number[] = [];
   /** Per key: the highest offset with an output (-1: none), for a caller-side pending index. */
   readonly topOutput: number[] = [];
-  /** Every key's arguments back to back: its n, its record text, its records' binary arguments. */
+  /** Every key's arguments back to back: its record text, its records' binary arguments. */
   readonly args: RedisArg[] = [];
   /** Per record, in key order: its offset, its output mode, the caller's record number. */
   readonly offsets: number[] = [];
@@ -123,7 +123,7 @@ export class KeyBatch {
     this.argStart.push(this.args.length);
     this.firstRecord.push(this.offsets.length);
     this.topOutput.push(-1);
-    this.args.push('', ''); // n and the record text, set when the key closes
+    this.args.push(''); // the record text, set when the key closes
     this.#spec = '';
     this.#n = 0;
     this.#last = -1;
@@ -151,7 +151,7 @@ export class KeyBatch {
     this.#push(tag, offset, mode, out, i);
   }
 
-  /** The arguments every call of this batch starts with (protocol 5's header and the index flag). */
+  /** The arguments every call of this batch starts with (protocol 6's header and the index flag). */
   header(ttlMs: number, index: boolean): RedisArg[] {
     this.#close();
     return [
@@ -206,7 +206,7 @@ export class KeyBatch {
     this.#n++;
   }
 
-  /** Writes the open key's n and record text, or drops the key when it has no record. */
+  /** Writes the open key's record text, or drops the key when it has no record. */
   #close(): void {
     const k = this.names.length - 1;
     if (k < 0 || this.args[this.argStart[k] as number] !== '') return;
@@ -220,8 +220,7 @@ export class KeyBatch {
       this.topOutput.pop();
       return;
     }
-    this.args[at] = String(this.#n);
-    this.args[at + 1] = this.#spec;
+    this.args[at] = this.#spec;
   }
 }
 

@@ -153,7 +153,7 @@ describe('KeyBatch encoding', () => {
     assert.equal(batch.size, 2);
     assert.deepEqual(batch.userKeys, ['a', 'b']);
     assert.deepEqual(batch.names, [fence.keys.state('a'), fence.keys.state('b')]);
-    assert.deepEqual(batch.args, ['1', '1,a2,1;', '1', '2,d0,;']);
+    assert.deepEqual(batch.args, ['1,a2,1;', '2,d0,;']);
     assert.deepEqual(batch.topOutput, [1, -1]);
   });
 

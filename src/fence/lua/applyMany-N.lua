@@ -4,7 +4,7 @@
 
   KEYS     the keys' state hashes                  rf:{<store>:<key>} ...
   ARGV     protocol, partition, caller epoch, watermark, ttl ms, '0' (no index here: the client adds
-           the keys to the pending index itself, another slot), then per key: n and its n records
+           the keys to the pending index itself, another slot), then per key: its record text and binary arguments
            -- see includes/applyCore.lua
   Returns  the applyRecords replies of the keys, in KEYS order, one after another in one flat list
 ]]

@@ -6,7 +6,7 @@
   KEYS[2]  the partition's pending index           rf:{<store>:<topic>:<partition>}:pending
   KEYS[3..] the keys' state hashes                 rf:{<store>:<key>} ...
   ARGV     protocol, partition, caller epoch, watermark, ttl ms, index flag ('1': ZADD GT each key
-           with a new pending output), then per key: n and its n records
+           with a new pending output), then per key: its record text and binary arguments
            -- see includes/applyCore.lua
   Returns  the applyRecords replies of the state keys, in KEYS order, one after another in one flat list
 ]]

@@ -14,8 +14,8 @@
                    'n'            a null (tombstone) output to (re-)emit
                    'd' .. reason  a dead letter to (re-)emit (the record was rejected)
 
-  ARGV (protocol 5, the same for the one-key and the many-key scripts):
-    [1] protocol version, must be '5'
+  ARGV (protocol 6, the same for the one-key and the many-key scripts):
+    [1] protocol version, must be '6'
     [2] partition of every record in this call
     [3] caller epoch (the partition epoch the caller acquired)
     [4] watermark: the partition's committed offset (next offset to consume); -1 when unknown.
@@ -23,8 +23,7 @@
     [5] TTL in milliseconds, refreshed on every write; 0 for none
     [6] '1': add each key that gets a pending output to the partition's pending index (ZADD GT <highest
         offset with an output>; only the strict scripts have the index key); '0': the caller does it
-    then per key, in KEYS order:
-      n, the number of its records
+    then per key, in KEYS order (protocol 5 sent each key's number of records first: the text says it):
       the record text: per record, in increasing offset order, '<offset>,<op><mode>,<number>;'
         op (one letter): s set | a add (number = a canonical decimal integer) | f addf (a float)
               | x max | n min | d del | c cas; <number> is empty for s, d and c
@@ -38,7 +37,7 @@
         bytes, mode 4 -> the dead letter's reason (after those)
   Returns, per key, in KEYS order, one flat list (the one-key scripts: that key's part alone):
   verdicts, number, previousPartition, payload... -- the caller knows where a key's part ends from its
-  verdicts and output modes (protocol 4 replied a list per key: Redis makes each table of a script's
+  verdicts and output modes (protocols 4 and before replied a list per key: Redis makes each table of a script's
   reply into RESP after looking it up for seven special fields, a tenth of the script's cost)
     verdicts: one letter per record, in order:
       'A' APPLY    'B' REBASE   'S' SKIP   'R' REEMIT   'F' FENCE (then every letter is F)
@@ -400,8 +399,8 @@ local RF_MB = { s0 = 48, s1 = 49, s2 = 50, s3 = 51, s4 = 52, a0 = 48, a1 = 49, a
   Returns the keys' replies as one flat list, or an error reply.
 ]]
 local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
-  if argv[1] ~= '5' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 5, got ' .. tostring(argv[1]))
+  if argv[1] ~= '6' then
+    return redis.error_reply('RF_PROTOCOL expected protocol 6, got ' .. tostring(argv[1]))
   end
   local partition = argv[2]
   local partitionNum = tonumber(partition)
@@ -422,17 +421,18 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   local c = 7 -- cursor into argv
   local j = 1 -- record number over all keys
   for k = first, last do
-    local n = tonumber(argv[c])
-    local spec = argv[c + 1]
-    if not n or n < 1 or not spec then
-      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': bad record count')
+    local spec = argv[c]
+    if not spec or spec == '' then
+      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': no record text')
     end
-    c = c + 2
+    c = c + 1
     firsts[k] = j
-    counts[k] = n
     local pos = 1
+    local size = #spec
     local top
-    for i = 1, n do
+    local i = 0
+    repeat -- each record's find is anchored at pos and ends at its ';': the text is read to its end
+      i = i + 1
       local _, e, offStr, om, num = string.find(spec, '^(%d+),(%a%d),([^;]*);', pos)
       local ob, mb
       if e then
@@ -466,10 +466,8 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
       j = j + 1
-    end
-    if pos ~= #spec + 1 then
-      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': record text longer than n records')
-    end
+    until pos > size
+    counts[k] = i
     tops[k] = top
   end
   if c ~= #argv + 1 then
