@@ -100,6 +100,7 @@ local rf_by = {}
 -- the new count and whether the key fenced the caller.
 local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
   local p, o, e, v, g -- g: the generation, bumped by writers outside the owner (absent: none)
+  local eSame = false -- the stored e is the caller's epoch argument, byte for byte
   local pend = rf_pend -- nPend of them
   local nPend = 0
   local pendingVal -- field -> entry, built on the first replay only
@@ -114,7 +115,11 @@ local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, 
       o = flat[i + 1] + 0 -- written as a decimal integer: one conversion (tonumber makes two)
     elseif f == 'e' then
       local e0 = flat[i + 1]
-      e = e0 == epochStr and epoch or tonumber(e0) -- most often the caller's own epoch
+      if e0 == epochStr then -- most often the caller's own epoch
+        e, eSame = epoch, true
+      else
+        e = tonumber(e0)
+      end
     elseif f == 'g' then
       g = flat[i + 1]
     elseif string.byte(f, 1) == 35 then -- '#'
@@ -122,6 +127,8 @@ local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, 
       pend[nPend] = i
     end
   end
+
+  local pSame = p == partition -- the stored p is this call's partition, byte for byte
 
   -- Cluster fencing: the epoch of the key's last writer, when it wrote from the same partition.
   if e and p == partition and epoch < e then
@@ -360,11 +367,22 @@ local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, 
       nHset = nHset + 2
     end
   end
-  -- e is written only as the caller's epoch, so as its own argument's text (a number formatted once)
+  -- e is written only as the caller's epoch, so as its own argument's text (a number formatted once).
+  -- p and e are written only when their stored text differs: most calls find the key last written by
+  -- the same partition and epoch, and each field HSET sets is a listpack search and an argument.
   if fenceDirty then
     local h = nHset
-    hset[h + 1], hset[h + 2], hset[h + 3], hset[h + 4], hset[h + 5], hset[h + 6] = 'p', p, 'o', oStr, 'e', epochStr
-    nHset = h + 6
+    if not pSame then
+      hset[h + 1], hset[h + 2] = 'p', p
+      h = h + 2
+    end
+    hset[h + 1], hset[h + 2] = 'o', oStr
+    h = h + 2
+    if not eSame then
+      hset[h + 1], hset[h + 2] = 'e', epochStr
+      h = h + 2
+    end
+    nHset = h
   elseif eDirty then
     hset[nHset + 1], hset[nHset + 2] = 'e', epochStr
     nHset = nHset + 2
