@@ -6,7 +6,7 @@
  */
 import { RedfenceError } from '../errors/index.js';
 import { BoundedCache, type KeySpace, keySlot } from '../keys/index.js';
-import { type BatchResults, decodeKey, type KeyBatch } from './key-batch.js';
+import { type BatchResults, decodeKey, decodeKeyAt, type KeyBatch } from './key-batch.js';
 import type { FenceRedis, RedisArg } from './redis-port.js';
 import type { LoadedScript } from './script-loader.js';
 import { runScript, wrapRedisError } from './script-runner.js';
@@ -76,13 +76,25 @@ export async function applyKeys(
     }
     calls.push(
       runScript(ctx.redis, many, names, args).then((r) => {
-        if (!Array.isArray(r) || r.length !== members.length)
+        if (!Array.isArray(r))
           throw new RedfenceError(
             'RF_BAD_REPLY',
-            `applyMany replied with ${Array.isArray(r) ? r.length : typeof r} entries for ${members.length} keys`,
+            `applyMany replied with ${typeof r} for ${members.length} keys`,
           );
-        for (let m = 0; m < members.length; m++)
-          if (decodeKey(batch, members[m] as number, r[m], into)) conflicts.push(members[m] as number);
+        // the keys' parts one after another
+        let at = 0;
+        for (let m = 0; m < members.length; m++) {
+          at = decodeKeyAt(batch, members[m] as number, r, at, into);
+          if (at < 0) {
+            at = ~at;
+            conflicts.push(members[m] as number);
+          }
+        }
+        if (at !== r.length)
+          throw new RedfenceError(
+            'RF_BAD_REPLY',
+            `applyMany replied with ${r.length - at} entries beyond its ${members.length} keys`,
+          );
       }),
     );
   };

@@ -14,7 +14,7 @@ import type {
   StoredState,
 } from './types.js';
 
-export const PROTOCOL = '4';
+export const PROTOCOL = '6';
 
 function bad(message: string): RedfenceError {
   return new RedfenceError('RF_INVALID_ARGUMENT', message);
@@ -92,8 +92,8 @@ export function operationText(op: Operation, mode: string, extra: RedisArg[], i:
 }
 
 /**
- * ARGV for the apply scripts (protocol 4, see lua/includes/applyCore.lua): the header, the index flag
- * (`index`: the script adds the key to the pending index itself), then n, the record text (offset, op
+ * ARGV for the apply scripts (protocol 6, see lua/includes/applyCore.lua): the header, the index flag
+ * (`index`: the script adds the key to the pending index itself), then the record text (offset, op
  * and mode, numeric argument of every record in one string) and the records' binary arguments.
  * Validates the whole request first: nothing is sent on bad input. The many-key scripts take the
  * header and flag of one request and, per key, everything from index {@link KEY_ARGS} on.
@@ -149,13 +149,12 @@ export function encodeApply(req: ApplyRequest, ttlMs: number, index = false): Re
     String(req.committedOffset),
     String(ttlMs),
     index ? '1' : '0',
-    String(records.length),
     spec,
     ...extra,
   ];
 }
 
-/** Where a request's own part of {@link encodeApply}'s arguments starts (its n, then its records). */
+/** Where a request's own part of {@link encodeApply}'s arguments starts (its record text, then the rest). */
 export const KEY_ARGS = 6;
 
 export function text(x: unknown): string {
@@ -193,23 +192,36 @@ export function parseToken(t: string): FenceToken | null {
  * records that have one (see lua/includes/applyCore.lua); offset gaps are computed here.
  */
 export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
-  if (!Array.isArray(reply) || reply.length < 3) {
-    throw new RedfenceError(
-      'RF_BAD_REPLY',
-      `apply replied with ${Array.isArray(reply) ? reply.length : typeof reply} entries`,
-    );
-  }
+  if (!Array.isArray(reply))
+    throw new RedfenceError('RF_BAD_REPLY', `apply replied with ${typeof reply} entries`);
+  const { results, next } = decodeApplyAt(req, reply, 0);
+  if (next !== reply.length)
+    throw new RedfenceError('RF_BAD_REPLY', `apply reply has ${reply.length - next} unread payloads`);
+  return results;
+}
+
+/**
+ * {@link decodeApply} of one key's part of a many-key reply (the keys' parts one after another),
+ * starting at `reply[at]`; `next` is where the next key's part starts.
+ */
+export function decodeApplyAt(
+  req: ApplyRequest,
+  reply: readonly unknown[],
+  at: number,
+): { results: RecordResult[]; next: number } {
+  if (reply.length - at < 3)
+    throw new RedfenceError('RF_BAD_REPLY', `apply replied with ${reply.length - at} entries`);
   const records = req.records;
-  const letters = text(reply[0]);
+  const letters = text(reply[at]);
   if (letters.length !== records.length) {
     throw new RedfenceError(
       'RF_BAD_REPLY',
       `apply replied with ${letters.length} verdicts for ${records.length} records`,
     );
   }
-  const number = num(reply[1]);
-  const previousPartition = num(reply[2]);
-  let next = 3;
+  const number = num(reply[at + 1]);
+  const previousPartition = num(reply[at + 2]);
+  let next = at + 3;
   const payload = (): unknown => {
     if (next >= reply.length) throw new RedfenceError('RF_BAD_REPLY', 'apply reply is missing a payload');
     return reply[next++];
@@ -274,9 +286,7 @@ export function decodeApply(req: ApplyRequest, reply: unknown): RecordResult[] {
     }
     results[i] = r;
   }
-  if (next !== reply.length)
-    throw new RedfenceError('RF_BAD_REPLY', `apply reply has ${reply.length - next} unread payloads`);
-  return results;
+  return { results, next };
 }
 
 /** Decodes a state hash (HGETALL with Buffer values); null when the key has no state. */

@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { RedfenceError } from '../errors/index.js';
 import { checkPartition, checkTopic, type KeyEncoding, KeySpace, keySlot } from '../keys/index.js';
 import { type ApplyKeysContext, applyKeys, slotCache } from './apply-keys.js';
-import { decodeApply, decodeState, encodeApply, KEY_ARGS } from './codec.js';
+import { decodeApply, decodeApplyAt, decodeState, encodeApply, KEY_ARGS } from './codec.js';
 import { type BatchResults, KeyBatch } from './key-batch.js';
 import { asFenceRedis, type FenceRedis, type RedisArg } from './redis-port.js';
 import { type LoadedScript, loadScripts } from './script-loader.js';
@@ -249,7 +249,7 @@ export class Fence {
         const chunk = list.slice(from, from + MAX_KEYS_PER_CALL);
         const head = chunk[0] as Prepared;
         const { topic, partition } = head.req;
-        // head args: protocol, partition, epoch, watermark, ttl, index flag; then per key its n and records
+        // head args: protocol, partition, epoch, watermark, ttl, index flag; then per key its record text and binary arguments
         const args: RedisArg[] = head.args.slice(0, KEY_ARGS);
         for (const p of chunk)
           for (let k = KEY_ARGS; k < p.args.length; k++) args.push(p.args[k] as RedisArg);
@@ -260,14 +260,23 @@ export class Fence {
         calls.push(
           runScript(this.#redis, script(strict ? 'applyManyStrict' : 'applyMany'), keys, args).then(
             (reply) => {
-              if (!Array.isArray(reply) || reply.length !== chunk.length)
+              if (!Array.isArray(reply))
                 throw new RedfenceError(
                   'RF_BAD_REPLY',
-                  `applyMany replied with ${Array.isArray(reply) ? reply.length : typeof reply} entries for ${chunk.length} keys`,
+                  `applyMany replied with ${typeof reply} for ${chunk.length} keys`,
                 );
-              chunk.forEach((p, k) => {
-                results[p.i] = decodeApply(p.req, reply[k]);
-              });
+              // the keys' parts one after another
+              let at = 0;
+              for (const p of chunk) {
+                const d = decodeApplyAt(p.req, reply, at);
+                results[p.i] = d.results;
+                at = d.next;
+              }
+              if (at !== reply.length)
+                throw new RedfenceError(
+                  'RF_BAD_REPLY',
+                  `applyMany replied with ${reply.length - at} entries beyond its ${chunk.length} keys`,
+                );
             },
           ),
         );

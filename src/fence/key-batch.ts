@@ -1,6 +1,6 @@
 /**
  * The hot path's form of an apply: one partition batch written straight into the scripts' arguments
- * (protocol 4, lua/includes/applyCore.lua) and the replies read straight into arrays indexed by the
+ * (protocol 6, lua/includes/applyCore.lua) and the replies read straight into arrays indexed by the
  * caller's record number, with no request or result object per record. {@link KeyBatch} is the
  * encoder (one per script round), {@link BatchResults} the decoded verdicts (one per batch, filled by
  * every round), {@link decodeKey} the translator of one key's reply. `Fence.applyBatch` keeps the
@@ -78,7 +78,7 @@ export class KeyBatch {
   readonly firstRecord: number[] = [];
   /** Per key: the highest offset with an output (-1: none), for a caller-side pending index. */
   readonly topOutput: number[] = [];
-  /** Every key's arguments back to back: its n, its record text, its records' binary arguments. */
+  /** Every key's arguments back to back: its record text, its records' binary arguments. */
   readonly args: RedisArg[] = [];
   /** Per record, in key order: its offset, its output mode, the caller's record number. */
   readonly offsets: number[] = [];
@@ -123,7 +123,7 @@ export class KeyBatch {
     this.argStart.push(this.args.length);
     this.firstRecord.push(this.offsets.length);
     this.topOutput.push(-1);
-    this.args.push('', ''); // n and the record text, set when the key closes
+    this.args.push(''); // the record text, set when the key closes
     this.#spec = '';
     this.#n = 0;
     this.#last = -1;
@@ -151,7 +151,7 @@ export class KeyBatch {
     this.#push(tag, offset, mode, out, i);
   }
 
-  /** The arguments every call of this batch starts with (protocol 4's header and the index flag). */
+  /** The arguments every call of this batch starts with (protocol 6's header and the index flag). */
   header(ttlMs: number, index: boolean): RedisArg[] {
     this.#close();
     return [
@@ -206,7 +206,7 @@ export class KeyBatch {
     this.#n++;
   }
 
-  /** Writes the open key's n and record text, or drops the key when it has no record. */
+  /** Writes the open key's record text, or drops the key when it has no record. */
   #close(): void {
     const k = this.names.length - 1;
     if (k < 0 || this.args[this.argStart[k] as number] !== '') return;
@@ -220,8 +220,7 @@ export class KeyBatch {
       this.topOutput.pop();
       return;
     }
-    this.args[at] = String(this.#n);
-    this.args[at + 1] = this.#spec;
+    this.args[at] = this.#spec;
   }
 }
 
@@ -240,19 +239,41 @@ function entryOutput(raw: unknown): Buffer | null | undefined {
 }
 
 /**
- * Reads key k's reply into `into` (the same checks as `decodeApply`). Returns true when any of its
- * records answered CONFLICT (a reducer reads the key again and sends it again).
+ * Reads key k's whole reply (a one-key script's) into `into` (the same checks as `decodeApply`).
+ * Returns true when any of its records answered CONFLICT (a reducer reads the key again and sends it
+ * again).
  */
 export function decodeKey(batch: KeyBatch, k: number, r: unknown, into: BatchResults): boolean {
-  if (!Array.isArray(r) || r.length < 3)
-    throw reply(`apply replied with ${Array.isArray(r) ? r.length : typeof r} entries`);
+  if (!Array.isArray(r)) throw reply(`apply replied with ${typeof r} entries`);
+  const next = decodeKeyAt(batch, k, r, 0, into);
+  if (next < 0) {
+    if (~next !== r.length) throw reply(`apply reply has ${r.length - ~next} unread payloads`);
+    return true;
+  }
+  if (next !== r.length) throw reply(`apply reply has ${r.length - next} unread payloads`);
+  return false;
+}
+
+/**
+ * Reads key k's part of a many-key reply (the keys' parts one after another), from `r[at]`, into
+ * `into`. Returns where the next key's part starts, bitwise negated (`~next`, below 0) when any of the
+ * key's records answered CONFLICT: a number, so that reading a key makes no object.
+ */
+export function decodeKeyAt(
+  batch: KeyBatch,
+  k: number,
+  r: readonly unknown[],
+  at: number,
+  into: BatchResults,
+): number {
+  if (r.length - at < 3) throw reply(`apply replied with ${r.length - at} entries`);
   const from = batch.firstRecord[k] as number;
   const to = batch.recordEnd(k);
-  const letters = text(r[0]);
+  const letters = text(r[at]);
   if (letters.length !== to - from)
     throw reply(`apply replied with ${letters.length} verdicts for ${to - from} records`);
-  const number = num(r[1]);
-  let next = 3;
+  const number = num(r[at + 1]);
+  let next = at + 3;
   let conflict = false;
   const { verdicts, outputs, rare } = into;
   for (let j = from; j < to; j++) {
@@ -270,7 +291,7 @@ export function decodeKey(batch: KeyBatch, k: number, r: unknown, into: BatchRes
         }
         outputs[tag] = out;
         if (letter === V.REBASE) {
-          const previousPartition = num(r[2]);
+          const previousPartition = num(r[at + 2]);
           rare.set(
             tag,
             out === undefined
@@ -317,6 +338,5 @@ export function decodeKey(batch: KeyBatch, k: number, r: unknown, into: BatchRes
     }
     verdicts[tag] = letter;
   }
-  if (next !== r.length) throw reply(`apply reply has ${r.length - next} unread payloads`);
-  return conflict;
+  return conflict ? ~next : next;
 }

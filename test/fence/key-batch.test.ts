@@ -10,7 +10,14 @@ import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decodeApply, encodeApply, KEY_ARGS } from '../../src/fence/codec.js';
 import { MAX_KEYS_PER_CALL } from '../../src/fence/fence.js';
-import { BatchResults, decodeKey, type KeyBatch, type OutputMode, V } from '../../src/fence/key-batch.js';
+import {
+  BatchResults,
+  decodeKey,
+  decodeKeyAt,
+  type KeyBatch,
+  type OutputMode,
+  V,
+} from '../../src/fence/key-batch.js';
 import {
   type ApplyRequest,
   Fence,
@@ -146,7 +153,7 @@ describe('KeyBatch encoding', () => {
     assert.equal(batch.size, 2);
     assert.deepEqual(batch.userKeys, ['a', 'b']);
     assert.deepEqual(batch.names, [fence.keys.state('a'), fence.keys.state('b')]);
-    assert.deepEqual(batch.args, ['1', '1,a2,1;', '1', '2,d0,;']);
+    assert.deepEqual(batch.args, ['1,a2,1;', '2,d0,;']);
     assert.deepEqual(batch.topOutput, [1, -1]);
   });
 
@@ -259,6 +266,32 @@ describe('KeyBatch reply decoding', () => {
     decodeKey(batch, 0, [b('R'), b('10'), b('0'), b('ov')], into);
     assert.equal(into.verdicts[0], V.REEMIT);
     assert.equal(into.rare.size, 0);
+  });
+
+  it("reads a many-key reply: the keys' parts one after another, a CONFLICT flagged by ~next", () => {
+    const batch = fence.batch(TOPIC, 0, 3, -1);
+    batch.key('a');
+    batch.record(0, 10, { op: 'add', by: 1 }, 2);
+    batch.record(1, 11, { op: 'add', by: 1 }, 0);
+    batch.key('b');
+    batch.cas(2, 12, null, 'v', 2);
+    batch.key('c');
+    batch.record(3, 13, { op: 'add', by: 1 }, 2);
+    const reply = [b('AA'), b('-1'), b('-1'), b('o1'), b('C'), b('7'), b('0'), b('0:7'), b('R'), b('13')];
+    reply.push(b('0'), b('o4'));
+    const into = new BatchResults(4);
+    const first = decodeKeyAt(batch, 0, reply, 0, into);
+    assert.equal(first, 4);
+    const second = decodeKeyAt(batch, 1, reply, first, into);
+    assert.equal(second, ~8, 'the CONFLICT of key b');
+    assert.equal(decodeKeyAt(batch, 2, reply, ~second, into), reply.length);
+    assert.deepEqual([...into.verdicts], [V.APPLY, V.APPLY, V.CONFLICT, V.REEMIT]);
+    assert.deepEqual(into.outputs, [b('1'), undefined, undefined, b('4')]);
+    // a part cut short (the next key's letters taken for a payload) or missing is refused
+    assert.throws(() => decodeKeyAt(batch, 2, reply, 10, new BatchResults(4)), { code: 'RF_BAD_REPLY' });
+    assert.throws(() => decodeKeyAt(batch, 0, [b('AA'), b('-1'), b('-1'), b('C')], 0, new BatchResults(4)), {
+      code: 'RF_BAD_REPLY',
+    });
   });
 
   it('refuses malformed replies as decodeApply does', () => {

@@ -64,7 +64,7 @@ const txt = (a: RedisArg | undefined): string =>
 /** Key k's records of a script round as the object form the model takes (every one a cas). */
 function roundRecords(b: KeyBatch, k: number): FenceRecord[] {
   const out: FenceRecord[] = [];
-  let at = (b.argStart[k] as number) + 2;
+  let at = (b.argStart[k] as number) + 1; // after the key's record text
   for (let j = b.firstRecord[k] as number; j < b.recordEnd(k); j++) {
     const value = txt(b.args[at++]);
     const expected = parseToken(txt(b.args[at++]));

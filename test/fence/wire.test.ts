@@ -1,5 +1,5 @@
 /**
- * The apply scripts' own argument checks (protocol 4, see src/fence/lua/includes/applyCore.lua):
+ * The apply scripts' own argument checks (protocol 6, see src/fence/lua/includes/applyCore.lua):
  * malformed arguments that bypass the codec are an RF_ARGS / RF_PROTOCOL error reply and nothing is
  * written, for the one-key and the many-key scripts alike.
  */
@@ -39,15 +39,17 @@ describe('apply script argument checks', () => {
   const header = good.slice(0, 6);
   const cases: Array<[string, unknown[]]> = [
     ['protocol', ['3', ...good.slice(1)]],
-    ['record count', [...header, 'x', ...good.slice(7)]],
-    ['non-digit offset', [...header, '1', 'x5,s0,;', 'v']],
-    ['unknown op letter', [...header, '1', '5,q0,1;', 'v']],
-    ['output mode', [...header, '1', '5,a4,1;']],
-    ['missing set value', [...header, '1', '5,s0,;']],
-    ['missing output bytes', [...header, '1', '5,a1,1;']],
-    ['text beyond n records', [...header, '1', '5,a0,1;6,a0,1;']],
-    ['text short of n records', [...header, '2', '5,a0,1;']],
-    ['extra argument', [...header, '1', '5,a0,1;', 'stray']],
+    ['protocol 5 (a record count first)', ['5', ...header.slice(1), '1', '5,a0,1;']],
+    ['empty record text', [...header, '']],
+    ['missing record text', header],
+    ['non-digit offset', [...header, 'x5,s0,;', 'v']],
+    ['unknown op letter', [...header, '5,q0,1;', 'v']],
+    ['output mode', [...header, '5,a4,1;']],
+    ['missing set value', [...header, '5,s0,;']],
+    ['missing output bytes', [...header, '5,a1,1;']],
+    ['text after the last record', [...header, '5,a0,1;6,a0,1']],
+    ['text without its last separator', [...header, '5,a0,1']],
+    ['extra argument', [...header, '5,a0,1;', 'stray']],
   ];
   for (const [what, args] of cases) {
     it(`rejects a malformed ${what} and writes nothing`, async () => {

@@ -6,9 +6,9 @@
   KEYS[2]  the partition's pending index           rf:{<store>:<topic>:<partition>}:pending
   KEYS[3..] the keys' state hashes                 rf:{<store>:<key>} ...
   ARGV     protocol, partition, caller epoch, watermark, ttl ms, index flag ('1': ZADD GT each key
-           with a new pending output), then per key: n and its n records
+           with a new pending output), then per key: its record text and binary arguments
            -- see includes/applyCore.lua
-  Returns  one applyRecords reply per state key, in KEYS order
+  Returns  the applyRecords replies of the state keys, in KEYS order, one after another in one flat list
 ]]
 --@include "applyCore"
 return rf_apply_many(KEYS, 3, #KEYS, KEYS[1], KEYS[2], ARGV)

@@ -14,8 +14,8 @@
                    'n'            a null (tombstone) output to (re-)emit
                    'd' .. reason  a dead letter to (re-)emit (the record was rejected)
 
-  ARGV (protocol 4, the same for the one-key and the many-key scripts):
-    [1] protocol version, must be '4'
+  ARGV (protocol 6, the same for the one-key and the many-key scripts):
+    [1] protocol version, must be '6'
     [2] partition of every record in this call
     [3] caller epoch (the partition epoch the caller acquired)
     [4] watermark: the partition's committed offset (next offset to consume); -1 when unknown.
@@ -23,8 +23,7 @@
     [5] TTL in milliseconds, refreshed on every write; 0 for none
     [6] '1': add each key that gets a pending output to the partition's pending index (ZADD GT <highest
         offset with an output>; only the strict scripts have the index key); '0': the caller does it
-    then per key, in KEYS order:
-      n, the number of its records
+    then per key, in KEYS order (protocol 5 sent each key's number of records first: the text says it):
       the record text: per record, in increasing offset order, '<offset>,<op><mode>,<number>;'
         op (one letter): s set | a add (number = a canonical decimal integer) | f addf (a float)
               | x max | n min | d del | c cas; <number> is empty for s, d and c
@@ -36,8 +35,10 @@
         expected fence token '<partition>:<offset>', '<partition>:<offset>:<generation>' (the key has
         field g, written by a writer outside the owner: reconcile --repair) or '-'; mode 1 -> the output
         bytes, mode 4 -> the dead letter's reason (after those)
-  Returns, per key (the one-key scripts: that reply alone; the many-key scripts: one per key, in KEYS
-  order): {verdicts, number, previousPartition, payload...}
+  Returns, per key, in KEYS order, one flat list (the one-key scripts: that key's part alone):
+  verdicts, number, previousPartition, payload... -- the caller knows where a key's part ends from its
+  verdicts and output modes (protocols 4 and before replied a list per key: Redis makes each table of a script's
+  reply into RESP after looking it up for seven special fields, a tenth of the script's cost)
     verdicts: one letter per record, in order:
       'A' APPLY    'B' REBASE   'S' SKIP   'R' REEMIT   'F' FENCE (then every letter is F)
       'C' CONFLICT (compare-and-set: the fence moved; nothing written for that record)
@@ -63,8 +64,8 @@ local RF_EXACT = 9007199254740992 -- 2^53: Lua numbers are exact integers below 
 -- A canonical decimal integer of the exact range, or nil (the stored value: any bytes).
 local function rf_int(s)
   if s == '0' or (s and string.find(s, '^-?[1-9]%d*$')) then
-    local n = tonumber(s)
-    if n and n > -RF_EXACT and n < RF_EXACT then
+    local n = s + 0 -- a decimal integer by the pattern: one conversion (tonumber makes two)
+    if n > -RF_EXACT and n < RF_EXACT then
       return n
     end
   end
@@ -79,13 +80,28 @@ local function rf_flush(key, v)
   end
 end
 
+-- Lists every key of a call fills and reads by its own count (never by #, ipairs or unpack without
+-- bounds), so one of each serves all the call's keys: a table made per key is an allocation, its
+-- reallocations as it grows, and collector work. Made anew by every script call (the script's body
+-- runs per call), so nothing carries over from one call to the next.
+local rf_pend = { false } -- indexes into a key's HGETALL reply of its pending entries' fields
+local rf_letters = { false } -- a key's verdict letters
+local rf_hdel = { false } -- fields a key's HDEL removes
+-- room for one record's writes (its entry, the value, the fence): a table grown from empty by
+-- appends is reallocated at 1, 2, 4 and 8 entries
+local rf_hset = { false, false, false, false, false, false, false, false, false, false }
+-- an add's operand text -> its number when an exact integer, else false: operands repeat in a call
+-- (by 1 most of all), and tonumber converts a text twice
+local rf_by = {}
+
 -- One key: its n records are records j .. j + n - 1 of the split record texts (see rf_apply_many:
 -- offsets as numbers and as text, op and mode bytes, arg1, cas tokens and output bytes; the last two
--- nil when no record has one). Returns the key's reply.
-local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
+-- nil when no record has one). Appends the key's reply to out after its first nOut entries; returns
+-- the new count and whether the key fenced the caller.
+local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
   local p, o, e, v, g -- g: the generation, bumped by writers outside the owner (absent: none)
-  -- (tables made with room for one entry, the usual count: one made empty is reallocated at its first)
-  local pend = { false } -- indexes into flat of the pending entries' fields (nPend of them)
+  local eSame = false -- the stored e is the caller's epoch argument, byte for byte
+  local pend = rf_pend -- nPend of them
   local nPend = 0
   local pendingVal -- field -> entry, built on the first replay only
   local flat = redis.call('HGETALL', key)
@@ -96,10 +112,14 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
     elseif f == 'p' then
       p = flat[i + 1]
     elseif f == 'o' then
-      o = tonumber(flat[i + 1])
+      o = flat[i + 1] + 0 -- written as a decimal integer: one conversion (tonumber makes two)
     elseif f == 'e' then
       local e0 = flat[i + 1]
-      e = e0 == epochStr and epoch or tonumber(e0) -- most often the caller's own epoch
+      if e0 == epochStr then -- most often the caller's own epoch
+        e, eSame = epoch, true
+      else
+        e = tonumber(e0)
+      end
     elseif f == 'g' then
       g = flat[i + 1]
     elseif string.byte(f, 1) == 35 then -- '#'
@@ -108,18 +128,20 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
     end
   end
 
+  local pSame = p == partition -- the stored p is this call's partition, byte for byte
+
   -- Cluster fencing: the epoch of the key's last writer, when it wrote from the same partition.
   if e and p == partition and epoch < e then
-    return { string.rep('F', n), e, -1 }, true
+    out[nOut + 1], out[nOut + 2], out[nOut + 3] = string.rep('F', n), e, -1
+    return nOut + 3, true
   end
 
-  -- room for one payload (a trailing nil: the reply ends at the last value set)
-  local reply = { '', o or -1, p == partition and partitionNum or tonumber(p) or -1, nil }
-  local letters = { false } -- every record's letter is set, so none stays false
-  local hdel = { false } -- nHdel of them
-  -- made at the size of one record's writes (its entry, the value, the fence): a table grown from empty
-  -- by appends is reallocated at 1, 2, 4 and 8 entries; nHset counts what is set
-  local hset = { false, false, false, false, false, false, false, false, false, false }
+  local at = nOut + 1 -- the letters' place, set at the end
+  out[at], out[at + 1], out[at + 2] = false, o or -1, p == partition and partitionNum or tonumber(p) or -1
+  nOut = at + 2
+  local letters = rf_letters -- letters[1 .. n], every one set
+  local hdel = rf_hdel -- nHdel of them
+  local hset = rf_hset -- nHset of them
   local nHset = 0
 
   -- Prune pending entries the committed offset has passed (same partition only). Every pending entry
@@ -132,11 +154,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
         hdel[q] = flat[pend[q]]
       end
       nHdel = nPend
-      pend = {}
       nPend = 0
     else
-      local keep = {}
-      local nKeep = 0
+      local nKeep = 0 -- the kept ones move down in pend itself (nKeep <= q)
       for q = 1, nPend do
         local i = pend[q]
         local f = flat[i]
@@ -145,10 +165,9 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
           hdel[nHdel] = f
         else
           nKeep = nKeep + 1
-          keep[nKeep] = i
+          pend[nKeep] = i
         end
       end
-      pend = keep
       nPend = nKeep
     end
   end
@@ -189,7 +208,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       local stored = pendingVal['#' .. offStr]
       if stored then
         letters[i] = 'R'
-        reply[#reply + 1] = stored
+        nOut = nOut + 1
+        out[nOut] = stored
       else
         letters[i] = 'S'
       end
@@ -209,9 +229,16 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
             vnum = rf_int(v) or false
           end
         end
-        local by = tonumber(a1)
+        local by = rf_by[a1]
+        if by == nil then
+          by = tonumber(a1)
+          if not (by and by % 1 == 0 and by > -RF_EXACT and by < RF_EXACT) then
+            by = false
+          end
+          rf_by[a1] = by
+        end
         local sum
-        if vnum and by and by % 1 == 0 and by > -RF_EXACT and by < RF_EXACT then
+        if vnum and by then
           sum = vnum + by
         end
         if sum and sum > -RF_EXACT and sum < RF_EXACT then
@@ -286,7 +313,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
 
       if conflict then
         letters[i] = 'C'
-        reply[#reply + 1] = conflict
+        nOut = nOut + 1
+        out[nOut] = conflict
       else
         if verdict == 'B' then
           -- Offsets of the old partition are incomparable with ours: its pending entries go.
@@ -294,7 +322,6 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
             nHdel = nHdel + 1
             hdel[nHdel] = flat[pend[q]]
           end
-          pend = {}
           nPend = 0
           pendingVal = {}
         end
@@ -317,11 +344,13 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
         end
         if reason then
           letters[i] = 'X'
-          reply[#reply + 1] = reason
+          nOut = nOut + 1
+          out[nOut] = reason
         else
           letters[i] = verdict
           if mb == 50 then
-            reply[#reply + 1] = entry
+            nOut = nOut + 1
+            out[nOut] = entry
           end
         end
       end
@@ -338,11 +367,22 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       nHset = nHset + 2
     end
   end
-  -- e is written only as the caller's epoch, so as its own argument's text (a number formatted once)
+  -- e is written only as the caller's epoch, so as its own argument's text (a number formatted once).
+  -- p and e are written only when their stored text differs: most calls find the key last written by
+  -- the same partition and epoch, and each field HSET sets is a listpack search and an argument.
   if fenceDirty then
     local h = nHset
-    hset[h + 1], hset[h + 2], hset[h + 3], hset[h + 4], hset[h + 5], hset[h + 6] = 'p', p, 'o', oStr, 'e', epochStr
-    nHset = h + 6
+    if not pSame then
+      hset[h + 1], hset[h + 2] = 'p', p
+      h = h + 2
+    end
+    hset[h + 1], hset[h + 2] = 'o', oStr
+    h = h + 2
+    if not eSame then
+      hset[h + 1], hset[h + 2] = 'e', epochStr
+      h = h + 2
+    end
+    nHset = h
   elseif eDirty then
     hset[nHset + 1], hset[nHset + 2] = 'e', epochStr
     nHset = nHset + 2
@@ -358,8 +398,8 @@ local function rf_key(key, j, n, offs, offStrs, obs, mbs, a1s, exps, givens, par
       redis.call('PEXPIRE', key, ttl)
     end
   end
-  reply[1] = n == 1 and letters[1] or table.concat(letters)
-  return reply, false
+  out[at] = n == 1 and letters[1] or table.concat(letters, '', 1, n)
+  return nOut, false
 end
 
 -- Binary arguments by op letter (s a f x n d c), before the output bytes; nil: unknown op.
@@ -374,11 +414,11 @@ local RF_MB = { s0 = 48, s1 = 49, s2 = 50, s3 = 51, s4 = 52, a0 = 48, a1 = 49, a
 --[[
   rf_apply_many: keys[first..last] are the state hashes, their records in argv (see above). epochKey:
   strict fencing (nil: cluster fencing); indexKey: the partition's pending index (nil: none).
-  Returns the list of the keys' replies, or an error reply.
+  Returns the keys' replies as one flat list, or an error reply.
 ]]
 local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
-  if argv[1] ~= '4' then
-    return redis.error_reply('RF_PROTOCOL expected protocol 4, got ' .. tostring(argv[1]))
+  if argv[1] ~= '6' then
+    return redis.error_reply('RF_PROTOCOL expected protocol 6, got ' .. tostring(argv[1]))
   end
   local partition = argv[2]
   local partitionNum = tonumber(partition)
@@ -399,17 +439,18 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   local c = 7 -- cursor into argv
   local j = 1 -- record number over all keys
   for k = first, last do
-    local n = tonumber(argv[c])
-    local spec = argv[c + 1]
-    if not n or n < 1 or not spec then
-      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': bad record count')
+    local spec = argv[c]
+    if not spec or spec == '' then
+      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': no record text')
     end
-    c = c + 2
+    c = c + 1
     firsts[k] = j
-    counts[k] = n
     local pos = 1
+    local size = #spec
     local top
-    for i = 1, n do
+    local i = 0
+    repeat -- each record's find is anchored at pos and ends at its ';': the text is read to its end
+      i = i + 1
       local _, e, offStr, om, num = string.find(spec, '^(%d+),(%a%d),([^;]*);', pos)
       local ob, mb
       if e then
@@ -420,7 +461,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
       pos = e + 1
-      offs[j], offStrs[j], obs[j], mbs[j] = tonumber(offStr), offStr, ob, mb
+      offs[j], offStrs[j], obs[j], mbs[j] = offStr + 0, offStr, ob, mb -- digits: one conversion
       if len == 0 then
         a1s[j] = num
       else
@@ -443,10 +484,8 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
         return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ' record ' .. i .. ' is malformed')
       end
       j = j + 1
-    end
-    if pos ~= #spec + 1 then
-      return redis.error_reply('RF_ARGS key ' .. (k - first + 1) .. ': record text longer than n records')
-    end
+    until pos > size
+    counts[k] = i
     tops[k] = top
   end
   if c ~= #argv + 1 then
@@ -454,11 +493,13 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   end
 
   local out = {}
+  local nOut = 0
   if epochKey then
     local current = tonumber(redis.call('GET', epochKey) or '0')
     if epoch < current then
       for k = first, last do
-        out[#out + 1] = { string.rep('F', counts[k]), current, -1 }
+        out[nOut + 1], out[nOut + 2], out[nOut + 3] = string.rep('F', counts[k]), current, -1
+        nOut = nOut + 3
       end
       return out
     end
@@ -468,8 +509,8 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   local epochStr = argv[3]
   for k = first, last do
     local key = keys[k]
-    local r, fenced = rf_key(key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
-    out[k - first + 1] = r
+    local fenced
+    nOut, fenced = rf_key(out, nOut, key, firsts[k], counts[k], offs, offStrs, obs, mbs, a1s, exps, givens, partition, partitionNum, epoch, epochStr, watermark, ttl)
     if useIndex and not fenced and tops[k] then
       zadd[nZadd + 1] = tops[k]
       zadd[nZadd + 2] = key
@@ -484,11 +525,7 @@ local function rf_apply_many(keys, first, last, epochKey, indexKey, argv)
   return out
 end
 
--- The one-key scripts: the key's reply alone (or the error).
+-- The one-key scripts: the key's reply alone (or the error): the many-key reply of one key.
 local function rf_apply_one(key, epochKey, indexKey, argv)
-  local out = rf_apply_many({ key }, 1, 1, epochKey, indexKey, argv)
-  if out.err then
-    return out
-  end
-  return out[1]
+  return rf_apply_many({ key }, 1, 1, epochKey, indexKey, argv)
 end
