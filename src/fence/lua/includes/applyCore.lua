@@ -112,7 +112,7 @@ local function rf_key(out, nOut, key, j, n, offs, offStrs, obs, mbs, a1s, exps, 
     elseif f == 'p' then
       p = flat[i + 1]
     elseif f == 'o' then
-      o = flat[i + 1] + 0 -- written as a decimal integer: one conversion (tonumber makes two)
+      o = tonumber(flat[i + 1]) -- not `+ 0`: a stored o that is not a number reads as none, never an error
     elseif f == 'e' then
       local e0 = flat[i + 1]
       if e0 == epochStr then -- most often the caller's own epoch
