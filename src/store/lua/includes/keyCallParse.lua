@@ -70,13 +70,16 @@ local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
 -- records): header and both effects in one find, with 8 captures where the general form takes three
 -- finds and 13 (a find and each capture are calls into C; docs/benchmarks.md).
 local PAIR = '^(%d+),([01]),W([saxnd])([saxnd])(%d+),(%d+),([^,;]*),([^;]*);'
+-- The same with a second operand of digits (a time field's max: the record's timestamp), tried first:
+-- its number is then made by arithmetic (one conversion; tonumber, a call into C, converts twice).
+local PAIRD = '^(%d+),([01]),W([saxnd])([saxnd])(%d+),(%d+),([^,;]*),(%d+);'
 local HEAD = '^(%d+),([01]),(%d+);'
 local SESSION = '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$'
 
 -- A window pair record's two effects (kinds w and t on the window KEYS index k1 + target - 1, ops op1 and
 -- op2, one expireAt, operands o1 and o2) checked and kept as effects nE + 1 and nE + 2, as the general
 -- form keeps them; their set values from ARGV[c]. Returns the ARGV index after them, or nil: malformed.
-local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
+local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c, digits)
   local t = NUM[target]
   if not t then
     t = tonumber(target)
@@ -87,7 +90,12 @@ local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
     return nil
   end
   local ok1, num1 = rf_operand(op1, o1)
-  local ok2, num2 = rf_operand(op2, o2)
+  local ok2, num2
+  if digits and (op2 == 'x' or op2 == 'n') then
+    ok2, num2 = true, o2 + 0 -- digits: a number (as tonumber makes it)
+  else
+    ok2, num2 = rf_operand(op2, o2)
+  end
   if not (ok1 and ok2) then
     return nil
   end
@@ -143,8 +151,12 @@ local function rf_parse(call, k1, kn, spec, c0)
   while pos <= len do
     local r = nR - r0 + 1
     -- the window pair first (nearly every record of a time-windowed topology); else the general form
-    local _, e, offStr, emit, op1, op2, target, exp, o1, o2 = find(spec, PAIR, pos)
+    local _, e, offStr, emit, op1, op2, target, exp, o1, o2 = find(spec, PAIRD, pos)
     local n
+    local digits = e ~= nil
+    if not e then
+      _, e, offStr, emit, op1, op2, target, exp, o1, o2 = find(spec, PAIR, pos)
+    end
     if not e then
       _, e, offStr, emit, n = find(spec, HEAD, pos)
       if not e then
@@ -152,7 +164,7 @@ local function rf_parse(call, k1, kn, spec, c0)
       end
     end
     pos = e + 1
-    local off = tonumber(offStr)
+    local off = offStr + 0 -- digits (the pattern's): a number by arithmetic, one conversion
     if last and off <= last then
       return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ': offsets must increase')
     end
@@ -160,7 +172,7 @@ local function rf_parse(call, k1, kn, spec, c0)
     local x0 = nE + 1
     local todo -- effects left to parse in the general form
     if n == nil then
-      c = rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
+      c = rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c, digits)
       if not c then
         return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect 1 is malformed')
       end
