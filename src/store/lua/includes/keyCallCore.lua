@@ -322,7 +322,9 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
     end
   end
 
-  local reply = { '', o or -1, (p == partition and partitionN) or tonumber(p) or -1 }
+  -- room for one payload (a trailing nil: the reply ends at its last value; a table grown past its
+  -- constructor's size is reallocated)
+  local reply = { '', o or -1, (p == partition and partitionN) or tonumber(p) or -1, nil }
   local nReply = 3
 
   -- Prune pending entries the committed offset has passed (same partition only). Their names and
