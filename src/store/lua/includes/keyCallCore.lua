@@ -10,7 +10,8 @@
 -- 'h..' text): the value (false: none), time field `t`, whether the key held `t` before the call, the
 -- final marker, loaded, expireAt (also of a window hash or session: by KEYS index), the record that took
 -- the window's final value / time field, listed as written.
-local Wcur, WcurT, WhadT, Wfinal, Wloaded, Exp, TookV, TookT, Dirty = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local Wcur, WcurT, WhadT, Wfinal, Wloaded, Exp = rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots()
+local TookV, TookT, Dirty = {}, {}, rf_slots()
 -- One key call's lists (counts reset per call): the slots written and the effect that wrote each,
 -- the fence hash's fields to set and delete, the verdict letters, the pending entries' HGETALL indexes.
 local DirtyL, DirtyX, Hset, Hdel, Letters, Pend = {}, {}, {}, {}, {}, {}

@@ -52,7 +52,13 @@ local function rf_label(call)
 end
 
 local OPS = { s = true, a = true, x = true, n = true, d = true }
-local KIND = {} -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
+-- A table whose array part has room for 128 entries (its constructor's nils size it; none is set): the
+-- per-key tables indexed by KEYS index (window and fence indexes interleave, so half of them stay
+-- unused and a table grown from empty goes through its hash part, reallocated at each doubling).
+-- stylua: ignore start
+local function rf_slots() return { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil } end
+-- stylua: ignore end
+local KIND = rf_slots() -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
 -- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count.
 local Roff, RoffS, Remit, Rx, Rn = {}, {}, {}, {}, {}
 local nR = 0
