@@ -60,15 +60,15 @@ local function rf_slots() return { nil, nil, nil, nil, nil, nil, nil, nil, nil, 
 -- stylua: ignore end
 local KIND = rf_slots() -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
 -- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count.
-local Roff, RoffS, Remit, Rx, Rn = {}, {}, {}, {}, {}
+local Roff, RoffS, Remit, Rx, Rn = rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots()
 local nR = 0
 -- Per effect x: kind and op letters, slot (window/session: its KEYS index; kv: its field 'v' or
 -- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt (its canonical
 -- text: compared by length, then as text; sent to PEXPIREAT as it is, no number conversion), operand text,
 -- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
 -- hash's KEYS index, true when it is a window's time field `t`.
-local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = {}, {}, {}, {}, {}, {}, {}
-local Efield, Ehkey, Etf, Ehplain = {}, {}, {}, {}
+local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots(), {}
+local Efield, Ehkey, Etf, Ehplain = {}, {}, rf_slots(), {}
 local Stime, Slo, Shi, Sclose, Sdrop = {}, {}, {}, {}, {} -- a session effect's bounds
 local nE = 0
 local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
