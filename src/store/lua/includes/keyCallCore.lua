@@ -226,7 +226,8 @@ end
 -- '<length>:<bytes>' ('s<length>:<text>' for a session).
 local function rf_entry(x1, n)
   if n == 2 and Ekind[x1] ~= 's' and Ekind[x1 + 1] ~= 's' then
-    -- two effects, no session: one concatenation, no call into C (a window's value and time)
+    -- two effects, no session: one concatenation (one new text), no call into C (a window's value
+    -- and time)
     local v, w = Res[1], Res[2]
     local a, b = '-', '-'
     if v then
@@ -235,7 +236,6 @@ local function rf_entry(x1, n)
         a = #v .. ':'
         LenS[#v] = a
       end
-      a = a .. v
     end
     if w then
       b = LenS[#w]
@@ -243,9 +243,15 @@ local function rf_entry(x1, n)
         b = #w .. ':'
         LenS[#w] = b
       end
-      b = b .. w
     end
-    return 'r' .. a .. b
+    if v and w then
+      return 'r' .. a .. v .. b .. w
+    elseif v then
+      return 'r' .. a .. v .. b
+    elseif w then
+      return 'r' .. a .. b .. w
+    end
+    return 'r--'
   end
   Parts[1] = 'r'
   for k = 1, n do
