@@ -144,9 +144,15 @@ local function operate(x1, n, r)
           if kind == 'h' then
             Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
           else
-            local got = rcall('HMGET', KEYS[slot], 'v', 'f', 't')
-            Wcur[slot], Wfinal[slot] = got[1] or false, got[2] and true
-            WcurT[slot], WhadT[slot] = got[3] or false, got[3] and true
+            local got
+            if WFinals then
+              got = rcall('HMGET', KEYS[slot], 'v', 't', 'f')
+              Wfinal[slot] = got[3] and true
+            else
+              got = rcall('HMGET', KEYS[slot], 'v', 't')
+            end
+            Wcur[slot] = got[1] or false
+            WcurT[slot], WhadT[slot] = got[2] or false, got[2] and true
           end
           Wloaded[slot] = true
         end

@@ -58,6 +58,9 @@ local OPS = { s = true, a = true, x = true, n = true, d = true }
 -- stylua: ignore start
 local function rf_slots() return { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil } end
 -- stylua: ignore end
+-- true once a window's final effect is parsed: a window's final marker `f` is read only then (a write
+-- without the marker leaves a stored one as it is)
+local WFinals = false
 local KIND = rf_slots() -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
 -- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count.
 local Roff, RoffS, Remit, Rx, Rn = rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots()
@@ -224,7 +227,9 @@ local function rf_parse(call, k1, kn, spec, c0)
         ok = op == '-' and ((kt == ':w:' and (operand == '' or operand == 't'))
           or (kt == ':s:' and find(operand, '^%d+:%d+$') ~= nil)
           or (kt == ':h:' and find(operand, '^[ht]%d+$') ~= nil))
-        if ok and kt == ':s:' then
+        if ok and kt == ':w:' then
+          WFinals = true
+        elseif ok and kt == ':s:' then
           field = operand
         elseif ok and kt == ':h:' then
           field = sub(operand, 2)
