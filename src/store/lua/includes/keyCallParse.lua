@@ -53,16 +53,29 @@ end
 
 local OPS = { s = true, a = true, x = true, n = true, d = true }
 -- A table whose array part has room for 128 entries (its constructor's nils size it; none is set): the
--- per-key tables indexed by KEYS index (window and fence indexes interleave, so half of them stay
--- unused and a table grown from empty goes through its hash part, reallocated at each doubling).
+-- tables indexed by KEYS index (window and fence indexes interleave, so half of them stay unused and a
+-- table grown from empty goes through its hash part, reallocated at each doubling) and the per-record
+-- and per-effect arrays (no reallocation while a script call's first records are parsed).
 -- stylua: ignore start
-local function rf_slots() return { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil } end
+local function rf_slots()
+  return {
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+  }
+end
 -- stylua: ignore end
 -- true once a window's final effect is parsed: a window's final marker `f` is read only then (a write
 -- without the marker leaves a stored one as it is)
 local WFinals = false
 local KIND = rf_slots() -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
--- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count.
+-- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count
+-- (-1: a window pair, two effects: includes/keyCallPair.lua).
 local Roff, RoffS, Remit, Rx, Rn = rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots()
 local nR = 0
 -- Per effect x: kind and op letters, slot (window/session: its KEYS index; kv: its field 'v' or
@@ -70,7 +83,9 @@ local nR = 0
 -- text: compared by length, then as text; sent to PEXPIREAT as it is, no number conversion), operand text,
 -- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
 -- hash's KEYS index, true when it is a window's time field `t`.
-local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots(), {}
+local Ekind, Eop, Eslot = rf_slots(), rf_slots(), rf_slots()
+local Eexp, Eoperand, Enum = rf_slots(), rf_slots(), rf_slots()
+local Evalue = {}
 local Efield, Ehkey, Etf, Ehplain = {}, {}, rf_slots(), {}
 local Stime, Slo, Shi, Sclose, Sdrop = {}, {}, {}, {}, {} -- a session effect's bounds
 local nE = 0
@@ -113,8 +128,10 @@ local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c, digits)
   end
   local x, y = nE + 1, nE + 2
   nE = y
-  Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x], Eslot[x] = 'w', op1, exp, o1, num1, g
-  Ekind[y], Eop[y], Eexp[y], Eoperand[y], Enum[y], Eslot[y], Etf[y] = 't', op2, exp, o2, num2, g, true
+  -- (what includes/keyCallPair.lua reads: its kinds, the time effect's slot and expireAt go without
+  -- saying)
+  Eop[x], Eexp[x], Eoperand[x], Enum[x], Eslot[x] = op1, exp, o1, num1, g
+  Eop[y], Eoperand[y], Enum[y] = op2, o2, num2
   if op1 == 's' then
     Evalue[x] = ARGV[c]
     c = c + 1
@@ -185,7 +202,7 @@ local function rf_parse(call, k1, kn, spec, c0)
       if not c then
         return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect 1 is malformed')
       end
-      n, todo = 2, 0
+      n, todo = -1, 0 -- -1: a window pair, effects x0 and x0 + 1 (made by includes/keyCallPair.lua)
     else
       local nn = NUM[n]
       if not nn then
