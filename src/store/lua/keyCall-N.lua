@@ -73,12 +73,15 @@
   Cost notes: the script's own Lua is a large part of Redis' time per record, so the body is lean: the
   record text is read once with anchored string.find into flat arrays (no ARGV entry per offset, op or
   number, no table per record or effect, no closure per key call: see includes/keyCallCore.lua); one
-  HGETALL of the fence hash, one HMGET per window key touched (v, f and t at once); writes at the end:
+  HGETALL of the fence hash, one HMGET per window key touched (v and t at once; f as well when the
+  script call has a window's final); writes at the end:
   one HDEL and one HSET on the fence hash (p, o and e only where their text changes), one HSET (or
   HDEL) and one PEXPIREAT per window key written (both fields in the one HSET). A call from Lua into
   a C function (tonumber, string.sub/byte/format, table.concat, unpack, type) costs about as much as a
   short pattern match: texts that repeat (integers, targets, counts) are turned into numbers once per
-  script call, expireAt stays text, and the common cases avoid such calls (docs/benchmarks.md).
+  script call, expireAt stays text, and the common cases avoid such calls (docs/benchmarks.md). A
+  window pair record (the W text) is made by its own short path (includes/keyCallPair.lua), and the
+  script's tables are made at a usual size (a table grown from empty is reallocated at each doubling).
 ]]
 --@include "keyCallCore"
 

@@ -1,6 +1,7 @@
 -- The key call's body (included by keyCall-N.lua and keyCallMany-N.lua): the parsing and its checks
 -- (includes/keyCallParse.lua: rf_parse), then rf_run (the decision and the effects of one key; the
--- writes at its end: includes/keyCallWrite.lua). Sessions are an include.
+-- writes at its end: includes/keyCallWrite.lua). Sessions are an include, and so are a window's load
+-- and the window pair records (includes/keyCallPair.lua).
 -- Lean by design: per record, this Lua is a large part of Redis' time. Every function is made once per
 -- script call, none per key call or record; a key call's state is kept in script-level tables keyed by
 -- KEYS index (unique in a script call: never reset) or in arrays whose count is reset per key call.
@@ -10,7 +11,9 @@
 -- 'h..' text): the value (false: none), time field `t`, whether the key held `t` before the call, the
 -- final marker, loaded, expireAt (also of a window hash or session: by KEYS index), the record that took
 -- the window's final value / time field, listed as written.
-local Wcur, WcurT, WhadT, Wfinal, Wloaded, Exp, TookV, TookT, Dirty = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local Wcur, WcurT, WhadT, Wfinal = rf_slots(), rf_slots(), rf_slots(), rf_slots()
+local Wloaded, Exp = rf_slots(), rf_slots()
+local TookV, TookT, Dirty = {}, {}, rf_slots()
 -- One key call's lists (counts reset per call): the slots written and the effect that wrote each,
 -- the fence hash's fields to set and delete, the verdict letters, the pending entries' HGETALL indexes.
 local DirtyL, DirtyX, Hset, Hdel, Letters, Pend = {}, {}, {}, {}, {}, {}
@@ -66,6 +69,8 @@ local function rf_op(x, v)
   end
   return false
 end
+
+--@include "keyCallPair"
 
 -- A window hash field's final (effect x of record r): its value as the call has it so far (its slot is
 -- the `h` effects'), once: the field's mark is the hash's field `f<start>`. Returns the value (the
@@ -142,12 +147,10 @@ local function operate(x1, n, r)
         if not Wloaded[slot] then
           if kind == 'h' then
             Wcur[slot] = rcall('HGET', KEYS[Ehkey[x]], Efield[x]) or false
+            Wloaded[slot] = true
           else
-            local got = rcall('HMGET', KEYS[slot], 'v', 'f', 't')
-            Wcur[slot], Wfinal[slot] = got[1] or false, got[2] and true
-            WcurT[slot], WhadT[slot] = got[3] or false, got[3] and true
+            loadWindow(slot)
           end
-          Wloaded[slot] = true
         end
         v = Wcur[slot] or false
       end
@@ -225,26 +228,7 @@ end
 -- '<length>:<bytes>' ('s<length>:<text>' for a session).
 local function rf_entry(x1, n)
   if n == 2 and Ekind[x1] ~= 's' and Ekind[x1 + 1] ~= 's' then
-    -- two effects, no session: one concatenation, no call into C (a window's value and time)
-    local v, w = Res[1], Res[2]
-    local a, b = '-', '-'
-    if v then
-      a = LenS[#v]
-      if not a then
-        a = #v .. ':'
-        LenS[#v] = a
-      end
-      a = a .. v
-    end
-    if w then
-      b = LenS[#w]
-      if not b then
-        b = #w .. ':'
-        LenS[#w] = b
-      end
-      b = b .. w
-    end
-    return 'r' .. a .. b
+    return rf_entry2(Res[1], Res[2])
   end
   Parts[1] = 'r'
   for k = 1, n do
@@ -288,7 +272,7 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
       p0 = p
     elseif f == 'o' then
       o0 = flat[i + 1]
-      o = tonumber(o0)
+      o = o0 + 0 -- written by this script (an integer's text): a number by arithmetic, one conversion
     elseif f == 'e' then
       e0 = flat[i + 1]
       e = e0 == epochArg and epoch or tonumber(e0) -- most often the caller's own epoch
@@ -322,7 +306,9 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
     end
   end
 
-  local reply = { '', o or -1, (p == partition and partitionN) or tonumber(p) or -1 }
+  -- room for one payload (a trailing nil: the reply ends at its last value; a table grown past its
+  -- constructor's size is reallocated)
+  local reply = { '', o or -1, (p == partition and partitionN) or tonumber(p) or -1, nil }
   local nReply = 3
 
   -- Prune pending entries the committed offset has passed (same partition only). Their names and
@@ -389,8 +375,13 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
         fenceDirty = true
       end
     else
-      local x1, n = Rx[r], Rn[r]
-      local reason = operate(x1, n, r)
+      local x1, n = Rx[r], Rn[r] -- n -1: a window pair (includes/keyCallPair.lua)
+      local reason
+      if n == -1 then
+        reason = operatePair(x1)
+      else
+        reason = operate(x1, n, r)
+      end
       if verdict == 'B' then
         for j = 1, nPend do
           nHdel = nHdel + 1
@@ -410,7 +401,7 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
       else
         Letters[i] = verdict
         if Remit[r] then
-          entry = rf_entry(x1, n)
+          entry = n == -1 and rf_entry2(Res[1], Res[2]) or rf_entry(x1, n)
           nReply = nReply + 1
           reply[nReply] = entry
         end

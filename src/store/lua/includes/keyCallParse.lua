@@ -52,17 +52,41 @@ local function rf_label(call)
 end
 
 local OPS = { s = true, a = true, x = true, n = true, d = true }
-local KIND = {} -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
--- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count.
-local Roff, RoffS, Remit, Rx, Rn = {}, {}, {}, {}, {}
+-- A table whose array part has room for 128 entries (its constructor's nils size it; none is set): the
+-- tables indexed by KEYS index (window and fence indexes interleave, so half of them stay unused and a
+-- table grown from empty goes through its hash part, reallocated at each doubling) and the per-record
+-- and per-effect arrays (no reallocation while a script call's first records are parsed).
+-- stylua: ignore start
+local function rf_slots()
+  return {
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+  }
+end
+-- stylua: ignore end
+-- true once a window's final effect is parsed: a window's final marker `f` is read only then (a write
+-- without the marker leaves a stored one as it is)
+local WFinals = false
+local KIND = rf_slots() -- KEYS index -> ':w:' (a window), ':s:' (a session hash) or ':h:' (a window hash)
+-- Per record r: its offset, the offset's text, emit (true/false), its first effect index, its effect count
+-- (-1: a window pair, two effects: includes/keyCallPair.lua).
+local Roff, RoffS, Remit, Rx, Rn = rf_slots(), rf_slots(), rf_slots(), rf_slots(), rf_slots()
 local nR = 0
 -- Per effect x: kind and op letters, slot (window/session: its KEYS index; kv: its field 'v' or
 -- 'v:<store>'; window hash field: 'h<hash KEYS index>@<field>'; note: false), expireAt (its canonical
 -- text: compared by length, then as text; sent to PEXPIREAT as it is, no number conversion), operand text,
 -- its number, set value, field (window hash: its field; a session's final: '<start>:<end>'), the window
 -- hash's KEYS index, true when it is a window's time field `t`.
-local Ekind, Eop, Eslot, Eexp, Eoperand, Enum, Evalue = {}, {}, {}, {}, {}, {}, {}
-local Efield, Ehkey, Etf, Ehplain = {}, {}, {}, {}
+local Ekind, Eop, Eslot = rf_slots(), rf_slots(), rf_slots()
+local Eexp, Eoperand, Enum = rf_slots(), rf_slots(), rf_slots()
+local Evalue = {}
+local Efield, Ehkey, Etf, Ehplain = {}, {}, rf_slots(), {}
 local Stime, Slo, Shi, Sclose, Sdrop = {}, {}, {}, {}, {} -- a session effect's bounds
 local nE = 0
 local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
@@ -70,13 +94,16 @@ local EFFECT = '^([kwtfshp])([saxnd%-])(%d+),(%d*),([^;]*);'
 -- records): header and both effects in one find, with 8 captures where the general form takes three
 -- finds and 13 (a find and each capture are calls into C; docs/benchmarks.md).
 local PAIR = '^(%d+),([01]),W([saxnd])([saxnd])(%d+),(%d+),([^,;]*),([^;]*);'
+-- The same with a second operand of digits (a time field's max: the record's timestamp), tried first:
+-- its number is then made by arithmetic (one conversion; tonumber, a call into C, converts twice).
+local PAIRD = '^(%d+),([01]),W([saxnd])([saxnd])(%d+),(%d+),([^,;]*),(%d+);'
 local HEAD = '^(%d+),([01]),(%d+);'
 local SESSION = '^([^@]*)@(%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)@(%-?%d+)$'
 
 -- A window pair record's two effects (kinds w and t on the window KEYS index k1 + target - 1, ops op1 and
 -- op2, one expireAt, operands o1 and o2) checked and kept as effects nE + 1 and nE + 2, as the general
 -- form keeps them; their set values from ARGV[c]. Returns the ARGV index after them, or nil: malformed.
-local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
+local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c, digits)
   local t = NUM[target]
   if not t then
     t = tonumber(target)
@@ -87,7 +114,12 @@ local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
     return nil
   end
   local ok1, num1 = rf_operand(op1, o1)
-  local ok2, num2 = rf_operand(op2, o2)
+  local ok2, num2
+  if digits and (op2 == 'x' or op2 == 'n') then
+    ok2, num2 = true, o2 + 0 -- digits: a number (as tonumber makes it)
+  else
+    ok2, num2 = rf_operand(op2, o2)
+  end
   if not (ok1 and ok2) then
     return nil
   end
@@ -96,8 +128,10 @@ local function rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
   end
   local x, y = nE + 1, nE + 2
   nE = y
-  Ekind[x], Eop[x], Eexp[x], Eoperand[x], Enum[x], Eslot[x] = 'w', op1, exp, o1, num1, g
-  Ekind[y], Eop[y], Eexp[y], Eoperand[y], Enum[y], Eslot[y], Etf[y] = 't', op2, exp, o2, num2, g, true
+  -- (what includes/keyCallPair.lua reads: its kinds, the time effect's slot and expireAt go without
+  -- saying)
+  Eop[x], Eexp[x], Eoperand[x], Enum[x], Eslot[x] = op1, exp, o1, num1, g
+  Eop[y], Eoperand[y], Enum[y] = op2, o2, num2
   if op1 == 's' then
     Evalue[x] = ARGV[c]
     c = c + 1
@@ -143,8 +177,12 @@ local function rf_parse(call, k1, kn, spec, c0)
   while pos <= len do
     local r = nR - r0 + 1
     -- the window pair first (nearly every record of a time-windowed topology); else the general form
-    local _, e, offStr, emit, op1, op2, target, exp, o1, o2 = find(spec, PAIR, pos)
+    local _, e, offStr, emit, op1, op2, target, exp, o1, o2 = find(spec, PAIRD, pos)
     local n
+    local digits = e ~= nil
+    if not e then
+      _, e, offStr, emit, op1, op2, target, exp, o1, o2 = find(spec, PAIR, pos)
+    end
     if not e then
       _, e, offStr, emit, n = find(spec, HEAD, pos)
       if not e then
@@ -152,7 +190,7 @@ local function rf_parse(call, k1, kn, spec, c0)
       end
     end
     pos = e + 1
-    local off = tonumber(offStr)
+    local off = offStr + 0 -- digits (the pattern's): a number by arithmetic, one conversion
     if last and off <= last then
       return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ': offsets must increase')
     end
@@ -160,11 +198,11 @@ local function rf_parse(call, k1, kn, spec, c0)
     local x0 = nE + 1
     local todo -- effects left to parse in the general form
     if n == nil then
-      c = rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c)
+      c = rf_pair(k1, nk, op1, op2, target, exp, o1, o2, c, digits)
       if not c then
         return nil, rf_err('RF_ARGS', rf_label(call) .. 'record ' .. r .. ' effect 1 is malformed')
       end
-      n, todo = 2, 0
+      n, todo = -1, 0 -- -1: a window pair, effects x0 and x0 + 1 (made by includes/keyCallPair.lua)
     else
       local nn = NUM[n]
       if not nn then
@@ -206,7 +244,9 @@ local function rf_parse(call, k1, kn, spec, c0)
         ok = op == '-' and ((kt == ':w:' and (operand == '' or operand == 't'))
           or (kt == ':s:' and find(operand, '^%d+:%d+$') ~= nil)
           or (kt == ':h:' and find(operand, '^[ht]%d+$') ~= nil))
-        if ok and kt == ':s:' then
+        if ok and kt == ':w:' then
+          WFinals = true
+        elseif ok and kt == ':s:' then
           field = operand
         elseif ok and kt == ':h:' then
           field = sub(operand, 2)
