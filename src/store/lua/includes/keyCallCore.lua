@@ -272,7 +272,7 @@ local function rf_run(k1, r1, r2, partition, epoch, watermark, expect)
       p0 = p
     elseif f == 'o' then
       o0 = flat[i + 1]
-      o = o0 + 0 -- written by this script (an integer's text): a number by arithmetic, one conversion
+      o = tonumber(o0) -- not `+ 0`: a stored o that is not a number reads as none, never an error
     elseif f == 'e' then
       e0 = flat[i + 1]
       e = e0 == epochArg and epoch or tonumber(e0) -- most often the caller's own epoch
