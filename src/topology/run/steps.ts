@@ -223,12 +223,25 @@ export function lateStep(
   return { dead: { reason: 'late', node: node.name, store: node.store, windows, source } };
 }
 
+/**
+ * A fence key's record of the batch: its effects in parts (one per arrival or final result), and itself
+ * the key call's record (`emit` and `effects`: fold.ts' callRecords sets `effects` before each call; a
+ * record of one part starts with that part's list), so no call record is made per record.
+ */
+export interface GroupRecord {
+  readonly offset: number;
+  readonly parts: KeyPart[];
+  readonly node: string;
+  readonly emit: 1;
+  effects: readonly Effect[];
+}
+
 /** One fence key's records of the batch, each record's effects in parts (one per arrival or final result). */
 export interface KeyGroup {
   /** Its place among the placement's groups (their key calls' replies come in that order). */
   readonly index: number;
   readonly key: Buffer;
-  readonly records: { offset: number; parts: KeyPart[]; node: string }[];
+  readonly records: GroupRecord[];
 }
 
 /** Where some effects sit in the key calls: a part of a record of a group. */
@@ -276,7 +289,7 @@ export function placeSteps(
     const at = known?.records[known.records.length - 1];
     if (known === undefined || at?.offset !== offset) {
       // the record's first part (lists of one made as such: grown by push, a list reserves 16 more)
-      const rec = { offset, parts: [p], node };
+      const rec: GroupRecord = { offset, parts: [p], node, emit: 1, effects };
       let group = known;
       if (group === undefined) {
         group = { index: groups.size, key, records: [rec] };
