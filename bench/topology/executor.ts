@@ -14,10 +14,16 @@
  * of the test's own on 127.0.0.1 instead (its masters' CPU and script calls summed; the keys of a run
  * are left there: use a cluster you can flush).
  *
+ * BENCH_HEAP_PROFILE=<prefix>: V8's sampling heap profiler over each topology's batches, counting the
+ * objects scavenges collected too (what a record allocates, not what stays), written to
+ * <prefix>-<topology>.heapprofile; the sampled total is printed to stderr.
+ *
  * BENCH_FROM=dist runs the build (`npm run build` first) instead of the sources through tsx: tsx's
  * esbuild transform keeps function names by a `__name` call on every closure it creates, at run time,
  * which the build does not do; on a closure-heavy path that shows in the Node µs per record.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { Cluster, Redis } from 'ioredis';
 import type * as Api from '../../src/index.js';
 import type { ModelInput } from '../../src/topology/model.js';
@@ -101,6 +107,32 @@ async function serversCpu(): Promise<number> {
   return s;
 }
 
+/** Samples allocations (collected ones too) until the returned stop is called (BENCH_HEAP_PROFILE). */
+async function heapSampling(shape: string): Promise<() => Promise<void>> {
+  const prefix = process.env.BENCH_HEAP_PROFILE;
+  if (prefix === undefined || prefix === '') return async () => undefined;
+  const session = new Session();
+  session.connect();
+  await session.post('HeapProfiler.enable');
+  await session.post('HeapProfiler.startSampling', {
+    samplingInterval: 4096,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  } as object);
+  return async () => {
+    const { profile } = await session.post('HeapProfiler.stopSampling');
+    writeFileSync(`${prefix}-${shape}.heapprofile`, JSON.stringify(profile));
+    let bytes = 0;
+    const stack = [profile.head];
+    for (let n = stack.pop(); n !== undefined; n = stack.pop()) {
+      bytes += n.selfSize;
+      stack.push(...n.children);
+    }
+    console.error(`${shape}: ${(bytes / 1e6).toFixed(1)} MB allocated (sampled)`);
+    session.disconnect();
+  };
+}
+
 async function one(shape: string): Promise<string> {
   const app = `bench-exec-${Date.now().toString(36)}-${shape}`;
   const exec = new TopologyExecutor(built(shape, app), {
@@ -108,6 +140,7 @@ async function one(shape: string): Promise<string> {
     ...(shape.endsWith('-owned') ? { ownerCache: { maxBytes: 16 * 1024 * 1024 } } : {}),
   });
   let outputs = 0;
+  const stopSampling = await heapSampling(shape);
   const cpu0 = process.cpuUsage();
   const r0 = await serversCpu();
   const c0 = await scriptCalls();
@@ -125,6 +158,7 @@ async function one(shape: string): Promise<string> {
   }
   const wall = (performance.now() - w0) / 1000;
   const cpu = process.cpuUsage(cpu0);
+  await stopSampling();
   const rcpu = (await serversCpu()) - r0;
   const calls = (await scriptCalls()) - c0;
   if (!(redis instanceof Cluster)) await dropStore(redis, app);

@@ -42,6 +42,11 @@ export class FlowTally {
     return this.#counts;
   }
 
+  /** `node`'s counts, to add to in place (a walk keeps them per node: one lookup per batch). */
+  of(node: string): { in: number; out: number } {
+    return this.#of(node);
+  }
+
   #of(node: string): { in: number; out: number } {
     let c = this.#counts.get(node);
     if (c === undefined) {

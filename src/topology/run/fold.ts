@@ -32,6 +32,7 @@ import { nodeThrew, STORED } from '../threw.js';
 import { folds } from './arrive.js';
 import type { WindowClock } from './final.js';
 import { type FoldArrival, type FoldContext, FoldThrew, GroupFold, readRequest } from './fold-group.js';
+import type { KeyPart } from './note.js';
 import type { KeyGroup, PlacedStep } from './steps.js';
 import type { TopologyBatch } from './types.js';
 
@@ -119,7 +120,7 @@ export async function callGroups(
       epoch: batch.epoch,
       committedOffset: batch.committedOffset,
       key: g.key,
-      records: g.records.map(callRecord),
+      records: callRecords(g.records),
     };
     return expect === undefined ? call : { ...call, expect: expect === null ? null : tokenOf(expect) };
   };
@@ -250,12 +251,12 @@ export async function callGroups(
   return { replies, conflicts, cache };
 }
 
-/** A key record as the call sends it: its parts' effects in order (one part: its own list, not a copy). */
-function callRecord(r: KeyGroup['records'][number]): KeyCall['records'][number] {
-  const only = r.parts.length === 1 ? r.parts[0] : undefined;
-  return {
-    offset: r.offset,
-    emit: 1,
-    effects: only === undefined ? r.parts.flatMap((p) => p.effects) : only.effects,
-  };
+/**
+ * A group's records as the call sends them: each its parts' effects in order (one part: its own list,
+ * not a copy; set again per call, a fold may have replaced a part's list), the records themselves.
+ */
+function callRecords(records: KeyGroup['records']): KeyCall['records'] {
+  for (const r of records)
+    r.effects = r.parts.length === 1 ? (r.parts[0] as KeyPart).effects : r.parts.flatMap((p) => p.effects);
+  return records;
 }

@@ -27,7 +27,7 @@ import type {
   TopologyOutput,
   VerdictCounts,
 } from './types.js';
-import { type WalkSink, walkFrom } from './walk.js';
+import { children, flowOf, type GraphNode, graphNode, type WalkSink } from './walk.js';
 
 export type Verdicts = Record<keyof VerdictCounts, number>;
 
@@ -110,6 +110,18 @@ class ForwardSink implements WalkSink {
   applied = false;
   /** The input offset of the steps being forwarded. */
   offset = -1;
+
+  #lastName = '';
+  #lastNode: GraphNode | undefined;
+
+  /** Aggregation `name`'s graph node (the last one asked kept: a batch's updates mostly come from one). */
+  graphNode(name: string): GraphNode | undefined {
+    if (name !== this.#lastName || this.#lastNode === undefined) {
+      this.#lastNode = graphNode(this.#ctx.plan, name);
+      this.#lastName = name;
+    }
+    return this.#lastNode;
+  }
 }
 
 /**
@@ -158,12 +170,14 @@ function offsetOf(step: PlacedStep): number {
  * letter once; the state the update came from stays.
  */
 function walkOn(ctx: ForwardContext, node: string, u: ModelRecord, sink: ForwardSink): void {
-  ctx.tally.out(node);
+  const g = sink.graphNode(node);
+  if (g === undefined) ctx.tally.out(node);
+  else flowOf(g, ctx.tally).out++;
   const outputs = ctx.outputs.length;
   const dropped = ctx.dropped.length;
   sink.at = '';
   try {
-    walkFrom(ctx.plan, node, u, sink);
+    if (g !== undefined) children(g, u, sink);
   } catch (error) {
     if (error instanceof StoredUnreadable) throw error;
     ctx.outputs.length = outputs;

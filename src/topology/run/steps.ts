@@ -18,7 +18,7 @@ import type { KeyPart } from './note.js';
 import type { AggregatePlan, RunPlan, SourceNode } from './plan.js';
 import { tickSteps } from './tick.js';
 import type { TopologyDeadLetter, TopologyOutput } from './types.js';
-import { type WalkSink, walkFrom } from './walk.js';
+import { children, flowOf, graphNode, type WalkSink } from './walk.js';
 
 /** What step 1 leaves per record, in order (drops and late records too: the model's order). */
 export type WalkStep =
@@ -102,6 +102,8 @@ export function walkBatch(
       if (range !== null) w.steps.push({ closes: agg, range, source: rec });
     },
   };
+  // the sources' graph nodes (walked from, counted in), once per batch
+  const from = sources.map((source) => graphNode(plan, source.name));
   for (let i = 0; i < records.length; i++) {
     rec = records[i] as ModelInput;
     // a tick is not walked: it moves the windowed aggregations' clocks (tick.ts)
@@ -126,13 +128,21 @@ export function walkBatch(
     for (const m of moved) m.moved = false;
     moved.length = 0;
     try {
-      for (const source of sources) {
+      for (let j = 0; j < sources.length; j++) {
+        const source = sources[j] as SourceNode;
         sink.at = source.name;
         const key = fromBytes(source.keySerde, rec.key, rec.topic);
         const value = fromBytes(source.valueSerde, rec.value, rec.topic);
-        tally.in(source.name);
-        tally.out(source.name);
-        walkFrom(plan, source.name, { key, value, timestamp: rec.timestamp }, sink);
+        const g = from[j];
+        if (g === undefined) {
+          tally.in(source.name);
+          tally.out(source.name);
+          continue;
+        }
+        const flow = flowOf(g, tally);
+        flow.in++;
+        flow.out++;
+        children(g, { key, value, timestamp: rec.timestamp }, sink);
       }
     } catch (error) {
       // all or nothing: the record's steps go, the clocks its arrivals moved come back
@@ -223,12 +233,25 @@ export function lateStep(
   return { dead: { reason: 'late', node: node.name, store: node.store, windows, source } };
 }
 
+/**
+ * A fence key's record of the batch: its effects in parts (one per arrival or final result), and itself
+ * the key call's record (`emit` and `effects`: fold.ts' callRecords sets `effects` before each call; a
+ * record of one part starts with that part's list), so no call record is made per record.
+ */
+export interface GroupRecord {
+  readonly offset: number;
+  readonly parts: KeyPart[];
+  readonly node: string;
+  readonly emit: 1;
+  effects: readonly Effect[];
+}
+
 /** One fence key's records of the batch, each record's effects in parts (one per arrival or final result). */
 export interface KeyGroup {
   /** Its place among the placement's groups (their key calls' replies come in that order). */
   readonly index: number;
   readonly key: Buffer;
-  readonly records: { offset: number; parts: KeyPart[]; node: string }[];
+  readonly records: GroupRecord[];
 }
 
 /** Where some effects sit in the key calls: a part of a record of a group. */
@@ -276,7 +299,7 @@ export function placeSteps(
     const at = known?.records[known.records.length - 1];
     if (known === undefined || at?.offset !== offset) {
       // the record's first part (lists of one made as such: grown by push, a list reserves 16 more)
-      const rec = { offset, parts: [p], node };
+      const rec: GroupRecord = { offset, parts: [p], node, emit: 1, effects };
       let group = known;
       if (group === undefined) {
         group = { index: groups.size, key, records: [rec] };

@@ -18,7 +18,7 @@ export function fenceKeyOf(node: AggregateNode, key: unknown): Buffer {
 
 /** A stored count or timestamp, or RF_STATE_CORRUPT naming the node. */
 export function storedNumber(v: EffectResult | undefined, node: string): number {
-  const n = Buffer.isBuffer(v) ? Number(v.toString('latin1')) : Number.NaN;
+  const n = Buffer.isBuffer(v) ? (digitsOf(v) ?? Number(v.toString('latin1'))) : Number.NaN;
   if (!Number.isSafeInteger(n))
     throw new RedfenceError(
       'RF_STATE_CORRUPT',
@@ -26,6 +26,24 @@ export function storedNumber(v: EffectResult | undefined, node: string): number 
       { details: { node } },
     );
   return n;
+}
+
+/**
+ * The integer of bytes that are 1 to 15 ASCII digits after an optional `-` (what Redis writes: a count,
+ * a timestamp), read in place: as `Number` of their text gives, without the text. Anything else
+ * (empty, a 16th digit, a sign or space `Number` takes too): undefined, for `Number` to decide.
+ */
+function digitsOf(b: Buffer): number | undefined {
+  const neg = b.length > 0 && b[0] === 0x2d;
+  const from = neg ? 1 : 0;
+  if (b.length === from || b.length - from > 15) return undefined;
+  let n = 0;
+  for (let i = from; i < b.length; i++) {
+    const d = (b[i] as number) - 0x30;
+    if (d < 0 || d > 9) return undefined;
+    n = n * 10 + d;
+  }
+  return neg ? -n : n;
 }
 
 /** An aggregate from its stored bytes: a count's number, a reduce's or aggregate's through its serde; none: null. */

@@ -26,7 +26,7 @@ export interface WalkSink {
 }
 
 /** A node of the plan's graph with its children (and a split's branches) in place. */
-interface GraphNode {
+export interface GraphNode {
   readonly name: string;
   readonly node: TopologyNode;
   readonly children: GraphNode[];
@@ -35,6 +35,18 @@ interface GraphNode {
     readonly predicate: ((k: unknown, v: unknown) => unknown) | null;
     target: GraphNode;
   }[];
+  /** The tally this node counted in last and its counts there ({@link flowOf}: no lookup per record). */
+  tally: FlowTally | null;
+  flow: { in: number; out: number };
+}
+
+/** Node `g`'s counts in `tally` (looked up when the tally is not the one it counted in last). */
+export function flowOf(g: GraphNode, tally: FlowTally): { in: number; out: number } {
+  if (g.tally !== tally) {
+    g.flow = tally.of(g.name);
+    g.tally = tally;
+  }
+  return g.flow;
 }
 
 const graphs = new WeakMap<RunPlan, ReadonlyMap<string, GraphNode>>();
@@ -44,7 +56,8 @@ function graphOf(plan: RunPlan): ReadonlyMap<string, GraphNode> {
   let g = graphs.get(plan);
   if (g !== undefined) return g;
   const nodes = new Map<string, GraphNode>();
-  for (const [name, node] of plan.byName) nodes.set(name, { name, node, children: [], branches: [] });
+  for (const [name, node] of plan.byName)
+    nodes.set(name, { name, node, children: [], branches: [], tally: null, flow: { in: 0, out: 0 } });
   const at = (name: string) => {
     const n = nodes.get(name);
     if (n === undefined) throw new TypeError(`no node ${name}`);
@@ -60,19 +73,19 @@ function graphOf(plan: RunPlan): ReadonlyMap<string, GraphNode> {
   return g;
 }
 
-/** Walks `r` from node `from` to its children and on. */
-export function walkFrom(plan: RunPlan, from: string, r: ModelRecord, to: WalkSink): void {
-  const n = graphOf(plan).get(from);
-  if (n !== undefined) children(n, r, to);
+/** Node `name` of the plan's graph (to walk from with {@link children}, to count with {@link flowOf}); none: undefined. */
+export function graphNode(plan: RunPlan, name: string): GraphNode | undefined {
+  return graphOf(plan).get(name);
 }
 
 /** Node `n` forwards `r` to its children (counted as one record out of `n`). */
 function forward(n: GraphNode, r: ModelRecord, to: WalkSink): void {
-  to.tally.out(n.name);
+  flowOf(n, to.tally).out++;
   children(n, r, to);
 }
 
-function children(n: GraphNode, r: ModelRecord, to: WalkSink): void {
+/** Walks `r` on from node `n` (its children and on). */
+export function children(n: GraphNode, r: ModelRecord, to: WalkSink): void {
   const kids = n.children;
   for (let i = 0; i < kids.length; i++) visit(kids[i] as GraphNode, r, to);
 }
@@ -80,7 +93,7 @@ function children(n: GraphNode, r: ModelRecord, to: WalkSink): void {
 function visit(g: GraphNode, r: ModelRecord, to: WalkSink): void {
   const n = g.node;
   const name = g.name;
-  to.tally.in(name);
+  flowOf(g, to.tally).in++;
   to.at = name;
   switch (n.kind) {
     case 'source':
@@ -124,7 +137,7 @@ function visit(g: GraphNode, r: ModelRecord, to: WalkSink): void {
     case 'split': {
       for (const b of g.branches)
         if (b.predicate === null || b.predicate(r.key, r.value)) {
-          to.tally.out(name);
+          flowOf(g, to.tally).out++;
           visit(b.target, r, to);
           return;
         }
@@ -137,7 +150,7 @@ function visit(g: GraphNode, r: ModelRecord, to: WalkSink): void {
       // a grouping's repartition drops a null key (its aggregation would); repartition() writes it on
       if (n.internal && n.repartition === null && key === null) to.dropNullKey(name);
       else {
-        to.tally.out(name);
+        flowOf(g, to.tally).out++;
         to.output(n.topic, key, value, r.timestamp);
       }
       return;
