@@ -5,6 +5,7 @@
  * producer (brokers, security, `kafka.config`); its log lines are watched (connect.ts), so a refused
  * password or certificate fails the call at once with RF_KAFKA_AUTH instead of timing out.
  */
+import { setTimeout as pause } from 'node:timers/promises';
 import { KafkaJS } from '@confluentinc/kafka-javascript';
 import { RedfenceError } from '../errors/index.js';
 import { configError } from './client-config.js';
@@ -20,6 +21,12 @@ type Admin = KafkaJS.Admin;
  * first 5 s failed on a broker paused by a collection or a busy machine.
  */
 const PATIENCE_MS = 30_000;
+
+/**
+ * The pause before a timed-out request is sent again: a timeout that comes back at once (the client's
+ * own deadline already spent) must not turn the patience into a busy loop of requests.
+ */
+const RETRY_PAUSE_MS = 200;
 
 /** librdkafka's timeout (ERR__TIMED_OUT), not a transport failure. */
 function timedOut(err: unknown): boolean {
@@ -96,6 +103,7 @@ export class KafkaAdmin {
         const late = timedOut(err) && !this.#watch.connectFailed && this.#watch.error === undefined;
         if (!late || this.#closed || Date.now() >= deadline) throw this.#watch.failure(err, this.#brokers);
       }
+      await pause(Math.min(RETRY_PAUSE_MS, Math.max(0, deadline - Date.now())));
     }
   }
 
