@@ -289,6 +289,23 @@ export function decodeApplyAt(
   return { results, next };
 }
 
+/**
+ * A stored fence field as a number (the scripts write an integer's digits), or RF_STATE_CORRUPT naming
+ * the field (never its text). The scripts read such a field as absent (Lua's
+ * `tonumber`), so a key whose `o` was overwritten by hand would accept a replay: `redfence reconcile`
+ * and `inspect` say so instead of showing a fence.
+ */
+function fenceField(name: string, v: Buffer): number {
+  const t = text(v);
+  const n = t.trim() === '' ? Number.NaN : Number(t);
+  if (!Number.isSafeInteger(n))
+    throw new RedfenceError(
+      'RF_STATE_CORRUPT',
+      `the state hash's fence field ${name} is not an integer (${v.length} bytes)`,
+    );
+  return n;
+}
+
 /** Decodes a state hash (HGETALL with Buffer values); null when the key has no state. */
 export function decodeState(hash: Record<string, Buffer>): StoredState | null {
   const flat = Object.entries(hash).flat();
@@ -303,10 +320,10 @@ export function decodeState(hash: Record<string, Buffer>): StoredState | null {
     const f = text(flat[i]);
     const v = flat[i + 1] as Buffer;
     if (f === 'v') value = v;
-    else if (f === 'p') partition = num(v);
-    else if (f === 'o') offset = num(v);
-    else if (f === 'e') epoch = num(v);
-    else if (f === 'g') generation = num(v);
+    else if (f === 'p') partition = fenceField('p', v);
+    else if (f === 'o') offset = fenceField('o', v);
+    else if (f === 'e') epoch = fenceField('e', v);
+    else if (f === 'g') generation = fenceField('g', v);
     else if (f.startsWith('#')) {
       const e = decodeEntry(v);
       const off = Number(f.slice(1));
