@@ -61,6 +61,8 @@ export async function runChaos(
     const production = startProduction(run);
     await runFaults(run, faultContext, production.startedAt);
     await finishProduction(run, production);
+    // a late topic's instances restarted to read it (src/chaos/late-topic.ts)
+    await run.pickup;
     await drain(run);
     await stopInstances(run);
   } catch (err) {
