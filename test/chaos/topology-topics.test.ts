@@ -269,6 +269,14 @@ describe('several input topics and patterns under redfence chaos', () => {
       regional,
       /--input-partitions region-sa: m reads no such topic/,
     );
+    // Kafka Streams asks co-partitioned inputs of a stateful step reading several topics; redfence
+    // refuses such a step (so --input-partitions never meets it): the refusal as a chaos run reports it
+    const co = topology({ applicationId: 'co' });
+    co.stream(['orders', 'returns']).groupByKey().count({ name: 'n' }).toStream().to('counts');
+    refused(
+      () => runInputTopics('co', co.build(), [undefined], RUN),
+      /on the records' topics: .*several topics \(in, in-1\).* does not run on Redis yet.*repartition\(\)/,
+    );
     bad({ lateTopic: 'region-eu', idleCloseMs: 500 }, regional, /--late-topic with --idle-close/);
     // the only topic its pattern would read at start: the instances could not start
     bad(
