@@ -120,11 +120,9 @@ export class ChaosRun {
     this.repartitionTopics = o.topology
       ? repartitionCounts(this.topology(o.topology.built), o.partitions, this.inputPartitions)
       : new Map();
-    const late = o.lateTopic;
+    const late = o.lateTopic === undefined || !t ? undefined : this.inputTopicOf(o.lateTopic);
     this.late =
-      late === undefined || !o.topology
-        ? undefined
-        : lateTopic(late, this.inputTopicOf(late), this.inputPartitions.get(this.inputTopicOf(late)) ?? 1);
+      late === undefined ? late : lateTopic(o.lateTopic as string, late, this.inputPartitions.get(late) ?? 1);
     const schedule = makeSchedule({ ...o, seed });
     this.schedule = schedule;
     this.report = {
