@@ -16,6 +16,10 @@
  * which calls a far side the harness starts (src/chaos/far-side.ts); after the drain the far side's calls
  * are judged against the input (src/chaos/handler-run.ts, handler-verdict.ts).
  *
+ * With `topology` (a built topology module) the instances run it on the run's own topics (input topics
+ * of their own counts with `inputPartitions`; a pattern's topic made mid-run with `lateTopic`, the
+ * instances then restarted to read it: src/chaos/late-topic.ts), judged per task against the model.
+ *
  * Every wait is a poll or an awaited event with a timeout; the only sleeps are the schedule's pacing
  * (when a fault is due, how long a process stays down). Every child is killed and every topic deleted
  * at the end, whatever happens.
@@ -61,6 +65,8 @@ export async function runChaos(
     const production = startProduction(run);
     await runFaults(run, faultContext, production.startedAt);
     await finishProduction(run, production);
+    // a late topic's instances restarted to read it (src/chaos/late-topic.ts)
+    await run.pickup;
     await drain(run);
     await stopInstances(run);
   } catch (err) {

@@ -2,18 +2,10 @@
 
 import { HANDLER_KINDS } from './handler-verdict.js';
 import { type ChaosReport, describeFault } from './harness.js';
+import { n, table } from './report-table.js';
+import { topologySummary, topologyTables } from './report-topology.js';
 import { FAULT_KINDS } from './schedule.js';
-import { TOPOLOGY_CHECKS } from './topology-verdict.js';
 import { KINDS } from './verifier.js';
-
-function table(title: string, rows: Array<[string, string | number]>): string {
-  const w = Math.max(...rows.map(([k]) => k.length), 10);
-  const v = Math.max(...rows.map(([, x]) => String(x).length), 5);
-  const line = `+-${'-'.repeat(w)}-+-${'-'.repeat(v)}-+`;
-  return [title, line, ...rows.map(([k, x]) => `| ${k.padEnd(w)} | ${String(x).padStart(v)} |`), line].join(
-    '\n',
-  );
-}
 
 /** A user's processor: the records of both runs and the comparison, by check; then each difference. */
 function moduleTables(r: ChaosReport, out: string[]): void {
@@ -48,64 +40,6 @@ function moduleTables(r: ChaosReport, out: string[]): void {
     rows.push([`differences: ${check}`, c.counts.get(check) ?? 0]);
   rows.push(['keys that differ', c.keysDiffering]);
   out.push(table('Compared with the fault-free run', rows));
-}
-
-/** A topology run: the records the run and the model have, then the differences by check. */
-function topologyTables(r: ChaosReport, out: string[]): void {
-  const t = r.topology;
-  const x = (f: (s: NonNullable<typeof t>) => number | string) => (t ? f(t) : '-');
-  const rows: Array<[string, string | number]> = [
-    ['input records (read back)', x((s) => s.inputRecords)],
-    ...((t?.inputTopics.size ?? 0) > 1
-      ? [['  per input topic', x((s) => [...s.inputTopics.values()].join(' / '))] as [string, string]]
-      : []),
-    [
-      `outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) / model`,
-      x((s) => `${s.outputRecords} / ${s.modelOutputs}`),
-    ],
-    ['output keys compared', x((s) => s.keys)],
-    [
-      '  of them from several tasks',
-      x((s) =>
-        r.options.mode === 'exactly-once'
-          ? `${s.keysUnordered} (${s.keysAmbiguous} ambiguous: as multisets)`
-          : `${s.keysUnordered} (as multisets)`,
-      ),
-    ],
-  ];
-  if ((r.options.topology?.built.repartitionTopics.length ?? 0) > 0) {
-    rows.push([
-      `repartition records (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}, read live) / model`,
-      x((s) => `${s.repartitionRecords} / ${s.modelRepartitionRecords}`),
-    ]);
-    if (r.options.mode === 'at-least-once')
-      rows.push(['  repeated repartition records (allowed)', x((s) => s.repartitionDuplicates)]);
-    rows.push(['  partitions compared as multisets (ambiguous)', x((s) => s.repartitionAmbiguous)]);
-    rows.push(['  repartition records purged during the run', x((s) => s.repartitionPurged)]);
-  }
-  if (r.options.mode === 'at-least-once') {
-    rows.push([
-      '  duplicate outputs in replays (allowed)',
-      x((s) => `${s.duplicateOutputs} (${s.replays} replays)`),
-    ]);
-    rows.push(['  duplicate dead letters (allowed)', x((s) => s.duplicateDeadLetters)]);
-  }
-  if (r.options.idleCloseMs !== undefined) {
-    rows.push(['ticks read back (--idle-close)', x((s) => s.ticks)]);
-    rows.push(['  made after the drain (left out)', x((s) => s.ticksUnread)]);
-    rows.push(['  results the model writes on taking them', x((s) => s.tickOutputs)]);
-  }
-  rows.push(['dead letters / model', x((s) => `${s.deadLetterRecords} / ${s.modelDeadLetters}`)]);
-  rows.push(['committed / end offsets', x((s) => `${s.committed} / ${s.endOffsets}`)]);
-  for (const check of TOPOLOGY_CHECKS)
-    rows.push([`differences: ${check}`, x((s) => s.counts.get(check) ?? 0)]);
-  rows.push(['output keys that differ', x((s) => s.keysDiffering)]);
-  out.push(
-    table(
-      'Compared with the model (runModel per task over the input and repartition topics read back)',
-      rows,
-    ),
-  );
 }
 
 /** A handler run: the far side's calls and effects, then the violations by kind. */
@@ -271,8 +205,6 @@ export function formatFaults(r: ChaosReport): string {
     .join('\n');
 }
 
-const n = (x: number | undefined) => (x === undefined ? '-' : x.toLocaleString('en-US'));
-
 /** Faults by kind (crash by point): how many ran, and how many did what they are meant to. */
 function faultCounts(r: ChaosReport): Array<{ kind: string; scheduled: number; ran: number; ok: number }> {
   const rows = new Map<string, { kind: string; scheduled: number; ran: number; ok: number }>();
@@ -303,28 +235,6 @@ function moduleSummary(r: ChaosReport): string[] {
     `| dead letters | ${n(f?.deadLetterRecords)} (reference ${n(c?.reference.deadLetterRecords)}) |`,
     `| state | ${n(f?.state.size)} keys (reference ${n(c?.reference.state.size)}); committed / end offsets ${f ? `${n(f.committed)} / ${n(f.endOffsets)}` : '-'} |`,
     `| differences from the fault-free run | ${c ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(c.keysDiffering)} keys`) : 'not compared'} |`,
-  ];
-}
-
-/** A topology run: the summary's rows on input, outputs and the differences from the model. */
-function topologySummary(r: ChaosReport): string[] {
-  const t = r.topology;
-  const diffs = t ? [...t.counts].filter(([, x]) => x > 0) : [];
-  return [
-    `| topology | \`${r.options.topology?.module}\`, ${n(r.options.topology?.records.length)} records, ${r.options.partitions} partitions |`,
-    `| outputs (${r.options.mode === 'exactly-once' ? 'read_committed' : 'read_uncommitted'}) | ${n(t?.outputRecords)} (model ${n(t?.modelOutputs)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.duplicateOutputs)} in replays` : ''}; ${n(t?.keys)} keys |`,
-    `| dead letters | ${n(t?.deadLetterRecords)} (model ${n(t?.modelDeadLetters)}); committed / end offsets ${t ? `${n(t.committed)} / ${n(t.endOffsets)}` : '-'} |`,
-    ...((r.options.topology?.built.repartitionTopics.length ?? 0) > 0
-      ? [
-          `| repartition records | ${n(t?.repartitionRecords)} (model ${n(t?.modelRepartitionRecords)})${t && r.options.mode === 'at-least-once' ? `, ${n(t.repartitionDuplicates)} repeated` : ''}; ${n(t?.repartitionPurged)} purged during the run |`,
-        ]
-      : []),
-    ...(t && t.ticks > 0
-      ? [
-          `| ticks (--idle-close) | ${n(t.ticks)} read back (${n(t.ticksUnread)} after the drain, left out); ${n(t.tickOutputs)} results the model writes on taking them |`,
-        ]
-      : []),
-    `| differences from the model | ${t ? (diffs.length === 0 ? '0' : `${diffs.map(([k, x]) => `${k} ${n(x)}`).join(', ')}; ${n(t.keysDiffering)} keys`) : 'not judged'} |`,
   ];
 }
 

@@ -19,11 +19,13 @@ import type { FarSide } from './far-side.js';
 import type { FaultContext, Slot } from './faults.js';
 import { type Instance, startInstance } from './instances.js';
 import { ChaosKafka } from './kafka.js';
+import { type LateTopicReport, lateTopic } from './late-topic.js';
 import { instanceRedisArgs, type RedisSide } from './redis-topology.js';
 import type { RepartitionLog } from './repartition-log.js';
 import { randomSeed } from './rng.js';
 import type { ChaosOptions, ChaosReport, UserProcessor } from './run-options.js';
 import { type Fault, makeSchedule } from './schedule.js';
+import { checkTopicShape, inputCounts } from './topic-shape.js';
 import { chaosTopics, onChaosTopics } from './topology-module.js';
 import { asModelInput, pendingFinals, repartitionCounts, tasksOf } from './topology-stages.js';
 import { chaosDeadLetter, runInputTopic, runInputTopics } from './topology-topics.js';
@@ -49,6 +51,14 @@ export class ChaosRun {
    * (the harness makes them before the instances start); empty for any other run.
    */
   readonly repartitionTopics: Map<string, number>;
+  /** Each input topic's partition count (`partitions`, or its `inputPartitions`). */
+  readonly inputPartitions: Map<string, number>;
+  /** A topology's topic made while the run lasts (`lateTopic`: src/chaos/late-topic.ts), once it is made. */
+  readonly late: LateTopicReport | undefined;
+  /** The instances' pick-up of the late topic, queued once the harness has made it. */
+  pickup: Promise<void> | undefined;
+  /** The end of the last step that runs alone (a fault, the pick-up of a late topic): see exclusive(). */
+  #turn: Promise<unknown> = Promise.resolve();
   /** The harness's reader of the repartition topics (src/chaos/repartition-log.ts), while the run lasts. */
   repartitionLog: RepartitionLog | undefined;
   readonly schedule: Fault[];
@@ -104,9 +114,15 @@ export class ChaosRun {
       : [this.names.input];
     // the runtime's default for the topology on these topics (`<app>.DLT` when a pattern reads first)
     if (o.topology) this.names.deadLetter = chaosDeadLetter(this.topology(o.topology.built));
+    const t = o.topology;
+    if (t) checkTopicShape(t.module, t.built, new Set(t.records.map((r) => r.topic)), o);
+    this.inputPartitions = inputCounts(this.inputTopics, o, (x) => this.inputTopicOf(x));
     this.repartitionTopics = o.topology
-      ? repartitionCounts(this.topology(o.topology.built), o.partitions)
+      ? repartitionCounts(this.topology(o.topology.built), o.partitions, this.inputPartitions)
       : new Map();
+    const late = o.lateTopic === undefined || !t ? undefined : this.inputTopicOf(o.lateTopic);
+    this.late =
+      late === undefined ? late : lateTopic(o.lateTopic as string, late, this.inputPartitions.get(late) ?? 1);
     const schedule = makeSchedule({ ...o, seed });
     this.schedule = schedule;
     this.report = {
@@ -128,6 +144,7 @@ export class ChaosRun {
       harnessErrors: [],
       failures: [],
       ok: false,
+      ...(this.late ? { lateTopic: this.late } : {}),
     };
     this.#startLine = o.handler
       ? 'handler started'
@@ -163,6 +180,24 @@ export class ChaosRun {
   };
 
   live = (): Slot[] => this.slots.filter((s) => s.inst.alive);
+
+  /** The input topics that exist now (a late topic only once the harness has made it). */
+  madeInputTopics(): string[] {
+    const late = this.late;
+    return late === undefined || late.createdAt !== undefined
+      ? this.inputTopics
+      : this.inputTopics.filter((t) => t !== late.topic);
+  }
+
+  /**
+   * Runs `step` once every step queued before it has ended, and no other such step beside it: the
+   * schedule's faults and the pick-up of a late topic (src/chaos/late-topic.ts) act on the same slots.
+   */
+  exclusive<T>(step: () => Promise<T>): Promise<T> {
+    const run = this.#turn.then(step);
+    this.#turn = run.catch(() => undefined);
+    return run;
+  }
 
   async #spawnSlot(
     slot: Omit<Slot, 'inst' | 'generation'> & { generation?: number },
@@ -222,6 +257,7 @@ export class ChaosRun {
     const slot = await this.#spawnSlot({ id: `i${this.#nextId++}`, expecting: false });
     this.slots.push(slot);
     await this.#started(slot);
+    if (this.late) this.late.firstStartedAt ??= (Date.now() - this.t0) / 1000;
     this.log(`started ${slot.inst.name} (pid ${slot.inst.pid}); ${this.live().length} live`);
     return slot;
   };
@@ -303,6 +339,8 @@ export class ChaosRun {
   caughtUp = async (): Promise<boolean> => {
     const { kafka, names } = this;
     const log = this.repartitionLog;
+    // a late topic not made yet has records to come
+    if (this.late !== undefined && this.late.createdAt === undefined) return false;
     if (!this.ticking)
       for (const topic of this.inputTopics) {
         const [committed, ends] = await Promise.all([

@@ -9,6 +9,7 @@ import type { Comparison, Snapshot } from './compare.js';
 import type { HandlerResult } from './handler-verdict.js';
 import type { Mode } from './instances.js';
 import type { ConnectionConfig } from './kafka.js';
+import type { LateTopicReport } from './late-topic.js';
 import type { InputRecord } from './module.js';
 import type { Topology } from './redis-topology.js';
 import type { Fault, ScheduleOptions } from './schedule.js';
@@ -55,6 +56,16 @@ export interface ChaosOptions extends Omit<ScheduleOptions, 'seed' | 'mode'> {
    * of idle partitions); the drain then also waits until the ticks have closed every window.
    */
   idleCloseMs?: number;
+  /**
+   * A topology's input topics with another partition count than `partitions` (`--input-partitions`):
+   * the module's topic name (a listed input, or a name its records give a pattern) -> its count.
+   */
+  inputPartitions?: Readonly<Record<string, number>>;
+  /**
+   * A topology's topic a pattern reads that the harness makes while the run lasts (`--late-topic`: the
+   * module's name, one its records give), when its first record is due (src/chaos/late-topic.ts).
+   */
+  lateTopic?: string;
   /** Sentinel and cluster failovers: how long the replica is stopped before its primary dies. */
   replicaLagMs?: number;
   /** A user's processor module (absolute path) and the records to produce, instead of the orders workload. */
@@ -140,6 +151,8 @@ export interface ChaosReport {
   handler?: HandlerResult;
   /** A topology: its outputs and dead letters judged against the model (src/chaos/topology-verdict.ts). */
   topology?: TopologyResult;
+  /** A topology's topic made while the run lasted (`lateTopic`): when, and how the instances came to read it. */
+  lateTopic?: LateTopicReport;
   /** A user's processor: the fault-free run's names, duration and failures. */
   reference?: { names: ChaosReport['names']; totalSeconds: number; failures: string[] };
   /** Harness problems (no drain, an instance that would not stop): each fails the run. */

@@ -9,6 +9,7 @@
 import { rm } from 'node:fs/promises';
 import { pollUntil } from '../harness/poll.js';
 import { type FaultContext, inject } from './faults.js';
+import { lateTopicHook } from './late-topic.js';
 import { instanceRedisArgs, startRedisSide, stopRedisSide, verifierRedis } from './redis-topology.js';
 import { DRIFT_TOTAL } from './repair.js';
 import type { ChaosRun } from './run-context.js';
@@ -44,8 +45,9 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
     );
   }
   const faultContext = run.faultContext(redis);
+  // a late topic is made while the run lasts (src/chaos/late-topic.ts)
   await run.kafka.createTopics([
-    ...run.inputTopics.map((topic) => ({ topic, partitions: o.partitions })),
+    ...run.madeInputTopics().map((topic) => ({ topic, partitions: run.inputPartitions.get(topic) ?? 1 })),
     ...run.outputTopics.map((topic) => ({ topic, partitions: o.partitions })),
     { topic: names.deadLetter, partitions: 1 },
     // as the runtime makes them (records keep their own timestamps; the purge deletes what is committed)
@@ -57,7 +59,7 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
   ]);
   // with ticks, the input too: the drain waits for them to close every window (ChaosRun.caughtUp)
   const live = new Map(run.repartitionTopics);
-  if (run.ticking) for (const topic of run.inputTopics) live.set(topic, o.partitions);
+  if (run.ticking) for (const topic of run.inputTopics) live.set(topic, run.inputPartitions.get(topic) ?? 1);
   if (live.size > 0) {
     const { RepartitionLog } = await import('./repartition-log.js');
     run.repartitionLog = await RepartitionLog.open(
@@ -68,8 +70,14 @@ export async function startServices(run: ChaosRun): Promise<FaultContext> {
     );
     log(`${[...live.keys()].join(', ')} read while the run lasts`);
   }
+  const counts = new Set(run.inputPartitions.values()).size > 1 ? run.inputPartitions : undefined;
   log(
-    `topics ${run.inputTopics.join(', ')} (+ ${run.user ? 'output' : 'totals'}, ${names.deadLetter}); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
+    `topics ${run
+      .madeInputTopics()
+      .map((t) => (counts ? `${t} (${counts.get(t)})` : t))
+      .join(
+        ', ',
+      )}${run.late ? ` (${run.late.topic} to be made)` : ''} (+ ${run.user ? 'output' : 'totals'}, ${names.deadLetter}); Redis ${o.redisTopology} ${instanceRedisArgs(redis).join(' ')} ` +
       `(AOF, appendfsync always)${o.waitReplicas === undefined ? ', no WAIT' : `, WAIT ${o.waitReplicas}`}` +
       (!o.handler && o.commitIntervalMs ? `; instances commit every ${o.commitIntervalMs} ms at most` : ''),
   );
@@ -121,7 +129,9 @@ export function startProduction(run: ChaosRun): Production {
   const records = (user?.records ?? []).map((r) =>
     r.topic === undefined ? r : { ...r, topic: run.inputTopicOf(r.topic) },
   );
-  const source: RecordSource = workload ?? new RecordList(records, o.partitions, user?.timestampBase ?? 0);
+  const partitions = (topic: string | undefined) =>
+    run.inputPartitions.get(topic ?? run.names.input) ?? o.partitions;
+  const source: RecordSource = workload ?? new RecordList(records, partitions, user?.timestampBase ?? 0);
   const total = user?.records.length ?? o.records;
   const windowMs = o.durationS * 1000;
   const feeder: Feeder = new Feeder(
@@ -130,6 +140,7 @@ export function startProduction(run: ChaosRun): Production {
     source,
     0, // paced by the limit alone: on time it is the schedule's rate, total / durationS
     (): number => productionLimit(total, windowMs, feeder.startedAt, run.nextFaultDue, Date.now()),
+    lateTopicHook(run),
   );
   run.feeder = feeder;
   feeder.start();
@@ -177,11 +188,17 @@ export async function runFaults(
     run.nextFaultDue = due;
     if (Date.now() < due) await sleep(due - Date.now()); // pacing: the fault's due time
     run.nextFaultDue = dueOf(i + 1);
-    const startedAt = Date.now();
-    const done: Injected = await inject(faultContext, f).catch((err: Error) => {
-      const first = err.message.split('\n')[0] ?? '';
-      return { outcome: `failed: ${first}`, facts: { error: err.message } };
-    });
+    let startedAt = Date.now();
+    // alone: a late topic's pick-up (src/chaos/late-topic.ts) restarts instances between faults
+    const done: Injected = await run
+      .exclusive(() => {
+        startedAt = Date.now();
+        return inject(faultContext, f);
+      })
+      .catch((err: Error) => {
+        const first = err.message.split('\n')[0] ?? '';
+        return { outcome: `failed: ${first}`, facts: { error: err.message } };
+      });
     const failure = judgeFault(f, done.facts);
     run.report.faults.push({
       fault: f,
@@ -361,7 +378,7 @@ export async function cleanup(run: ChaosRun): Promise<void> {
   await run.repartitionLog?.close();
   if (!o.keep) {
     await kafka.deleteTopics([
-      ...run.inputTopics,
+      ...run.madeInputTopics(),
       ...run.outputTopics,
       names.deadLetter,
       ...run.repartitionTopics.keys(),

@@ -53,9 +53,15 @@ export function splitAtRepartitions(built: BuiltTopology): BuiltTopology {
 /**
  * Each repartition topic's partition count, in the order they are written (a topic after the ones its
  * writer reads): `repartition()`'s numberOfPartitions, else the largest count of the topics its writing
- * sub-topology reads (a pattern's: the input topics' count), as the runtime and Kafka Streams make it.
+ * sub-topology reads (a pattern's: the input topics it matches), as the runtime and Kafka Streams make
+ * it. `inputs`: the run's input topics with their counts (`--input-partitions`); a topic not in it has
+ * `inputPartitions`.
  */
-export function repartitionCounts(built: BuiltTopology, inputPartitions: number): Map<string, number> {
+export function repartitionCounts(
+  built: BuiltTopology,
+  inputPartitions: number,
+  inputs: ReadonlyMap<string, number> = new Map(),
+): Map<string, number> {
   const internal = new Set(built.repartitionTopics);
   const fixed = new Map<string, number>();
   for (const n of built.nodes)
@@ -63,7 +69,7 @@ export function repartitionCounts(built: BuiltTopology, inputPartitions: number)
       fixed.set(n.topic, n.repartition.partitions);
   const counts = new Map<string, number>();
   const count = (topic: string, seen: Set<string>): number => {
-    if (!internal.has(topic)) return inputPartitions;
+    if (!internal.has(topic)) return inputs.get(topic) ?? inputPartitions;
     const known = counts.get(topic);
     if (known !== undefined) return known;
     let n = fixed.get(topic);
@@ -74,8 +80,11 @@ export function repartitionCounts(built: BuiltTopology, inputPartitions: number)
       for (const s of built.subTopologies) {
         if (!s.sinkTopics.includes(topic)) continue;
         for (const t of s.sourceTopics) n = Math.max(n, count(t, seen));
-        // a pattern reads input topics (each made with the input's partition count)
-        if (s.sourcePatterns.length > 0) n = Math.max(n, inputPartitions);
+        if (s.sourcePatterns.length === 0) continue;
+        // a pattern reads the input topics it matches (none known: the input's count)
+        const matched = [...inputs].filter(([t]) => s.sourcePatterns.some((p) => p.test(t)));
+        for (const [, c] of matched.length > 0 ? matched : [['', inputPartitions] as const])
+          n = Math.max(n, c);
       }
     }
     counts.set(topic, n);

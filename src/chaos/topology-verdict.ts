@@ -111,6 +111,9 @@ export interface TopologyResult extends OutputCounts {
   /** Records of the input topics read back, ticks not counted; and per topic. */
   inputRecords: number;
   inputTopics: Map<string, number>;
+  /** Each input topic's partition count (as read back) and the model's outputs of its tasks. */
+  inputPartitions: Map<string, number>;
+  modelOutputsByInput: Map<string, number>;
   /**
    * Ticks of `idleCloseMs` (src/topology/tick.ts) in the input and repartition topics, judged as the
    * records they are; `ticksUnread`: those at or past the group's committed offset (produced after the
@@ -181,6 +184,8 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
   const result: TopologyResult = {
     inputRecords: x.input.length - x.input.filter(isTick).length,
     inputTopics,
+    inputPartitions: new Map([...x.offsets].map(([t, o]) => [t, o.ends.size])),
+    modelOutputsByInput: new Map([...x.offsets.keys()].map((t) => [t, 0])),
     ticks,
     ticksUnread: ticks - [...tasks.values()].flat().filter(isTick).length,
     tickOutputs: 0,
@@ -218,6 +223,11 @@ export function judgeTopologyRun(x: TopologyVerdictInput): TopologyResult {
     m = { outputs: [], repartition: [], deadLetters: [] };
   }
   result.modelOutputs = m.outputs.length;
+  for (const o of m.outputs) {
+    const topic = o.task.slice(0, o.task.lastIndexOf('/'));
+    const n = result.modelOutputsByInput.get(topic);
+    if (n !== undefined) result.modelOutputsByInput.set(topic, n + 1);
+  }
   if (ticks > result.ticksUnread) result.tickOutputs = tickFinals(x.built, tasks);
   if (x.repartition) judgeRepartitions(x, x.repartition, tasks, m.repartition, result, add);
   const o = judgeOutputs(x.mode, x.outputs, m.outputs, (message, key) => add('output', message, key));

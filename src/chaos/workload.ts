@@ -88,13 +88,18 @@ export interface ListedRecord {
  */
 export class RecordList implements RecordSource {
   readonly #records: ReadonlyArray<ListedRecord>;
-  readonly #partitions: number;
+  readonly #partitions: (topic: string | undefined) => number;
   readonly #timestampBase: number;
   #next = 0;
 
-  constructor(records: ReadonlyArray<ListedRecord>, partitions: number, timestampBase: number) {
+  /** `partitions`: the count of the topic a record names (a null key goes to partition i mod it). */
+  constructor(
+    records: ReadonlyArray<ListedRecord>,
+    partitions: number | ((topic: string | undefined) => number),
+    timestampBase: number,
+  ) {
     this.#records = records;
-    this.#partitions = partitions;
+    this.#partitions = typeof partitions === 'number' ? () => partitions : partitions;
     this.#timestampBase = timestampBase;
   }
 
@@ -113,7 +118,7 @@ export class RecordList implements RecordSource {
       ...(r.topic === undefined ? {} : { topic: r.topic }),
       key: r.key,
       value: r.value,
-      ...(r.key === null ? { partition: i % this.#partitions } : {}),
+      ...(r.key === null ? { partition: i % this.#partitions(r.topic) } : {}),
       timestamp: String(this.#timestampBase + (r.timestamp ?? i)),
     };
   }
@@ -209,7 +214,8 @@ export class Workload implements RecordSource {
  * as produced; a chunk's records of one topic in one send, the topics one after another, so each
  * partition gets its records in the workload's order. `limit`, if given, is how many records may have
  * been produced by now (the input slows while the harness's faults run late: src/chaos/run-steps.ts
- * `productionLimit`).
+ * `productionLimit`). `before`, if given, is awaited before each send to a topic (the harness makes a
+ * late topic there: src/chaos/late-topic.ts).
  */
 export class Feeder {
   readonly #producer: KafkaJS.Producer;
@@ -217,6 +223,7 @@ export class Feeder {
   readonly #workload: RecordSource;
   readonly #rate: number;
   readonly #limit: (() => number) | undefined;
+  readonly #before: ((topic: string) => Promise<void>) | undefined;
   #loop: Promise<void> | undefined;
   #stopped = false;
   /** Records acknowledged by the broker. */
@@ -230,12 +237,14 @@ export class Feeder {
     workload: RecordSource,
     rate: number,
     limit?: () => number,
+    before?: (topic: string) => Promise<void>,
   ) {
     this.#producer = producer;
     this.#topic = topic;
     this.#workload = workload;
     this.#rate = rate;
     this.#limit = limit;
+    this.#before = before;
   }
 
   start(): void {
@@ -279,7 +288,10 @@ export class Feeder {
           ...(r.timestamp === undefined ? {} : { timestamp: r.timestamp }),
         });
       }
-      for (const [topic, messages] of byTopic) await this.#producer.send({ topic, messages });
+      for (const [topic, messages] of byTopic) {
+        await this.#before?.(topic);
+        await this.#producer.send({ topic, messages });
+      }
       this.acked += count;
     }
     this.finishedAt = Date.now();

@@ -5,6 +5,7 @@
 import { DEFAULTS } from '../chaos/index.js';
 import { TOPOLOGIES } from '../chaos/redis-topology.js';
 import { ALL_POINTS, type CrashPointName } from '../chaos/schedule.js';
+import { INPUT_PARTITIONS_MAX, inputPartitionsItem } from '../chaos/topic-shape.js';
 import { IDLE_CLOSE_MAX_MS, IDLE_CLOSE_MIN_MS } from '../processor/topology/options.js';
 import { KAFKA_OPTIONS } from './kafka-options.js';
 import {
@@ -153,6 +154,24 @@ export const CHAOS_OPTIONS = {
     min: IDLE_CLOSE_MIN_MS,
     max: IDLE_CLOSE_MAX_MS,
   }),
+  'input-partitions': listOption('<list>', {
+    description:
+      "a topology module: input topics with their own partition count, by the module's topic name (a listed input, or a topic its records name for a pattern); the others get --partitions",
+    defaultText: '--partitions for every input topic',
+    allowed: `topic=count pairs like returns=2,region-sa=1 (count 1 to ${INPUT_PARTITIONS_MAX})`,
+    item: inputPartitionsItem,
+    explain: (raw) => {
+      const names = raw.split(',').map((x) => x.trim().split('=')[0]);
+      const twice = names.find((x, i) => names.indexOf(x) !== i);
+      return twice === undefined ? undefined : new Invalid(`: topic ${twice} is given twice`);
+    },
+  }),
+  'late-topic': textOption('<topic>', {
+    description:
+      'a topology module: a topic its records name for a pattern, made by the harness when its first record is due (after the instances started), which then restarts the instances to read it (the runtime resolves patterns at start)',
+    allowed: 'a topic name (letters, digits, ., _, -)',
+    pattern: /^[A-Za-z0-9._-]{1,249}$/,
+  }),
   input: textOption('<file.jsonl>', {
     description:
       'with <module>: the input records, one JSON object per line, {"key": ..., "value": ...} (instead of the module\'s chaosInput)',
@@ -211,6 +230,8 @@ repartition records as the run wrote them, read while it runs). Crash points as 
 (--redis-topology, --redis-failovers) and --wait-replicas as for a processor. With --idle-close <ms> the
 instances close the windows of idle partitions by ticks (redfence run --idle-close); the drain waits
 until the ticks have closed every window, and the model takes the ticks as read back from the topics.
+--input-partitions gives input topics their own partition counts (judged per task as any); --late-topic
+makes a topic a pattern reads only when its first record is due, then restarts each instance to read it.
 
 With --handler [<module>] (a handler module, or the built-in one: ctx.once around one POST per record):
 the instances call a far side on 127.0.0.1 the harness starts (its URL in REDFENCE_CHAOS_FAR_SIDE;

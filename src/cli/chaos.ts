@@ -73,11 +73,12 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
       'RF_INVALID_OPTIONS',
       '--input applies to a module: redfence chaos --handler <module> --input <file>',
     );
-  if ((module === undefined || o.handler) && o['idle-close'] !== undefined)
-    throw new RedfenceError(
-      'RF_INVALID_OPTIONS',
-      '--idle-close applies to a topology module: redfence chaos <topology module> --idle-close <ms>',
-    );
+  for (const flag of ['idle-close', 'input-partitions', 'late-topic'] as const)
+    if ((module === undefined || o.handler) && o[flag] !== undefined)
+      throw new RedfenceError(
+        'RF_INVALID_OPTIONS',
+        `--${flag} applies to a topology module: redfence chaos <topology module> --${flag} <${flag === 'idle-close' ? 'ms' : flag === 'late-topic' ? 'topic' : 'list'}>`,
+      );
   if (module === undefined && o.input !== undefined)
     throw new RedfenceError(
       'RF_INVALID_OPTIONS',
@@ -132,6 +133,9 @@ export function parseChaosArgs(args: readonly string[], env = process.env): Pars
     );
   options.redisTopology = o['redis-topology'];
   checkWaitReplicas(o['wait-replicas'], o['redis-topology'], o['redis-failovers'] ?? DEFAULTS.redisFailovers);
+  if (o['input-partitions'] !== undefined)
+    options.inputPartitions = Object.fromEntries(o['input-partitions']);
+  if (o['late-topic'] !== undefined) options.lateTopic = o['late-topic'];
   if (o.points !== undefined) options.points = o.points;
   if (o.scale !== undefined) options.scale = o.scale;
   if (o.keep) options.keep = true;
@@ -230,12 +234,20 @@ async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefin
   const { loadChaosTopology, runInputTopics, topologyInput } = await import('../chaos/topology-module.js');
   const { readInputFile } = await import('../chaos/module.js');
   const m = await loadChaosTopology(parsed.module as string);
-  const idleCloseMs = parsed.options.idleCloseMs;
+  const { idleCloseMs, inputPartitions, lateTopic } = parsed.options;
   if (m === undefined) {
-    if (idleCloseMs !== undefined)
+    const flag =
+      idleCloseMs !== undefined
+        ? 'idle-close'
+        : inputPartitions !== undefined
+          ? 'input-partitions'
+          : lateTopic !== undefined
+            ? 'late-topic'
+            : undefined;
+    if (flag !== undefined)
       throw new RedfenceError(
         'RF_INVALID_OPTIONS',
-        '--idle-close applies to topologies, and the module exports a processor',
+        `--${flag} applies to topologies, and the module exports a processor`,
       );
     return undefined;
   }
@@ -248,7 +260,11 @@ async function userTopology(parsed: ParsedChaos): Promise<UserTopology | undefin
       ? topologyInput(m, parsed.options.seed, parsed.options.records ?? DEFAULTS.records)
       : await readInputFile(parsed.input);
   // the topics the records name: listed inputs, or names the patterns match (RF_MODULE_INVALID else)
-  runInputTopics(m.path, m.built, new Set(records.map((r) => r.topic)));
+  const topics = new Set(records.map((r) => r.topic));
+  runInputTopics(m.path, m.built, topics);
+  // --input-partitions and --late-topic name topics of those (RF_INVALID_OPTIONS else)
+  const { checkTopicShape } = await import('../chaos/topic-shape.js');
+  checkTopicShape(m.path, m.built, topics, parsed.options);
   return { module: m.path, built: m.built, records, timestampBase: Date.now() };
 }
 

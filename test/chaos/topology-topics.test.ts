@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ReadMessage } from '../../src/chaos/kafka.js';
 import { Rng } from '../../src/chaos/rng.js';
+import { checkTopicShape, inputCounts } from '../../src/chaos/topic-shape.js';
 import {
   chaosTopics,
   onChaosTopics,
@@ -16,8 +17,10 @@ import {
   TOPIC_LAG_MS,
   topologyInput,
 } from '../../src/chaos/topology-module.js';
-import { chaosDeadLetter } from '../../src/chaos/topology-topics.js';
+import { repartitionCounts } from '../../src/chaos/topology-stages.js';
+import { chaosDeadLetter, runInputTopic } from '../../src/chaos/topology-topics.js';
 import { judgeTopologyRun } from '../../src/chaos/topology-verdict.js';
+import { RecordList } from '../../src/chaos/workload.js';
 import { RedfenceError } from '../../src/errors/index.js';
 import { serdes, topology } from '../../src/topology/index.js';
 import { type ModelInput, runModel } from '../../src/topology/model.js';
@@ -179,6 +182,111 @@ describe('several input topics and patterns under redfence chaos', () => {
     assert.match(
       judge([a0, b0, a1, b1, b2], 'at-least-once').differences[0]?.message ?? '',
       /1 model outputs missing/,
+    );
+  });
+
+  it('input topics of their own counts: a repartition topic gets the largest its writer reads; a null key placed on its own topic', () => {
+    const two = onRun(twoInputs);
+    const rep = 'chaos_app-by-band-repartition';
+    const counts = inputCounts(
+      ['in', 'in-1'],
+      { partitions: 3, inputPartitions: { orders: 4, returns: 2 } },
+      (t) => (t === 'orders' ? 'in' : 'in-1'),
+    );
+    assert.deepEqual(
+      [...counts],
+      [
+        ['in', 4],
+        ['in-1', 2],
+      ],
+    );
+    assert.deepEqual([...repartitionCounts(two, 3, counts)], [[rep, 4]]);
+    assert.deepEqual(
+      [
+        ...repartitionCounts(
+          two,
+          3,
+          new Map([
+            ['in', 1],
+            ['in-1', 2],
+          ]),
+        ),
+      ],
+      [[rep, 2]],
+    );
+    // a pattern's writer: the largest count among the input topics it matches (a late one's too)
+    const regions = onRun(patternRegions);
+    const topics = chaosTopics(patternRegions, RUN.input, RUN.output);
+    const eu = runInputTopic(topics, 'region-eu');
+    const sa = runInputTopic(topics, 'region-sa');
+    assert.deepEqual(
+      [
+        ...repartitionCounts(
+          regions,
+          3,
+          new Map([
+            [eu, 3],
+            [sa, 5],
+            ['in-9', 7],
+          ]),
+        ),
+      ],
+      [['chaos_app-by-region-repartition', 5]],
+    );
+    // the feeder's null keys: partition i mod the count of the record's own topic
+    const list = new RecordList(
+      [0, 1, 2, 3, 4].map((i) => ({ key: null, value: Buffer.from(`${i}`), topic: i % 2 === 0 ? 'a' : 'b' })),
+      (t) => (t === 'a' ? 2 : 5),
+      0,
+    );
+    const placed = [0, 1, 2, 3, 4].map(() => list.next()).map((r) => `${r.topic}/${r.partition}`);
+    assert.deepEqual(placed, ['a/0', 'b/1', 'a/0', 'b/3', 'a/0']);
+  });
+
+  it('--input-partitions and --late-topic: what cannot run is refused with the option named', () => {
+    const regional = chaosInput(new Rng(7, 'module-input'), 60).map((r) => r.topic);
+    const bad = (
+      shape: Parameters<typeof checkTopicShape>[3],
+      topics: Array<string | undefined>,
+      message: RegExp,
+    ) =>
+      assert.throws(
+        () => checkTopicShape('m', patternRegions, topics, shape),
+        (e: unknown) => RedfenceError.is(e) && e.code === 'RF_INVALID_OPTIONS' && message.test(e.message),
+      );
+    checkTopicShape('m', patternRegions, regional, {
+      inputPartitions: { 'region-eu': 1 },
+      lateTopic: 'region-us',
+    });
+    bad(
+      { inputPartitions: { 'region-eu': 0 } },
+      regional,
+      /^--input-partitions region-eu=0: a count from 1 to 1000/,
+    );
+    bad({ inputPartitions: { 'region-eu': 2.5 } }, regional, /--input-partitions region-eu=2.5/);
+    bad(
+      { inputPartitions: { 'region-sa': 2 } },
+      regional,
+      /--input-partitions region-sa: m reads no such topic/,
+    );
+    // Kafka Streams asks co-partitioned inputs of a stateful step reading several topics; redfence
+    // refuses such a step (so --input-partitions never meets it): the refusal as a chaos run reports it
+    const co = topology({ applicationId: 'co' });
+    co.stream(['orders', 'returns']).groupByKey().count({ name: 'n' }).toStream().to('counts');
+    refused(
+      () => runInputTopics('co', co.build(), [undefined], RUN),
+      /on the records' topics: .*several topics \(in, in-1\).* does not run on Redis yet.*repartition\(\)/,
+    );
+    bad({ lateTopic: 'region-eu', idleCloseMs: 500 }, regional, /--late-topic with --idle-close/);
+    // the only topic its pattern would read at start: the instances could not start
+    bad(
+      { lateTopic: 'region-eu' },
+      ['region-eu'],
+      /the only topic the records name for the pattern \/region-\[a-z\]\+\//,
+    );
+    assert.throws(
+      () => checkTopicShape('two', twoInputs, ['orders', 'returns'], { lateTopic: 'orders' }),
+      /--late-topic orders: a listed input topic must exist/,
     );
   });
 });
