@@ -83,7 +83,8 @@ export interface TopologyRebuildReport {
 }
 
 const refused = (m: string) => new RedfenceError('RF_INVALID_OPTIONS', m);
-const unsupported = (m: string) => new RedfenceError('RF_TOPOLOGY_UNSUPPORTED', m);
+const unsupported = (m: string, node: string) =>
+  new RedfenceError('RF_TOPOLOGY_UNSUPPORTED', m, { details: { node } });
 
 /**
  * What a rebuild cannot give back exactly, refused before any connection: a source reading a pattern
@@ -94,11 +95,13 @@ export function checkRebuildable(built: BuiltTopology): void {
   if (hasPatterns(built))
     throw unsupported(
       `topology ${built.applicationId} reads a pattern: rebuild needs its topics by name (list them in the source)`,
+      built.nodes.find((n) => n.kind === 'source' && n.pattern !== null)?.name ?? built.applicationId,
     );
   for (const n of built.nodes)
     if (n.kind === 'aggregate' && (n.window?.kind === 'session' || n.window?.kind === 'sliding'))
       throw unsupported(
         `topology node ${n.name}: ${n.window?.kind} windows cannot be rebuilt exactly (a replayed record the snapshot already holds is skipped, and these windows need its results to move the stream time)`,
+        n.name,
       );
 }
 

@@ -24,9 +24,9 @@ import { Redis } from 'ioredis';
 import { RedisServer } from '../../src/harness/index.js';
 import { RedfenceError, TopologyProcessor } from '../../src/index.js';
 import { isBuiltTopology, loadRunnable } from '../../src/loader/load.js';
-import { rebuildTopology } from '../../src/ops/rebuild-topology.js';
+import { checkRebuildable, rebuildTopology } from '../../src/ops/rebuild-topology.js';
 import { MemoryKafka } from '../../src/testing/index.js';
-import type { BuiltTopology } from '../../src/topology/index.js';
+import { type BuiltTopology, topology } from '../../src/topology/index.js';
 import { type ModelInput, runModel } from '../../src/topology/model.js';
 import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS, uniqueName } from '../helpers/env.js';
@@ -356,6 +356,20 @@ const t = topology({ applicationId: 'tsnap-sessions' });
 t.stream('tsnap-in').groupByKey().windowedBy(SessionWindows.ofInactivityGapWithNoGrace(1000)).count({ name: 'per-session' }).toStream().to('tsnap-out');
 export default t.build();
 `,
+    );
+    const pattern = topology({ applicationId: 'tsnap-pattern' });
+    pattern
+      .stream(/tsnap-in-.*/, { name: 'by-pattern' })
+      .groupByKey()
+      .count({ name: 'n' })
+      .toStream()
+      .to('tsnap-out');
+    assert.throws(
+      () => checkRebuildable(pattern.build()),
+      (e: unknown) =>
+        RedfenceError.is(e, 'RF_TOPOLOGY_UNSUPPORTED') &&
+        (e as RedfenceError).details?.node === 'by-pattern' &&
+        /reads a pattern/.test((e as Error).message),
     );
     const s = cli(['rebuild', sessions]);
     assert.equal(s.status, 2, s.stderr);
