@@ -34,7 +34,7 @@ import { PartitionTable, topicPartition } from '../partition-table.js';
 import { assign, type RebalanceContext, revoke } from '../rebalance.js';
 import { RedisGuard } from '../redis-guard.js';
 import { checkRedis, loadFenceScripts } from '../redis-setup.js';
-import type { SnapshotStats, Snapshotter } from '../snapshotter.js';
+import type { SnapshotStats } from '../snapshotter.js';
 import type { Watchdog } from '../watchdog.js';
 import { redisStepOf, replicationOf, watchdogOf, watermarkReads } from '../wiring.js';
 import { runTopologyBatch, type TopologyBatchContext } from './batch.js';
@@ -46,7 +46,7 @@ import {
 } from './options.js';
 import { Placements } from './placement.js';
 import { RepartitionPurger } from './purge.js';
-import { SnapshotFloors, startSnapshots } from './snapshot.js';
+import { TopologySnapshots } from './snapshot.js';
 import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
 import { PartitionTimes } from './stream-time.js';
 import { checkTickWrite, type IdleTicks } from './ticks.js';
@@ -112,10 +112,8 @@ export class TopologyProcessor {
   /** The wall-clock close of idle partitions (`idleCloseMs`), or none. */
   readonly #ticks: IdleTicks | undefined;
   readonly #tickCounts = { produced: 0, consumed: 0 };
-  readonly #parts: TopologyParts;
-  /** The `snapshot` option's, made at start; its markers are the repartition purge's floor. */
-  #snapshot: Snapshotter | undefined;
-  readonly #floors = new SnapshotFloors();
+  /** The `snapshot` option's passes; their markers are the repartition purge's floor. */
+  readonly #snapshots: TopologySnapshots;
 
   constructor(options: TopologyProcessorOptions) {
     const o = resolveTopologyOptions(options);
@@ -226,7 +224,7 @@ export class TopologyProcessor {
       },
       assigned: () => this.#watchdog?.assigned(),
     };
-    this.#parts = parts;
+    this.#snapshots = new TopologySnapshots(parts);
     this.#batch = batchContext(parts);
     this.#ticks = idleTicksOf(parts, this.#tickCounts);
     this.#rebalance = rebalanceContext(parts, this.#ticks, this.#backoff);
@@ -234,7 +232,7 @@ export class TopologyProcessor {
       port: kafka,
       topics: new Set(o.topology.repartitionTopics),
       intervalMs: o.repartitionPurgeIntervalMs,
-      ...(o.snapshot ? { floor: (t: string, p: number) => this.#floors.floor(t, p) } : {}),
+      floor: this.#snapshots.floor,
       log,
     });
   }
@@ -260,7 +258,7 @@ export class TopologyProcessor {
 
   /** The snapshot passes written (the `snapshot` option), or undefined without it. */
   snapshots(): SnapshotStats | undefined {
-    return this.#snapshot?.stats();
+    return this.#snapshots.stats();
   }
 
   /** What this processor has done since it started (read-only snapshot). */
@@ -313,7 +311,7 @@ export class TopologyProcessor {
     const needs = topologyPermissions(o.topology, plan, this.#deadLetterTopic, this.groupId, purges);
     if (o.snapshot) needs.push(onTopic('Write', o.snapshot.topic, 'the snapshot topic'));
     await checkPermissions(this.#kafka, needs, this.groupId);
-    this.#snapshot = await startSnapshots(this.#parts, this.#floors, this.#inputPartitions);
+    await this.#snapshots.start(this.#inputPartitions);
     this.#life.stillStarting();
     this.#liveness.start();
     this.#watchdog?.start();
@@ -351,7 +349,7 @@ export class TopologyProcessor {
 
   async #stop(): Promise<void> {
     this.#pipeline.abandon();
-    await this.#snapshot?.stop();
+    await this.#snapshots.stop();
     await this.#kafka.stop();
   }
 
@@ -378,7 +376,7 @@ export class TopologyProcessor {
     this.#tickCounts.consumed += this.#nodes.committed(b);
     this.#timesOf(topic).committed(partition, next);
     this.#purger.committed(topic, partition, next);
-    this.#snapshot?.kick();
+    this.#snapshots.kick();
     try {
       await this.#run.executor.committed(topic, partition, next);
     } catch (err) {

@@ -20,7 +20,7 @@ export interface PurgeOptions {
    * With snapshots: the offset of the partition's last snapshot marker (a rebuild replays from it),
    * below which alone records are deleted; undefined: none yet, nothing is deleted.
    */
-  readonly floor?: (topic: string, partition: number) => number | undefined;
+  readonly floor?: ((topic: string, partition: number) => number | undefined) | undefined;
   readonly log: Logger;
 }
 

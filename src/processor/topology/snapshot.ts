@@ -26,7 +26,7 @@ import type { RunPlan } from '../../topology/run/plan.js';
 import type { OwnedPartition } from '../partition-table.js';
 import { encodeClose, encodeKey, encodeMarker, type SnapshotKey } from '../snapshot-codec.js';
 import { type ResolvedSnapshot, snapshotClient } from '../snapshot-options.js';
-import { type PassIO, type SnapshotPass, Snapshotter } from '../snapshotter.js';
+import { type PassIO, type SnapshotPass, type SnapshotStats, Snapshotter } from '../snapshotter.js';
 import { readSlot, type SpaceToScan, scanSlots } from './snapshot-read.js';
 import { encodeStreamTime } from './stream-time.js';
 import type { TopologyParts } from './wiring.js';
@@ -275,61 +275,75 @@ export function topologyPass(ctx: TopologySnapshotContext): SnapshotPass {
   };
 }
 
-/** Per partition, the offset of the last marker this instance wrote: the repartition purge's floor. */
-export class SnapshotFloors {
-  readonly #at = new Map<string, number>();
-
-  marked(topic: string, partition: number, offset: number): void {
-    this.#at.set(tp(topic, partition), offset);
-  }
-
-  /** undefined: no marker of this instance yet (nothing may be purged). */
-  floor(topic: string, partition: number): number | undefined {
-    return this.#at.get(tp(topic, partition));
-  }
-}
-
-/** What the snapshotter takes of the topology processor's parts (wiring.ts). */
+/** What the snapshots take of the topology processor's parts (wiring.ts). */
 export type SnapshotParts = Pick<
   TopologyParts,
   'o' | 'run' | 'instanceId' | 'table' | 'log' | 'timesOf' | 'redisOutage'
 >;
 
 /**
- * With `snapshot` set (and Kafka as connection settings), the Snapshotter of a topology processor,
- * started: made at start, once the plan is known. undefined without it.
+ * A topology processor's snapshots (the `snapshot` option; without it, or with a KafkaPort, every
+ * method does nothing): the Snapshotter, made at start once the plan is known, and per partition the
+ * offset of the last marker this instance wrote, below which alone the repartition purge deletes.
  */
-export async function startSnapshots(
-  p: SnapshotParts,
-  floors: SnapshotFloors,
-  inputPartitions: number,
-): Promise<Snapshotter | undefined> {
-  const { o, log } = p;
-  if (!o.snapshot || !('settings' in o.kafka)) return undefined;
-  const executor = p.run.executor;
-  const partitions = () => p.table.active();
-  const pass = topologyPass({
-    options: o.snapshot,
-    redis: o.redis,
-    plan: () => executor.plan,
-    storeFor: (topic) => executor.storeFor(topic),
-    partitions,
-    streamTimeAt: (topic, partition, at) => encodeStreamTime(p.timesOf(topic).at(partition, at)),
-    marked: (topic, partition, offset) => floors.marked(topic, partition, offset),
-    log,
-  });
-  const snapshotter = new Snapshotter({
-    options: o.snapshot,
-    redis: o.redis,
-    keys: executor.store.keys.space, // the mark lives in the application's own space
-    input: executor.plan.topic,
-    client: snapshotClient(o.kafka.settings, `redfence-${p.instanceId}`),
-    replicationFactor: o.replicationFactor,
-    partitions,
-    outage: p.redisOutage,
-    log,
-    pass,
-  });
-  await snapshotter.start(inputPartitions);
-  return snapshotter;
+export class TopologySnapshots {
+  readonly #p: SnapshotParts;
+  readonly #marked = new Map<string, number>();
+  #snapshotter: Snapshotter | undefined;
+
+  constructor(p: SnapshotParts) {
+    this.#p = p;
+  }
+
+  /** The purge's floor (PurgeOptions.floor) with snapshots on, else undefined (purged to the commits). */
+  get floor(): ((topic: string, partition: number) => number | undefined) | undefined {
+    if (!this.#p.o.snapshot) return undefined;
+    // no marker of this instance yet: nothing may be purged
+    return (topic, partition) => this.#marked.get(tp(topic, partition));
+  }
+
+  stats(): SnapshotStats | undefined {
+    return this.#snapshotter?.stats();
+  }
+
+  /** After a commit: a pass starts when one is due. */
+  kick(): void {
+    this.#snapshotter?.kick();
+  }
+
+  async stop(): Promise<void> {
+    await this.#snapshotter?.stop();
+  }
+
+  /** Makes and starts the Snapshotter (the topic created when missing, the mark read or set). */
+  async start(inputPartitions: number): Promise<void> {
+    const p = this.#p;
+    const { o, log } = p;
+    if (!o.snapshot || !('settings' in o.kafka)) return;
+    const executor = p.run.executor;
+    const partitions = () => p.table.active();
+    const pass = topologyPass({
+      options: o.snapshot,
+      redis: o.redis,
+      plan: () => executor.plan,
+      storeFor: (topic) => executor.storeFor(topic),
+      partitions,
+      streamTimeAt: (topic, partition, at) => encodeStreamTime(p.timesOf(topic).at(partition, at)),
+      marked: (topic, partition, offset) => this.#marked.set(tp(topic, partition), offset),
+      log,
+    });
+    this.#snapshotter = new Snapshotter({
+      options: o.snapshot,
+      redis: o.redis,
+      keys: executor.store.keys.space, // the mark lives in the application's own space
+      input: executor.plan.topic,
+      client: snapshotClient(o.kafka.settings, `redfence-${p.instanceId}`),
+      replicationFactor: o.replicationFactor,
+      partitions,
+      outage: p.redisOutage,
+      log,
+      pass,
+    });
+    await this.#snapshotter.start(inputPartitions);
+  }
 }
