@@ -47,7 +47,7 @@ export function slotOf(name: string): { fence: string; suffix: string } | null {
 export async function scanSlots(
   redis: Redis | Cluster,
   space: KeySpace,
-  pageSize: number,
+  count: number,
   closed: () => boolean,
   only?: ReadonlySet<string>,
 ): Promise<SlotNames> {
@@ -58,7 +58,7 @@ export async function scanSlots(
     let cursor = '0';
     do {
       if (closed()) return found;
-      const [next, names] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', pageSize);
+      const [next, names] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', count);
       cursor = next;
       for (const name of names) {
         const s = slotOf(name);

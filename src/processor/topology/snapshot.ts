@@ -48,6 +48,11 @@ export interface TopologySnapshotContext {
 
 /** Members per close-index record (one record stays well under a broker's message size). */
 const CLOSE_CHUNK = 2000;
+/**
+ * SCAN's COUNT: the names are held for the whole pass anyway (grouped by fence key), so a scan step
+ * may be larger than a page of reads; fewer round trips over a large keyspace.
+ */
+const SCAN_COUNT = 1000;
 /** Produce calls whose delivery may be awaited at once. */
 const IN_FLIGHT = 4;
 
@@ -203,7 +208,7 @@ export function topologyPass(ctx: TopologySnapshotContext): SnapshotPass {
     await closeIndexes(ctx, owned, pages);
     for (const space of spacesOf(ctx)) {
       const closed = () => io.closed();
-      const first = await scanSlots(ctx.redis, space.keys, ctx.options.pageSize, closed);
+      const first = await scanSlots(ctx.redis, space.keys, SCAN_COUNT, closed);
       const dirty = await readSpace(
         ctx,
         io,
@@ -215,13 +220,7 @@ export function topologyPass(ctx: TopologySnapshotContext): SnapshotPass {
         pace,
       );
       if (dirty.size === 0) continue;
-      const second = await scanSlots(
-        ctx.redis,
-        space.keys,
-        ctx.options.pageSize,
-        closed,
-        new Set(dirty.keys()),
-      );
+      const second = await scanSlots(ctx.redis, space.keys, SCAN_COUNT, closed, new Set(dirty.keys()));
       const resolved = new Set<string>();
       await readSpace(
         ctx,
