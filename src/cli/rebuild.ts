@@ -5,9 +5,11 @@
  * docs/operations.md "Snapshot and rebuild"). Exit 0: rebuilt; 1: the rebuild failed (Redis or Kafka
  * unavailable, no complete snapshot, the log no longer holds the replay start); 2: bad options, module
  * or topic, a store that is not empty or a group with live members (without --force). Every option is
- * checked and the module loaded before any connection.
+ * checked and the module loaded before any connection. A module exporting a built topology is rebuilt
+ * from its own snapshot (rebuild-topology.ts).
  */
 import { RedfenceError } from '../errors/index.js';
+import { isBuiltTopology, loadRunnable } from '../loader/load.js';
 import { CONNECTION_OPTIONS, kafkaClient, loadProcessorModule, modulePositional } from './connection.js';
 import { jsonLogger } from './log.js';
 import { choiceOption, helpText, numberOption, parseOptions, switchOption, textOption } from './options.js';
@@ -18,17 +20,17 @@ export const REBUILD_OPTIONS = {
   group: textOption('<id>', {
     description: "the processor's consumer group (the replay ends at its committed offsets)",
     env: 'REDFENCE_GROUP',
-    defaultText: 'redfence-<store>',
+    defaultText: 'redfence-<store>; a topology: its applicationId',
   }),
   'snapshot-topic': textOption('<topic>', {
     description: "the processor's snapshot topic (its snapshot.topic option)",
     env: 'REDFENCE_SNAPSHOT_TOPIC',
-    defaultText: '<store>-snapshot',
+    defaultText: '<store>-snapshot; a topology: <applicationId>-snapshot',
     allowed: 'a Kafka topic name',
     pattern: /^[A-Za-z0-9._-]{1,249}$/,
   }),
   fencing: choiceOption(['strict', 'cluster'] as const, {
-    description: "the processor's fencing mode (how the replay writes)",
+    description: "the processor's fencing mode (how the replay writes); processors only",
     env: 'REDFENCE_FENCING',
     defaultText: 'cluster with --cluster, else strict',
   }),
@@ -62,7 +64,7 @@ export const REBUILD_OPTIONS = {
 
 export const REBUILD_HELP = helpText(
   'redfence rebuild <module> [options]',
-  "Restores the store of the processor exported by <module> from its snapshot topic into an empty Redis,\nthen replays each input partition from its snapshot to the group's committed offset through the fence.\nStop every instance first. Exit 0: rebuilt; 1: failed; 2: bad input (or a store that is not empty).",
+  "Restores the store of the processor (or the state of the topology) exported by <module> from its snapshot\ntopic into an empty Redis, then replays each input partition (a topology: each partition its aggregations\nread) from its snapshot to the group's committed offset through the fence.\nStop every instance first. Exit 0: rebuilt; 1: failed; 2: bad input (or a store that is not empty).",
   REBUILD_OPTIONS,
 );
 
@@ -79,6 +81,13 @@ export async function rebuildCommand(args: readonly string[], out: (s: string) =
   if (o.fencing === 'strict' && target.kind === 'cluster')
     throw invalid("--fencing strict needs a single Redis: with --cluster use 'cluster'");
   const client = kafkaClient(o, 'redfence-rebuild');
+  const loaded = await loadRunnable(file);
+  if (isBuiltTopology(loaded)) {
+    if (o.fencing !== undefined)
+      throw invalid('--fencing applies to processors: a topology replays with its own key calls');
+    const { rebuildTopologyCommand } = await import('./rebuild-topology.js');
+    return rebuildTopologyCommand({ o, built: loaded, target, client, out });
+  }
   const definition = await loadProcessorModule(
     file,
     'rebuild restores the state of a processor (defineProcessor)',

@@ -206,7 +206,7 @@ export const RUN_OPTIONS = {
   }),
   'snapshot-interval': numberOption('<ms>', {
     description:
-      "processors: snapshot the owned partitions' state into a compacted topic, a pass at most every <ms>, for `redfence rebuild` (docs/operations.md)",
+      "processors and topologies: snapshot the owned partitions' state into a compacted topic, a pass at most every <ms>, for `redfence rebuild` (docs/operations.md)",
     env: 'REDFENCE_SNAPSHOT_INTERVAL_MS',
     defaultText: 'off',
     min: 100,
@@ -215,7 +215,7 @@ export const RUN_OPTIONS = {
   'snapshot-topic': textOption('<name>', {
     description: 'the snapshot topic (with --snapshot-interval)',
     env: 'REDFENCE_SNAPSHOT_TOPIC',
-    defaultText: '<store>-snapshot',
+    defaultText: '<store>-snapshot (a topology: <applicationId>-snapshot)',
     allowed: 'a Kafka topic name (1-249 of [A-Za-z0-9._-])',
     pattern: /^[A-Za-z0-9._-]{1,249}$/,
   }),

@@ -3,8 +3,8 @@
  * a TopologyProcessor with the processor's Kafka, group, mode and commit flags, its state in the Redis
  * target, until SIGTERM/SIGINT (drain, commit, disconnect within --shutdown-timeout; a second signal
  * exits at once). --tracing sets `tracing: true`, as for a processor (run.ts checks the API first).
- * Flags a topology does not take (the processor's fence, sweep and snapshot flags, the handler's)
- * are refused before any connection. With --workers n each of the n worker processes the supervisor
+ * Flags a topology does not take (the processor's fence and sweep flags, the handler's) are refused
+ * before any connection; the snapshot flags set its `snapshot` option as a processor's. With --workers n each of the n worker processes the supervisor
  * forks (workers.ts) runs one TopologyProcessor in the one group, as a processor's workers do.
  * --console mounts the console on its metrics server (its group and dead-letter topic), as for a
  * processor. --idle-close sets `idleCloseMs` (the wall-clock close of idle partitions; a module that
@@ -24,9 +24,6 @@ const NOT_FOR_TOPOLOGIES = [
   'user-retries',
   'partitions-in-flight',
   'sweep-every',
-  'snapshot-interval',
-  'snapshot-topic',
-  'snapshot-rate',
   'concurrency',
   'attempt-timeout',
   'postgres',
@@ -74,6 +71,7 @@ export function topologySettings(
     ...(p.tracing === undefined ? {} : { tracing: p.tracing }),
     ...(p.ownerCache === undefined ? {} : { ownerCache: p.ownerCache }),
     ...(p.waitReplicas === undefined ? {} : { waitReplicas: p.waitReplicas }),
+    ...(p.snapshot === undefined ? {} : { snapshot: p.snapshot }),
   };
 }
 

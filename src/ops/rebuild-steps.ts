@@ -71,7 +71,7 @@ export async function storeKeys(redis: Redis | Cluster, keys: KeySpace, limit = 
 }
 
 /** Runs `write(pipeline, key)` for every key, in batches of one slot on a cluster. */
-async function pipelined<K extends { redisKey: string }>(
+export async function pipelined<K extends { redisKey: string }>(
   redis: Redis | Cluster,
   items: readonly K[],
   write: (p: ReturnType<Redis['pipeline']>, item: K) => void,

@@ -167,7 +167,11 @@ async function readSnapshot(o: RebuildOptions): Promise<Snapshot> {
         if (r.key !== null) latest.delete(r.key.toString('utf8'));
       } else if (rec.kind === 'marker') {
         if (rec.marker.topic === input) markers.set(rec.marker.partition, rec.marker);
-      } else if (rec.key.redisKey.startsWith(prefix)) latest.set(rec.key.redisKey, rec.key);
+      } else if (rec.kind === 'close' || rec.key.slot !== undefined || rec.key.fields !== undefined)
+        throw refused(
+          `${o.snapshotTopic} holds a topology's snapshot, not a processor's: rebuild a topology with its own module`,
+        );
+      else if (rec.key.redisKey.startsWith(prefix)) latest.set(rec.key.redisKey, rec.key);
     },
     onProgress: (p, at, range) => o.onProgress?.('snapshot', p, at, range),
   });

@@ -14,6 +14,9 @@
  * different later means Redis lost the store, and snapshots stop for good (the processor logs an error;
  * `redfence rebuild` restores Redis and sets a new mark). A mark missing at start while the snapshot
  * topic holds records is the same loss seen from a restart: snapshots stay off.
+ *
+ * What a pass reads is the context's `pass` (a topology's: src/processor/topology/snapshot.ts), else the
+ * processor's store (below); the timer, the mark, the pacing, the producer and the stats are this file's.
  */
 import { randomBytes } from 'node:crypto';
 import { Cluster, type Redis } from 'ioredis';
@@ -40,7 +43,28 @@ export interface SnapshotterContext {
   /** True while the processor's Redis guard sees an outage: no pass starts. */
   outage(): boolean;
   readonly log: Logger;
+  /** What a pass reads and produces; default: the processor's store (one hash per key). */
+  readonly pass?: SnapshotPass;
 }
+
+/** What a pass body gets from the snapshotter. */
+export interface PassIO {
+  readonly producer: DeliveryProducer;
+  /** Throws (snapshots stop) when the store's mark is gone or changed: Redis lost the store. */
+  checkMark(): Promise<void>;
+  /** With `maxKeysPerSecond`: waits until `read` keys are within the rate since `started`. */
+  pace(read: number, started: number): Promise<void>;
+  /** True once stop() was called: the pass returns without its markers. */
+  closed(): boolean;
+  /** Counts key records produced. */
+  produced(keys: number): void;
+}
+
+/**
+ * One pass: reads the owned state, produces it and then its markers. Returns false when there was
+ * nothing to do (no owned partition, closed), else the partitions it could not mark (0: all marked).
+ */
+export type SnapshotPass = (io: PassIO) => Promise<false | { readonly unmarked: number }>;
 
 export interface SnapshotStats {
   /** Passes that wrote their markers. */
@@ -49,6 +73,11 @@ export interface SnapshotStats {
   readonly failures: number;
   /** How long the last completed pass took (ms; 0 before the first). */
   readonly lastPassMs: number;
+  /**
+   * Passes that left some partition without a new marker (a topology's: a key written through both of
+   * its reads, src/processor/topology/snapshot.ts); those partitions keep their last marker.
+   */
+  readonly incomplete: number;
   /** Set once Redis was seen to have lost the store: no further pass. */
   readonly stopped: string | undefined;
 }
@@ -68,7 +97,14 @@ export class Snapshotter {
   #lastStart = Number.NEGATIVE_INFINITY;
   #mark: string | undefined;
   #closed = false;
-  #stats = { passes: 0, keys: 0, failures: 0, lastPassMs: 0, stopped: undefined as string | undefined };
+  #stats = {
+    passes: 0,
+    keys: 0,
+    failures: 0,
+    lastPassMs: 0,
+    incomplete: 0,
+    stopped: undefined as string | undefined,
+  };
 
   constructor(ctx: SnapshotterContext) {
     this.#ctx = ctx;
@@ -128,7 +164,23 @@ export class Snapshotter {
     if (performance.now() - this.#lastStart < this.#ctx.options.intervalMs) return;
     if (this.#ctx.partitions().length === 0) return;
     this.#lastStart = performance.now();
-    const run = this.#pass()
+    const started = performance.now();
+    const io: PassIO = {
+      producer: this.#producer,
+      checkMark: () => this.#checkMark(),
+      pace: (read, from) => this.#pace(read, from),
+      closed: () => this.#closed,
+      produced: (n) => {
+        this.#stats.keys += n;
+      },
+    };
+    const run = (this.#ctx.pass ?? ((x: PassIO) => this.#pass(x)))(io)
+      .then((done) => {
+        if (done === false) return;
+        this.#stats.passes++;
+        if (done.unmarked > 0) this.#stats.incomplete++;
+        this.#stats.lastPassMs = Math.round(performance.now() - started);
+      })
       .catch((err: unknown) => {
         if (err instanceof StoreLost) return this.#stop(err.message);
         this.#stats.failures++;
@@ -183,16 +235,17 @@ export class Snapshotter {
     }
   }
 
-  async #pass(): Promise<void> {
+  /** The processor's pass: one hash per key, read with HGETALL. */
+  async #pass(io: PassIO): Promise<false | { unmarked: number }> {
     const { redis, keys, options, input } = this.#ctx;
     const owned = new Map<number, { asOf: number; epoch: number; keys: number }>();
     for (const e of this.#ctx.partitions())
       if (e.topic === input)
         owned.set(e.partition, { asOf: Math.max(0, e.committed), epoch: e.epoch, keys: 0 });
-    if (owned.size === 0) return;
+    if (owned.size === 0) return false;
     const at = Date.now();
     const started = performance.now();
-    const producer = this.#producer as DeliveryProducer;
+    const producer = io.producer;
     const inFlight: Promise<void>[] = [];
     let read = 0;
     await this.#checkMark();
@@ -201,12 +254,12 @@ export class Snapshotter {
     for (const node of nodes) {
       let cursor = '0';
       do {
-        if (this.#closed) return;
+        if (this.#closed) return false;
         const [next, names] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', options.pageSize);
         cursor = next;
         if (names.length === 0) continue;
         await this.#pace(read, started);
-        if (this.#closed) return;
+        if (this.#closed) return false;
         read += names.length;
         const hashes = await Promise.all(names.map((k) => redis.hgetallBuffer(k)));
         const out: OutRecord[] = [];
@@ -226,7 +279,7 @@ export class Snapshotter {
         delivered.catch(() => undefined); // awaited below
         inFlight.push(delivered);
         if (inFlight.length >= PAGES_IN_FLIGHT) await inFlight.shift();
-        this.#stats.keys += out.length;
+        io.produced(out.length);
       } while (cursor !== '0');
     }
     // every key record delivered before any marker
@@ -237,11 +290,10 @@ export class Snapshotter {
       ...encodeMarker({ topic: input, partition, offset: o.asOf, epoch: o.epoch, keys: o.keys, at }),
     }));
     await producer.produce(markers);
-    this.#stats.passes++;
-    this.#stats.lastPassMs = Math.round(performance.now() - started);
     this.#ctx.log.debug(
       { partitions: [...owned.keys()], keys: [...owned.values()].reduce((a, o) => a + o.keys, 0) },
       'snapshot pass written',
     );
+    return { unmarked: 0 };
   }
 }

@@ -14,6 +14,7 @@ import { parseOptions, type Table } from '../../src/cli/options.js';
 import { redisTarget, showRedisUrl } from '../../src/cli/redis.js';
 import { processorSettings } from '../../src/cli/run.js';
 import { RUN_HELP, RUN_OPTIONS } from '../../src/cli/run-options.js';
+import { topologySettings } from '../../src/cli/run-topology.js';
 import {
   STATE_GET_HELP,
   STATE_GET_OPTIONS,
@@ -242,6 +243,12 @@ describe('CLI options', () => {
     assert.equal(tracing, true);
     assert.deepEqual(processorSettings(run(['m.ts', '--snapshot-interval', '100']).values, 'x').snapshot, {
       intervalMs: 100,
+    });
+    // a topology module takes the same snapshot settings
+    assert.deepEqual(topologySettings(processorSettings(snap, 'x')).snapshot, {
+      intervalMs: 500,
+      topic: 'totals-snap',
+      maxKeysPerSecond: 2000,
     });
   });
 

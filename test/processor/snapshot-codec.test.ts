@@ -12,12 +12,14 @@ import { Processor, RedfenceError } from '../../src/index.js';
 import { replayStart } from '../../src/ops/rebuild.js';
 import {
   decodeRecord,
+  encodeClose,
   encodeKey,
   encodeMarker,
   keyFromHash,
   markerKey,
   type SnapshotKey,
 } from '../../src/processor/snapshot-codec.js';
+import { slotOf } from '../../src/processor/topology/snapshot-read.js';
 import { MemoryKafka } from '../../src/testing/index.js';
 
 const definition = { input: 'in', output: 'out', store: 's', operation: () => ({ op: 'delete' as const }) };
@@ -96,6 +98,81 @@ describe('snapshot codec', () => {
       ],
     });
     assert.equal(keyFromHash('rf:{s:a}', { v: Buffer.from('1') }, 0), null, 'no fence: not a state hash');
+  });
+});
+
+describe('topology snapshot records', () => {
+  it("a fence key's slot, a close index and a marker with its stream time round-trip", () => {
+    const key: SnapshotKey = {
+      redisKey: 'rf:{app:c-1}',
+      partition: 1,
+      offset: 70,
+      epoch: 4,
+      asOf: 60,
+      value: null,
+      pending: [[70, Buffer.from([1, 2, 255])]],
+      fields: [['v:3', Buffer.from('12')]],
+      slot: [
+        {
+          suffix: ':w:7:60000',
+          expireAt: 1_800_000_000_000,
+          fields: [
+            ['v', Buffer.from('3')],
+            ['f', Buffer.from('1')],
+          ],
+        },
+        { suffix: ':s:9', expireAt: -1, fields: [['1000:2000', Buffer.from([0, 9])]] },
+      ],
+    };
+    const k = encodeKey(key);
+    assert.deepEqual(decodeRecord(Buffer.from(k.key), k.value), { kind: 'key', key });
+    const close = {
+      topic: 'orders',
+      partition: 2,
+      store: 7,
+      chunk: 1,
+      members: [[60000, Buffer.from('60000:c-1')]] as const,
+    };
+    const c = encodeClose({ ...close, members: [[60000, Buffer.from('60000:c-1')]] });
+    assert.equal(c.key, 'close:orders:2:7:1');
+    assert.deepEqual(decodeRecord(Buffer.from(c.key), c.value), {
+      kind: 'close',
+      close: { ...close, members: [[60000, Buffer.from('60000:c-1')]] },
+    });
+    const m = {
+      topic: 'app-x-repartition',
+      partition: 0,
+      offset: 9,
+      epoch: 2,
+      keys: 1,
+      at: 5,
+      streamTime: '{"v":1,"t":{}}',
+    };
+    const mk = encodeMarker(m);
+    assert.deepEqual(decodeRecord(Buffer.from(mk.key), mk.value), { kind: 'marker', marker: m });
+    // a slot suffix that is not one, or a close index under another key: refused
+    const forged = JSON.parse(k.value.toString()) as { slot: unknown[][] };
+    (forged.slot[0] as unknown[])[0] = 'w:7:1';
+    assert.throws(
+      () => decodeRecord(Buffer.from(k.key), Buffer.from(JSON.stringify(forged))),
+      (e: unknown) => RedfenceError.is(e, 'RF_STATE_CORRUPT'),
+    );
+    assert.throws(
+      () => decodeRecord(Buffer.from('close:orders:2:7:0'), c.value),
+      (e: unknown) => RedfenceError.is(e, 'RF_STATE_CORRUPT'),
+    );
+  });
+
+  it('names beside a fence hash are told from partition keys', () => {
+    assert.deepEqual(slotOf('rf:{app:c-1}'), { fence: 'rf:{app:c-1}', suffix: '' });
+    assert.deepEqual(slotOf('rf:{app@t-repartition:c-1}:w:7:-60000'), {
+      fence: 'rf:{app@t-repartition:c-1}',
+      suffix: ':w:7:-60000',
+    });
+    assert.deepEqual(slotOf('rf:t=x:{app:c}:h:8'), { fence: 'rf:t=x:{app:c}', suffix: ':h:8' });
+    assert.equal(slotOf('rf:{app:orders:0}:epoch'), null);
+    assert.equal(slotOf('rf:{app:orders:0}:close:7'), null);
+    assert.equal(slotOf('rf:{app}:layout'), null);
   });
 });
 

@@ -25,6 +25,7 @@ import {
   waitReplicasOption,
   watchdogOptions,
 } from '../options.js';
+import { type ResolvedSnapshot, type SnapshotOptions, snapshotOptions } from '../snapshot-options.js';
 
 /** The shared options a topology processor takes (those its interface picks from RuntimeOptions). */
 type Shared = Extract<keyof TopologyProcessorOptions, keyof RuntimeOptions>;
@@ -102,6 +103,13 @@ export interface TopologyProcessorOptions
    */
   idleCloseMs?: number;
   /**
+   * Periodic snapshots of the owned partitions' state (fence keys with their windows and sessions,
+   * close indexes, stream times) into a compacted topic (docs/operations.md, "Snapshots of a
+   * topology"): `{ topic?, intervalMs?, pageSize?, maxKeysPerSecond? }` as the processor's, topic default
+   * `<applicationId>-snapshot`. Needs `kafka` as connection settings. Default: off.
+   */
+  snapshot?: SnapshotOptions | false;
+  /**
    * Fault tests only: called at each crash point of the cycle (src/processor/crash-points.ts), at the
    * same points as the processor's; `redfence run` sets it from `REDFENCE_CRASH_AT`. Default: none.
    * @internal
@@ -127,6 +135,8 @@ export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Sh
   readonly watchdog: Required<WatchdogOptions> | undefined;
   /** Undefined: no ticks. */
   readonly idleCloseMs: number | undefined;
+  /** Undefined: no snapshots. */
+  readonly snapshot: ResolvedSnapshot | undefined;
   readonly crashHook: CrashHook | undefined;
 }
 
@@ -157,6 +167,7 @@ const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   repartitionPurgeIntervalMs: true,
   watchdog: true,
   idleCloseMs: true,
+  snapshot: true,
   crashHook: true,
 };
 /** idleCloseMs' bounds: ticks at most ten times a second per partition, at least once a day. */
@@ -235,6 +246,7 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
     ),
     watchdog: watchdogOptions(o.watchdog),
     idleCloseMs: idleCloseOption(topology, o.idleCloseMs),
+    snapshot: snapshotOptions(o.snapshot, topology.applicationId, 'port' in shared.kafka),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
 }

@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { RedfenceError } from '../../errors/index.js';
 import { Fence } from '../../fence/index.js';
-import { checkPermissions } from '../../kafka/permissions.js';
+import { checkPermissions, onTopic } from '../../kafka/permissions.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../../kafka/types.js';
 import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -34,6 +34,7 @@ import { PartitionTable, topicPartition } from '../partition-table.js';
 import { assign, type RebalanceContext, revoke } from '../rebalance.js';
 import { RedisGuard } from '../redis-guard.js';
 import { checkRedis, loadFenceScripts } from '../redis-setup.js';
+import type { SnapshotStats } from '../snapshotter.js';
 import type { Watchdog } from '../watchdog.js';
 import { redisStepOf, replicationOf, watchdogOf, watermarkReads } from '../wiring.js';
 import { runTopologyBatch, type TopologyBatchContext } from './batch.js';
@@ -45,6 +46,7 @@ import {
 } from './options.js';
 import { Placements } from './placement.js';
 import { RepartitionPurger } from './purge.js';
+import { TopologySnapshots } from './snapshot.js';
 import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
 import { PartitionTimes } from './stream-time.js';
 import { checkTickWrite, type IdleTicks } from './ticks.js';
@@ -110,6 +112,8 @@ export class TopologyProcessor {
   /** The wall-clock close of idle partitions (`idleCloseMs`), or none. */
   readonly #ticks: IdleTicks | undefined;
   readonly #tickCounts = { produced: 0, consumed: 0 };
+  /** The `snapshot` option's passes; their markers are the repartition purge's floor. */
+  readonly #snapshots: TopologySnapshots;
 
   constructor(options: TopologyProcessorOptions) {
     const o = resolveTopologyOptions(options);
@@ -220,6 +224,7 @@ export class TopologyProcessor {
       },
       assigned: () => this.#watchdog?.assigned(),
     };
+    this.#snapshots = new TopologySnapshots(parts);
     this.#batch = batchContext(parts);
     this.#ticks = idleTicksOf(parts, this.#tickCounts);
     this.#rebalance = rebalanceContext(parts, this.#ticks, this.#backoff);
@@ -227,6 +232,7 @@ export class TopologyProcessor {
       port: kafka,
       topics: new Set(o.topology.repartitionTopics),
       intervalMs: o.repartitionPurgeIntervalMs,
+      floor: this.#snapshots.floor,
       log,
     });
   }
@@ -248,6 +254,11 @@ export class TopologyProcessor {
   /** The first input topic's partition count: 0 until start() has read it. */
   get inputPartitions(): number {
     return this.#inputPartitions;
+  }
+
+  /** The snapshot passes written (the `snapshot` option), or undefined without it. */
+  snapshots(): SnapshotStats | undefined {
+    return this.#snapshots.stats();
   }
 
   /** What this processor has done since it started (read-only snapshot). */
@@ -298,7 +309,9 @@ export class TopologyProcessor {
     // before any partition is taken: what the brokers' ACLs refuse (docs/operations.md, "Kafka ACLs")
     const purges = typeof this.#kafka.deleteRecords === 'function';
     const needs = topologyPermissions(o.topology, plan, this.#deadLetterTopic, this.groupId, purges);
+    if (o.snapshot) needs.push(onTopic('Write', o.snapshot.topic, 'the snapshot topic'));
     await checkPermissions(this.#kafka, needs, this.groupId);
+    await this.#snapshots.start(this.#inputPartitions);
     this.#life.stillStarting();
     this.#liveness.start();
     this.#watchdog?.start();
@@ -336,6 +349,7 @@ export class TopologyProcessor {
 
   async #stop(): Promise<void> {
     this.#pipeline.abandon();
+    await this.#snapshots.stop();
     await this.#kafka.stop();
   }
 
@@ -362,6 +376,7 @@ export class TopologyProcessor {
     this.#tickCounts.consumed += this.#nodes.committed(b);
     this.#timesOf(topic).committed(partition, next);
     this.#purger.committed(topic, partition, next);
+    this.#snapshots.kick();
     try {
       await this.#run.executor.committed(topic, partition, next);
     } catch (err) {

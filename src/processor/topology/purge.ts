@@ -4,7 +4,8 @@
  * offset are deleted with DeleteRecords. Safe because the group is the topic's only reader and a replay
  * never starts below its committed offset (in exactly-once mode the commit is the transaction's, seen
  * here only once it committed). A failed delete is logged and tried again after a later commit; the
- * records stay until then. A port without `deleteRecords` never purges.
+ * records stay until then. A port without `deleteRecords` never purges. With snapshots, never below the
+ * partition's last snapshot marker (`floor`): `redfence rebuild` replays the topic from there.
  */
 import { type KafkaPort, tpKey } from '../../kafka/types.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -15,6 +16,11 @@ export interface PurgeOptions {
   readonly topics: ReadonlySet<string>;
   /** Least time between two deletes of one partition; 0: after every commit. */
   readonly intervalMs: number;
+  /**
+   * With snapshots: the offset of the partition's last snapshot marker (a rebuild replays from it),
+   * below which alone records are deleted; undefined: none yet, nothing is deleted.
+   */
+  readonly floor?: ((topic: string, partition: number) => number | undefined) | undefined;
   readonly log: Logger;
 }
 
@@ -39,8 +45,9 @@ export class RepartitionPurger {
   }
 
   /** After a commit of `topic`/`partition` reached `offset` (the next offset to consume). */
-  committed(topic: string, partition: number, offset: number): void {
-    const { port, topics, intervalMs, log } = this.#o;
+  committed(topic: string, partition: number, committed: number): void {
+    const { port, topics, intervalMs, log, floor } = this.#o;
+    const offset = floor === undefined ? committed : Math.min(committed, floor(topic, partition) ?? 0);
     if (!topics.has(topic) || port.deleteRecords === undefined || offset <= 0) return;
     const k = tpKey(topic, partition);
     const now = Date.now();
