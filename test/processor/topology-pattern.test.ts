@@ -2,11 +2,13 @@
  * A topology source reading a pattern, on the real broker and Redis (exactly-once): the pattern is
  * resolved at start to the topics it matches as a whole (`<ns>-orders-eu2`, with records, is not one of
  * them: the model's rule), their records go through a stateless part (their amounts) and a
- * `repartition()` into a count per customer. A topic made while the processor runs is not read (its
- * group never commits it) until the next start, which also leaves out the repartition topic the first
- * start made (the pattern matches its name). Each key lives in one input topic (its records have one
- * order in the model and the runtime). What the output topics hold (read_committed) must equal the
- * reference model's outputs per topic and key, every input and repartition record committed once.
+ * `repartition()` into a count per customer. A topic made while the processor runs is read by it with
+ * no restart (its pattern refresh: the group left and joined again with the new topic), the
+ * repartition topic its start made left out (the pattern matches its name); the old topics get records
+ * before, during and after the switch. Each key lives in one input topic (its records have one order
+ * in the model and the runtime). What the output topics hold (read_committed) must equal the reference
+ * model's outputs per topic and key, every input and repartition record committed once. A new match
+ * the plan refuses while it runs is fatal with the start's error, and nothing switched.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -18,7 +20,7 @@ import { type BuiltTopology, serdes, topology } from '../../src/topology/index.j
 import { runModel } from '../../src/topology/model.js';
 import { TopologyState } from '../../src/topology/state/state.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
-import { committedOffsets, createTopics, produce, waitCommitted } from '../helpers/kafka.js';
+import { committedOffsets, createTopics, pollUntil, produce, waitCommitted } from '../helpers/kafka.js';
 
 import { assertOutputsPerKey, overTopics, produceTopic, waitReadPast } from './topology-helpers.js';
 
@@ -60,7 +62,7 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
   });
   after(() => redis.disconnect());
 
-  it('reads the topics it matched at start, a newer one after a restart; outputs equal the model per key', async () => {
+  it('reads the topics it matched at start and a newer one made while it runs, with no restart; outputs equal the model per key', async () => {
     const ns = uniqueName('tppat');
     const [eu, us, ca] = [`${ns}-orders-eu`, `${ns}-orders-us`, `${ns}-orders-ca`];
     const partial = `${ns}-orders-eu2`; // the pattern matches a part of its name only
@@ -79,68 +81,75 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
       const records = overTopics(77, 360, topics);
       for (const topic of topics)
         assert.ok(records.filter((r) => r.topic === topic).length > 50, `${topic} gets records`);
-      // the model reads all three (ca's records after the others': each key is in one topic)
-      const ordered = [...records.filter((r) => r.topic !== ca), ...records.filter((r) => r.topic === ca)];
-      const model = runModel(built, ordered, {
+      // each key is in one topic: the model's order across topics does not change any key's outputs
+      const model = runModel(built, records, {
         partitions: Object.fromEntries(topics.map((t) => [t, PARTITIONS])),
       });
       assert.ok(model.outputs.filter((o) => o.topic === `${ns}-counts`).length > 100, 'counts are emitted');
-      await produceTopic(eu, records);
-      await produceTopic(us, records);
+      const half = records.length / 2;
+      const [before, during] = [records.slice(0, half), records.slice(half)];
+      await produceTopic(eu, before);
+      await produceTopic(us, before);
       await produce(partial, [{ key: 'k0', value: '{"amount":1}', partition: 0 }]);
 
       const resolved: unknown[] = [];
-      const start = () =>
-        new TopologyProcessor({
-          topology: built,
-          redis,
-          mode: 'exactly-once',
-          createTopics: true,
-          repartitionPurgeIntervalMs: 60 * MIN,
-          kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 40 },
-          logger: {
-            debug: () => undefined,
-            info: (fields, msg) => {
-              if (msg?.startsWith('topology source pattern resolved')) resolved.push(fields);
-            },
-            warn: () => undefined,
-            error: () => undefined,
+      let [found, switchMs] = [0, 0];
+      const p = new TopologyProcessor({
+        topology: built,
+        redis,
+        mode: 'exactly-once',
+        createTopics: true,
+        repartitionPurgeIntervalMs: 60 * MIN,
+        patternRefreshMs: 500,
+        kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 40 },
+        logger: {
+          debug: () => undefined,
+          info: (fields, msg) => {
+            if (msg === 'topology source pattern resolved') {
+              resolved.push(fields);
+              if (found > 0) switchMs = Date.now() - found;
+            }
+            if (msg?.startsWith('a pattern matches new topics')) found = Date.now();
           },
-        });
-      const first = start();
-      await first.start();
+          warn: () => undefined,
+          error: () => undefined,
+        },
+      });
+      await p.start();
       try {
-        assert.equal(first.deadLetterTopic, `${ns}.DLT`, "a pattern's dead letters: <applicationId>.DLT");
-        await allCommitted(first.groupId, [eu, us], repartition);
-        // made while it runs: not read by it (its group never commits it), as the first start resolved
+        assert.equal(p.deadLetterTopic, `${ns}.DLT`, "a pattern's dead letters: <applicationId>.DLT");
+        await waitCommitted(p.groupId, eu, 120_000);
+        // made while it runs; the old topics get records in small steps while it switches
         dropCa = await createTopics([{ topic: ca, partitions: PARTITIONS, config: keep }]);
         await produceTopic(ca, records);
+        const step = async (i: number) => {
+          await produceTopic(eu, during.slice(i, i + 20));
+          await produceTopic(us, during.slice(i, i + 20));
+        };
+        // the old topics' records keep coming while it switches (up to two thirds of them), the rest after
+        let i = 0;
+        for (; resolved.length < 2 && i < (2 * during.length) / 3; i += 20) await step(i);
+        await pollUntil('the pattern resolved with ca', () => resolved.length === 2, 60_000);
+        const atSwitch = Math.min(i, during.length);
+        for (; i < during.length; i += 20) await step(i);
+        assert.equal(p.state, 'running', 'never restarted');
+        console.log(
+          `switch: ${switchMs} ms from the look that found ca to its resolution; ${atSwitch} of ${during.length} later records of eu and us produced by then`,
+        );
+        await allCommitted(p.groupId, topics, repartition);
       } finally {
-        await first.close();
-      }
-      assert.equal(
-        (await committedOffsets(first.groupId, ca)).size,
-        0,
-        'the running processor never read ca',
-      );
-      assert.equal((await committedOffsets(first.groupId, partial)).size, 0, 'nor the partial match');
-
-      const second = start();
-      await second.start();
-      try {
-        await allCommitted(second.groupId, topics, repartition);
-      } finally {
-        await second.close();
+        await p.close();
       }
       assert.deepEqual(resolved, [
         { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [eu, us] },
-        // the repartition topic (made by the first start) matches too, and is left out
-        { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [ca, eu, us] },
+        // the repartition topic (made at start) matches too, and is left out
+        { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [ca, eu, us], added: [ca] },
       ]);
+      assert.equal((await committedOffsets(p.groupId, partial)).size, 0, 'never the partial match');
       assert.equal(
-        first.counts().records + second.counts().records,
+        p.counts().records,
         2 * records.length,
-        'every input and repartition record committed once',
+        'every input and repartition record committed once, across the switch',
       );
       await assertOutputsPerKey(outputs, model);
       // queryable state over a pattern's topology: each key's count is its last output
@@ -165,6 +174,44 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
       await dropCa();
       await cleanup();
     }
+  });
+
+  it('a new match the plan refuses while it runs: fatal with the start refusal, the old plan never switched', async () => {
+    const ns = uniqueName('tppatrun');
+    const t = topology({ applicationId: ns });
+    t.stream<string, number>(new RegExp(`${literal(ns)}-sales-.*`), { key: s, name: 'sales' })
+      .groupByKey()
+      .count({ name: 'n' })
+      .toStream()
+      .to(`${ns}-sold`);
+    const built = t.build();
+    const agg = built.nodes.find((n) => n.kind === 'aggregate')?.name as string;
+    const kafka = new MemoryKafka({ topics: { [`${ns}-sales-us`]: 1, [`${ns}-sold`]: 1, [`${ns}.DLT`]: 1 } });
+    const port = kafka.port({ groupId: ns });
+    let fatal: Error | undefined;
+    const p = new TopologyProcessor({
+      topology: built,
+      redis,
+      kafka: port,
+      patternRefreshMs: 100,
+      onFatal: (err) => {
+        fatal = err;
+      },
+    });
+    await p.start(); // one topic into the count: it plans
+    kafka.produce([{ topic: `${ns}-sales-us`, key: 'a', value: '1' }]);
+    await pollUntil('the record counted', () => p.counts().records === 1, 30_000);
+    kafka.createTopic(`${ns}-sales-eu`, 1);
+    await pollUntil('the processor failed', () => fatal !== undefined, 30_000);
+    assert.ok(
+      RedfenceError.is(fatal, 'RF_TOPOLOGY_UNSUPPORTED') &&
+        (fatal.details as { node: string }).node === agg &&
+        fatal.message.includes(`the pattern /${ns}-sales-.*/ of sales matched 2 topics`),
+      String(fatal),
+    );
+    await p.close();
+    assert.equal(port.calls.resubscribe, 0, 'never left the group to switch');
+    assert.equal(p.state, 'closed');
   });
 
   it('no topic matched, or several into a count: start() refuses naming the node, before anything is consumed', async () => {
