@@ -14,11 +14,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { RedfenceError } from '../../src/errors/index.js';
+import { resolveTopologyOptions } from '../../src/processor/topology/options.js';
 import { TopologyProcessor } from '../../src/processor/topology/processor.js';
 import { MemoryKafka } from '../../src/testing/index.js';
 import { type BuiltTopology, serdes, topology } from '../../src/topology/index.js';
 import { runModel } from '../../src/topology/model.js';
 import { TopologyState } from '../../src/topology/state/state.js';
+import { runCli } from '../helpers/cli.js';
 import { KAFKA_BROKERS, standalone, uniqueName } from '../helpers/env.js';
 import { committedOffsets, createTopics, pollUntil, produce, waitCommitted } from '../helpers/kafka.js';
 
@@ -54,6 +56,38 @@ async function allCommitted(groupId: string, inputs: readonly string[], repartit
   for (const topic of inputs) await waitCommitted(groupId, topic, 120_000);
   await waitReadPast(groupId, repartition);
 }
+
+describe('patternRefreshMs: checked before any connection', () => {
+  it('refuses values out of bounds naming the option; redfence run --pattern-refresh too, and for a processor module', async () => {
+    const redis = { config: () => undefined } as never;
+    const base = { topology: regions('pr'), redis, kafka: { brokers: ['127.0.0.1:1'] } };
+    assert.equal(resolveTopologyOptions(base).patternRefreshMs, 60_000);
+    assert.equal(resolveTopologyOptions({ ...base, patternRefreshMs: 100 }).patternRefreshMs, 100);
+    for (const bad of [0, 99, 1.5, '500', 86_400_001, -1])
+      assert.throws(
+        () => new TopologyProcessor({ ...base, patternRefreshMs: bad as never }),
+        (e: unknown) =>
+          RedfenceError.is(e, 'RF_INVALID_OPTIONS') &&
+          /"patternRefreshMs" must be an integer/.test(String(e)),
+      );
+    const at = ['--brokers', '127.0.0.1:1', '--redis', 'redis://127.0.0.1:1'];
+    const low = await runCli([
+      'run',
+      'test/processor/fixtures/idle-close.ts',
+      '--pattern-refresh',
+      '50',
+      ...at,
+    ]);
+    assert.equal(low.code, 2, low.err);
+    assert.match(low.err, /--pattern-refresh/);
+    const processor = await runCli(['run', 'examples/customer-totals.ts', '--pattern-refresh', '500', ...at]);
+    assert.equal(processor.code, 2, processor.err);
+    assert.match(
+      processor.err,
+      /--pattern-refresh applies to topologies, and the module exports a processor/,
+    );
+  });
+});
 
 describe('topology processor: a source reading a pattern', { timeout: 300_000 }, () => {
   let redis: Redis;
@@ -93,7 +127,7 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
       await produce(partial, [{ key: 'k0', value: '{"amount":1}', partition: 0 }]);
 
       const resolved: unknown[] = [];
-      let [found, switchMs] = [0, 0];
+      let [found, switchMs, assignedMs] = [0, 0, 0];
       const p = new TopologyProcessor({
         topology: built,
         redis,
@@ -110,6 +144,8 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
               if (found > 0) switchMs = Date.now() - found;
             }
             if (msg?.startsWith('a pattern matches new topics')) found = Date.now();
+            if (msg === 'partitions assigned' && found > 0 && assignedMs === 0)
+              assignedMs = Date.now() - found;
           },
           warn: () => undefined,
           error: () => undefined,
@@ -134,7 +170,7 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
         for (; i < during.length; i += 20) await step(i);
         assert.equal(p.state, 'running', 'never restarted');
         console.log(
-          `switch: ${switchMs} ms from the look that found ca to its resolution; ${atSwitch} of ${during.length} later records of eu and us produced by then`,
+          `switch: ${switchMs} ms from the look that found ca to its resolution (revoked, left), ${assignedMs} ms to the next assignment; ${atSwitch} of ${during.length} later records of eu and us produced by then`,
         );
         await allCommitted(p.groupId, topics, repartition);
       } finally {
@@ -146,6 +182,7 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
         { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [ca, eu, us], added: [ca] },
       ]);
       assert.equal((await committedOffsets(p.groupId, partial)).size, 0, 'never the partial match');
+      assert.equal(p.counts().patternSwitches, 1, 'one switch');
       assert.equal(
         p.counts().records,
         2 * records.length,
@@ -211,6 +248,7 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
     );
     await p.close();
     assert.equal(port.calls.resubscribe, 0, 'never left the group to switch');
+    assert.equal(p.counts().patternSwitches, 0);
     assert.equal(p.state, 'closed');
   });
 

@@ -59,6 +59,8 @@ export interface TopologyCounts extends ProcessorCounts {
   /** Ticks of `idleCloseMs` this instance produced, and ticks read in its committed batches. */
   readonly ticksProduced: number;
   readonly ticksConsumed: number;
+  /** Times a pattern matched new topics while it ran and the processor moved to the new match (refresh.ts). */
+  readonly patternSwitches: number;
 }
 
 const IDLE_PROBE_MS = 2000;
@@ -267,6 +269,7 @@ export class TopologyProcessor {
       purged: this.#purger.purged,
       ticksProduced: this.#tickCounts.produced,
       ticksConsumed: this.#tickCounts.consumed,
+      patternSwitches: this.#refresh.switches,
     });
   }
 

@@ -105,11 +105,15 @@ export class PatternRefresh {
   readonly #c: PatternRefreshContext;
   #timer: NodeJS.Timeout | undefined;
   #busy: Promise<void> | undefined;
-  /** Switches made (the new executor running). */
-  switches = 0;
+  #switches = 0;
 
   constructor(c: PatternRefreshContext) {
     this.#c = c;
+  }
+
+  /** Switches made (the new executor running). */
+  get switches(): number {
+    return this.#switches;
   }
 
   /** What start()'s checks need (checkRun). */
@@ -162,7 +166,7 @@ export class PatternRefresh {
         if (!c.running()) throw new RedfenceError('RF_INVALID_STATE', 'closing: not joining again');
         c.run.swap(found, c.log);
         c.switched(partitions);
-        this.switches++;
+        this.#switches++;
       });
     } catch (err) {
       // the port has no consumer now: nothing more is read

@@ -131,17 +131,20 @@ export class ExecutorAtStart {
     if (this.#matches.length === 0 || typeof port.listTopics !== 'function') return undefined;
     const listed = await port.listTopics();
     const had = new Set(this.#matches.flatMap((m) => m.topics));
-    // only a topic matched anew makes a change (one deleted alone is left to the consumer, as before)
+    // only a topic matched anew makes a change (one deleted alone is left to the consumer, as before);
+    // the application's own never (resolvePatterns' rule)
+    const own = new Set([...this.#built.subTopologies.flatMap((s) => s.sinkTopics), this.#deadLetterTopic]);
     const fresh = this.#built.nodes.some(
       (n) =>
         n.kind === 'source' &&
         n.pattern !== null &&
         n.topics === null &&
-        listed.some((t) => !had.has(t) && matchesWhole(n.pattern as RegExp, t)),
+        listed.some(
+          (t) => !had.has(t) && !own.has(t) && !t.endsWith('.DLT') && matchesWhole(n.pattern as RegExp, t),
+        ),
     );
     if (!fresh) return undefined;
     const { built, matches } = resolvePatterns(this.#built, listed, { exclude: [this.#deadLetterTopic] });
-    if (matches.every((m) => m.topics.every((t) => had.has(t)))) return undefined; // the application's own
     // RF_TOPOLOGY_UNSUPPORTED here: the plan of the new match, made before anything changes
     return { executor: new TopologyExecutor(built, this.#options), matches };
   }
