@@ -157,12 +157,20 @@ export class ConfluentKafka implements KafkaPort {
   readonly #held = new Map<string, RdKafka.Message[]>();
   #fatal: Error | undefined;
   #commitTimeoutMs = 30_000;
+  /**
+   * KafkaPort.resubscribe; none for a static member (`groupInstanceId`) under the classic protocol:
+   * such a member joining again is handed its last assignment back with no rebalance, so a topic added
+   * to its subscription would not be assigned (seen on the broker; KIP-848's protocol assigns it).
+   */
+  readonly resubscribe?: (topics: string[], between?: () => Promise<void>) => Promise<void>;
 
   constructor(options: ConfluentOptions) {
     if (!Array.isArray(options.brokers) || options.brokers.length === 0) {
       throw new RedfenceError('RF_INVALID_OPTIONS', 'kafka.brokers must list at least one host:port');
     }
     this.#options = options;
+    if (options.groupInstanceId === undefined || (options.groupProtocol ?? 'classic') === 'consumer')
+      this.resubscribe = (topics, between) => this.#resubscribe(topics, between);
     // librdkafka checks the properties when a client is built: built (not connected) here, a property
     // it refuses is an error now, before anything connects
     checkClientConfig(consumerProperties(options), producerProperties(options));
@@ -186,7 +194,7 @@ export class ConfluentKafka implements KafkaPort {
    * still connected, the close), then `between`, then a new consumer joins with `topics`. The producer
    * (its transactional id) and the admin client stay. A stop() meanwhile wins: nothing joins again.
    */
-  async resubscribe(topics: string[], between?: () => Promise<void>): Promise<void> {
+  async #resubscribe(topics: string[], between?: () => Promise<void>): Promise<void> {
     const h = this.#handlers;
     if (this.#consumer === undefined || h === undefined || this.#stopping)
       throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is not consuming');

@@ -213,6 +213,43 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
     }
   });
 
+  it('static membership under the classic protocol: the new topic warned of, nothing switched (the port cannot resubscribe)', async () => {
+    const ns = uniqueName('tppatst');
+    const [eu, ca] = [`${ns}-orders-eu`, `${ns}-orders-ca`];
+    const cleanup = await createTopics(
+      [eu, `${ns}-amounts`, `${ns}-counts`, `${ns}.DLT`].map((topic) => ({ topic, partitions: 1 })),
+    );
+    let dropCa: () => Promise<void> = async () => undefined;
+    const warned: unknown[] = [];
+    const p = new TopologyProcessor({
+      topology: regions(ns),
+      redis,
+      createTopics: true,
+      patternRefreshMs: 200,
+      kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, groupInstanceId: `${ns}-static` },
+      logger: {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: (fields, msg) => {
+          if (msg?.startsWith('topics made since the start match a pattern source')) warned.push(fields);
+        },
+        error: () => undefined,
+      },
+    });
+    try {
+      await p.start();
+      dropCa = await createTopics([{ topic: ca, partitions: 1 }]);
+      await pollUntil('the new topic warned of', () => warned.length > 0, 30_000);
+      assert.deepEqual(warned, [{ node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [ca] }]);
+      assert.equal(p.counts().patternSwitches, 0);
+      assert.equal(p.state, 'running');
+    } finally {
+      await p.close();
+      await dropCa();
+      await cleanup();
+    }
+  });
+
   it('a new match the plan refuses while it runs: fatal with the start refusal, the old plan never switched', async () => {
     const ns = uniqueName('tppatrun');
     const t = topology({ applicationId: ns });

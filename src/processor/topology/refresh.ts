@@ -106,6 +106,8 @@ export class PatternRefresh {
   #timer: NodeJS.Timeout | undefined;
   #busy: Promise<void> | undefined;
   #switches = 0;
+  /** The topics warned of (#cannot). */
+  readonly #warned = new Set<string>();
 
   constructor(c: PatternRefreshContext) {
     this.#c = c;
@@ -121,10 +123,9 @@ export class PatternRefresh {
     return this.#c;
   }
 
-  /** Looks every intervalMs; nothing for a port without listTopics or resubscribe. */
+  /** Looks every intervalMs; nothing for a port without listTopics. */
   start(): void {
-    const k = this.#c.kafka;
-    if (typeof k.listTopics !== 'function' || typeof k.resubscribe !== 'function') return;
+    if (typeof this.#c.kafka.listTopics !== 'function') return;
     this.#timer = setInterval(() => {
       if (this.#busy === undefined && this.#c.running())
         this.#busy = this.look().finally(() => {
@@ -151,6 +152,7 @@ export class PatternRefresh {
     try {
       next = await c.run.lookAgain(c.kafka);
       if (next === undefined) return;
+      if (typeof c.kafka.resubscribe !== 'function') return this.#cannot(next);
       partitions = await checkRun(c, next.executor);
     } catch (err) {
       if (RedfenceError.is(err) && !err.retriable) return this.#fail(err);
@@ -171,6 +173,23 @@ export class PatternRefresh {
     } catch (err) {
       // the port has no consumer now: nothing more is read
       if (c.running()) this.#fail(err as Error);
+    }
+  }
+
+  /**
+   * A port that cannot change its subscription while it runs (KafkaPort.resubscribe absent): a warning,
+   * once per new topic. Under static membership and the classic protocol a restart may not do either:
+   * the member joining again is handed its last assignment (docs/streams.md says what to do).
+   */
+  #cannot(next: NextRun): void {
+    for (const [i, m] of next.matches.entries()) {
+      const fresh = (next.added[i] ?? []).filter((t) => !this.#warned.has(t));
+      for (const t of fresh) this.#warned.add(t);
+      if (fresh.length > 0)
+        this.#c.log.warn(
+          { node: m.node, pattern: m.pattern, topics: fresh },
+          'topics made since the start match a pattern source: not read while it runs (the Kafka port cannot change its subscription: static membership under the classic group protocol, or a port without resubscribe)',
+        );
     }
   }
 

@@ -145,24 +145,15 @@ export class ExecutorAtStart {
     );
     if (!fresh) return undefined;
     const { built, matches } = resolvePatterns(this.#built, listed, { exclude: [this.#deadLetterTopic] });
+    const added = matches.map((m) => m.topics.filter((t) => !had.has(t)));
     // RF_TOPOLOGY_UNSUPPORTED here: the plan of the new match, made before anything changes
-    return { executor: new TopologyExecutor(built, this.#options), matches };
+    return { executor: new TopologyExecutor(built, this.#options), matches, added };
   }
 
   /** Runs `next` from now on (no partition is owned: KafkaPort.resubscribe's `between`) and logs what each pattern matches now. */
   swap(next: NextRun, log: Logger): void {
-    for (const m of next.matches) {
-      const had = this.#matches.find((x) => x.node === m.node)?.topics ?? [];
-      log.info(
-        {
-          node: m.node,
-          pattern: m.pattern,
-          topics: m.topics,
-          added: m.topics.filter((t) => !had.includes(t)),
-        },
-        RESOLVED,
-      );
-    }
+    for (const [i, m] of next.matches.entries())
+      log.info({ node: m.node, pattern: m.pattern, topics: m.topics, added: next.added[i] ?? [] }, RESOLVED);
     this.#executor = next.executor;
     this.#matches = next.matches;
   }
@@ -172,6 +163,8 @@ export class ExecutorAtStart {
 export interface NextRun {
   readonly executor: TopologyExecutor;
   readonly matches: readonly PatternMatch[];
+  /** Each match's topics the running executor does not read (by the index of `matches`). */
+  readonly added: readonly (readonly string[])[];
 }
 
 /** The line naming what a pattern matches, at start and at each change (operators and the chaos harness read it). */
