@@ -7,8 +7,10 @@
  * repartition topic its start made left out (the pattern matches its name); the old topics get records
  * before, during and after the switch. Each key lives in one input topic (its records have one order
  * in the model and the runtime). What the output topics hold (read_committed) must equal the reference
- * model's outputs per topic and key, every input and repartition record committed once. A new match
- * the plan refuses while it runs is fatal with the start's error, and nothing switched.
+ * model's outputs per topic and key, every input and repartition record committed once; the same under
+ * KIP-848's protocol with static membership. Under the classic protocol a static member cannot switch
+ * (the port has no resubscribe): the new topic is warned of. A new match the plan refuses while it runs
+ * is fatal with the start's error, and nothing switched.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -89,6 +91,126 @@ describe('patternRefreshMs: checked before any connection', () => {
   });
 });
 
+/** A pattern topology runs; a matching topic made while it runs is read with no restart (kafka: its settings). */
+async function liveTopic(
+  redis: Redis,
+  kafka: { groupProtocol?: 'consumer'; groupInstanceId?: string },
+): Promise<void> {
+  const ns = uniqueName(kafka.groupProtocol === undefined ? 'tppat' : 'tppat848');
+  const [eu, us, ca] = [`${ns}-orders-eu`, `${ns}-orders-us`, `${ns}-orders-ca`];
+  const partial = `${ns}-orders-eu2`; // the pattern matches a part of its name only
+  const outputs = [`${ns}-amounts`, `${ns}-counts`];
+  const repartition = `${ns}-orders-all-repartition`;
+  const keep = { 'retention.ms': '-1' };
+  const cleanup = await createTopics([
+    ...[eu, us, partial, ...outputs].map((topic) => ({ topic, partitions: PARTITIONS, config: keep })),
+    { topic: `${ns}.DLT`, partitions: 1, config: keep },
+  ]);
+  let dropCa: () => Promise<void> = async () => undefined;
+  try {
+    const built = regions(ns);
+    // key k<i> lives in topic i % 3 (eu, us, ca), in the partition the generator gave it
+    const topics = [eu, us, ca];
+    const records = overTopics(77, 360, topics);
+    for (const topic of topics)
+      assert.ok(records.filter((r) => r.topic === topic).length > 50, `${topic} gets records`);
+    // each key is in one topic: the model's order across topics does not change any key's outputs
+    const model = runModel(built, records, {
+      partitions: Object.fromEntries(topics.map((t) => [t, PARTITIONS])),
+    });
+    assert.ok(model.outputs.filter((o) => o.topic === `${ns}-counts`).length > 100, 'counts are emitted');
+    const half = records.length / 2;
+    const [before, during] = [records.slice(0, half), records.slice(half)];
+    await produceTopic(eu, before);
+    await produceTopic(us, before);
+    await produce(partial, [{ key: 'k0', value: '{"amount":1}', partition: 0 }]);
+
+    const resolved: unknown[] = [];
+    let [found, switchMs, assignedMs] = [0, 0, 0];
+    const p = new TopologyProcessor({
+      topology: built,
+      redis,
+      mode: 'exactly-once',
+      createTopics: true,
+      repartitionPurgeIntervalMs: 60 * MIN,
+      patternRefreshMs: 500,
+      kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 40, ...kafka },
+      logger: {
+        debug: () => undefined,
+        info: (fields, msg) => {
+          if (msg === 'topology source pattern resolved') {
+            resolved.push(fields);
+            if (found > 0) switchMs = Date.now() - found;
+          }
+          if (msg?.startsWith('a pattern matches new topics')) found = Date.now();
+          if (msg === 'partitions assigned' && found > 0 && assignedMs === 0) assignedMs = Date.now() - found;
+        },
+        warn: () => undefined,
+        error: () => undefined,
+      },
+    });
+    await p.start();
+    try {
+      assert.equal(p.deadLetterTopic, `${ns}.DLT`, "a pattern's dead letters: <applicationId>.DLT");
+      await waitCommitted(p.groupId, eu, 120_000);
+      // made while it runs; the old topics get records in small steps while it switches
+      dropCa = await createTopics([{ topic: ca, partitions: PARTITIONS, config: keep }]);
+      await produceTopic(ca, records);
+      const step = async (i: number) => {
+        await produceTopic(eu, during.slice(i, i + 20));
+        await produceTopic(us, during.slice(i, i + 20));
+      };
+      // the old topics' records keep coming while it switches (up to two thirds of them), the rest after
+      let i = 0;
+      for (; resolved.length < 2 && i < (2 * during.length) / 3; i += 20) await step(i);
+      await pollUntil('the pattern resolved with ca', () => resolved.length === 2, 60_000);
+      const atSwitch = Math.min(i, during.length);
+      for (; i < during.length; i += 20) await step(i);
+      assert.equal(p.state, 'running', 'never restarted');
+      console.log(
+        `switch: ${switchMs} ms from the look that found ca to its resolution (revoked, left), ${assignedMs} ms to the next assignment; ${atSwitch} of ${during.length} later records of eu and us produced by then`,
+      );
+      await allCommitted(p.groupId, topics, repartition);
+    } finally {
+      await p.close();
+    }
+    assert.deepEqual(resolved, [
+      { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [eu, us] },
+      // the repartition topic (made at start) matches too, and is left out
+      { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [ca, eu, us], added: [ca] },
+    ]);
+    assert.equal((await committedOffsets(p.groupId, partial)).size, 0, 'never the partial match');
+    assert.equal(p.counts().patternSwitches, 1, 'one switch');
+    assert.equal(
+      p.counts().records,
+      2 * records.length,
+      'every input and repartition record committed once, across the switch',
+    );
+    await assertOutputsPerKey(outputs, model);
+    // queryable state over a pattern's topology: each key's count is its last output
+    const state = new TopologyState(built, { redis });
+    assert.deepEqual(
+      state.stores.map((x) => [x.name, x.topic, x.space]),
+      [['per-customer', repartition, null]],
+    );
+    const last = new Map(
+      model.outputs
+        .filter((o) => o.topic === `${ns}-counts`)
+        .map((o) => [o.key?.toString() ?? null, Number(o.value?.toString())]),
+    );
+    assert.equal(last.size, 9, 'every key counted');
+    for (const [key, n] of last)
+      assert.equal(
+        (await state.keyValueStore<string, number>('per-customer').get(key as string)).value,
+        n,
+        key ?? '',
+      );
+  } finally {
+    await dropCa();
+    await cleanup();
+  }
+}
+
 describe('topology processor: a source reading a pattern', { timeout: 300_000 }, () => {
   let redis: Redis;
   before(() => {
@@ -96,122 +218,11 @@ describe('topology processor: a source reading a pattern', { timeout: 300_000 },
   });
   after(() => redis.disconnect());
 
-  it('reads the topics it matched at start and a newer one made while it runs, with no restart; outputs equal the model per key', async () => {
-    const ns = uniqueName('tppat');
-    const [eu, us, ca] = [`${ns}-orders-eu`, `${ns}-orders-us`, `${ns}-orders-ca`];
-    const partial = `${ns}-orders-eu2`; // the pattern matches a part of its name only
-    const outputs = [`${ns}-amounts`, `${ns}-counts`];
-    const repartition = `${ns}-orders-all-repartition`;
-    const keep = { 'retention.ms': '-1' };
-    const cleanup = await createTopics([
-      ...[eu, us, partial, ...outputs].map((topic) => ({ topic, partitions: PARTITIONS, config: keep })),
-      { topic: `${ns}.DLT`, partitions: 1, config: keep },
-    ]);
-    let dropCa: () => Promise<void> = async () => undefined;
-    try {
-      const built = regions(ns);
-      // key k<i> lives in topic i % 3 (eu, us, ca), in the partition the generator gave it
-      const topics = [eu, us, ca];
-      const records = overTopics(77, 360, topics);
-      for (const topic of topics)
-        assert.ok(records.filter((r) => r.topic === topic).length > 50, `${topic} gets records`);
-      // each key is in one topic: the model's order across topics does not change any key's outputs
-      const model = runModel(built, records, {
-        partitions: Object.fromEntries(topics.map((t) => [t, PARTITIONS])),
-      });
-      assert.ok(model.outputs.filter((o) => o.topic === `${ns}-counts`).length > 100, 'counts are emitted');
-      const half = records.length / 2;
-      const [before, during] = [records.slice(0, half), records.slice(half)];
-      await produceTopic(eu, before);
-      await produceTopic(us, before);
-      await produce(partial, [{ key: 'k0', value: '{"amount":1}', partition: 0 }]);
+  it('reads the topics it matched at start and a newer one made while it runs, with no restart; outputs equal the model per key', () =>
+    liveTopic(redis, {}));
 
-      const resolved: unknown[] = [];
-      let [found, switchMs, assignedMs] = [0, 0, 0];
-      const p = new TopologyProcessor({
-        topology: built,
-        redis,
-        mode: 'exactly-once',
-        createTopics: true,
-        repartitionPurgeIntervalMs: 60 * MIN,
-        patternRefreshMs: 500,
-        kafka: { brokers: KAFKA_BROKERS.split(','), sessionTimeoutMs: 6000, maxBatchSize: 40 },
-        logger: {
-          debug: () => undefined,
-          info: (fields, msg) => {
-            if (msg === 'topology source pattern resolved') {
-              resolved.push(fields);
-              if (found > 0) switchMs = Date.now() - found;
-            }
-            if (msg?.startsWith('a pattern matches new topics')) found = Date.now();
-            if (msg === 'partitions assigned' && found > 0 && assignedMs === 0)
-              assignedMs = Date.now() - found;
-          },
-          warn: () => undefined,
-          error: () => undefined,
-        },
-      });
-      await p.start();
-      try {
-        assert.equal(p.deadLetterTopic, `${ns}.DLT`, "a pattern's dead letters: <applicationId>.DLT");
-        await waitCommitted(p.groupId, eu, 120_000);
-        // made while it runs; the old topics get records in small steps while it switches
-        dropCa = await createTopics([{ topic: ca, partitions: PARTITIONS, config: keep }]);
-        await produceTopic(ca, records);
-        const step = async (i: number) => {
-          await produceTopic(eu, during.slice(i, i + 20));
-          await produceTopic(us, during.slice(i, i + 20));
-        };
-        // the old topics' records keep coming while it switches (up to two thirds of them), the rest after
-        let i = 0;
-        for (; resolved.length < 2 && i < (2 * during.length) / 3; i += 20) await step(i);
-        await pollUntil('the pattern resolved with ca', () => resolved.length === 2, 60_000);
-        const atSwitch = Math.min(i, during.length);
-        for (; i < during.length; i += 20) await step(i);
-        assert.equal(p.state, 'running', 'never restarted');
-        console.log(
-          `switch: ${switchMs} ms from the look that found ca to its resolution (revoked, left), ${assignedMs} ms to the next assignment; ${atSwitch} of ${during.length} later records of eu and us produced by then`,
-        );
-        await allCommitted(p.groupId, topics, repartition);
-      } finally {
-        await p.close();
-      }
-      assert.deepEqual(resolved, [
-        { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [eu, us] },
-        // the repartition topic (made at start) matches too, and is left out
-        { node: 'orders', pattern: `/${ns}-orders-[a-z-]+/`, topics: [ca, eu, us], added: [ca] },
-      ]);
-      assert.equal((await committedOffsets(p.groupId, partial)).size, 0, 'never the partial match');
-      assert.equal(p.counts().patternSwitches, 1, 'one switch');
-      assert.equal(
-        p.counts().records,
-        2 * records.length,
-        'every input and repartition record committed once, across the switch',
-      );
-      await assertOutputsPerKey(outputs, model);
-      // queryable state over a pattern's topology: each key's count is its last output
-      const state = new TopologyState(built, { redis });
-      assert.deepEqual(
-        state.stores.map((x) => [x.name, x.topic, x.space]),
-        [['per-customer', repartition, null]],
-      );
-      const last = new Map(
-        model.outputs
-          .filter((o) => o.topic === `${ns}-counts`)
-          .map((o) => [o.key?.toString() ?? null, Number(o.value?.toString())]),
-      );
-      assert.equal(last.size, 9, 'every key counted');
-      for (const [key, n] of last)
-        assert.equal(
-          (await state.keyValueStore<string, number>('per-customer').get(key as string)).value,
-          n,
-          key ?? '',
-        );
-    } finally {
-      await dropCa();
-      await cleanup();
-    }
-  });
+  it("the same with KIP-848's protocol and static membership: the member joining again is assigned the new topic", () =>
+    liveTopic(redis, { groupProtocol: 'consumer', groupInstanceId: uniqueName('tppat-static') }));
 
   it('static membership under the classic protocol: the new topic warned of, nothing switched (the port cannot resubscribe)', async () => {
     const ns = uniqueName('tppatst');
