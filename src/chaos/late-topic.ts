@@ -1,23 +1,21 @@
 /**
- * A topic a pattern reads, made while a topology chaos run lasts (`--late-topic`), and the instances
- * brought to read it.
+ * A topic a pattern reads, made while a topology chaos run lasts (`--late-topic`), and the running
+ * instances picking it up on their own.
  *
- * The runtime resolves a pattern when an instance starts; a topic made later is read from the next
- * start (src/processor/topology/sources.ts: a running instance warns of it, at most once a minute, and
- * docs/streams.md tells the operator to restart every instance). The harness does what the operator
- * does: when the feeder reaches the topic's first record it makes the topic (its `--input-partitions`
- * count, else `--partitions`) and produces on; then, between the schedule's faults (ChaosRun.exclusive),
- * it restarts each live instance whose start did not resolve the pattern to it, one after another: a
- * graceful stop (SIGTERM: the instance finishes its batch, commits and leaves the group) and a start,
- * which lists the topics again and logs what each pattern matched. Instances started after the topic
- * was made (a fault's restart, a scale-up) resolve it on their own. The drain waits for the group to
- * commit the late topic's end offsets as any input's, and the verdict judges its partitions as tasks.
+ * A running instance lists the topics every `--pattern-refresh` ms (the harness gives its instances
+ * LATE_REFRESH_MS) and, when a pattern matches a new topic, leaves the group and joins again with it,
+ * logging the pattern resolved with the new topics (src/processor/topology/refresh.ts). When the feeder
+ * reaches the topic's first record the harness makes the topic (its `--input-partitions` count, else
+ * `--partitions`) and produces on; then it waits, with the schedule's faults going on, until every
+ * live instance has logged the pattern resolved with it, restarting none. Instances started after the
+ * topic was made (a fault's restart, a scale-up) resolve it at their start. The drain waits for the
+ * group to commit the late topic's end offsets as any input's, and the verdict judges its partitions
+ * as tasks.
  *
  * What the report keeps shows the order of things: when the first instance logged its start, when the
- * harness asked for the topic, when every live instance had resolved it, how many it restarted, and
- * which instances logged the pattern resolved with the topic.
+ * harness asked for the topic, when every live instance had resolved it, how many it restarted (none),
+ * and which instances logged the pattern resolved with it.
  */
-import type { Exit } from '../harness/child.js';
 import { pollUntil } from '../harness/poll.js';
 import type { Slot } from './faults.js';
 import type { Instance } from './instances.js';
@@ -34,7 +32,7 @@ export interface LateTopicReport {
   createdAt: number | undefined;
   /** Seconds since the run started: when every live instance had resolved the pattern to it. */
   pickedUpAt: number | undefined;
-  /** Instances the harness restarted for it (gracefully). */
+  /** Instances the harness restarted for it: none (the instances pick it up while they run). */
   restarted: number;
   /** The live instances, when it was picked up, that logged the pattern resolved with it. */
   resolvedBy: string[];
@@ -51,9 +49,6 @@ export interface LateTopicContext {
   /** The pick-up, queued once the topic is made (the harness awaits it before the drain). */
   pickup: Promise<void> | undefined;
   live(): Slot[];
-  stopGracefully(slot: Slot): Promise<{ exit: Exit; forced: boolean }>;
-  restart(slot: Slot): Promise<void>;
-  exclusive<T>(step: () => Promise<T>): Promise<T>;
   log(line: string): void;
 }
 
@@ -63,18 +58,21 @@ export function lateTopic(name: string, topic: string, partitions: number): Late
   return { name, topic, partitions, ...at, restarted: 0, resolvedBy: [] };
 }
 
-/** The runtime's line naming what a pattern matched at an instance's start (src/processor/topology/sources.ts). */
+/** The runtime's line naming what a pattern matches, at start and at each change (src/processor/topology/sources.ts). */
 const RESOLVED = 'topology source pattern resolved';
 
-/** Whether an instance's start resolved a pattern to `topic` (its log line naming the topics). */
+/** The instances' `--pattern-refresh` in a run with a late topic: each lists the topics once a second. */
+export const LATE_REFRESH_MS = 1000;
+
+/** Whether an instance resolved a pattern to `topic`, at its start or while it ran (its log line naming the topics). */
 export function resolvedWith(inst: Instance, topic: string): boolean {
   return inst.seen(
     (l) => l.msg?.startsWith(RESOLVED) === true && Array.isArray(l.topics) && l.topics.includes(topic),
   );
 }
 
-/** How long a restart in progress (a fault's, the supervisor's) may take before the pick-up gives up on it. */
-const SETTLE_MS = 120_000;
+/** How long the pick-up waits for every live instance (a fault's restart may be on its way meanwhile). */
+const PICKUP_MS = 120_000;
 
 /**
  * The feeder's hook before it sends to a topic: makes the late topic at its first record and queues
@@ -89,38 +87,22 @@ export function lateTopicHook(run: LateTopicContext): ((topic: string) => Promis
     await run.kafka.createTopics([{ topic, partitions: late.partitions }]);
     late.createdAt = at;
     run.log(
-      `made ${topic} (${late.partitions} partitions) at its first record, ${(at - (late.firstStartedAt ?? 0)).toFixed(1)} s after the first instance started; restarting the instances that do not read it`,
+      `made ${topic} (${late.partitions} partitions) at its first record, ${(at - (late.firstStartedAt ?? 0)).toFixed(1)} s after the first instance started; waiting for the instances to read it`,
     );
-    run.pickup = run.exclusive(() => pickUp(run, late));
+    run.pickup = pickUp(run, late);
   };
 }
 
-/** Restarts every live instance whose start did not resolve the pattern to the late topic (see the top). */
+/** Waits until every live instance (none starting) has resolved the pattern to the late topic (see the top). */
 async function pickUp(run: LateTopicContext, late: LateTopicReport): Promise<void> {
   const started = Date.now();
-  for (let pass = 0; pass < 3; pass++) {
-    // an instance starting (the supervisor's restart) lists the topics again at its start
-    await pollUntil(
-      'instances starting to have started',
-      () => run.slots.every((s) => !s.expecting || !s.inst.alive),
-      SETTLE_MS,
-      200,
-    );
-    const stale = run.live().filter((s) => !resolvedWith(s.inst, late.topic));
-    if (stale.length === 0) break;
-    for (const s of stale) {
-      const name = s.inst.name;
-      const { exit, forced } = await run.stopGracefully(s);
-      if (!forced && exit.code !== 0)
-        run.report.harnessErrors.push(
-          `${name}, stopped to read ${late.topic}, exited ${JSON.stringify(exit)} instead of 0`,
-        );
-      await run.restart(s);
-      late.restarted++;
-      run.log(
-        `restarted ${name} as ${s.inst.name}: ${resolvedWith(s.inst, late.topic) ? 'its pattern resolved to' : 'its pattern did NOT resolve to'} ${late.topic}`,
-      );
-    }
+  const everyOne = () =>
+    run.slots.every((s) => !s.expecting || !s.inst.alive) &&
+    run.live().every((s) => resolvedWith(s.inst, late.topic));
+  try {
+    await pollUntil(`every live instance resolving the pattern to ${late.topic}`, everyOne, PICKUP_MS, 200);
+  } catch {
+    // told below, by the instances that did not
   }
   const live = run.live().map((s) => s.inst);
   late.resolvedBy = live.filter((i) => resolvedWith(i, late.topic)).map((i) => i.name);
@@ -130,6 +112,6 @@ async function pickUp(run: LateTopicContext, late: LateTopicReport): Promise<voi
       `${late.topic}: ${live.length - late.resolvedBy.length} of ${live.length} live instances never resolved the pattern to it`,
     );
   run.log(
-    `${late.topic} read by every live instance (${late.resolvedBy.join(', ')}) after ${late.restarted} restarts in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    `${late.topic} read by every live instance (${late.resolvedBy.join(', ')}), ${late.restarted} restarted, after ${((Date.now() - started) / 1000).toFixed(1)} s`,
   );
 }

@@ -19,7 +19,7 @@ import type { FarSide } from './far-side.js';
 import type { FaultContext, Slot } from './faults.js';
 import { type Instance, startInstance } from './instances.js';
 import { ChaosKafka } from './kafka.js';
-import { type LateTopicReport, lateTopic } from './late-topic.js';
+import { LATE_REFRESH_MS, type LateTopicReport, lateTopic } from './late-topic.js';
 import { instanceRedisArgs, type RedisSide } from './redis-topology.js';
 import type { RepartitionLog } from './repartition-log.js';
 import { randomSeed } from './rng.js';
@@ -218,6 +218,7 @@ export class ChaosRun {
             ...(o.waitTimeoutMs === undefined ? [] : ['--wait-timeout', String(o.waitTimeoutMs)]),
             ...(o.commitIntervalMs === undefined ? [] : ['--commit-interval', String(o.commitIntervalMs)]),
             ...(o.idleCloseMs === undefined ? [] : ['--idle-close', String(o.idleCloseMs)]),
+            ...(this.late === undefined ? [] : ['--pattern-refresh', String(LATE_REFRESH_MS)]),
           ],
       orders: names.input,
       totals: names.output,

@@ -38,7 +38,7 @@ const PROCESSOR_ONLY = [
   'snapshot-rate',
 ];
 const HANDLER_ONLY = ['concurrency', 'attempt-timeout', 'postgres', 'postgres-table'];
-const TOPOLOGY_ONLY = ['idle-close'];
+const TOPOLOGY_ONLY = ['idle-close', 'pattern-refresh'];
 const REDIS_TARGETS = ['redis', 'cluster', 'sentinels'];
 
 const invalid = (message: string) => new RedfenceError('RF_INVALID_OPTIONS', message);

@@ -4,7 +4,13 @@
  */
 import type { ProcessingMode } from '../index.js';
 import { MAX_TIMER_MS } from '../options/checks.js';
-import { IDLE_CLOSE_MAX_MS, IDLE_CLOSE_MIN_MS } from '../processor/topology/options.js';
+import {
+  IDLE_CLOSE_MAX_MS,
+  IDLE_CLOSE_MIN_MS,
+  PATTERN_REFRESH_DEFAULT_MS,
+  PATTERN_REFRESH_MAX_MS,
+  PATTERN_REFRESH_MIN_MS,
+} from '../processor/topology/options.js';
 import { CONNECTION_OPTIONS } from './connection.js';
 import { LOG_LEVELS } from './log.js';
 import { choiceOption, helpText, maskUrl, numberOption, switchOption, textOption } from './options.js';
@@ -161,6 +167,14 @@ export const RUN_OPTIONS = {
     defaultText: 'off',
     min: IDLE_CLOSE_MIN_MS,
     max: IDLE_CLOSE_MAX_MS,
+  }),
+  'pattern-refresh': numberOption('<ms>', {
+    description:
+      'topologies reading a pattern: how often the running instance lists the topics; a matching topic made meanwhile is read from then on',
+    env: 'REDFENCE_PATTERN_REFRESH_MS',
+    default: PATTERN_REFRESH_DEFAULT_MS,
+    min: PATTERN_REFRESH_MIN_MS,
+    max: PATTERN_REFRESH_MAX_MS,
   }),
   'create-topics': switchOption({
     description:

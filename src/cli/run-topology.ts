@@ -89,6 +89,7 @@ export async function runTopology(r: TopologyRun): Promise<number> {
     processor = new TopologyProcessor({
       ...topologySettings(r.settings),
       ...(o['idle-close'] === undefined ? {} : { idleCloseMs: o['idle-close'] }),
+      ...(o['pattern-refresh'] === undefined ? {} : { patternRefreshMs: o['pattern-refresh'] }),
       topology: r.built,
       redis,
       ...(crashHook ? { crashHook } : {}),

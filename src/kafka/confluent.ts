@@ -121,6 +121,8 @@ export class ConfluentKafka implements KafkaPort {
   #stopped = false;
   #stopping = false;
   #loop: Promise<void> | undefined;
+  /** The consumer side ending (stop(), resubscribe()): one close however many ask. */
+  #closing: Promise<void> | undefined;
   readonly #rebalances: Rebalance[] = [];
   /** Owned partitions (librdkafka told), by tpKey. */
   readonly #assigned = new Map<string, TopicPartition>();
@@ -155,12 +157,20 @@ export class ConfluentKafka implements KafkaPort {
   readonly #held = new Map<string, RdKafka.Message[]>();
   #fatal: Error | undefined;
   #commitTimeoutMs = 30_000;
+  /**
+   * KafkaPort.resubscribe; none for a static member (`groupInstanceId`) under the classic protocol:
+   * such a member joining again is handed its last assignment back with no rebalance, so a topic added
+   * to its subscription would not be assigned (seen on the broker; KIP-848's protocol assigns it).
+   */
+  readonly resubscribe?: (topics: string[], between?: () => Promise<void>) => Promise<void>;
 
   constructor(options: ConfluentOptions) {
     if (!Array.isArray(options.brokers) || options.brokers.length === 0) {
       throw new RedfenceError('RF_INVALID_OPTIONS', 'kafka.brokers must list at least one host:port');
     }
     this.#options = options;
+    if (options.groupInstanceId === undefined || (options.groupProtocol ?? 'classic') === 'consumer')
+      this.resubscribe = (topics, between) => this.#resubscribe(topics, between);
     // librdkafka checks the properties when a client is built: built (not connected) here, a property
     // it refuses is an error now, before anything connects
     checkClientConfig(consumerProperties(options), producerProperties(options));
@@ -170,6 +180,40 @@ export class ConfluentKafka implements KafkaPort {
   async start(topics: string[], handlers: ConsumerHandlers): Promise<void> {
     const o = this.#options;
     this.#producer = await DeliveryProducer.connect(producerProperties(o), o.transactionTimeoutMs, o.groupId);
+    try {
+      await this.#consume(topics, handlers);
+    } catch (err) {
+      await this.#producer.close();
+      throw err;
+    }
+  }
+
+  /**
+   * A new subscription as a member leaving the group and joining again (KafkaPort.resubscribe): the
+   * consumer side ends as stop() ends it (the batch in flight, the revocation through onRevoke while
+   * still connected, the close), then `between`, then a new consumer joins with `topics`. The producer
+   * (its transactional id) and the admin client stay. A stop() meanwhile wins: nothing joins again.
+   */
+  async #resubscribe(topics: string[], between?: () => Promise<void>): Promise<void> {
+    const h = this.#handlers;
+    if (this.#consumer === undefined || h === undefined || this.#stopping)
+      throw new RedfenceError('RF_INVALID_STATE', 'the Kafka adapter is not consuming');
+    this.#stopping = true;
+    await this.#closeConsumer();
+    this.#consumer = undefined;
+    this.#closing = undefined;
+    this.#deferredSeeks.clear();
+    this.#next.clear();
+    this.#held.clear();
+    if (this.#stopped) return;
+    await between?.();
+    if (this.#stopped) return;
+    this.#stopping = false;
+    await this.#consume(topics, h);
+  }
+
+  async #consume(topics: string[], handlers: ConsumerHandlers): Promise<void> {
+    const o = this.#options;
     const batch = o.maxBatchSize ?? 500;
     const consumer = new RdKafka.KafkaConsumer(
       {
@@ -193,11 +237,11 @@ export class ConfluentKafka implements KafkaPort {
       else if ((err as { isFatal?: unknown }).isFatal === true)
         this.#fatal ??= fatal('the consumer failed', err);
     });
-    try {
-      await connectWatched(consumer, 'consumer', { brokers: o.brokers.join(',') });
-    } catch (err) {
-      await this.#producer.close();
-      throw err;
+    await connectWatched(consumer, 'consumer', { brokers: o.brokers.join(',') });
+    if (this.#stopped) {
+      // stop() came while a resubscribe() connected: never joins
+      await new Promise<void>((resolve) => consumer.disconnect(() => resolve()));
+      return;
     }
     consumer.setDefaultConsumeTimeout(CONSUME_WAIT_MS);
     // return what is fetched already once a first record is there, instead of waiting to fill the call
@@ -680,6 +724,18 @@ export class ConfluentKafka implements KafkaPort {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#stopping = true;
+    await this.#closeConsumer();
+    await this.#producer?.close();
+    await this.#admin.close();
+  }
+
+  /** Ends the consumer side (#stopping set): the loop, the rebalances queued, the owned partitions' revocation, the close. Memoised until resubscribe() forgets it. */
+  #closeConsumer(): Promise<void> {
+    this.#closing ??= this.#endConsumer();
+    return this.#closing;
+  }
+
+  async #endConsumer(): Promise<void> {
     await this.#loop?.catch(() => undefined);
     const c = this.#consumer;
     if (c) {
@@ -702,7 +758,5 @@ export class ConfluentKafka implements KafkaPort {
         c.disconnect(() => resolve());
       });
     }
-    await this.#producer?.close();
-    await this.#admin.close();
   }
 }

@@ -101,6 +101,16 @@ export interface AuthorizedOperations {
 export interface KafkaPort {
   /** Connects, subscribes and starts delivering batches. */
   start(topics: string[], handlers: ConsumerHandlers): Promise<void>;
+  /**
+   * Changes the subscription while running, as a member leaving the group and joining again: the batch
+   * in flight finishes, the owned partitions are revoked through onRevoke (as a rebalance revokes
+   * them), the consumer leaves the group; then `between` runs (no partition is owned, nothing is
+   * delivered) and a consumer subscribes to `topics` with start()'s handlers (a rebalance assigns
+   * through onAssign). The producer stays. Optional for a port of your own: only a topology source
+   * reading a pattern needs it, to read a topic made while it runs (without it, from the next start).
+   * `between` throwing leaves the port with no consumer (stop() still closes it).
+   */
+  resubscribe?(topics: string[], between?: () => Promise<void>): Promise<void>;
   /** At-least-once: produces and awaits every delivery report; `handedOver` runs once the records are queued. */
   produce(records: readonly OutRecord[], handedOver?: () => void): Promise<void>;
   /**

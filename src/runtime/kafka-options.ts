@@ -96,7 +96,7 @@ const KAFKA_NAMES: Record<keyof KafkaOptions, true> = {
   producerConfig: true,
 };
 const SSL_NAMES: Record<keyof KafkaSsl, true> = { ca: true, cert: true, key: true, keyPassword: true };
-// committedWithMetadata, deleteRecords, lowWatermarks, listTopics, positions, unwritableTopics and authorizedOperations are optional (a port of one's own written before them still works)
+// committedWithMetadata, deleteRecords, lowWatermarks, listTopics, resubscribe, positions, unwritableTopics and authorizedOperations are optional (a port of one's own written before them still works)
 const PORT_METHODS: Record<
   Exclude<
     keyof KafkaPort,
@@ -104,6 +104,7 @@ const PORT_METHODS: Record<
     | 'deleteRecords'
     | 'lowWatermarks'
     | 'listTopics'
+    | 'resubscribe'
     | 'positions'
     | 'unwritableTopics'
     | 'authorizedOperations'

@@ -45,6 +45,7 @@ export type PortCalls = Record<
 export function noCalls(): PortCalls {
   return {
     start: 0,
+    resubscribe: 0,
     produce: 0,
     commit: 0,
     produceTransactionally: 0,

@@ -54,6 +54,7 @@ export class MemoryKafkaPort implements KafkaPort {
   #state: MemoryPortState = 'idle';
   #stopping: Promise<void> | undefined;
   #starting = false;
+  #handlers: ConsumerHandlers | undefined;
   readonly #consumer: GroupConsumer;
 
   /** @internal Made by MemoryKafka.port(). */
@@ -134,6 +135,24 @@ export class MemoryKafkaPort implements KafkaPort {
       throw new RedfenceError('RF_INVALID_STATE', 'memory Kafka port: stop() was called during start()');
     this.#producerEpoch = this.#cluster.initProducer(this.#transactionalId);
     this.#state = 'running';
+    this.#handlers = handlers;
+    this.#consumer.start(topics, handlers);
+  }
+
+  /** Leaves the group (the batch in flight finishes, every partition revoked, awaited), runs `between`, joins again with `topics`. */
+  async resubscribe(topics: string[], between?: () => Promise<void>): Promise<void> {
+    this.#calls.resubscribe++;
+    const handlers = this.#handlers;
+    if (this.#state !== 'running' || handlers === undefined)
+      throw new RedfenceError('RF_INVALID_STATE', `memory Kafka port: resubscribe() when ${this.#state}`);
+    if (!Array.isArray(topics) || topics.length === 0 || !topics.every((t) => typeof t === 'string' && t))
+      throw new RedfenceError(
+        'RF_INVALID_ARGUMENT',
+        'resubscribe(): topics must be a non-empty list of names',
+      );
+    await this.#consumer.stop();
+    await between?.();
+    if (this.#state !== 'running') return; // stop() came meanwhile
     this.#consumer.start(topics, handlers);
   }
 

@@ -17,6 +17,7 @@ import { partitionFor } from '../../src/partitioner/index.js';
 import { uniqueName } from '../helpers/env.js';
 import { metadataCases } from './contract-metadata.js';
 import { rebalanceCase } from './contract-rebalance.js';
+import { resubscribeCase } from './contract-resubscribe.js';
 import { asSent, type ContractSide, Recorder, range, waitFor } from './contract-support.js';
 
 export type { ContractSide, PortSpec, TxnFailure } from './contract-support.js';
@@ -204,6 +205,7 @@ export function contractCases(side: ContractSide): void {
   });
 
   rebalanceCase(side);
+  resubscribeCase(side);
   metadataCases(side);
 
   it("listTopics: every topic by name, sorted, before start, the broker's own left out", async (t) => {

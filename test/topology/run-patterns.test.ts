@@ -12,7 +12,6 @@ import { RedfenceError } from '../../src/errors/index.js';
 import {
   defaultDeadLetterTopic,
   ExecutorAtStart,
-  LOOK_EVERY_MS,
   resolveSources,
 } from '../../src/processor/topology/sources.js';
 import { MemoryKafka } from '../../src/testing/index.js';
@@ -85,7 +84,7 @@ describe('topology runtime: a source reading a pattern', () => {
     assert.deepEqual(logged, [
       {
         fields: { node: 'orders', pattern: '/orders-\\D+/', topics: ['orders-eu', 'orders-us'] },
-        msg: 'topology source pattern resolved: topics made later are read after a restart',
+        msg: 'topology source pattern resolved',
       },
     ]);
     assert.ok(!hasPatterns(resolved) && Object.isFrozen(resolved));
@@ -229,12 +228,12 @@ describe('topology runtime: a source reading a pattern', () => {
     );
   });
 
-  it('a topic made after the start: a warning naming it once (read from the next start), one listing a minute', async (ctx) => {
+  it('a topic made after the start: lookAgain makes the new match its executor, swap() runs it and logs it', async (ctx) => {
     const kafka = new MemoryKafka({ topics: { 'orders-eu': 1, 'orders-us': 1 } });
     const port = kafka.port({ groupId: 'g' });
     ctx.after(() => port.stop());
-    const warned: object[] = [];
-    const log = { ...silent, warn: (fields: object) => warned.push(fields) };
+    const resolved: object[] = [];
+    const log = { ...silent, info: (fields: object) => resolved.push(fields) };
     const redis = new Redis({ lazyConnect: true }); // never connected: no batch runs here
     ctx.after(() => redis.disconnect());
     const run = new ExecutorAtStart(regions(), { redis });
@@ -242,18 +241,29 @@ describe('topology runtime: a source reading a pattern', () => {
       () => run.executor,
       (err: unknown) => RedfenceError.is(err, 'RF_INVALID_STATE'),
     );
-    await run.newer(port, log, 0);
+    assert.equal(await run.lookAgain(port), undefined);
     assert.equal(port.calls.listTopics, 0, 'nothing to compare before the start');
-    assert.deepEqual((await run.start(port, 'orders.DLT', log)).plan.inputs, ['orders-eu', 'orders-us']);
-    await run.newer(port, log, 0);
-    assert.deepEqual(warned, [], 'nothing new');
-    kafka.createTopic('orders-ca', 1);
+    const first = await run.start(port, 'orders.DLT', log);
+    assert.deepEqual(first.plan.inputs, ['orders-eu', 'orders-us']);
+    assert.equal(await run.lookAgain(port), undefined, 'nothing new');
     kafka.createTopic('orders.DLT', 1); // the application's own: never a match
-    await run.newer(port, log, LOOK_EVERY_MS - 1);
-    assert.deepEqual([warned, port.calls.listTopics], [[], 2], 'at most one listing a minute');
-    await run.newer(port, log, LOOK_EVERY_MS);
-    await run.newer(port, log, 2 * LOOK_EVERY_MS);
-    assert.deepEqual(warned, [{ node: 'orders', pattern: '/orders-\\D+/', topics: ['orders-ca'] }], 'once');
-    assert.deepEqual(run.executor.plan.inputs, ['orders-eu', 'orders-us'], 'still read as at start');
+    assert.equal(await run.lookAgain(port), undefined, 'its own topics never a change');
+    kafka.createTopic('orders-ca', 1);
+    const next = await run.lookAgain(port);
+    assert.ok(next !== undefined);
+    assert.deepEqual(next.executor.plan.inputs, ['orders-ca', 'orders-eu', 'orders-us']);
+    assert.equal(run.executor, first, 'the running executor stays until swap()');
+    run.swap(next, log);
+    assert.equal(run.executor, next.executor);
+    assert.deepEqual(resolved, [
+      { node: 'orders', pattern: '/orders-\\D+/', topics: ['orders-eu', 'orders-us'] },
+      {
+        node: 'orders',
+        pattern: '/orders-\\D+/',
+        topics: ['orders-ca', 'orders-eu', 'orders-us'],
+        added: ['orders-ca'],
+      },
+    ]);
+    assert.equal(await run.lookAgain(port), undefined, 'the new match is the running one');
   });
 });

@@ -110,6 +110,12 @@ export interface TopologyProcessorOptions
    */
   snapshot?: SnapshotOptions | false;
   /**
+   * How often a running processor whose topology reads a pattern lists the cluster's topics (a full
+   * metadata request), as Kafka Streams' `metadata.max.age.ms`: a matching topic made meanwhile is
+   * read from then on (docs/streams.md, "Sources reading a pattern"). 100 to 86400000. Default 60000.
+   */
+  patternRefreshMs?: number;
+  /**
    * Fault tests only: called at each crash point of the cycle (src/processor/crash-points.ts), at the
    * same points as the processor's; `redfence run` sets it from `REDFENCE_CRASH_AT`. Default: none.
    * @internal
@@ -137,6 +143,7 @@ export interface ResolvedTopologyOptions extends Pick<ResolvedRuntimeOptions, Sh
   readonly idleCloseMs: number | undefined;
   /** Undefined: no snapshots. */
   readonly snapshot: ResolvedSnapshot | undefined;
+  readonly patternRefreshMs: number;
   readonly crashHook: CrashHook | undefined;
 }
 
@@ -168,11 +175,16 @@ const OWN: Record<Exclude<keyof TopologyProcessorOptions, Shared>, true> = {
   watchdog: true,
   idleCloseMs: true,
   snapshot: true,
+  patternRefreshMs: true,
   crashHook: true,
 };
 /** idleCloseMs' bounds: ticks at most ten times a second per partition, at least once a day. */
 export const IDLE_CLOSE_MIN_MS = 100;
 export const IDLE_CLOSE_MAX_MS = 86_400_000;
+/** patternRefreshMs' bounds and default (Kafka Streams' metadata refresh is 5 minutes; ours was a minute's warning). */
+export const PATTERN_REFRESH_MIN_MS = 100;
+export const PATTERN_REFRESH_MAX_MS = 86_400_000;
+export const PATTERN_REFRESH_DEFAULT_MS = 60_000;
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 
 function isBuilt(v: unknown): v is BuiltTopology {
@@ -247,6 +259,13 @@ export function resolveTopologyOptions(options: TopologyProcessorOptions): Resol
     watchdog: watchdogOptions(o.watchdog),
     idleCloseMs: idleCloseOption(topology, o.idleCloseMs),
     snapshot: snapshotOptions(o.snapshot, topology.applicationId, 'port' in shared.kafka),
+    patternRefreshMs: integer(
+      'patternRefreshMs',
+      o.patternRefreshMs,
+      PATTERN_REFRESH_MIN_MS,
+      PATTERN_REFRESH_MAX_MS,
+      PATTERN_REFRESH_DEFAULT_MS,
+    ),
     crashHook: o.crashHook === undefined ? undefined : (fn('crashHook', o.crashHook) as unknown as CrashHook),
   };
 }

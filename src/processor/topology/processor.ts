@@ -11,22 +11,22 @@
  * 'after-redis-write' in the batch step, the others in the commit pipeline. With `tracing` on, each batch
  * is a `process <topic>` span with the topology's attributes (batch.ts), its Redis step a child span and
  * each Kafka step a `send` span linked to the batches it carries, as the processor's (docs/operations.md).
+ * Over 400 lines: the constructor wires every stage (each in its own file: wiring.ts, refresh.ts,
+ * snapshot.ts, purge.ts, ticks.ts) to the one lifecycle and partition table they share.
  */
 
 import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { RedfenceError } from '../../errors/index.js';
 import { Fence } from '../../fence/index.js';
-import { checkPermissions, onTopic } from '../../kafka/permissions.js';
 import type { InRecord, KafkaPort, TopicPartition } from '../../kafka/types.js';
 import { Lifecycle, type RuntimeState } from '../../runtime/lifecycle.js';
 import type { Logger } from '../../runtime/logger.js';
 import { instanceRegistration as registration } from '../../runtime/registry.js';
 import { Tracing } from '../../telemetry/tracing.js';
-import { layoutCheck } from '../../topology/run/stored.js';
 import { countTicks } from '../../topology/tick.js';
 import { type BatchBackoff, batchBackoffOf, batchFailed } from '../batch-backoff.js';
-import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
+import type { CommitPipeline, QueuedBatch } from '../commit-pipeline.js';
 import { Counts, type ProcessorCounts } from '../counts.js';
 import { Liveness } from '../liveness.js';
 import type { ProcessingMode } from '../options.js';
@@ -46,12 +46,19 @@ import {
 } from './options.js';
 import { Placements } from './placement.js';
 import { RepartitionPurger } from './purge.js';
+import { checkRun, PatternRefresh, refreshChecks } from './refresh.js';
 import { TopologySnapshots } from './snapshot.js';
 import { defaultDeadLetterTopic, ExecutorAtStart } from './sources.js';
 import { PartitionTimes } from './stream-time.js';
-import { checkTickWrite, type IdleTicks } from './ticks.js';
-import { prepareTopics, topologyPermissions } from './topics.js';
-import { batchContext, idleTicksOf, rebalanceContext, type TopologyParts, topologyPort } from './wiring.js';
+import type { IdleTicks } from './ticks.js';
+import {
+  batchContext,
+  commitPipelineOf,
+  idleTicksOf,
+  rebalanceContext,
+  type TopologyParts,
+  topologyPort,
+} from './wiring.js';
 
 export type { TopologyProcessorOptions } from './options.js';
 
@@ -63,6 +70,8 @@ export interface TopologyCounts extends ProcessorCounts {
   /** Ticks of `idleCloseMs` this instance produced, and ticks read in its committed batches. */
   readonly ticksProduced: number;
   readonly ticksConsumed: number;
+  /** Times a pattern matched new topics while it ran and the processor moved to the new match (refresh.ts). */
+  readonly patternSwitches: number;
 }
 
 const IDLE_PROBE_MS = 2000;
@@ -105,6 +114,8 @@ export class TopologyProcessor {
   readonly #rebalance: RebalanceContext;
   readonly #deadLetterTopic: string;
   readonly #purger: RepartitionPurger;
+  /** A pattern's topics made while it runs (refresh.ts). */
+  readonly #refresh: PatternRefresh;
   readonly #nodes: NodeMetrics;
   readonly #tracing: Tracing;
   #idleProbe: NodeJS.Timeout | undefined;
@@ -174,21 +185,12 @@ export class TopologyProcessor {
       batchInFlight: () => this.#liveness.batchInFlight,
       redisOutage: () => this.#guard.outage,
       giveUp: () => this.#liveness.giveUp(),
-      look: () => this.#run.newer(kafka, log),
       log,
     });
     const redisStep = redisStepOf(this.#guard, o.redis);
     const replication = replicationOf(o, redisStep, log);
-    this.#pipeline = new CommitPipeline({
-      mode: o.mode,
-      kafka,
-      log,
-      metrics: o.metrics,
-      groupCommitRecords: o.groupCommitRecords,
-      commitIntervalMs: o.commitIntervalMs,
+    this.#pipeline = commitPipelineOf(o, kafka, log, this.#tracing, {
       fatal: (err) => this.#fatal(err),
-      tracing: this.#tracing,
-      ...(o.crashHook ? { crash: o.crashHook } : {}),
       committed: (b) => this.#committed(b),
     });
     const run = this.#run;
@@ -228,6 +230,16 @@ export class TopologyProcessor {
     this.#batch = batchContext(parts);
     this.#ticks = idleTicksOf(parts, this.#tickCounts);
     this.#rebalance = rebalanceContext(parts, this.#ticks, this.#backoff);
+    this.#refresh = new PatternRefresh({
+      ...refreshChecks(o, kafka, this.#deadLetterTopic, this.groupId, log),
+      intervalMs: o.patternRefreshMs,
+      run,
+      running: () => this.#life.state === 'running',
+      switched: (n) => {
+        this.#inputPartitions = n;
+      },
+      fatal: (err) => this.#fatal(err),
+    });
     this.#purger = new RepartitionPurger({
       port: kafka,
       topics: new Set(o.topology.repartitionTopics),
@@ -269,6 +281,7 @@ export class TopologyProcessor {
       purged: this.#purger.purged,
       ticksProduced: this.#tickCounts.produced,
       ticksConsumed: this.#tickCounts.consumed,
+      patternSwitches: this.#refresh.switches,
     });
   }
 
@@ -296,21 +309,8 @@ export class TopologyProcessor {
     o.health?.setReady('scripts', true);
     const executor = await this.#run.start(this.#kafka, this.#deadLetterTopic, this.#log);
     const plan = executor.plan;
-    // before any partition is taken: state in another layout is refused (RF_STATE_LAYOUT), never misread
-    await executor.store.checkLayout(layoutCheck(plan, true));
-    this.#inputPartitions = await prepareTopics(this.#kafka, plan, {
-      topology: o.topology,
-      deadLetterTopic: this.#deadLetterTopic,
-      create: o.createTopics,
-      replicationFactor: o.replicationFactor,
-      log: this.#log,
-    });
-    if (this.#ticks !== undefined) await checkTickWrite(this.#kafka, plan);
-    // before any partition is taken: what the brokers' ACLs refuse (docs/operations.md, "Kafka ACLs")
-    const purges = typeof this.#kafka.deleteRecords === 'function';
-    const needs = topologyPermissions(o.topology, plan, this.#deadLetterTopic, this.groupId, purges);
-    if (o.snapshot) needs.push(onTopic('Write', o.snapshot.topic, 'the snapshot topic'));
-    await checkPermissions(this.#kafka, needs, this.groupId);
+    // before any partition is taken: the layout, the topics, the tick writes, the ACLs (refresh.ts)
+    this.#inputPartitions = await checkRun(this.#refresh.checks, executor);
     await this.#snapshots.start(this.#inputPartitions);
     this.#life.stillStarting();
     this.#liveness.start();
@@ -326,6 +326,7 @@ export class TopologyProcessor {
     this.#idleProbe = setInterval(() => this.#guard.probeIfIdle(() => o.redis.ping(), IDLE_PROBE_MS), 1000);
     this.#idleProbe.unref();
     this.#ticks?.start();
+    this.#refresh.start();
     this.#log.info(
       { group: this.groupId, instance: this.instanceId, mode: this.mode, topology: o.topology.applicationId },
       'topology processor started',
@@ -337,11 +338,13 @@ export class TopologyProcessor {
     this.#watchdog?.stop();
     clearInterval(this.#idleProbe);
     this.#ticks?.stop();
+    this.#refresh.stop();
     this.#backoff.stop();
     this.#o.health?.setReady('kafka', false);
   }
 
   async #drain(): Promise<void> {
+    await this.#refresh.settle();
     await this.#inFlight?.catch(() => undefined);
     await this.#pipeline.drain();
     await this.#purger.settle();

@@ -2,7 +2,8 @@
  * A topology's sources as the topology processor runs them. A source reading a pattern is resolved at
  * start, before the plan is made: the cluster's topics (KafkaPort.listTopics) it matches as a whole,
  * the application's own left out, sorted (src/topology/patterns.ts); each pattern's topics are logged
- * by name. What is checked before (at construction) is the plan with each pattern standing for one
+ * by name. While it runs, the listing is looked at again (refresh.ts) and a new match gets an executor
+ * of its own, swapped in while no partition is owned. What is checked before (at construction) is the plan with each pattern standing for one
  * topic. The default dead-letter topic is `<first input>.DLT`; when the first input is a pattern's, it is
  * `<applicationId>.DLT` instead: the first of a pattern's topics changes when a topic sorting before it
  * is made, and the dead letters would move with it from one start to the next.
@@ -13,6 +14,7 @@ import { invalid } from '../../options/checks.js';
 import type { Logger } from '../../runtime/logger.js';
 import {
   hasPatterns,
+  matchesWhole,
   type PatternMatch,
   patternStandIns,
   type ResolvedTopology,
@@ -56,10 +58,7 @@ export async function resolveSources(
     );
   const resolved = resolvePatterns(built, await port.listTopics(), { exclude: [deadLetterTopic] });
   for (const m of resolved.matches)
-    log.info(
-      { node: m.node, pattern: m.pattern, topics: m.topics },
-      'topology source pattern resolved: topics made later are read after a restart',
-    );
+    log.info({ node: m.node, pattern: m.pattern, topics: m.topics }, RESOLVED);
   return resolved;
 }
 
@@ -77,11 +76,9 @@ export class ExecutorAtStart {
   readonly #built: BuiltTopology;
   readonly #options: TopologyExecutorOptions;
   #executor: TopologyExecutor | undefined;
-  /** What each pattern matched at start, the dead-letter topic left out then, and the topics warned of since. */
+  /** What each pattern matches (at start, then at each change), and the dead-letter topic left out. */
   #matches: readonly PatternMatch[] = [];
   #deadLetterTopic = '';
-  readonly #warned = new Set<string>();
-  #lastLook = Number.NEGATIVE_INFINITY;
 
   /** `o`: the processor's options the executor takes. */
   constructor(
@@ -121,39 +118,54 @@ export class ExecutorAtStart {
   }
 
   /**
-   * A warning, once per topic, for a topic a pattern matches now that it did not match at start (read
-   * from the next start); at most one listing per LOOK_EVERY_MS. Never throws: a failed listing is
-   * looked at again next time.
+   * The executor of what the patterns match now, when a pattern matches a topic it did not: the listing
+   * (KafkaPort.listTopics) resolved as at start (a topic deleted meanwhile leaves the match then), or
+   * undefined when nothing new matches. Throws what start() would for it (RF_TOPOLOGY_UNSUPPORTED from
+   * the plan, RF_TOPOLOGY_INVALID for a topic two sources read, RF_TOPIC_PATTERN_UNMATCHED) and a
+   * failed listing's error.
    *
    * @example
-   * await run.newer(port, log); // warn: topics made since the start match a pattern source ...
+   * const next = await run.lookAgain(port); // { executor, matches: [{ node, pattern, topics: ['orders-ca', 'orders-eu', 'orders-us'] }] }
    */
-  async newer(port: KafkaPort, log: Logger, now = Date.now()): Promise<void> {
-    if (
-      this.#matches.length === 0 ||
-      typeof port.listTopics !== 'function' ||
-      now - this.#lastLook < LOOK_EVERY_MS
-    )
-      return;
-    this.#lastLook = now;
-    try {
-      const listed = await port.listTopics();
-      const { matches } = resolvePatterns(this.#built, listed, { exclude: [this.#deadLetterTopic] });
-      for (const m of matches) {
-        const had = this.#matches.find((x) => x.node === m.node)?.topics ?? [];
-        const fresh = m.topics.filter((t) => !had.includes(t) && !this.#warned.has(t));
-        for (const t of fresh) this.#warned.add(t);
-        if (fresh.length > 0)
-          log.warn(
-            { node: m.node, pattern: m.pattern, topics: fresh },
-            'topics made since the start match a pattern source: they are read from the next start (restart every instance)',
-          );
-      }
-    } catch (err) {
-      log.debug({ err: (err as Error).message }, 'could not look for newer pattern matches');
-    }
+  async lookAgain(port: KafkaPort): Promise<NextRun | undefined> {
+    if (this.#matches.length === 0 || typeof port.listTopics !== 'function') return undefined;
+    const listed = await port.listTopics();
+    const had = new Set(this.#matches.flatMap((m) => m.topics));
+    // only a topic matched anew makes a change (one deleted alone is left to the consumer, as before);
+    // the application's own never (resolvePatterns' rule)
+    const own = new Set([...this.#built.subTopologies.flatMap((s) => s.sinkTopics), this.#deadLetterTopic]);
+    const fresh = this.#built.nodes.some(
+      (n) =>
+        n.kind === 'source' &&
+        n.pattern !== null &&
+        n.topics === null &&
+        listed.some(
+          (t) => !had.has(t) && !own.has(t) && !t.endsWith('.DLT') && matchesWhole(n.pattern as RegExp, t),
+        ),
+    );
+    if (!fresh) return undefined;
+    const { built, matches } = resolvePatterns(this.#built, listed, { exclude: [this.#deadLetterTopic] });
+    const added = matches.map((m) => m.topics.filter((t) => !had.has(t)));
+    // RF_TOPOLOGY_UNSUPPORTED here: the plan of the new match, made before anything changes
+    return { executor: new TopologyExecutor(built, this.#options), matches, added };
+  }
+
+  /** Runs `next` from now on (no partition is owned: KafkaPort.resubscribe's `between`) and logs what each pattern matches now. */
+  swap(next: NextRun, log: Logger): void {
+    for (const [i, m] of next.matches.entries())
+      log.info({ node: m.node, pattern: m.pattern, topics: m.topics, added: next.added[i] ?? [] }, RESOLVED);
+    this.#executor = next.executor;
+    this.#matches = next.matches;
   }
 }
 
-/** How often a running processor lists the topics to look for newer pattern matches (a full metadata request). */
-export const LOOK_EVERY_MS = 60_000;
+/** An executor made for what the patterns match now, and those matches (ExecutorAtStart.lookAgain). */
+export interface NextRun {
+  readonly executor: TopologyExecutor;
+  readonly matches: readonly PatternMatch[];
+  /** Each match's topics the running executor does not read (by the index of `matches`). */
+  readonly added: readonly (readonly string[])[];
+}
+
+/** The line naming what a pattern matches, at start and at each change (operators and the chaos harness read it). */
+export const RESOLVED = 'topology source pattern resolved';

@@ -8,8 +8,9 @@ import type { Fence } from '../../fence/index.js';
 import { type KafkaPort, tpKey } from '../../kafka/types.js';
 import { invalid } from '../../options/checks.js';
 import type { Logger } from '../../runtime/logger.js';
+import type { Tracing } from '../../telemetry/tracing.js';
 import type { BatchBackoff } from '../batch-backoff.js';
-import type { CommitPipeline } from '../commit-pipeline.js';
+import { CommitPipeline, type QueuedBatch } from '../commit-pipeline.js';
 import type { Counts } from '../counts.js';
 import type { PartitionTable } from '../partition-table.js';
 import type { RebalanceContext } from '../rebalance.js';
@@ -136,5 +137,27 @@ export function idleTicksOf(p: TopologyParts, ticks: { produced: number }): Idle
       ticks.produced += n;
       o.metrics?.topologyTicks(app, 'produced', n);
     },
+  });
+}
+
+/** The topology processor's commit pipeline: the processor's (src/processor/commit-pipeline.ts) on its options. */
+export function commitPipelineOf(
+  o: ResolvedTopologyOptions,
+  kafka: KafkaPort,
+  log: Logger,
+  tracing: Tracing,
+  on: { fatal(err: Error): void; committed(b: QueuedBatch): Promise<void> },
+): CommitPipeline {
+  return new CommitPipeline({
+    mode: o.mode,
+    kafka,
+    log,
+    metrics: o.metrics,
+    groupCommitRecords: o.groupCommitRecords,
+    commitIntervalMs: o.commitIntervalMs,
+    fatal: on.fatal,
+    tracing,
+    ...(o.crashHook ? { crash: o.crashHook } : {}),
+    committed: on.committed,
   });
 }
