@@ -129,6 +129,36 @@ export async function clearStore(
     await redis.del(keys.pendingIndex(input, partition));
 }
 
+/**
+ * A restored key's hash fields: its fence under the new `epoch`, its value, its other fields (a
+ * topology's stores) and its pending entries at or above the group's committed offset `to` (those
+ * below are done: their outputs were committed).
+ */
+export function restoredFields(
+  k: {
+    readonly partition: number;
+    readonly offset: number;
+    readonly value: Buffer | null;
+    readonly fields?: ReadonlyArray<readonly [string, Buffer]>;
+    readonly pending: ReadonlyArray<readonly [number, Buffer]>;
+  },
+  epoch: number,
+  to: number,
+): Array<string | Buffer> {
+  const fields: Array<string | Buffer> = [
+    'p',
+    String(k.partition),
+    'o',
+    String(k.offset),
+    'e',
+    String(epoch),
+  ];
+  if (k.value !== null) fields.push('v', k.value);
+  for (const [f, raw] of k.fields ?? []) fields.push(f, raw);
+  for (const [off, raw] of k.pending) if (off >= to) fields.push(`#${off}`, raw);
+  return fields;
+}
+
 /** Step 4 for one partition: its epoch key, its keys under the new epoch, their pending index. Returns the pending entries restored. */
 export async function restorePartition(
   redis: Redis | Cluster,
@@ -138,18 +168,8 @@ export async function restorePartition(
 ): Promise<number> {
   await redis.set(keys.epoch(input, pl.partition), String(pl.epoch));
   await pipelined(redis, pl.keys, (p, k) => {
-    const fields: Array<string | Buffer> = [
-      'p',
-      String(k.partition),
-      'o',
-      String(k.offset),
-      'e',
-      String(pl.epoch),
-    ];
-    if (k.value !== null) fields.push('v', k.value);
-    for (const [off, raw] of k.pending) if (off >= pl.to) fields.push(`#${off}`, raw);
     p.del(k.redisKey);
-    p.hset(k.redisKey, ...fields);
+    p.hset(k.redisKey, ...restoredFields(k, pl.epoch, pl.to));
   });
   // entries below the committed offset are done (their outputs committed): not restored
   const withPending = pl.keys.filter((k) => k.pending.some(([off]) => off >= pl.to));

@@ -18,7 +18,7 @@ import { decodeStreamTime, encodeStreamTime } from '../processor/topology/stream
 import type { ModelHeaders, ModelInput } from '../topology/model-types.js';
 import type { TopologyExecutor } from '../topology/run/executor.js';
 import type { StreamTimes } from '../topology/run/types.js';
-import { failed, pipelined } from './rebuild-steps.js';
+import { failed, pipelined, restoredFields } from './rebuild-steps.js';
 
 /** One partition of a stateful sub-topology's topic, decided before anything is written. */
 export interface TopologyPartitionPlan {
@@ -67,19 +67,8 @@ export async function restoreTopologyPartition(
   await redis.set(epochKey, String(pl.epoch));
   const now = Date.now();
   await pipelined(redis, pl.keys, (p, k) => {
-    const fields: Array<string | Buffer> = [
-      'p',
-      String(k.partition),
-      'o',
-      String(k.offset),
-      'e',
-      String(pl.epoch),
-    ];
-    if (k.value !== null) fields.push('v', k.value);
-    for (const [f, raw] of k.fields ?? []) fields.push(f, raw);
-    for (const [off, raw] of k.pending) if (off >= pl.to) fields.push(`#${off}`, raw);
     p.del(k.redisKey);
-    p.hset(k.redisKey, ...fields);
+    p.hset(k.redisKey, ...restoredFields(k, pl.epoch, pl.to));
     for (const s of k.slot ?? []) {
       const name = k.redisKey + s.suffix;
       p.del(name);
